@@ -1,0 +1,23 @@
+package core
+
+import "context"
+
+// Bootstrap is the job's out-of-band wire-up service, in the shape of PMIx:
+// who am I, how many are we, and a key-value exchange made consistent by a
+// fence. A launcher (gobtl run, mpirun, srun) or a test provides it.
+type Bootstrap interface {
+	// Rank is this process's rank in [0, Size).
+	Rank() int
+	// Size is the number of ranks in the job.
+	Size() int
+	// JobID names the job uniquely on this host (for segment names).
+	JobID() string
+	// Put publishes value under key for this rank. It is visible to the
+	// other ranks after the next Fence.
+	Put(key string, value []byte) error
+	// Fence returns when every rank has called Fence, after which all Puts
+	// made before it are visible.
+	Fence(ctx context.Context) error
+	// Get returns what rank published under key.
+	Get(ctx context.Context, rank int, key string) ([]byte, error)
+}

@@ -1,0 +1,244 @@
+package core
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// Caps are a module's capability flags (Open MPI's btl_flags).
+type Caps uint32
+
+const (
+	// CapSend: the module sends active messages (every module must).
+	CapSend Caps = 1 << iota
+	// CapPut: endpoints implement RDMA.Put (RDMA write).
+	CapPut
+	// CapGet: endpoints implement RDMA.Get (RDMA read).
+	CapGet
+	// CapNotify: the module implements Notifier (solicited events).
+	CapNotify
+	// CapLocalOnly: the module reaches only ranks on this host.
+	CapLocalOnly
+)
+
+// Has reports whether all bits of want are set.
+func (c Caps) Has(want Caps) bool { return c&want == want }
+
+func (c Caps) String() string {
+	names := []string{"send", "put", "get", "notify", "local-only"}
+	s := ""
+	for i, n := range names {
+		if c&(1<<i) != 0 {
+			if s != "" {
+				s += ","
+			}
+			s += n
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Attrs are a module's limits and performance model: the only things the
+// PML reads to choose protocols and rails.
+type Attrs struct {
+	// Component is the registered component name ("sm", "ib").
+	Component string
+	// Name identifies this module instance ("ib:softrc0:1").
+	Name string
+	// EagerLimit is the largest message, in user bytes, sent eagerly.
+	EagerLimit int
+	// MaxSendSize is the largest payload of one Send (header excluded).
+	MaxSendSize int
+	// RndvEagerLimit is how many user bytes ride inline in a rendezvous
+	// start; the rest moves by RDMA or by the pipeline.
+	RndvEagerLimit int
+	// MaxRDMA is the largest single Put or Get in bytes; 0 means no limit.
+	MaxRDMA int64
+	// MaxReads bounds outstanding Gets per endpoint (an RC QP's
+	// max_rd_atomic); the PML keeps a token bucket of this size. 0: no bound.
+	MaxReads int
+	// Bandwidth is the expected bandwidth in bytes per second.
+	Bandwidth float64
+	// Latency is the expected one-way latency of a small message.
+	Latency time.Duration
+	// Exclusivity ranks modules that reach the same peer: when one module's
+	// exclusivity is higher than another's, only the higher is used (shared
+	// memory over the network for local peers), unless configured otherwise.
+	Exclusivity int
+	// Caps are the capability flags.
+	Caps Caps
+}
+
+// SendFlags modify one Send.
+type SendFlags uint8
+
+const (
+	// SendSolicited asks the receiving module to raise a solicited event
+	// (IB's solicited bit), waking a Notifier armed on the receiver.
+	SendSolicited SendFlags = 1 << iota
+	// SendNoFlowControl lets a frame bypass user-level flow control: it
+	// consumes no credit and never waits in the backlog (seed 000 §4.2's
+	// optimistic scheme for explicit credit messages).
+	SendNoFlowControl
+)
+
+// Endpoint is a module's handle on one peer. Connections are set up on
+// first use.
+type Endpoint interface {
+	// Rank is the peer's rank.
+	Rank() int
+	// Send transmits one frame: header h followed by pre and then data (a
+	// gather of two segments; either may be empty). The module sets
+	// h.Length, h.Credits and FlagBacklog. Send copies what it needs before
+	// it returns, so the caller may reuse both slices at once. It returns
+	// an error wrapping ErrNoResources when it cannot take the frame now
+	// (retry after Progress) and one wrapping ErrPeerLost when the peer is
+	// gone.
+	Send(h Header, pre, data []byte, flags SendFlags) error
+}
+
+// Module is one instance of a transport: a port, a shared-memory segment,
+// a mailbox. The PML drives it by calling Progress; handlers run inside
+// Progress on the caller's goroutine.
+type Module interface {
+	// Attrs describes the module.
+	Attrs() Attrs
+	// Endpoint returns the endpoint for rank, or an error wrapping
+	// ErrUnreachable when this module cannot reach it.
+	Endpoint(rank int) (Endpoint, error)
+	// Register installs the handler for frames of type t.
+	Register(t FrameType, h Handler) error
+	// OnPeerLost installs the function called (from Progress) when the
+	// connection to a peer fails; every later Send to it fails too.
+	OnPeerLost(f func(rank int, err error))
+	// Progress delivers arrived frames and completions and returns how many
+	// it handled. It never blocks.
+	Progress() int
+	// Close releases the module's resources.
+	Close() error
+}
+
+// MemKeySize is the wire size of a MemKey.
+const MemKeySize = 32
+
+// MemKey names registered memory so that a peer can reach it with a Put or
+// a Get. Its meaning belongs to the transport that issued it (an rkey and a
+// virtual address, a process id for CMA, a slot in a table).
+type MemKey struct {
+	Addr uint64 // base address or offset as the transport defines it
+	Len  uint64 // bytes registered
+	Key  uint64 // the remote key
+	Aux  uint64 // transport-specific (process id, segment id, ...)
+}
+
+// Encode writes k into b, which must hold MemKeySize bytes.
+func (k MemKey) Encode(b []byte) {
+	_ = b[MemKeySize-1]
+	binary.LittleEndian.PutUint64(b[0:], k.Addr)
+	binary.LittleEndian.PutUint64(b[8:], k.Len)
+	binary.LittleEndian.PutUint64(b[16:], k.Key)
+	binary.LittleEndian.PutUint64(b[24:], k.Aux)
+}
+
+// DecodeMemKey reads a MemKey from b.
+func DecodeMemKey(b []byte) (MemKey, error) {
+	if len(b) < MemKeySize {
+		return MemKey{}, fmt.Errorf("memory key: %d bytes, want %d: %w", len(b), MemKeySize, ErrBadFrame)
+	}
+	return MemKey{
+		Addr: binary.LittleEndian.Uint64(b[0:]),
+		Len:  binary.LittleEndian.Uint64(b[8:]),
+		Key:  binary.LittleEndian.Uint64(b[16:]),
+		Aux:  binary.LittleEndian.Uint64(b[24:]),
+	}, nil
+}
+
+// Access says what a registration allows.
+type Access uint8
+
+const (
+	// AccessLocalWrite lets the local device write the memory (Get target).
+	AccessLocalWrite Access = 1 << iota
+	// AccessRemoteRead lets peers Get from the memory.
+	AccessRemoteRead
+	// AccessRemoteWrite lets peers Put into the memory.
+	AccessRemoteWrite
+)
+
+// Region is registered memory.
+type Region interface {
+	// Key is what a peer needs to reach the memory.
+	Key() MemKey
+	// Bytes is the registered memory.
+	Bytes() []byte
+}
+
+// Registrar is implemented by modules whose RDMA needs registered memory.
+// The memory must stay reachable and unmoved until Deregister; Go's heap
+// does not move objects, and the module keeps a reference.
+type Registrar interface {
+	Register(buf []byte, access Access) (Region, error)
+	Deregister(r Region) error
+}
+
+// Completer is told when a Put or Get finishes.
+type Completer interface {
+	// RDMADone runs inside Progress (or an armed event drain) on the
+	// initiator. err is nil on success.
+	RDMADone(op *RDMAOp, err error)
+}
+
+// RDMAOp describes one Put or Get. The initiator owns it until RDMADone.
+type RDMAOp struct {
+	// Local is the local side: the source of a Put, the destination of a
+	// Get. It lies within Region when the module needs registrations.
+	Local []byte
+	// Region is the local registration covering Local (nil if the module
+	// does not implement Registrar).
+	Region Region
+	// Remote names the peer's memory; Offset is where in it to start.
+	Remote MemKey
+	Offset uint64
+	// Solicited asks for a solicited event when this operation completes
+	// locally, waking an armed Notifier (seed 004 §4.3).
+	Solicited bool
+	// Done is told of completion.
+	Done Completer
+	// Cookie is the initiator's own bookkeeping; modules never touch it.
+	Cookie uint64
+}
+
+// RDMA is implemented by endpoints of modules with CapPut or CapGet.
+// A returned error means the operation did not start; ErrNoResources means
+// retry after Progress.
+type RDMA interface {
+	// Put writes op.Local into the peer's memory (RDMA write).
+	Put(op *RDMAOp) error
+	// Get reads the peer's memory into op.Local (RDMA read).
+	Get(op *RDMAOp) error
+}
+
+// Notifier is implemented by modules that can wake a sleeping progress
+// thread on solicited events: a solicited frame arriving, or a solicited
+// RDMA completing. It has the shape of ibv_req_notify_cq(solicited_only)
+// and ibv_get_cq_event: each Arm yields at most one notification, which
+// suppresses further interrupts until the next Arm (seed 004 §4.3).
+type Notifier interface {
+	// Arm requests one notification at the next solicited event. If such
+	// an event is already pending the notification is sent at once.
+	Arm()
+	// Notify is the channel notifications arrive on.
+	Notify() <-chan struct{}
+}
+
+// Credited is implemented by endpoints whose module runs user-level credit
+// flow control, so the PML can choose rendezvous when credits are out
+// (seed 000 §4.2).
+type Credited interface {
+	// Credits is how many frames may be sent now without waiting.
+	Credits() int
+}

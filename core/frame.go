@@ -1,0 +1,231 @@
+package core
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// HeaderVersion is the version of the frame header layout below. A frame
+// with any other version is rejected.
+const HeaderVersion = 1
+
+// HeaderSize is the size in bytes of an encoded Header.
+const HeaderSize = 32
+
+// The frame header, one fixed little-endian layout for every BTL:
+//
+//	offset size field
+//	 0      1   version   HeaderVersion
+//	 1      1   type      FrameType
+//	 2      2   flags     Flag bits; unknown bits are an error
+//	 4      4   src       source rank
+//	 8      4   context   communicator context id
+//	12      4   tag       message tag (int32)
+//	16      4   psn       packet sequence number of the virtual channel
+//	20      4   length    payload bytes that follow the header
+//	24      2   credits   piggybacked flow-control credits
+//	26      6   reserved  zero
+const (
+	offVersion = 0
+	offType    = 1
+	offFlags   = 2
+	offSrc     = 4
+	offContext = 8
+	offTag     = 12
+	offPSN     = 16
+	offLength  = 20
+	offCredits = 24
+	offRsvd    = 26
+)
+
+// FrameType says what a frame carries. Types below TypeBTLBase belong to
+// the PML; [TypeBTLBase, TypeUserBase) to transports for their own control
+// traffic (explicit credits and the like), never delivered upward;
+// [TypeUserBase, 255] to extensions and tests.
+type FrameType uint8
+
+// Frame types of the PML protocols (seed 004 §3–4, seed 001 §5).
+const (
+	// TypeEager carries a whole message: match fields plus data.
+	TypeEager FrameType = 1 + iota
+	// TypeRndvStart is RNDZ_START: match fields, the total length, the
+	// sender's request, memory keys for rdma_read, and optional inline data.
+	TypeRndvStart
+	// TypeRndvReply is RNDZ_REPLY (rdma_write: the receiver's keys) or the
+	// ACK of the send-based pipeline.
+	TypeRndvReply
+	// TypeRndvFin is FIN: rendezvous data is in place.
+	TypeRndvFin
+	// TypeFrag carries one fragment of a message by the send-based
+	// copy-in/copy-out pipeline.
+	TypeFrag
+	// TypeAbort tells the peer that a rendezvous it started failed here.
+	TypeAbort
+	typePMLEnd
+)
+
+// Ranges of frame types outside the PML's.
+const (
+	// TypeBTLBase is the first type a transport may use privately.
+	TypeBTLBase FrameType = 64
+	// TypeCredit is an explicit credit message (seed 000 §4.2).
+	TypeCredit FrameType = TypeBTLBase
+	// TypeUserBase is the first type left to extensions and tests.
+	TypeUserBase FrameType = 128
+)
+
+// IsPML reports whether t is one of the PML's protocol types.
+func (t FrameType) IsPML() bool { return t >= TypeEager && t < typePMLEnd }
+
+func (t FrameType) String() string {
+	switch t {
+	case TypeEager:
+		return "EAGER"
+	case TypeRndvStart:
+		return "RNDV_START"
+	case TypeRndvReply:
+		return "RNDV_REPLY"
+	case TypeRndvFin:
+		return "RNDV_FIN"
+	case TypeFrag:
+		return "FRAG"
+	case TypeAbort:
+		return "ABORT"
+	case TypeCredit:
+		return "CREDIT"
+	}
+	return fmt.Sprintf("type(%d)", uint8(t))
+}
+
+// Flag bits of the header.
+type Flag uint16
+
+const (
+	// FlagBacklog marks a frame that waited in the sender's backlog queue
+	// for credits: the "went through backlog" bit of seed 000 §4.3 that
+	// tells the receiver to post more buffers for this peer.
+	FlagBacklog Flag = 1 << iota
+	// FlagLast marks the last frame of a fragmented message.
+	FlagLast
+	flagsKnown = FlagBacklog | FlagLast
+)
+
+// Header is the decoded frame header. The PML fills the match fields; the
+// BTL owns Credits and FlagBacklog, which it sets as the frame leaves.
+type Header struct {
+	Type    FrameType
+	Flags   Flag
+	Src     int32
+	Context uint32
+	Tag     int32
+	PSN     uint32
+	Length  uint32
+	Credits uint16
+}
+
+// Encode writes h into b, which must hold HeaderSize bytes.
+func (h *Header) Encode(b []byte) {
+	_ = b[HeaderSize-1]
+	b[offVersion] = HeaderVersion
+	b[offType] = byte(h.Type)
+	binary.LittleEndian.PutUint16(b[offFlags:], uint16(h.Flags))
+	binary.LittleEndian.PutUint32(b[offSrc:], uint32(h.Src))
+	binary.LittleEndian.PutUint32(b[offContext:], h.Context)
+	binary.LittleEndian.PutUint32(b[offTag:], uint32(h.Tag))
+	binary.LittleEndian.PutUint32(b[offPSN:], h.PSN)
+	binary.LittleEndian.PutUint32(b[offLength:], h.Length)
+	binary.LittleEndian.PutUint16(b[offCredits:], h.Credits)
+	clear(b[offRsvd:HeaderSize])
+}
+
+// FrameLimits bound what Decode accepts.
+type FrameLimits struct {
+	// Size is the number of ranks in the job; Src must be below it.
+	Size int
+	// MaxPayload bounds Length; 0 means only the buffer bounds it.
+	MaxPayload int
+}
+
+// Decode parses and checks the header at the start of frame, which holds
+// the header and its payload (possibly followed by slack). Every field is
+// checked: a bad frame yields a *FrameError naming the field, never a
+// panic and never a partially filled header that could be delivered.
+func (h *Header) Decode(frame []byte, lim FrameLimits) error {
+	if len(frame) < HeaderSize {
+		return &FrameError{Peer: -1, Field: "length", Value: uint64(len(frame)), Reason: fmt.Sprintf("frame shorter than the %d-byte header", HeaderSize)}
+	}
+	src := binary.LittleEndian.Uint32(frame[offSrc:])
+	peer := -1
+	if lim.Size <= 0 || int64(src) < int64(lim.Size) {
+		peer = int(src)
+	}
+	if v := frame[offVersion]; v != HeaderVersion {
+		return &FrameError{Peer: peer, Field: "version", Value: uint64(v), Reason: fmt.Sprintf("want %d", HeaderVersion)}
+	}
+	t := FrameType(frame[offType])
+	if t == 0 || (t >= typePMLEnd && t < TypeBTLBase) {
+		return &FrameError{Peer: peer, Field: "type", Value: uint64(t), Reason: "unknown frame type"}
+	}
+	if lim.Size > 0 && int64(src) >= int64(lim.Size) {
+		return &FrameError{Peer: -1, Field: "src", Value: uint64(src), Reason: fmt.Sprintf("job has %d ranks", lim.Size)}
+	}
+	flags := Flag(binary.LittleEndian.Uint16(frame[offFlags:]))
+	if flags&^flagsKnown != 0 {
+		return &FrameError{Peer: peer, Field: "flags", Value: uint64(flags), Reason: "unknown flag bits"}
+	}
+	n := binary.LittleEndian.Uint32(frame[offLength:])
+	if uint64(n) > uint64(len(frame)-HeaderSize) {
+		return &FrameError{Peer: peer, Field: "length", Value: uint64(n), Reason: fmt.Sprintf("only %d payload bytes present", len(frame)-HeaderSize)}
+	}
+	if lim.MaxPayload > 0 && uint64(n) > uint64(lim.MaxPayload) {
+		return &FrameError{Peer: peer, Field: "length", Value: uint64(n), Reason: fmt.Sprintf("exceeds the %d-byte maximum", lim.MaxPayload)}
+	}
+	for _, r := range frame[offRsvd:HeaderSize] {
+		if r != 0 {
+			return &FrameError{Peer: peer, Field: "reserved", Value: uint64(r), Reason: "must be zero"}
+		}
+	}
+	*h = Header{
+		Type:    t,
+		Flags:   flags,
+		Src:     int32(src),
+		Context: binary.LittleEndian.Uint32(frame[offContext:]),
+		Tag:     int32(binary.LittleEndian.Uint32(frame[offTag:])),
+		PSN:     binary.LittleEndian.Uint32(frame[offPSN:]),
+		Length:  n,
+		Credits: binary.LittleEndian.Uint16(frame[offCredits:]),
+	}
+	return nil
+}
+
+// Handler receives a frame delivered by a module's Progress. h and payload
+// are valid only during the call; a handler that keeps data copies it.
+// Handlers may call Send and RDMA operations on any module.
+type Handler func(h *Header, payload []byte)
+
+// Handlers is a dispatch table by frame type that modules embed to
+// implement Register.
+type Handlers [256]Handler
+
+// Register installs fn for t. Registering a type twice is an error.
+func (hs *Handlers) Register(t FrameType, fn Handler) error {
+	if t == 0 || (t >= typePMLEnd && t < TypeBTLBase) {
+		return fmt.Errorf("register handler: %v is not a valid frame type", t)
+	}
+	if hs[t] != nil {
+		return fmt.Errorf("register handler: %v already has a handler", t)
+	}
+	hs[t] = fn
+	return nil
+}
+
+// Dispatch hands a decoded frame to its handler. A type nobody registered
+// is a bad frame: the caller counts it and fails the connection.
+func (hs *Handlers) Dispatch(h *Header, payload []byte) error {
+	fn := hs[h.Type]
+	if fn == nil {
+		return &FrameError{Peer: int(h.Src), Field: "type", Value: uint64(h.Type), Reason: "no handler registered"}
+	}
+	fn(h, payload)
+	return nil
+}

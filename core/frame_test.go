@@ -1,0 +1,122 @@
+package core
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestHeaderRoundTrip(t *testing.T) {
+	in := Header{Type: TypeRndvStart, Flags: FlagBacklog, Src: 7, Context: 3, Tag: -5, PSN: 1 << 31, Length: 4, Credits: 65535}
+	buf := make([]byte, HeaderSize+4)
+	in.Encode(buf)
+	var out Header
+	if err := out.Decode(buf, FrameLimits{Size: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Fatalf("decoded %+v, want %+v", out, in)
+	}
+}
+
+func TestHeaderDecodeRejects(t *testing.T) {
+	good := func() []byte {
+		b := make([]byte, HeaderSize+8)
+		h := Header{Type: TypeEager, Src: 1, Length: 8}
+		h.Encode(b)
+		return b
+	}
+	tests := []struct {
+		name  string
+		mut   func(b []byte) []byte
+		field string
+	}{
+		{"a short frame is rejected", func(b []byte) []byte { return b[:HeaderSize-1] }, "length"},
+		{"a wrong version is rejected", func(b []byte) []byte { b[0] = 9; return b }, "version"},
+		{"type zero is rejected", func(b []byte) []byte { b[1] = 0; return b }, "type"},
+		{"a type in the reserved gap is rejected", func(b []byte) []byte { b[1] = 40; return b }, "type"},
+		{"unknown flag bits are rejected", func(b []byte) []byte { b[3] = 0x80; return b }, "flags"},
+		{"a source beyond the job is rejected", func(b []byte) []byte { b[4] = 200; return b }, "src"},
+		{"a length beyond the buffer is rejected", func(b []byte) []byte { b[20] = 9; return b }, "length"},
+		{"a length beyond the maximum is rejected", func(b []byte) []byte { return append(b, make([]byte, 100)...) }, ""},
+		{"non-zero reserved bytes are rejected", func(b []byte) []byte { b[30] = 1; return b }, "reserved"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.mut(good())
+			if tc.field == "" { // grow length beyond MaxPayload
+				b[20] = 100
+			}
+			var h Header
+			err := h.Decode(b, FrameLimits{Size: 4, MaxPayload: 64})
+			var fe *FrameError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrBadFrame) {
+				t.Fatalf("err = %v, want a FrameError", err)
+			}
+			want := tc.field
+			if want == "" {
+				want = "length"
+			}
+			if fe.Field != want {
+				t.Fatalf("field = %q, want %q (%v)", fe.Field, want, err)
+			}
+		})
+	}
+}
+
+func TestDispatchUnknownTypeIsBadFrame(t *testing.T) {
+	var hs Handlers
+	got := 0
+	if err := hs.Register(TypeEager, func(*Header, []byte) { got++ }); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.Register(TypeEager, func(*Header, []byte) {}); err == nil {
+		t.Fatal("second registration of a type succeeded")
+	}
+	if err := hs.Dispatch(&Header{Type: TypeEager}, nil); err != nil || got != 1 {
+		t.Fatalf("dispatch: err %v, calls %d", err, got)
+	}
+	if err := hs.Dispatch(&Header{Type: TypeFrag}, nil); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("dispatch of an unregistered type: %v", err)
+	}
+}
+
+func TestMemKeyRoundTrip(t *testing.T) {
+	k := MemKey{Addr: 1, Len: 2, Key: 3, Aux: 4}
+	b := make([]byte, MemKeySize)
+	k.Encode(b)
+	got, err := DecodeMemKey(b)
+	if err != nil || got != k {
+		t.Fatalf("got %+v %v", got, err)
+	}
+	if _, err := DecodeMemKey(b[:5]); !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("short key: %v", err)
+	}
+}
+
+// FuzzHeaderDecode checks that no input panics the decoder and that every
+// accepted header survives a round trip.
+func FuzzHeaderDecode(f *testing.F) {
+	b := make([]byte, HeaderSize+3)
+	(&Header{Type: TypeEager, Src: 1, Length: 3}).Encode(b)
+	f.Add(b)
+	f.Add([]byte{1, 2, 3})
+	f.Add(make([]byte, HeaderSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h Header
+		if err := h.Decode(data, FrameLimits{Size: 16, MaxPayload: 1 << 16}); err != nil {
+			if !errors.Is(err, ErrBadFrame) {
+				t.Fatalf("error %v is not ErrBadFrame", err)
+			}
+			return
+		}
+		if int(h.Src) >= 16 || int(h.Length) > len(data)-HeaderSize {
+			t.Fatalf("accepted an impossible header %+v", h)
+		}
+		out := make([]byte, HeaderSize)
+		h.Encode(out)
+		var again Header
+		if err := again.Decode(append(out, data[HeaderSize:]...), FrameLimits{Size: 16}); err != nil || again != h {
+			t.Fatalf("round trip: %+v vs %+v (%v)", again, h, err)
+		}
+	})
+}

@@ -1,0 +1,199 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// Counter is a monotonically increasing count. Updating it is one atomic
+// add: cheap enough for the data path.
+type Counter struct{ v atomic.Int64 }
+
+// Add adds n.
+func (c *Counter) Add(n int64) { c.v.Add(n) }
+
+// Inc adds one.
+func (c *Counter) Inc() { c.v.Add(1) }
+
+// Load returns the count.
+func (c *Counter) Load() int64 { return c.v.Load() }
+
+// Gauge is a value that goes up and down and remembers its maximum.
+type Gauge struct{ v, max atomic.Int64 }
+
+// Set stores v.
+func (g *Gauge) Set(v int64) {
+	g.v.Store(v)
+	for {
+		m := g.max.Load()
+		if v <= m || g.max.CompareAndSwap(m, v) {
+			return
+		}
+	}
+}
+
+// Add adds d and returns the new value.
+func (g *Gauge) Add(d int64) int64 {
+	v := g.v.Add(d)
+	for {
+		m := g.max.Load()
+		if v <= m || g.max.CompareAndSwap(m, v) {
+			return v
+		}
+	}
+}
+
+// Load returns the current value.
+func (g *Gauge) Load() int64 { return g.v.Load() }
+
+// Max returns the largest value ever set.
+func (g *Gauge) Max() int64 { return g.max.Load() }
+
+// Histogram counts observations into fixed buckets. Bounds are the upper
+// bounds of all buckets but the last, which takes everything above.
+type Histogram struct {
+	bounds []float64
+	counts []atomic.Int64
+	sum    atomic.Uint64 // float64 bits
+	n      atomic.Int64
+}
+
+// NewHistogram returns a histogram with the given ascending upper bounds.
+func NewHistogram(bounds []float64) *Histogram {
+	b := append([]float64(nil), bounds...)
+	sort.Float64s(b)
+	return &Histogram{bounds: b, counts: make([]atomic.Int64, len(b)+1)}
+}
+
+// Observe records v.
+func (h *Histogram) Observe(v float64) {
+	i := sort.SearchFloat64s(h.bounds, v)
+	h.counts[i].Add(1)
+	h.n.Add(1)
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+// HistogramSnapshot is a point-in-time copy of a Histogram.
+type HistogramSnapshot struct {
+	Bounds []float64 `json:"bounds"`
+	Counts []int64   `json:"counts"`
+	Count  int64     `json:"count"`
+	Mean   float64   `json:"mean"`
+}
+
+// Snapshot copies the histogram.
+func (h *Histogram) Snapshot() HistogramSnapshot {
+	s := HistogramSnapshot{Bounds: h.bounds, Counts: make([]int64, len(h.counts)), Count: h.n.Load()}
+	for i := range h.counts {
+		s.Counts[i] = h.counts[i].Load()
+	}
+	if s.Count > 0 {
+		s.Mean = math.Float64frombits(h.sum.Load()) / float64(s.Count)
+	}
+	return s
+}
+
+// Metrics is a registry of named counters, gauges and histograms. Names
+// carry the owning component ("sm.fastbox_sends", "ib.rnr_naks.peer3").
+type Metrics struct {
+	mu       sync.Mutex
+	counters map[string]*Counter
+	gauges   map[string]*Gauge
+	hists    map[string]*Histogram
+}
+
+// NewMetrics returns an empty registry.
+func NewMetrics() *Metrics {
+	return &Metrics{counters: map[string]*Counter{}, gauges: map[string]*Gauge{}, hists: map[string]*Histogram{}}
+}
+
+// Counter returns the counter called name, creating it on first use. Look
+// it up once and keep the pointer; the lookup takes a lock.
+func (m *Metrics) Counter(name string) *Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.counters[name]
+	if c == nil {
+		c = new(Counter)
+		m.counters[name] = c
+	}
+	return c
+}
+
+// Gauge returns the gauge called name, creating it on first use.
+func (m *Metrics) Gauge(name string) *Gauge {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.gauges[name]
+	if g == nil {
+		g = new(Gauge)
+		m.gauges[name] = g
+	}
+	return g
+}
+
+// Histogram returns the histogram called name, creating it with bounds on
+// first use.
+func (m *Metrics) Histogram(name string, bounds []float64) *Histogram {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.hists[name]
+	if h == nil {
+		h = NewHistogram(bounds)
+		m.hists[name] = h
+	}
+	return h
+}
+
+// Snapshot returns every metric by name: counters as int64, gauges as
+// {"value","max"} and histograms as HistogramSnapshot.
+func (m *Metrics) Snapshot() map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]any, len(m.counters)+len(m.gauges)+len(m.hists))
+	for n, c := range m.counters {
+		out[n] = c.Load()
+	}
+	for n, g := range m.gauges {
+		out[n] = map[string]int64{"value": g.Load(), "max": g.Max()}
+	}
+	for n, h := range m.hists {
+		out[n] = h.Snapshot()
+	}
+	return out
+}
+
+// Names lists every metric name, sorted.
+func (m *Metrics) Names() []string {
+	s := m.Snapshot()
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// MetricName joins a component and metric name with dots, skipping empties.
+func MetricName(parts ...any) string {
+	s := ""
+	for _, p := range parts {
+		t := fmt.Sprint(p)
+		if t == "" {
+			continue
+		}
+		if s != "" {
+			s += "."
+		}
+		s += t
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package core
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseUnits(t *testing.T) {
+	sizes := map[string]int64{"4096": 4096, "12KiB": 12288, "12KB": 12000, "1.5MiB": 1572864, "64k": 65536, "2 GiB": 2 << 30, "0": 0}
+	for in, want := range sizes {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "KiB", "12XB", "1.5B", "-3", "1e3"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", bad)
+		}
+	}
+	rates := map[string]float64{"1GB/s": 1e9, "250MB/s": 250e6, "1GiB/s": 1 << 30}
+	for in, want := range rates {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %g, %v; want %g", in, got, err, want)
+		}
+	}
+	if _, err := ParseRate("1GB"); err == nil {
+		t.Error("ParseRate without /s succeeded")
+	}
+	if d, err := ParseDuration("500us"); err != nil || d != 500*time.Microsecond {
+		t.Errorf("ParseDuration: %v %v", d, err)
+	}
+	if FormatSize(12288) != "12KiB" || FormatSize(1000) != "1000B" {
+		t.Errorf("FormatSize: %s %s", FormatSize(12288), FormatSize(1000))
+	}
+}
+
+func TestParamsDefaultsAndAccessors(t *testing.T) {
+	schema := []Param{
+		{Name: "eager_limit", Type: ParamSize, Default: "4KiB"},
+		{Name: "mode", Type: ParamString, Default: "a", Enum: []string{"a", "b"}},
+		{Name: "rate", Type: ParamRate, Default: "1GB/s"},
+		{Name: "wait", Type: ParamDuration, Default: "1ms"},
+		{Name: "n", Type: ParamInt},
+		{Name: "q", Type: ParamBlock, Repeat: true, Block: []Param{{Name: "size", Type: ParamSize}}},
+	}
+	p, err := NewParams(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Size("eager_limit") != 4096 || p.String("mode") != "a" || p.Rate("rate") != 1e9 || p.Duration("wait") != time.Millisecond {
+		t.Fatalf("defaults wrong: %v", p.vals)
+	}
+	if p.Has("n") || p.Int("n") != 0 {
+		t.Fatal("a parameter without default has a value")
+	}
+	if err := p.SetText("mode", "c"); err == nil {
+		t.Fatal("enum violation accepted")
+	}
+	if err := p.SetText("n", "12"); err != nil || p.Int("n") != 12 || !p.IsSet("n") {
+		t.Fatalf("SetText: %v", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("asking for an undeclared parameter did not panic")
+		}
+	}()
+	p.Int("nope")
+}
+
+func TestRegistryRejectsDuplicates(t *testing.T) {
+	c := &Component{Kind: KindSched, Name: "test-dup", NewPolicy: func(Params) (any, error) { return nil, nil }}
+	Register(c)
+	if got, ok := Lookup(KindSched, "test-dup"); !ok || got != c {
+		t.Fatal("lookup failed")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("duplicate registration did not panic")
+		}
+	}()
+	Register(c)
+}

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/rs/zerolog"
+)
+
+// Kind is a kind of component.
+type Kind string
+
+// The kinds of components.
+const (
+	KindBTL         Kind = "btl"
+	KindFlowControl Kind = "flow_control"
+	KindRecvBuf     Kind = "recvbuf"
+	KindSched       Kind = "sched"
+)
+
+// PolicyKinds lists the kinds that are policies (and may be plugins).
+var PolicyKinds = []Kind{KindFlowControl, KindRecvBuf, KindSched}
+
+// Component is a registered, named implementation of a kind. Components
+// register themselves from init (the database/sql driver pattern); the
+// root package and cmd/gobtl import them for that side effect.
+type Component struct {
+	Kind Kind
+	Name string
+	// Doc is a one-paragraph description shown by `gobtl info`.
+	Doc string
+	// Params is the schema of the component's HCL block.
+	Params []Param
+	// OpenBTL opens a BTL component's modules (KindBTL only).
+	OpenBTL func(env BTLEnv) ([]Module, error)
+	// NewPolicy builds a policy (policy kinds only): a FlowControl,
+	// RecvBuffers or Scheduler according to Kind.
+	NewPolicy func(p Params) (any, error)
+}
+
+// BTLEnv is what a BTL component gets when it opens.
+type BTLEnv struct {
+	// Instance is the block's second label: btl "ib" "rail0" -> "rail0".
+	Instance string
+	Params   Params
+	Boot     Bootstrap
+	Clock    Clock
+	Log      zerolog.Logger
+	Metrics  *Metrics
+	// FlowControl and RecvBuffers are the job's policies of those kinds,
+	// nil when none is configured (the component picks its default).
+	FlowControl FlowControl
+	RecvBuffers RecvBuffers
+}
+
+var registry = struct {
+	sync.RWMutex
+	m map[Kind]map[string]*Component
+}{m: map[Kind]map[string]*Component{}}
+
+// Register adds c to the registry. It panics on a duplicate or malformed
+// entry: registration happens at init, where a panic is a build error.
+func Register(c *Component) {
+	if c.Name == "" || c.Kind == "" {
+		panic("core: Register: component needs a kind and a name")
+	}
+	if (c.Kind == KindBTL) != (c.OpenBTL != nil) || (c.Kind != KindBTL) != (c.NewPolicy != nil) {
+		panic(fmt.Sprintf("core: Register %s %q: wrong constructor for the kind", c.Kind, c.Name))
+	}
+	if _, err := NewParams(c.Params); err != nil {
+		panic(fmt.Sprintf("core: Register %s %q: %v", c.Kind, c.Name, err))
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	byName := registry.m[c.Kind]
+	if byName == nil {
+		byName = map[string]*Component{}
+		registry.m[c.Kind] = byName
+	}
+	if _, dup := byName[c.Name]; dup {
+		panic(fmt.Sprintf("core: Register: %s %q registered twice", c.Kind, c.Name))
+	}
+	byName[c.Name] = c
+}
+
+// Lookup finds a registered component.
+func Lookup(kind Kind, name string) (*Component, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	c, ok := registry.m[kind][name]
+	return c, ok
+}
+
+// Components lists the components of kind, sorted by name.
+func Components(kind Kind) []*Component {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]*Component, 0, len(registry.m[kind]))
+	for _, c := range registry.m[kind] {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Kinds lists the kinds that have at least one component, sorted.
+func Kinds() []Kind {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]Kind, 0, len(registry.m))
+	for k := range registry.m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
