@@ -1,0 +1,36 @@
+# gobtl build. `make run` sets up and runs the main job; `make test` is what
+# CI runs (.ci/run).
+GO      ?= go
+BIN     := bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: all build plugins test test-short race fuzz-smoke lint bench run clean
+
+all: build plugins
+
+build:
+	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
+
+plugins:
+	@true
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+test: build plugins lint
+	$(GO) test ./...
+	$(GO) test -race ./core/... ./pml/... ./conf/...
+	$(MAKE) fuzz-smoke
+
+fuzz-smoke:
+	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
+
+bench:
+	$(GO) test -run XXX -bench . -benchmem ./pml/...
+
+run: build plugins
+	@echo "main job: not wired yet"
+
+clean:
+	rm -rf $(BIN)

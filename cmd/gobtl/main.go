@@ -1,0 +1,38 @@
+// Command gobtl runs, benchmarks and inspects gobtl jobs: `gobtl run`
+// launches ranks, `gobtl bench` runs the osu-style suite, `gobtl config`
+// checks stack files, `gobtl info` lists the compiled-in components (like
+// ompi_info) and `gobtl plugins` finds and verifies policy plugins.
+//
+// Each subcommand lives in its own file and adds itself to rootCmd from
+// init.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "gobtl",
+	Short:         "a pluggable message-transport framework in the shape of Open MPI's PML/BTL",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries an exit status out of a subcommand without printing a
+// second message.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		if e, ok := err.(exitError); ok {
+			os.Exit(e.code)
+		}
+		fmt.Fprintln(os.Stderr, "gobtl:", err)
+		os.Exit(1)
+	}
+}
