@@ -1,0 +1,31 @@
+package core
+
+// The policy contract, shared by FlowControl, RecvBuffers and Scheduler.
+//
+// Setup is called once per instance (per peer for a Scheduler) before any
+// traffic; it may block briefly (a plugin answers over RPC at start-up).
+//
+// Observe is the only call on the running system. The mechanism batches
+// the events it saw and calls Observe from its progress path; the policy
+// appends decisions to out and returns it. A built-in policy answers the
+// batch it was given, synchronously. A plugin policy cannot: its Observe
+// queues the batch for the plugin process and returns whatever decisions
+// have arrived since the last call — decisions about earlier events. So:
+//
+//   - Observe never blocks and never allocates in steady state;
+//   - a decision may refer to an older state: the mechanism checks every
+//     decision against its current state before applying it (never a
+//     credit for a buffer that is not posted, weights normalised and
+//     non-negative, a victim keeps its static quota) and drops or clamps
+//     what does not hold, counting it;
+//   - a mechanism with no events still calls Observe(nil, out) now and then
+//     (at least every PolicyPollInterval while it runs) to collect late
+//     decisions.
+//
+// If a plugin dies or stops answering, its Observe falls back to the
+// policy's safe default and says so in the log; the mechanism never waits
+// on it ("policy proposes, mechanism disposes").
+
+// PolicyPollInterval is the longest a mechanism goes without calling
+// Observe while it has a policy that might have decisions pending.
+const PolicyPollInterval = 1 << 20 // nanoseconds, about a millisecond
