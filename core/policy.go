@@ -1,5 +1,7 @@
 package core
 
+import "time"
+
 // The policy contract, shared by FlowControl, RecvBuffers and Scheduler.
 //
 // Setup is called once per instance (per peer for a Scheduler) before any
@@ -28,4 +30,4 @@ package core
 
 // PolicyPollInterval is the longest a mechanism goes without calling
 // Observe while it has a policy that might have decisions pending.
-const PolicyPollInterval = 1 << 20 // nanoseconds, about a millisecond
+const PolicyPollInterval = time.Millisecond
