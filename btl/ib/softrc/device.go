@@ -82,11 +82,11 @@ type Device struct {
 	done        chan struct{}
 	nicDone     sync.WaitGroup
 
-	iov    []unix.Iovec
-	evs    []unix.EpollEvent
-	nicEvs []unix.EpollEvent // the device goroutine's, used without d.mu
-	trash  []byte
-	stats  Stats
+	iov     []unix.Iovec
+	evs     []unix.EpollEvent
+	nicEvs  []unix.EpollEvent // the device goroutine's, used without d.mu
+	trash   []byte
+	stats   Stats
 	noPoll2 bool
 }
 
@@ -146,11 +146,11 @@ func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {
 		byFD: map[int32]*link{}, epfd: epfd, evfd: evfd,
 		nextKey: 0x100, nextQPN: 0x40,
 		idleAfter: int64(cfg.IdleAfter), ackDelay: int64(cfg.AckDelay),
-		done:  make(chan struct{}),
-		iov:   make([]unix.Iovec, 0, 64),
-		evs:   make([]unix.EpollEvent, 64),
+		done:   make(chan struct{}),
+		iov:    make([]unix.Iovec, 0, 64),
+		evs:    make([]unix.EpollEvent, 64),
 		nicEvs: make([]unix.EpollEvent, 1),
-		trash: make([]byte, 64<<10),
+		trash:  make([]byte, 64<<10),
 	}
 	d.ports = make([]*port, cfg.Ports)
 	for i := range d.ports {

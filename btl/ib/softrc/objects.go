@@ -366,15 +366,15 @@ func (ch *channel) Destroy() error {
 // srq is a shared receive queue: one FIFO of receive WQEs that many QPs
 // consume from, with the limit event of the IBA.
 type srq struct {
-	d      *Device
-	pd     *pd
-	ring   []rwqe
-	segs   [][]byte
-	sge    int
-	head   uint64
-	tail   uint64
-	limit  int
-	dead   bool
+	d     *Device
+	pd    *pd
+	ring  []rwqe
+	segs  [][]byte
+	sge   int
+	head  uint64
+	tail  uint64
+	limit int
+	dead  bool
 }
 
 // CreateSRQ creates a shared receive queue.
