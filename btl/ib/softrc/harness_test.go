@@ -14,7 +14,7 @@ var devSeq atomic.Int64
 // end is one side of a test connection: a device with a PD, a CQ on a
 // completion channel and one RC QP.
 type end struct {
-	t    *testing.T
+	t    testing.TB
 	dev  *Device
 	pd   verbs.PD
 	ch   verbs.CompChannel
@@ -35,7 +35,7 @@ type endOpts struct {
 	sharedDev *Device
 }
 
-func newEnd(t *testing.T, o endOpts) *end {
+func newEnd(t testing.TB, o endOpts) *end {
 	t.Helper()
 	d := o.sharedDev
 	if d == nil {
@@ -106,7 +106,7 @@ func defaultRC() rcOpts {
 }
 
 // connectQP takes qp through INIT, RTR and RTS towards the remote QP.
-func connectQP(t *testing.T, qp verbs.QP, remote verbs.PortAttr, rqpn uint32, o rcOpts) {
+func connectQP(t testing.TB, qp verbs.QP, remote verbs.PortAttr, rqpn uint32, o rcOpts) {
 	t.Helper()
 	steps := []struct {
 		a verbs.QPAttr
@@ -124,7 +124,7 @@ func connectQP(t *testing.T, qp verbs.QP, remote verbs.PortAttr, rqpn uint32, o 
 	}
 }
 
-func connect(t *testing.T, a, b *end, o rcOpts) {
+func connect(t testing.TB, a, b *end, o rcOpts) {
 	t.Helper()
 	connectQP(t, a.qp, b.port, b.qp.QPN(), o)
 	connectQP(t, b.qp, a.port, a.qp.QPN(), o)
@@ -168,7 +168,7 @@ func (e *end) poll() {
 }
 
 // pollUntil polls every end until cond holds, failing after a deadline.
-func pollUntil(t *testing.T, what string, cond func() bool, ends ...*end) {
+func pollUntil(t testing.TB, what string, cond func() bool, ends ...*end) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {

@@ -337,6 +337,14 @@ func (ch *channel) fire(c *cq) {
 // Ready is where event tokens arrive.
 func (ch *channel) Ready() <-chan struct{} { return ch.ready }
 
+// Wake posts a token on Ready.
+func (ch *channel) Wake() {
+	select {
+	case ch.ready <- struct{}{}:
+	default:
+	}
+}
+
 // GetEvent returns the CQ of the next pending event.
 func (ch *channel) GetEvent() (verbs.CQ, bool) {
 	ch.d.mu.Lock()

@@ -60,8 +60,31 @@ func NewProvider() *Provider {
 	return &Provider{devs: map[string]*Device{}, cfg: map[string]DeviceConfig{}, ports: map[string]map[uint8]PortConfig{}}
 }
 
-// Default is the process's softrc provider.
+// Default is the process's softrc provider (scope "").
 var Default = NewProvider()
+
+var scopes = struct {
+	sync.Mutex
+	m map[string]*Provider
+}{m: map[string]*Provider{"": Default}}
+
+// Scope returns the provider of a scope: the devices of one host, when
+// several ranks that model separate hosts share a process. Scope("") is
+// Default.
+func Scope(name string) *Provider {
+	scopes.Lock()
+	defer scopes.Unlock()
+	p := scopes.m[name]
+	if p == nil {
+		p = NewProvider()
+		scopes.m[name] = p
+	}
+	return p
+}
+
+func init() {
+	verbs.RegisterProvider("softrc", func(scope string) (verbs.Provider, error) { return Scope(scope), nil })
+}
 
 // Name returns "softrc".
 func (p *Provider) Name() string { return "softrc" }

@@ -260,6 +260,10 @@ type CompChannel interface {
 	Ready() <-chan struct{}
 	// GetEvent returns the CQ of the next pending event without blocking.
 	GetEvent() (CQ, bool)
+	// Wake posts a token on Ready as an event would, without one: a
+	// consumer that finds work already pending when it arms its CQs wakes
+	// its own waiter this way (the arm-then-poll race of ibv_req_notify_cq).
+	Wake()
 	// Destroy releases the channel; its CQs must be gone.
 	Destroy() error
 }

@@ -111,7 +111,7 @@ func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []cor
 func init() {
 	core.Register(&core.Component{
 		Kind: core.KindRecvBuf, Name: "bsrq", Params: Params,
-		Doc: "Bucket SRQ (seed 002): per-peer tiny buffers under credits plus power-of-two buckets, each a shared receive queue",
+		Doc:       "Bucket SRQ (seed 002): per-peer tiny buffers under credits plus power-of-two buckets, each a shared receive queue",
 		NewPolicy: func(p core.Params) (any, error) { return New(p) },
 	})
 }

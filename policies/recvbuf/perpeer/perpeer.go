@@ -64,7 +64,7 @@ func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []cor
 func init() {
 	core.Register(&core.Component{
 		Kind: core.KindRecvBuf, Name: "perpeer", Params: Params,
-		Doc: "per-peer receive queues under credit flow control (Open MPI 1.2's default: 8×4KiB and 8×32KiB per peer)",
+		Doc:       "per-peer receive queues under credit flow control (Open MPI 1.2's default: 8×4KiB and 8×32KiB per peer)",
 		NewPolicy: func(p core.Params) (any, error) { return New(p) },
 	})
 }

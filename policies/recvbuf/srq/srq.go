@@ -78,7 +78,7 @@ func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []cor
 func init() {
 	core.Register(&core.Component{
 		Kind: core.KindRecvBuf, Name: "srq", Params: Params,
-		Doc: "shared receive queues per buffer size, grown on the SRQ-limit event (Open MPI receive_queues syntax)",
+		Doc:       "shared receive queues per buffer size, grown on the SRQ-limit event (Open MPI receive_queues syntax)",
 		NewPolicy: func(p core.Params) (any, error) { return New(p) },
 	})
 }
