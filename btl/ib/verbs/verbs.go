@@ -626,7 +626,7 @@ type WC struct {
 // AsyncEventType is an asynchronous event's type (enum ibv_event_type).
 type AsyncEventType uint8
 
-// Async event types.
+// Async event types (the values of enum ibv_event_type).
 const (
 	EventCQErr            AsyncEventType = 0
 	EventQPFatal          AsyncEventType = 1
@@ -637,9 +637,9 @@ const (
 	EventDeviceFatal      AsyncEventType = 8
 	EventPortActive       AsyncEventType = 9
 	EventPortErr          AsyncEventType = 10
-	EventSRQErr           AsyncEventType = 13
-	EventSRQLimitReached  AsyncEventType = 14
-	EventQPLastWQEReached AsyncEventType = 15
+	EventSRQErr           AsyncEventType = 14
+	EventSRQLimitReached  AsyncEventType = 15
+	EventQPLastWQEReached AsyncEventType = 16
 )
 
 var eventNames = map[AsyncEventType]string{
