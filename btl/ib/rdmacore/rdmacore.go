@@ -688,7 +688,7 @@ func (p *pd) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 	return &qp{q: q, typ: attr.Type, sw: (*C.gobtl_wr)(C.calloc(1, size)), rw: (*C.gobtl_wr)(C.calloc(1, size))}, nil
 }
 
-func (q *qp) QPN() uint32         { return uint32(q.q.qp_num) }
+func (q *qp) QPN() uint32        { return uint32(q.q.qp_num) }
 func (q *qp) Type() verbs.QPType { return q.typ }
 
 func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
