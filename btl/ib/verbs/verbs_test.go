@@ -1,6 +1,7 @@
 package verbs
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -46,8 +47,10 @@ func TestAddrOfIsTheFirstBytesAddress(t *testing.T) {
 	}
 }
 
+var registerOnce sync.Once
+
 func TestUnknownProvidersAreNamedInTheError(t *testing.T) {
-	RegisterProvider("verbs-test", func(string) (Provider, error) { return nil, nil })
+	registerOnce.Do(func() { RegisterProvider("verbs-test", func(string) (Provider, error) { return nil, nil }) })
 	if _, err := OpenProvider("nope", ""); err == nil {
 		t.Fatal("an unknown provider opened")
 	}
