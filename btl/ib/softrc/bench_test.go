@@ -58,3 +58,57 @@ func run(b *testing.B, x, y *end, size int) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*n), "ns/oneway")
 }
+
+// BenchmarkPingPongDirectReads is BenchmarkPingPong with polls that read
+// every link instead of asking epoll (see spinOnEpoll).
+func BenchmarkPingPongDirectReads(b *testing.B) {
+	spinOnEpoll = false
+	defer func() { spinOnEpoll = true }()
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	run(b, x, y, 8)
+}
+
+// BenchmarkBandwidth measures one-directional RDMA-write bandwidth of
+// size-byte writes, window of them in flight.
+func BenchmarkBandwidth1MiB(b *testing.B) {
+	const size, window = 1 << 20, 16
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	src := x.reg(size, allAccess)
+	dst := y.reg(size, allAccess)
+	stop := make(chan struct{})
+	go func() {
+		var wc [16]verbs.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				y.cq.Poll(wc[:])
+			}
+		}
+	}()
+	var wc [16]verbs.WC
+	wr := verbs.SendWR{Opcode: verbs.OpRDMAWrite, Flags: verbs.SendSignaled, SG: sge(src, 0, size), RemoteAddr: dst.Addr(), RKey: dst.RKey()}
+	inflight := 0
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		for inflight < window && i < b.N {
+			if err := x.qp.PostSend(&wr); err != nil {
+				b.Fatal(err)
+			}
+			inflight++
+			i++
+		}
+		n, _ := x.cq.Poll(wc[:])
+		inflight -= n
+	}
+	for inflight > 0 {
+		n, _ := x.cq.Poll(wc[:])
+		inflight -= n
+	}
+	b.StopTimer()
+	close(stop)
+}
