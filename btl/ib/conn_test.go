@@ -12,13 +12,18 @@ import (
 func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
 	j := openJob(t, 2, jobOpts{})
 	a, b := j.ep(0, 1), j.ep(1, 0)
-	// Both send before either progresses: two REQs cross.
-	if err := a.Send(core.Header{Type: testType, Src: 0}, nil, []byte("from 0"), 0); err != nil {
-		t.Fatal(err)
+	// Both send before either progresses: two REQs cross. A Send while
+	// connecting is refused, and retried like any other.
+	for _, x := range []struct {
+		e   *endpoint
+		src int32
+	}{{a, 0}, {b, 1}} {
+		if err := x.e.Send(core.Header{Type: testType, Src: x.src}, nil, []byte("hi"), 0); !errors.Is(err, core.ErrNoResources) {
+			t.Fatalf("the first send: %v, want a refusal while connecting", err)
+		}
 	}
-	if err := b.Send(core.Header{Type: testType, Src: 1}, nil, []byte("from 1"), 0); err != nil {
-		t.Fatal(err)
-	}
+	j.send(0, 1, core.Header{Type: testType, Src: 0}, []byte("from 0"))
+	j.send(1, 0, core.Header{Type: testType, Src: 1}, []byte("from 1"))
 	j.until("both frames", func() bool { return len(j.got[0]) == 1 && len(j.got[1]) == 1 })
 	if !equalQPNs(a.remote, b.qpns()) || !equalQPNs(b.remote, a.qpns()) {
 		t.Fatalf("the sides disagree on the connection: %v→%v, %v→%v", a.qpns(), a.remote, b.qpns(), b.remote)
@@ -102,10 +107,14 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 		got := 0
 		mods[1][i].Register(testType, func(*core.Header, []byte) { got++ })
 		e, _ := mods[0][i].Endpoint(1)
-		if err := e.Send(core.Header{Type: testType, Src: 0}, nil, []byte("hello"), 0); err != nil {
-			t.Fatal(err)
-		}
-		for got == 0 {
+		for sent := false; got == 0; {
+			if !sent {
+				err := e.Send(core.Header{Type: testType, Src: 0}, nil, []byte("hello"), 0)
+				if err != nil && !errors.Is(err, core.ErrNoResources) {
+					t.Fatal(err)
+				}
+				sent = err == nil
+			}
 			mods[0][i].Progress()
 			mods[1][i].Progress()
 		}
@@ -121,7 +130,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 	d := &doneRec{}
 	e, _ := mods[0][2].Endpoint(1)
 	if err := e.(core.RDMA).Put(&core.RDMAOp{Local: src, Region: lr, Remote: rg.Key(), Done: d}); err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // connected by the hello above
 	}
 	for d.n == 0 {
 		mods[0][2].Progress()

@@ -6,17 +6,21 @@ package ib
 //
 // A receiver posts Count buffers of a per-peer queue for each peer; the
 // sender starts with Count credits and spends one per frame. Without a
-// credit a frame waits in the backlog (FIFO) and leaves with the "went
-// through backlog" bit set (§4.3, the feedback a dynamic scheme grows on).
-// The receiver reposts each buffer as soon as its frame is handled and
-// owes the sender a credit for it; owed credits ride back in the header of
-// any frame going the other way (piggybacking), and once Low (the credit
-// window) are owed with nothing to ride on, an explicit credit frame goes
-// out. Explicit credit frames bypass flow control — seed 000's optimistic
-// scheme — but still count against the credits, so that the books balance:
-// if one lands when no buffer is posted, the hardware's RNR NAK with
-// infinite retry holds it until one is, and no credit is ever granted for
-// a buffer that is not posted.
+// credit the frame is refused with core.ErrNoResources, and the PML keeps
+// it, in order, in its queue of frames waiting for resources: that queue is
+// the backlog of seed 000 §4.2, and the send request stays incomplete
+// while its frame waits, so a rank that stops calling in never strands a
+// frame it believes sent. The first frame accepted after a refusal carries
+// the "went through backlog" bit (§4.3, the feedback a dynamic scheme
+// grows on). The receiver reposts each buffer as soon as its frame is
+// handled and owes the sender a credit for it; owed credits ride back in
+// the header of any frame going the other way (piggybacking), and once Low
+// (the credit window) are owed with nothing to ride on, an explicit credit
+// frame goes out. Explicit credit frames bypass flow control — seed 000's
+// optimistic scheme — but still count against the credits, so that the
+// books balance: if one lands when no buffer is posted, the hardware's RNR
+// NAK with infinite retry holds it until one is, and no credit is ever
+// granted for a buffer that is not posted.
 //
 // Frames on a per-peer queue carry that queue's credits; frames on a
 // shared queue carry the credits of the first per-peer queue (in B-SRQ,
@@ -27,14 +31,11 @@ package ib
 // the threshold and growing posted buffers per peer) by driving this type:
 // grant, spend and owe are the only places credits change.
 type credits struct {
-	avail   int       // frames this side may still send
-	owed    int       // reposted buffers the peer has not been told about
-	window  int       // explicit credits once this many are owed
-	backlog sendQueue // frames waiting for a credit (or for send-queue room)
+	avail  int  // frames this side may still send
+	owed   int  // reposted buffers the peer has not been told about
+	window int  // explicit credits once this many are owed
+	waited bool // a frame was refused since the last one left
 }
-
-// canSpend reports whether a frame may go now without waiting.
-func (c *credits) canSpend() bool { return c.avail > 0 && c.backlog.n == 0 }
 
 // spend takes a credit for a frame; avail goes negative only for frames
 // outside flow control.
@@ -56,34 +57,4 @@ func (c *credits) take() uint16 {
 	n := min(c.owed, 0xffff)
 	c.owed -= n
 	return uint16(n)
-}
-
-// sendQueue is a FIFO of send buffers (the backlog and the frames waiting
-// for a connection); it allocates only when it grows.
-type sendQueue struct {
-	ring []*sendBuf
-	head int
-	n    int
-}
-
-func (q *sendQueue) push(b *sendBuf) {
-	if q.n == len(q.ring) {
-		r := make([]*sendBuf, max(8, 2*len(q.ring)))
-		for i := 0; i < q.n; i++ {
-			r[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
-		q.ring, q.head = r, 0
-	}
-	q.ring[(q.head+q.n)%len(q.ring)] = b
-	q.n++
-}
-
-func (q *sendQueue) front() *sendBuf { return q.ring[q.head] }
-
-func (q *sendQueue) pop() *sendBuf {
-	b := q.ring[q.head]
-	q.ring[q.head] = nil
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
-	return b
 }

@@ -20,9 +20,12 @@ const (
 )
 
 // Errors of the send path, made once so that pushing back allocates
-// nothing.
+// nothing. Each wraps core.ErrNoResources: the PML keeps the frame and
+// tries again after Progress.
 var (
 	errNoSendBuf  = fmt.Errorf("ib: send buffers of this size exhausted: %w", core.ErrNoResources)
+	errNoCredit   = fmt.Errorf("ib: no credit on the peer's per-peer queue: %w", core.ErrNoResources)
+	errPending    = fmt.Errorf("ib: sends to the peer's shared queue at their bound: %w", core.ErrNoResources)
 	errConnecting = fmt.Errorf("ib: connection being set up: %w", core.ErrNoResources)
 	errSQFull     = fmt.Errorf("ib: send queue full: %w", core.ErrNoResources)
 	errClosed     = fmt.Errorf("ib: module: %w", core.ErrClosed)
@@ -46,7 +49,6 @@ type endpoint struct {
 	cmTries  int
 	cmNext   time.Duration
 	watched  bool
-	pending  sendQueue // frames sent before the connection was up
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP
 	posted   int       // per-peer receive buffers posted for this peer
@@ -71,21 +73,39 @@ func (m *module) ep(rank int) *endpoint {
 func (e *endpoint) Rank() int { return e.rank }
 
 // Send copies the frame into a registered send buffer of the smallest
-// queue that holds it and posts it; a frame without a credit, or beyond
-// the queue's pending bound, waits in the backlog. The first Send to a
-// peer starts the connection.
+// queue that holds it and posts it. It refuses with an error wrapping
+// core.ErrNoResources while the connection is being set up (the first Send
+// starts it), when a per-peer queue has no credit, when a shared queue has
+// its bound of sends outstanding, or when send buffers or the send queue
+// run out.
 func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
 	m := e.m
 	if m.closed {
 		return errClosed
 	}
-	if e.state == epFailed {
+	switch e.state {
+	case epConnected:
+	case epFailed:
 		return e.err
+	case epIdle:
+		e.connect()
+		m.watch(e)
+		if e.state == epFailed {
+			return e.err
+		}
+		return errConnecting
+	default:
+		return errConnecting
 	}
 	n := core.HeaderSize + len(pre) + len(data)
 	qi := m.queueFor(n)
 	if qi < 0 {
 		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.maxFrame-core.HeaderSize)
+	}
+	if err := e.mayPost(qi, flags); err != nil {
+		e.cred[qi].waited = true
+		m.stalls.Inc()
+		return err
 	}
 	b := m.getSend(m.queues[qi])
 	if b == nil {
@@ -95,66 +115,49 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 	h.Length = uint32(n - core.HeaderSize)
 	copy(b.mem[core.HeaderSize:], pre)
 	copy(b.mem[core.HeaderSize+len(pre):], data)
-	b.n, b.h, b.flags, b.ep, b.backlogged = n, h, flags, e, false
-	if e.state != epConnected {
-		e.pending.push(b)
-		if e.state == epIdle {
-			e.connect()
-			m.watch(e)
-		}
-		if e.state == epFailed {
-			return e.err
-		}
-		return nil
-	}
-	e.submit(b)
+	b.n, b.h, b.flags, b.ep = n, h, flags, e
+	e.post(b)
 	return nil
 }
 
-// submit posts b or queues it in its queue's backlog.
-func (e *endpoint) submit(b *sendBuf) {
-	qi := b.queue
-	c := &e.cred[qi]
-	bypass := b.flags&core.SendNoFlowControl != 0 && e.out[qi] < e.m.cfg.sendQueue
-	if !bypass && (c.backlog.n > 0 || !e.mayPost(b)) {
-		b.backlogged = b.flags&core.SendNoFlowControl == 0
-		c.backlog.push(b)
-		e.m.backlogged.Inc()
-		e.m.backlogDepth.Add(1)
-		return
-	}
-	e.post(b)
-}
-
-// mayPost reports whether b may be posted now: room in the QP's send
-// queue, and a credit (per-peer queue) or room under the pending bound
-// (shared queue) unless the frame bypasses flow control.
-func (e *endpoint) mayPost(b *sendBuf) bool {
+// mayPost says whether a frame may go on queue qi now: room in the QP's
+// send queue, and a credit (per-peer queue) or room under the pending
+// bound (shared queue) unless the frame bypasses flow control.
+func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 	m := e.m
-	qi := b.queue
 	if e.out[qi] >= m.cfg.sendQueue {
-		return false
+		return errSQFull
 	}
-	if b.flags&core.SendNoFlowControl != 0 {
-		return true
+	if flags&core.SendNoFlowControl != 0 {
+		return nil
 	}
 	q := m.queues[qi]
 	if q.shared {
-		return q.spec.MaxPending == 0 || e.out[qi] < q.spec.MaxPending
+		if q.spec.MaxPending > 0 && e.out[qi] >= q.spec.MaxPending {
+			return errPending
+		}
+		return nil
 	}
-	return e.cred[qi].avail > 0
+	if e.cred[qi].avail <= 0 {
+		return errNoCredit
+	}
+	return nil
 }
 
 // post puts b on the wire with the credits owed to the peer.
 func (e *endpoint) post(b *sendBuf) {
 	m := e.m
 	qi := b.queue
+	c := &e.cred[qi]
 	if !m.queues[qi].shared {
-		e.cred[qi].spend()
+		c.spend()
 	}
 	h := b.h
-	if b.backlogged {
+	if c.waited && b.flags&core.SendNoFlowControl == 0 {
+		// The first frame after a refusal is the one that waited.
 		h.Flags |= core.FlagBacklog
+		c.waited = false
+		m.backlogged.Inc()
 	}
 	if ci := m.creditQueue(qi); ci >= 0 {
 		h.Credits = e.cred[ci].take()
@@ -180,25 +183,8 @@ func (e *endpoint) post(b *sendBuf) {
 	m.bytesSent.Add(int64(b.n))
 }
 
-// drain posts backlogged frames of queue qi while they may go.
-func (e *endpoint) drain(qi int) {
-	c := &e.cred[qi]
-	for c.backlog.n > 0 && e.state == epConnected {
-		if !e.mayPost(c.backlog.front()) {
-			return
-		}
-		e.m.backlogDepth.Add(-1)
-		e.post(c.backlog.pop())
-	}
-}
-
-// established marks the connection usable and sends what waited for it.
-func (e *endpoint) established() {
-	e.state = epConnected
-	for e.pending.n > 0 && e.state == epConnected {
-		e.submit(e.pending.pop())
-	}
-}
+// established marks the connection usable.
+func (e *endpoint) established() { e.state = epConnected }
 
 // creditQueue is the per-peer queue whose credits frames on queue qi
 // carry: their own, or on a shared queue the first per-peer queue's.
@@ -217,7 +203,7 @@ func (e *endpoint) PreferRendezvous() bool {
 		return false
 	}
 	for i, q := range e.m.queues {
-		if !q.shared && (e.cred[i].avail <= 0 || e.cred[i].backlog.n > 0) {
+		if !q.shared && e.cred[i].avail <= 0 {
 			return true
 		}
 	}
@@ -225,21 +211,20 @@ func (e *endpoint) PreferRendezvous() bool {
 }
 
 // sendCredits sends an explicit credit frame on queue qi, outside flow
-// control (seed 000 §4.2's optimistic scheme).
+// control (seed 000 §4.2's optimistic scheme). It reports false when it
+// must be tried again later.
 func (e *endpoint) sendCredits(qi int) bool {
 	m := e.m
+	if e.out[qi] >= m.cfg.sendQueue {
+		return false
+	}
 	b := m.getSend(m.queues[qi])
 	if b == nil {
 		return false
 	}
-	b.n, b.ep, b.flags, b.backlogged = core.HeaderSize, e, core.SendNoFlowControl, false
+	b.n, b.ep, b.flags = core.HeaderSize, e, core.SendNoFlowControl
 	b.h = core.Header{Type: core.TypeCredit, Src: int32(m.rank)}
 	m.creditMsgs.Inc()
-	if e.out[qi] >= m.cfg.sendQueue {
-		e.cred[qi].backlog.push(b)
-		m.backlogDepth.Add(1)
-		return true
-	}
 	e.post(b)
 	return true
 }
@@ -360,15 +345,6 @@ func (e *endpoint) fail(cause error) {
 	}
 	m.peersLost.Inc()
 	m.log.Warn().Int("peer", e.rank).Err(e.err).Msg("peer lost")
-	for e.pending.n > 0 {
-		m.putSend(e.pending.pop())
-	}
-	for i := range e.cred {
-		for e.cred[i].backlog.n > 0 {
-			m.putSend(e.cred[i].backlog.pop())
-			m.backlogDepth.Add(-1)
-		}
-	}
 	for _, qp := range e.qps {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
 	}

@@ -73,8 +73,8 @@ type module struct {
 	framesSent, framesRecv, bytesSent, bytesRecv *core.Counter
 	puts, gets, rdmaBytes                        *core.Counter
 	noSendBuf, backlogged, backlogRx, creditMsgs *core.Counter
-	badFrames, peersLost, rejected               *core.Counter
-	backlogDepth, recvBytes, sendMem             *core.Gauge
+	badFrames, peersLost, rejected, stalls       *core.Counter
+	recvBytes, sendMem                           *core.Gauge
 	dev                                          *devMetrics
 }
 
@@ -229,7 +229,8 @@ func (m *module) initMetrics() {
 	m.puts, m.gets, m.rdmaBytes = c("rdma_puts"), c("rdma_gets"), c("rdma_bytes")
 	m.noSendBuf, m.backlogged, m.backlogRx = c("no_send_buffer"), c("backlogged"), c("backlogged_received")
 	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
-	m.backlogDepth, m.recvBytes, m.sendMem = g("backlog_depth"), g("recv_registered_bytes"), g("send_registered_bytes")
+	m.stalls = c("flow_control_stalls")
+	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
 		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
@@ -333,9 +334,7 @@ func (m *module) complete(wc *verbs.WC) {
 		e.out[b.queue]--
 		if wc.Status != verbs.WCSuccess {
 			e.failure("send", wc.Status)
-			return
 		}
-		e.drain(int(b.queue))
 	case wridRDMA:
 		s := m.ops[idx]
 		m.freeOp(idx)
@@ -353,9 +352,6 @@ func (m *module) complete(wc *verbs.WC) {
 			err = e.failure(what, wc.Status)
 		}
 		s.op.Done.RDMADone(s.op, err)
-		if e.state == epConnected {
-			e.drain(0)
-		}
 	case wridCM:
 		m.cm.complete(wc)
 	}
@@ -412,7 +408,6 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if h.Credits > 0 {
 		if ci := m.creditQueue(b.queue); ci >= 0 {
 			e.cred[ci].grant(int(h.Credits))
-			e.drain(ci)
 		}
 	}
 	if h.Flags&core.FlagBacklog != 0 {

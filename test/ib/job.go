@@ -1,0 +1,190 @@
+// Package ibtest runs the PML over the ib BTL on softrc: jobs of several
+// ranks in one process (each rank its own softrc host), the integration
+// tests of the protocols over InfiniBand semantics, and the receive-buffer
+// experiment of seed 002 §4.
+package ibtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobtl/gobtl/btl/ib"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Job is n ranks in this process, each with its ib modules (on its own
+// softrc devices) and a communicator.
+type Job struct {
+	Comms   []*pml.Comm
+	Mods    [][]core.Module
+	Metrics []*core.Metrics
+}
+
+// JobSpec says how to open a job.
+type JobSpec struct {
+	Ranks int
+	// Params of the btl "ib" block, in textual form.
+	Params map[string]string
+	// Policy builds each rank's receive-buffer policy (nil: the BTL's
+	// default).
+	Policy func() (core.RecvBuffers, error)
+	// PML options (Metrics and Log are filled in).
+	Options pml.Options
+}
+
+var jobSeq atomic.Int64
+
+// Open opens a job.
+func Open(ctx context.Context, s JobSpec) (*Job, error) {
+	boots := group(s.Ranks, fmt.Sprintf("ibtest-%d", jobSeq.Add(1)))
+	comp, ok := core.Lookup(core.KindBTL, "ib")
+	if !ok {
+		return nil, fmt.Errorf("ibtest: the ib BTL is not registered")
+	}
+	j := &Job{Comms: make([]*pml.Comm, s.Ranks), Mods: make([][]core.Module, s.Ranks), Metrics: make([]*core.Metrics, s.Ranks)}
+	for r := 0; r < s.Ranks; r++ {
+		p := core.MustParams(ib.Params)
+		for k, v := range s.Params {
+			if err := p.SetText(k, v); err != nil {
+				j.Close()
+				return nil, fmt.Errorf("ibtest: %s: %w", k, err)
+			}
+		}
+		env := core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()}
+		if s.Policy != nil {
+			pol, err := s.Policy()
+			if err != nil {
+				j.Close()
+				return nil, err
+			}
+			env.RecvBuffers = pol
+		}
+		mods, err := comp.OpenBTL(env)
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("ibtest: open rank %d: %w", r, err)
+		}
+		j.Mods[r], j.Metrics[r] = mods, env.Metrics
+	}
+	var wg sync.WaitGroup
+	for _, b := range boots {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Fence(ctx) }()
+	}
+	wg.Wait()
+	for r := 0; r < s.Ranks; r++ {
+		o := s.Options
+		o.Metrics, o.Log = j.Metrics[r], zerolog.Nop()
+		c, err := pml.New(r, s.Ranks, j.Mods[r], o)
+		if err != nil {
+			j.Close()
+			return nil, fmt.Errorf("ibtest: rank %d: %w", r, err)
+		}
+		j.Comms[r] = c
+	}
+	return j, nil
+}
+
+// Run runs f on every rank concurrently and returns the first error.
+func (j *Job) Run(f func(c *pml.Comm) error) error {
+	errs := make([]error, len(j.Comms))
+	var wg sync.WaitGroup
+	for r, c := range j.Comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(c); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes every communicator and module.
+func (j *Job) Close() {
+	for _, c := range j.Comms {
+		if c != nil {
+			c.Close()
+		}
+	}
+	for _, ms := range j.Mods {
+		for _, m := range ms {
+			m.Close()
+		}
+	}
+}
+
+// group is an in-process bootstrap: Puts become visible at the next Fence.
+func group(n int, job string) []core.Bootstrap {
+	g := &bootGroup{job: job, size: n, kv: map[string][]byte{}}
+	g.cond = sync.NewCond(&g.mu)
+	out := make([]core.Bootstrap, n)
+	for i := range out {
+		out[i] = &member{g: g, rank: i}
+	}
+	return out
+}
+
+type bootGroup struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	job  string
+	size int
+	kv   map[string][]byte
+	in   int
+	gen  int
+}
+
+type member struct {
+	g    *bootGroup
+	rank int
+}
+
+func (m *member) Rank() int     { return m.rank }
+func (m *member) Size() int     { return m.g.size }
+func (m *member) JobID() string { return m.g.job }
+
+func (m *member) Put(key string, v []byte) error {
+	m.g.mu.Lock()
+	m.g.kv[fmt.Sprintf("%d/%s", m.rank, key)] = append([]byte(nil), v...)
+	m.g.mu.Unlock()
+	return nil
+}
+
+func (m *member) Fence(ctx context.Context) error {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gen := g.gen
+	if g.in++; g.in == g.size {
+		g.in, g.gen = 0, g.gen+1
+		g.cond.Broadcast()
+		return nil
+	}
+	for g.gen == gen {
+		g.cond.Wait()
+	}
+	return nil
+}
+
+func (m *member) Get(ctx context.Context, rank int, key string) ([]byte, error) {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	v, ok := m.g.kv[fmt.Sprintf("%d/%s", rank, key)]
+	if !ok {
+		return nil, fmt.Errorf("rank %d published no %q", rank, key)
+	}
+	return v, nil
+}
