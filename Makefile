@@ -44,3 +44,10 @@ run: build plugins
 
 clean:
 	rm -rf $(BIN)
+
+# InfiniBand experiments (issue 4), tables next to the papers' numbers:
+# receive-buffer utilization per-peer vs B-SRQ (seed 002 §4).
+.PHONY: experiments experiments-ib
+experiments: experiments-ib
+experiments-ib: build
+	$(BIN)/gobtl experiment recvbuf --ranks 8,16
