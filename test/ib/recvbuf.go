@@ -288,5 +288,3 @@ func describeMG() string {
 	fmt.Fprintf(&b, " B, 6 of %d B, log2(ranks) of 8 B (allreduce); eager, plus %d B of headers each", MGSizes[4], core.HeaderSize)
 	return b.String()
 }
-
-
