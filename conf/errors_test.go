@@ -278,7 +278,7 @@ func TestBadConfigurationsGivePositionedDiagnostics(t *testing.T) {
 			want:  []string{`a.hcl:2:17: Function calls not allowed; Functions may not be called here.`},
 		},
 		{
-			name:  "errors across files come out in file order",
+			name: "errors across files come out in file order",
 			files: []conf.Source{
 				file("z.hcl", "job {\n  protocol = \"rdma\"\n}\n"),
 				file("a.hcl", "btl \"testnet\" \"n0\" {\n  ports = 0\n}\n"),

@@ -133,7 +133,7 @@ btl "testnet" "rail1" {
 	}
 	p := c.BTLs[0].Params
 	checks := []struct {
-		name     string
+		name      string
 		got, want any
 	}{
 		{"device", p.String("device"), "mlx5_0"},
