@@ -259,9 +259,12 @@ func (c *Config) decodeBTLs(blocks []*hcl.Block) hcl.Diagnostics {
 func unknownComponent(kind core.Kind, name string, rng hcl.Range) *hcl.Diagnostic {
 	names := componentNames(kind)
 	detail := fmt.Sprintf("No %s component named %q is compiled in.", kind, name)
-	if s := didYouMean(name, names); s != "" {
+	switch s := didYouMean(name, names); {
+	case s != "":
 		detail += s
-	} else {
+	case len(names) == 0:
+		detail += fmt.Sprintf(" No %s components are.", kind)
+	default:
 		detail += fmt.Sprintf(" Available: %s.", quoteList(names))
 	}
 	return errorAt(rng, fmt.Sprintf("Unknown %s component", kind), detail)
