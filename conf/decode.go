@@ -240,14 +240,7 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 			}
 			return i, nil
 		}
-		if v.Type() != cty.String {
-			return nil, fmt.Errorf(`want a size like 4096 or "12KiB", got %s.`, v.Type().FriendlyName())
-		}
-		n, err := core.ParseSize(v.AsString())
-		if err != nil {
-			return nil, fmt.Errorf("%v.", err)
-		}
-		return n, nil
+		return parseString(v, `a size like 4096 or "12KiB"`, core.ParseSize)
 	case core.ParamRate:
 		if v.Type() == cty.Number {
 			f, _ := v.AsBigFloat().Float64()
@@ -256,14 +249,7 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 			}
 			return f, nil
 		}
-		if v.Type() != cty.String {
-			return nil, fmt.Errorf(`want a rate like "1GB/s", got %s.`, v.Type().FriendlyName())
-		}
-		r, err := core.ParseRate(v.AsString())
-		if err != nil {
-			return nil, fmt.Errorf("%v.", err)
-		}
-		return r, nil
+		return parseString(v, `a rate like "1GB/s"`, core.ParseRate)
 	case core.ParamDuration:
 		if v.Type() == cty.Number {
 			if v.AsBigFloat().Sign() == 0 {
@@ -271,14 +257,7 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 			}
 			return nil, fmt.Errorf(`a duration needs a unit: write "%sms" or "%sus", say.`, v.AsBigFloat().Text('g', -1), v.AsBigFloat().Text('g', -1))
 		}
-		if v.Type() != cty.String {
-			return nil, fmt.Errorf(`want a duration like "500us", got %s.`, v.Type().FriendlyName())
-		}
-		dur, err := core.ParseDuration(v.AsString())
-		if err != nil {
-			return nil, fmt.Errorf("%v.", err)
-		}
-		return dur, nil
+		return parseString(v, `a duration like "500us"`, core.ParseDuration)
 	case core.ParamStrings:
 		ty := v.Type()
 		if !ty.IsListType() && !ty.IsTupleType() && !ty.IsSetType() {
@@ -317,6 +296,19 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("parameters of type %v cannot be set by an attribute.", t)
+}
+
+// parseString parses a string value with one of core's unit parsers; want
+// describes the accepted form for the error about another type.
+func parseString[T any](v cty.Value, want string, parse func(string) (T, error)) (any, error) {
+	if v.Type() != cty.String {
+		return nil, fmt.Errorf("want %s, got %s.", want, v.Type().FriendlyName())
+	}
+	x, err := parse(v.AsString())
+	if err != nil {
+		return nil, fmt.Errorf("%v.", err)
+	}
+	return x, nil
 }
 
 func toNumber(v cty.Value, want string) (*big.Float, error) {

@@ -89,6 +89,49 @@ func TestBadConfigurationsGivePositionedDiagnostics(t *testing.T) {
 			want:  []string{`a.hcl:2:19: Invalid value for "stall_timeout"; duration "5 parsecs": want a number with a unit (ns, us, ms, s, m).`},
 		},
 		{
+			name:  "a bool where a duration belongs says what a duration looks like",
+			files: []conf.Source{file("a.hcl", "btl \"testnet\" \"n0\" {\n  latency = true\n}\n")},
+			want:  []string{`a.hcl:2:13: Invalid value for "latency"; want a duration like "500us", got bool.`},
+		},
+		{
+			name:  "a list where a map belongs is a type error",
+			files: []conf.Source{file("a.hcl", "btl \"testnet\" \"n0\" {\n  labels = [\"a\"]\n}\n")},
+			want:  []string{`a.hcl:2:12: Invalid value for "labels"; want a map like { key = "value" }, got tuple.`},
+		},
+		{
+			name:  "an extra BTL label is refused",
+			files: []conf.Source{file("a.hcl", "btl \"self\" \"a\" \"b\" {}\n")},
+			want:  []string{`a.hcl:1:16: Extraneous label for btl; Only 2 labels (kind, name) are expected for btl blocks.`},
+		},
+		{
+			name:  "an empty BTL name is refused",
+			files: []conf.Source{file("a.hcl", "btl \"self\" \"\" {}\n")},
+			want:  []string{`a.hcl:1:12: Empty BTL name; Name the instance: btl "self" "<name>" { }.`},
+		},
+		{
+			name:  "a bare var is not a reference",
+			files: []conf.Source{file("a.hcl", "job {\n  eager_limit = var\n}\n")},
+			want:  []string{`a.hcl:2:17: Invalid variable reference; A variable is referenced as var.<name>.`},
+		},
+		{
+			name:  "a variable name that is not an identifier is refused",
+			files: []conf.Source{file("a.hcl", "variable \"1st\" { default = 1 }\n")},
+			want:  []string{`a.hcl:1:10: Invalid variable name; "1st" is not a valid name: use letters, digits, underscores and dashes, starting with a letter.`},
+		},
+		{
+			name:  "an unknown variable attribute suggests the near one",
+			files: []conf.Source{file("a.hcl", "variable \"n\" {\n  defualt = 1\n}\n")},
+			want: []string{
+				`a.hcl:1:1: No value for variable "n"; Variable "n" has no default; set it with --var n=VALUE or GOBTL_VAR_n.`,
+				`a.hcl:2:3: Unsupported argument; An argument named "defualt" is not expected here. Did you mean "default"?`,
+			},
+		},
+		{
+			name:  "an empty plugin name is refused",
+			files: []conf.Source{file("a.hcl", "policy \"sched\" {\n  plugin = \"\"\n}\n")},
+			want:  []string{`a.hcl:2:12: Empty plugin name; Name the plugin: plugin = "<name>".`},
+		},
+		{
 			name:  "a single string where a list belongs is a type error",
 			files: []conf.Source{file("a.hcl", "btl \"testnet\" \"n0\" {\n  hosts = \"a\"\n}\n")},
 			want:  []string{`a.hcl:2:11: Invalid value for "hosts"; want a list of strings like ["a", "b"], got string.`},

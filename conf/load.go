@@ -63,8 +63,7 @@ type Config struct {
 	// Variables are the declared variables and their effective values.
 	Variables []*Variable
 
-	dec     *decoder
-	sources map[string][]byte
+	dec *decoder
 }
 
 // BTL is one `btl "<kind>" "<name>"` block.
@@ -112,7 +111,7 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 		srcs = append(srcs, Source{Name: path, Bytes: b})
 	}
 	if diags.HasErrors() {
-		return &Config{Job: DefaultJob(), JobParams: defaultJobParams()}, diags
+		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), dec: &decoder{ctx: evalContext(nil)}}, diags
 	}
 	c, ds := LoadSources(opts, srcs...)
 	return c, append(diags, ds...)
@@ -142,17 +141,18 @@ func expandPaths(paths []string, diags *hcl.Diagnostics) []string {
 // as the sources allowed; diagnostics carry every problem found, sorted by
 // file and position.
 func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
-	c := &Config{sources: map[string][]byte{}}
+	c := &Config{}
+	seen := map[string]bool{}
 	var diags hcl.Diagnostics
 	parser := hclparse.NewParser()
 
 	var jobs, btls, policies, variables []*hcl.Block
 	for _, s := range srcs {
-		if _, dup := c.sources[s.Name]; dup {
+		if seen[s.Name] {
 			continue // the same file named twice is loaded once
 		}
+		seen[s.Name] = true
 		c.Files = append(c.Files, s.Name)
-		c.sources[s.Name] = s.Bytes
 		f, ds := parser.ParseHCL(s.Bytes, s.Name)
 		diags = append(diags, ds...)
 		if f == nil {

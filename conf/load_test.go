@@ -455,7 +455,7 @@ btl "testnet" "n0" {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Job.Protocol != "rdma_read" || got.Job.Progress.Sleep != "10µs" || got.Job.EagerLimit != nil {
+	if got.Job.Protocol != "rdma_read" || got.Job.Progress.Sleep != "10us" || got.Job.EagerLimit != nil {
 		t.Errorf("job: %+v", got.Job)
 	}
 	p := got.BTL[0].Params

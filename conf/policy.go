@@ -152,7 +152,7 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 		return nil, append(diags, errorAt(plugin.Expr.Range(), "Empty plugin name", "Name the plugin: plugin = \"<name>\"."))
 	}
 	if opts.PluginSchema == nil {
-		diags = append(diags, c.dec.checkBodyRefs(remain)...)
+		diags = append(diags, c.dec.checkBodyRefs(remain, true)...)
 		diags = append(diags, warningAt(b.DefRange, fmt.Sprintf("Policy %q body not checked", kind),
 			fmt.Sprintf("The schema of plugin %q is known only once the plugin runs; its parameters are checked then.", p.Name)))
 		return p, diags
@@ -180,39 +180,33 @@ func (c *Config) DecodePolicy(p *Policy, schema []core.Param) hcl.Diagnostics {
 
 // checkBodyRefs checks the variable references of a body that cannot be
 // decoded yet, so that a misspelt var.name is reported at load time.
-func (d *decoder) checkBodyRefs(body hcl.Body) hcl.Diagnostics {
+func (d *decoder) checkBodyRefs(body hcl.Body, top bool) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	walkBody(body, func(a *hclsyntax.Attribute) {
+	attrs, blocks := rawBody(body, top)
+	for _, a := range attrs {
 		diags = append(diags, d.checkRefs(a.Expr)...)
-	})
+	}
+	for _, blk := range blocks {
+		diags = append(diags, d.checkBodyRefs(blk.Body, false)...)
+	}
 	return diags
 }
 
-// walkBody calls fn on every attribute of body and its nested blocks,
-// skipping the policy framework's attributes at the top.
-func walkBody(body hcl.Body, fn func(*hclsyntax.Attribute)) {
+// rawBody is the content of a body no schema has decoded: its attributes
+// in name order and its blocks. At the top of a policy block (top), the
+// framework's attributes belong to the framework and are left out.
+func rawBody(body hcl.Body, top bool) ([]*hclsyntax.Attribute, []*hclsyntax.Block) {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok {
-		return
+		return nil, nil
 	}
+	var attrs []*hclsyntax.Attribute
 	for _, name := range sortedKeys(sb.Attributes) {
-		if isFrameworkAttr(name) {
-			continue
+		if !top || !isFrameworkAttr(name) {
+			attrs = append(attrs, sb.Attributes[name])
 		}
-		fn(sb.Attributes[name])
 	}
-	for _, blk := range sb.Blocks {
-		walkNested(blk.Body, fn)
-	}
-}
-
-func walkNested(b *hclsyntax.Body, fn func(*hclsyntax.Attribute)) {
-	for _, name := range sortedKeys(b.Attributes) {
-		fn(b.Attributes[name])
-	}
-	for _, blk := range b.Blocks {
-		walkNested(blk.Body, fn)
-	}
+	return attrs, sb.Blocks
 }
 
 func isFrameworkAttr(name string) bool {

@@ -49,7 +49,7 @@ func (c *Config) WriteHCL(w io.Writer) error {
 			continue
 		}
 		pb.AppendUnstructuredTokens(comment("not checked: the plugin's schema is known only once it runs"))
-		c.writeRaw(pb, p.Body)
+		c.writeRaw(pb, p.Body, true)
 	}
 	_, err := w.Write(hclwrite.Format(f.Bytes()))
 	return err
@@ -139,27 +139,20 @@ func formatDuration(d time.Duration) string {
 
 // writeRaw writes an undecoded body's attributes (evaluated, so variables
 // are resolved) and blocks.
-func (c *Config) writeRaw(body *hclwrite.Body, src hcl.Body) {
-	sb, ok := src.(*hclsyntax.Body)
-	if !ok {
-		return
-	}
-	for _, name := range sortedKeys(sb.Attributes) {
-		if isFrameworkAttr(name) {
-			continue
-		}
-		if v, diags := sb.Attributes[name].Expr.Value(c.dec.ctx); !diags.HasErrors() && v.IsWhollyKnown() {
-			body.SetAttributeValue(name, v)
+func (c *Config) writeRaw(body *hclwrite.Body, src hcl.Body, top bool) {
+	attrs, blocks := rawBody(src, top)
+	for _, a := range attrs {
+		if v, diags := a.Expr.Value(c.dec.ctx); !diags.HasErrors() && v.IsWhollyKnown() {
+			body.SetAttributeValue(a.Name, v)
 		}
 	}
-	for _, blk := range sb.Blocks {
-		nb := body.AppendNewBlock(blk.Type, blk.Labels).Body()
-		c.writeRaw(nb, blk.Body)
+	for _, blk := range blocks {
+		c.writeRaw(body.AppendNewBlock(blk.Type, blk.Labels).Body(), blk.Body, false)
 	}
 }
 
 // MarshalJSON renders the effective configuration as JSON. Sizes are
-// bytes, rates bytes per second, durations Go duration strings; a
+// bytes, rates bytes per second, durations strings ("500us"); a
 // parameter without a value is null; a non-repeated nested block is an
 // object, a repeated one an array.
 func (c *Config) MarshalJSON() ([]byte, error) {
@@ -205,7 +198,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		if p.Checked {
 			jp.Params = paramsJSON(p.Params)
 		} else {
-			jp.Params = c.rawJSON(p.Body)
+			jp.Params = c.rawJSON(p.Body, true)
 		}
 		out.Policies = append(out.Policies, jp)
 	}
@@ -238,7 +231,7 @@ func paramsJSON(p core.Params) map[string]any {
 		case !ok:
 			m[d.Name] = nil
 		case d.Type == core.ParamDuration:
-			m[d.Name] = v.(time.Duration).String()
+			m[d.Name] = formatDuration(v.(time.Duration))
 		default:
 			m[d.Name] = v
 		}
@@ -246,25 +239,17 @@ func paramsJSON(p core.Params) map[string]any {
 	return m
 }
 
-func (c *Config) rawJSON(src hcl.Body) map[string]any {
+func (c *Config) rawJSON(src hcl.Body, top bool) map[string]any {
 	m := map[string]any{}
-	sb, ok := src.(*hclsyntax.Body)
-	if !ok {
-		return m
-	}
-	for _, name := range sortedKeys(sb.Attributes) {
-		if isFrameworkAttr(name) {
-			continue
+	attrs, blocks := rawBody(src, top)
+	for _, a := range attrs {
+		if v, diags := a.Expr.Value(c.dec.ctx); !diags.HasErrors() {
+			m[a.Name] = ctyJSON(v)
 		}
-		v, diags := sb.Attributes[name].Expr.Value(c.dec.ctx)
-		if diags.HasErrors() {
-			continue
-		}
-		m[name] = ctyJSON(v)
 	}
-	for _, blk := range sb.Blocks {
+	for _, blk := range blocks {
 		l, _ := m[blk.Type].([]map[string]any)
-		m[blk.Type] = append(l, c.rawJSON(blk.Body))
+		m[blk.Type] = append(l, c.rawJSON(blk.Body, false))
 	}
 	return m
 }

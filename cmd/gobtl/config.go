@@ -57,6 +57,31 @@ func (f *configFlags) configurations(args []string) [][]string {
 	return out
 }
 
+// each loads every configuration of args, prints its diagnostics to
+// stderr and hands it to fn. It returns exitError{1} when any
+// configuration had an error.
+func (f *configFlags) each(cmd *cobra.Command, args []string, fn func(i int, paths []string, c *conf.Config, diags hcl.Diagnostics) error) error {
+	opts, err := f.options()
+	if err != nil {
+		return err
+	}
+	failed := false
+	for i, paths := range f.configurations(args) {
+		c, diags := conf.Load(opts, paths...)
+		if err := conf.WriteDiagnostics(cmd.ErrOrStderr(), diags); err != nil {
+			return err
+		}
+		if err := fn(i, paths, c, diags); err != nil {
+			return err
+		}
+		failed = failed || diags.HasErrors()
+	}
+	if failed {
+		return exitError{1}
+	}
+	return nil
+}
+
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
@@ -78,29 +103,19 @@ func newConfigCheckCmd() *cobra.Command {
 		Short: "check stack files; exit 1 with file:line:col diagnostics on error",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			failed := false
-			for _, paths := range f.configurations(args) {
-				_, diags := conf.Load(opts, paths...)
-				_ = conf.WriteDiagnostics(cmd.ErrOrStderr(), diags)
+			return f.each(cmd, args, func(_ int, paths []string, _ *conf.Config, diags hcl.Diagnostics) error {
 				name := strings.Join(paths, " ")
+				var err error
 				switch n := len(diags); {
 				case diags.HasErrors():
-					failed = true
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, plural(countErrors(diags), "error"))
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", name, plural(countErrors(diags), "error"))
 				case n > 0:
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s)\n", name, plural(n, "warning"))
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%s)\n", name, plural(n, "warning"))
 				default:
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", name)
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", name)
 				}
-			}
-			if failed {
-				return exitError{1}
-			}
-			return nil
+				return err
+			})
 		},
 	}
 	f.register(cmd)
@@ -115,26 +130,12 @@ func newConfigShowCmd() *cobra.Command {
 		Short: "print the effective configuration, defaults filled in, as HCL (or --json)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			failed := false
-			for i, paths := range f.configurations(args) {
-				c, diags := conf.Load(opts, paths...)
-				_ = conf.WriteDiagnostics(cmd.ErrOrStderr(), diags)
+			return f.each(cmd, args, func(i int, _ []string, c *conf.Config, diags hcl.Diagnostics) error {
 				if diags.HasErrors() {
-					failed = true
-					continue
+					return nil
 				}
-				if err := show(cmd.OutOrStdout(), c, asJSON, i > 0); err != nil {
-					return err
-				}
-			}
-			if failed {
-				return exitError{1}
-			}
-			return nil
+				return show(cmd.OutOrStdout(), c, asJSON, i > 0)
+			})
 		},
 	}
 	f.register(cmd)
