@@ -3,8 +3,8 @@ package pml
 import (
 	"fmt"
 	"hash/crc32"
+	mrand "math/rand/v2"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/gobtl/gobtl/btl/inproc"
@@ -19,7 +19,15 @@ type world struct {
 	comms []*Comm
 }
 
-func newWorld(t testing.TB, n int, rails []inproc.RailOptions, opts Options) *world {
+// tester is what the harness needs of *testing.T, *testing.B and *rapid.T.
+type tester interface {
+	Helper()
+	Fatal(args ...any)
+	Logf(format string, args ...any)
+	Error(args ...any)
+}
+
+func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world {
 	t.Helper()
 	f := inproc.New(n, nil)
 	for i, ro := range rails {
@@ -36,18 +44,22 @@ func newWorld(t testing.TB, n int, rails []inproc.RailOptions, opts Options) *wo
 		}
 		w.comms = append(w.comms, c)
 	}
-	t.Cleanup(func() {
-		for _, c := range w.comms {
-			c.Close()
-		}
-	})
+	if c, ok := t.(interface{ Cleanup(func()) }); ok {
+		c.Cleanup(w.close)
+	}
 	return w
+}
+
+func (w *world) close() {
+	for _, c := range w.comms {
+		c.Close()
+	}
 }
 
 // run runs fn for every rank in its own goroutine and fails the test on
 // the first error or when the ranks take longer than a generous deadline
 // (a hang is a failure, reported rather than waited on forever).
-func (w *world) run(t testing.TB, fn func(c *Comm) error) {
+func (w *world) run(t tester, fn func(c *Comm) error) {
 	t.Helper()
 	errs := make(chan error, len(w.comms))
 	var wg sync.WaitGroup
@@ -87,3 +99,5 @@ func pattern(b []byte, seed int) []byte {
 }
 
 func checksum(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
+
+func newRand(seed int64) *mrand.Rand { return mrand.New(mrand.NewPCG(uint64(seed), 7)) }

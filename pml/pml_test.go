@@ -422,3 +422,22 @@ func TestEagerZeroAllocs(t *testing.T) {
 		t.Fatalf("unexpected eager receive allocates %.1f times", n)
 	}
 }
+
+func TestStallTimeoutReportsInsteadOfHanging(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{StallTimeout: 50 * time.Millisecond, Backoff: Backoff{Spin: 10, Yield: 10, Sleep: time.Millisecond, MaxSleep: time.Millisecond}})
+	c := w.comms[0]
+	r, err := c.Irecv(make([]byte, 8), 1, 0) // rank 1 never sends
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(r); !errors.Is(err, core.ErrStalled) {
+		t.Fatalf("wait: %v, want ErrStalled", err)
+	}
+	// The request is still pending: a late message completes it.
+	if err := w.comms[1].Send([]byte("late"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(r); err != nil {
+		t.Fatalf("second wait: %v", err)
+	}
+}
