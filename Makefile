@@ -35,12 +35,17 @@ rdmacore:
 
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/...
 
+# The main job: the ring example on the default stack. Until a
+# cross-process BTL is compiled in, its ranks are goroutines of one process
+# over the in-process fabric.
 run: build plugins
-	@echo "main job: not wired yet"
+	$(GO) build -o $(BIN)/ring ./examples/ring
+	$(BIN)/ring -local 4
 
 clean:
 	rm -rf $(BIN)

@@ -3,12 +3,11 @@ package gobtl
 // The components compiled into every program that imports gobtl (and so
 // into the gobtl command): each registers itself with core from init, the
 // database/sql driver pattern. Add a blank import here when a component
-// lands, e.g.
-//
-//	import _ "github.com/gobtl/gobtl/btl/self"
-
+// lands.
 import (
 	_ "github.com/gobtl/gobtl/btl/ib"
+	_ "github.com/gobtl/gobtl/btl/inproc"
+	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
