@@ -31,6 +31,7 @@ const (
 	cmReq     = 1
 	cmRep     = 2
 	cmRTU     = 3
+	cmDisc    = 4 // goodbye: the sender is closing its connections
 	cmBufSize = 512
 	cmRecvs   = 64
 	cmSends   = 16
@@ -111,7 +112,7 @@ func decodeCM(p []byte) (*cmMsg, error) {
 	}
 	c := &cmMsg{kind: p[4], src: binary.LittleEndian.Uint32(p[8:]), dst: binary.LittleEndian.Uint32(p[12:]), epoch: binary.LittleEndian.Uint32(p[16:])}
 	n := int(p[5])
-	if c.kind < cmReq || c.kind > cmRTU || len(p) < 20+8*n {
+	if c.kind < cmReq || c.kind > cmDisc || len(p) < 20+8*n {
 		return nil, fmt.Errorf("connection message kind %d with %d QPs in %d bytes", c.kind, n, len(p))
 	}
 	for i := 0; i < n; i++ {
@@ -426,6 +427,35 @@ func (m *module) onCM(msg *cmMsg) {
 	case cmRTU:
 		if e.state == epWaitRTU && msg.epoch == e.epoch {
 			e.established()
+		}
+	case cmDisc:
+		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+			e.closedByPeer()
+		}
+	}
+}
+
+// goodbye tells every connected peer that this module is closing, so that
+// they do not take the connections going down for a failure, and waits a
+// little for the datagrams to leave.
+func (m *module) goodbye() {
+	sent := 0
+	for _, e := range m.eps {
+		if e != nil && (e.state == epConnected || e.state == epWaitRTU) {
+			m.cm.send(e, &cmMsg{kind: cmDisc, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
+			sent++
+		}
+	}
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for sent > 0 && len(m.cm.free) < cmSends && time.Now().Before(deadline) {
+		k, err := m.cq.Poll(m.wc[:])
+		if err != nil {
+			return
+		}
+		for i := 0; i < k; i++ {
+			if m.wc[i].WRID&wridKind == wridCM {
+				m.cm.complete(&m.wc[i])
+			}
 		}
 	}
 }

@@ -351,6 +351,19 @@ func (e *endpoint) fail(cause error) {
 	m.lost = append(m.lost, e)
 }
 
+// closedByPeer ends a connection the peer closed in good order: later
+// operations fail with ErrPeerLost, but nothing is reported lost — the
+// errors of the connections going down are expected.
+func (e *endpoint) closedByPeer() {
+	m := e.m
+	e.state = epFailed
+	e.err = fmt.Errorf("ib %s: peer %d closed its connection: %w", m.id, e.rank, core.ErrPeerLost)
+	m.log.Debug().Int("peer", e.rank).Msg("peer closed its connection")
+	for _, qp := range e.qps {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
+	}
+}
+
 // failure turns an error completion into the error its operation reports.
 func (e *endpoint) failure(what string, st verbs.WCStatus) error {
 	if e.state != epFailed {

@@ -572,6 +572,9 @@ func (m *module) Close() error {
 	if m.closed {
 		return nil
 	}
+	if m.cm != nil && m.cq != nil {
+		m.goodbye()
+	}
 	m.closed = true
 	for _, e := range m.eps {
 		if e == nil {
