@@ -353,15 +353,15 @@ func (e *endpoint) connect() {
 	m.cm.reqs.Inc()
 }
 
-func (e *endpoint) sendReq() {
-	m := e.m
-	m.cm.send(e, &cmMsg{kind: cmReq, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
-	e.cmNext = m.clock.Now() + e.cmBackoff()
-}
+func (e *endpoint) sendReq() { e.sendHandshake(cmReq) }
 
-func (e *endpoint) sendRep() {
+func (e *endpoint) sendRep() { e.sendHandshake(cmRep) }
+
+// sendHandshake sends a REQ or REP with this side's QPs, and sets the
+// time to send it again if no answer comes.
+func (e *endpoint) sendHandshake(kind uint8) {
 	m := e.m
-	m.cm.send(e, &cmMsg{kind: cmRep, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
+	m.cm.send(e, &cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
 	e.cmNext = m.clock.Now() + e.cmBackoff()
 }
 

@@ -80,22 +80,8 @@ func (e *endpoint) Rank() int { return e.rank }
 // run out.
 func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
 	m := e.m
-	if m.closed {
-		return errClosed
-	}
-	switch e.state {
-	case epConnected:
-	case epFailed:
-		return e.err
-	case epIdle:
-		e.connect()
-		m.watch(e)
-		if e.state == epFailed {
-			return e.err
-		}
-		return errConnecting
-	default:
-		return errConnecting
+	if err := e.usable(); err != nil {
+		return err
 	}
 	n := core.HeaderSize + len(pre) + len(data)
 	qi := m.queueFor(n)
@@ -118,6 +104,29 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 	b.n, b.h, b.flags, b.ep = n, h, flags, e
 	e.post(b)
 	return nil
+}
+
+// usable returns nil when the endpoint may carry traffic now. The first
+// use of an idle endpoint starts its connection; until it is up, traffic
+// is refused with ErrNoResources and retried.
+func (e *endpoint) usable() error {
+	m := e.m
+	if m.closed {
+		return errClosed
+	}
+	switch e.state {
+	case epConnected:
+		return nil
+	case epFailed:
+		return e.err
+	case epIdle:
+		e.connect()
+		m.watch(e)
+		if e.state == epFailed {
+			return e.err
+		}
+	}
+	return errConnecting
 }
 
 // mayPost says whether a frame may go on queue qi now: room in the QP's
@@ -249,22 +258,8 @@ func (e *endpoint) Get(op *core.RDMAOp) error { return e.rdma(op, false) }
 // carries control frames, so that a FIN sent after a write follows it.
 func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
 	m := e.m
-	if m.closed {
-		return errClosed
-	}
-	switch e.state {
-	case epFailed:
-		return e.err
-	case epConnected:
-	case epIdle:
-		e.connect()
-		m.watch(e)
-		if e.state == epFailed {
-			return e.err
-		}
-		return errConnecting
-	default:
-		return errConnecting
+	if err := e.usable(); err != nil {
+		return err
 	}
 	v, ok := op.Region.(*regView)
 	if !ok {

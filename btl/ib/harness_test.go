@@ -4,79 +4,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/core"
 )
 
-// testBoot is an in-process bootstrap: Puts are visible after Fence.
-type testBoot struct {
-	g    *bootGroup
-	rank int
-}
-
-type bootGroup struct {
-	mu   sync.Mutex
-	job  string
-	size int
-	kv   map[string][]byte
-	cond *sync.Cond
-	in   int
-	gen  int
-}
-
-var jobSeq atomic.Int64
-
-func newBoots(n int) []*testBoot {
-	g := &bootGroup{job: fmt.Sprintf("ibtest%d", jobSeq.Add(1)), size: n, kv: map[string][]byte{}}
-	g.cond = sync.NewCond(&g.mu)
-	out := make([]*testBoot, n)
+// newBoots returns the bootstraps of an n-rank job in this process (the
+// in-process fabric's: Puts are visible after a Fence).
+func newBoots(n int) []*inproc.Boot {
+	f := inproc.New(n, nil)
+	out := make([]*inproc.Boot, n)
 	for i := range out {
-		out[i] = &testBoot{g: g, rank: i}
+		out[i] = f.Boot(i)
 	}
 	return out
-}
-
-func (b *testBoot) Rank() int     { return b.rank }
-func (b *testBoot) Size() int     { return b.g.size }
-func (b *testBoot) JobID() string { return b.g.job }
-func (b *testBoot) Put(key string, v []byte) error {
-	b.g.mu.Lock()
-	b.g.kv[fmt.Sprintf("%d/%s", b.rank, key)] = append([]byte(nil), v...)
-	b.g.mu.Unlock()
-	return nil
-}
-func (b *testBoot) Fence(ctx context.Context) error {
-	g := b.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	gen := g.gen
-	g.in++
-	if g.in == g.size {
-		g.in = 0
-		g.gen++
-		g.cond.Broadcast()
-		return nil
-	}
-	for g.gen == gen {
-		g.cond.Wait()
-	}
-	return nil
-}
-func (b *testBoot) Get(ctx context.Context, rank int, key string) ([]byte, error) {
-	b.g.mu.Lock()
-	defer b.g.mu.Unlock()
-	v, ok := b.g.kv[fmt.Sprintf("%d/%s", rank, key)]
-	if !ok {
-		return nil, fmt.Errorf("rank %d published no %q", rank, key)
-	}
-	return v, nil
 }
 
 // job is n ranks of the ib BTL in this process, each on its own softrc

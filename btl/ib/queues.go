@@ -136,49 +136,45 @@ func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
 
 // growShared posts n more buffers on a shared queue.
 func (m *module) growShared(q *rqueue, n int) error {
+	if err := m.addRecvBufs(q, n, nil); err != nil {
+		return err
+	}
+	q.allocated += n
+	return nil
+}
+
+// postPerPeer posts a peer's buffers on every per-peer queue.
+func (m *module) postPerPeer(e *endpoint) error {
+	for _, q := range m.queues {
+		if !q.shared {
+			if err := m.addRecvBufs(q, q.spec.Count, e); err != nil {
+				return err
+			}
+			e.posted += q.spec.Count
+		}
+	}
+	e.postedG.Set(int64(e.posted))
+	return nil
+}
+
+// addRecvBufs registers n buffers of q's size in one slab and posts them,
+// for peer e on a per-peer queue or on q's SRQ.
+func (m *module) addRecvBufs(q *rqueue, n int, e *endpoint) error {
 	size := q.spec.BufSize
 	mem, mr, err := m.slab(n, size)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx)}
+		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx), ep: e}
 		b.addr = verbs.AddrOf(b.mem)
 		idx := len(m.rbufs)
 		m.rbufs = append(m.rbufs, b)
-		if err := m.postRecv(b, idx, nil); err != nil {
+		if err := m.postRecv(b, idx, e); err != nil {
 			return err
 		}
 	}
-	q.allocated += n
 	m.recvMem(int64(n * size))
-	return nil
-}
-
-// postPerPeer posts a peer's buffers on every per-peer queue.
-func (m *module) postPerPeer(e *endpoint) error {
-	for i, q := range m.queues {
-		if q.shared {
-			continue
-		}
-		size, n := q.spec.BufSize, q.spec.Count
-		mem, mr, err := m.slab(n, size)
-		if err != nil {
-			return err
-		}
-		for k := 0; k < n; k++ {
-			b := &recvBuf{mem: mem[k*size : (k+1)*size : (k+1)*size], lkey: mr.LKey(), queue: uint8(i), ep: e}
-			b.addr = verbs.AddrOf(b.mem)
-			idx := len(m.rbufs)
-			m.rbufs = append(m.rbufs, b)
-			if err := m.postRecv(b, idx, e); err != nil {
-				return err
-			}
-		}
-		e.posted += n
-		m.recvMem(int64(n * size))
-	}
-	e.postedG.Set(int64(e.posted))
 	return nil
 }
 

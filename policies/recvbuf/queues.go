@@ -162,6 +162,32 @@ func Check(s core.RecvSetup, info core.RecvInfo) error {
 	return nil
 }
 
+// Fixed is the policy all three built-ins are: a layout chosen once, whose
+// shared queues grow by Grow × their initial buffers (at least one) each
+// time their SRQ-limit event fires, up to their Max, the limit re-armed at
+// Low. Per-peer queues stay as they are: the credit engine owns them.
+type Fixed struct {
+	// Name prefixes errors ("recvbuf bsrq").
+	Name            string
+	Queues          []core.QueueSpec
+	Grow            float64
+	SendFreeListMax int
+}
+
+// Setup checks the layout against the transport and returns a copy.
+func (p *Fixed) Setup(info core.RecvInfo) (core.RecvSetup, error) {
+	s := core.RecvSetup{Queues: append([]core.QueueSpec(nil), p.Queues...), SendFreeListMax: p.SendFreeListMax}
+	if err := Check(s, info); err != nil {
+		return core.RecvSetup{}, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return s, nil
+}
+
+// Observe grows a shared queue that hit its limit and re-arms the limit.
+func (p *Fixed) Observe(events []core.RecvEvent, out []core.RecvDecision) []core.RecvDecision {
+	return Grow(events, out, p.Queues, func(q core.QueueSpec) int { return max(1, int(float64(q.Count)*p.Grow)) })
+}
+
 // Grow is the reaction to an SRQ-limit event that srq and bsrq share:
 // post grow more buffers (the mechanism clamps to the queue's Max) and
 // re-arm the limit at low. Other events ask for nothing.

@@ -8,11 +8,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/btl/ib"
+	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -37,11 +37,13 @@ type JobSpec struct {
 	Options pml.Options
 }
 
-var jobSeq atomic.Int64
-
 // Open opens a job.
 func Open(ctx context.Context, s JobSpec) (*Job, error) {
-	boots := group(s.Ranks, fmt.Sprintf("ibtest-%d", jobSeq.Add(1)))
+	f := inproc.New(s.Ranks, nil)
+	boots := make([]core.Bootstrap, s.Ranks)
+	for r := range boots {
+		boots[r] = f.Boot(r)
+	}
 	comp, ok := core.Lookup(core.KindBTL, "ib")
 	if !ok {
 		return nil, fmt.Errorf("ibtest: the ib BTL is not registered")
@@ -124,67 +126,4 @@ func (j *Job) Close() {
 			m.Close()
 		}
 	}
-}
-
-// group is an in-process bootstrap: Puts become visible at the next Fence.
-func group(n int, job string) []core.Bootstrap {
-	g := &bootGroup{job: job, size: n, kv: map[string][]byte{}}
-	g.cond = sync.NewCond(&g.mu)
-	out := make([]core.Bootstrap, n)
-	for i := range out {
-		out[i] = &member{g: g, rank: i}
-	}
-	return out
-}
-
-type bootGroup struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	job  string
-	size int
-	kv   map[string][]byte
-	in   int
-	gen  int
-}
-
-type member struct {
-	g    *bootGroup
-	rank int
-}
-
-func (m *member) Rank() int     { return m.rank }
-func (m *member) Size() int     { return m.g.size }
-func (m *member) JobID() string { return m.g.job }
-
-func (m *member) Put(key string, v []byte) error {
-	m.g.mu.Lock()
-	m.g.kv[fmt.Sprintf("%d/%s", m.rank, key)] = append([]byte(nil), v...)
-	m.g.mu.Unlock()
-	return nil
-}
-
-func (m *member) Fence(ctx context.Context) error {
-	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	gen := g.gen
-	if g.in++; g.in == g.size {
-		g.in, g.gen = 0, g.gen+1
-		g.cond.Broadcast()
-		return nil
-	}
-	for g.gen == gen {
-		g.cond.Wait()
-	}
-	return nil
-}
-
-func (m *member) Get(ctx context.Context, rank int, key string) ([]byte, error) {
-	m.g.mu.Lock()
-	defer m.g.mu.Unlock()
-	v, ok := m.g.kv[fmt.Sprintf("%d/%s", rank, key)]
-	if !ok {
-		return nil, fmt.Errorf("rank %d published no %q", rank, key)
-	}
-	return v, nil
 }

@@ -406,21 +406,8 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 	return int(r), true
 }
 
-// setSink points the current packet's payload at dst segments.
-func (l *link) setSink(segs ...[]byte) {
-	l.nsink = 0
-	for _, s := range segs {
-		if len(s) > 0 {
-			l.sink[l.nsink] = s
-			l.nsink++
-		}
-	}
-	l.si, l.so = 0, 0
-}
-
-// setSinkSegs is setSink for a slice of segments, without the variadic
-// copy.
-func (l *link) setSinkSegs(pre []byte, segs [][]byte) {
+// setSink points the current packet's payload at pre, then segs.
+func (l *link) setSink(pre []byte, segs [][]byte) {
 	l.nsink = 0
 	if len(pre) > 0 {
 		l.sink[0] = pre

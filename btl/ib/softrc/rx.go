@@ -17,7 +17,7 @@ const grhSize = 40
 func (d *Device) begin(l *link, now int64) {
 	h := &l.h
 	if h.op == opHello {
-		l.setSink(l.hello[:])
+		l.setSink(l.hello[:], nil)
 		l.act.kind = actHello
 		return
 	}
@@ -70,7 +70,7 @@ func (d *Device) begin(l *link, now int64) {
 			return
 		}
 		l.discard = false
-		l.setSinkSegs(nil, w.segs)
+		l.setSink(nil, w.segs)
 		l.act = rxAction{kind: actReadResp, q: q, idx: i, psn: w.psn}
 		return
 	case opSend, opSendImm, opWrite, opWriteImm, opReadReq:
@@ -112,7 +112,7 @@ func (d *Device) beginRequest(l *link, q *qp, now int64) {
 			return
 		}
 		l.discard = false
-		l.setSinkSegs(nil, rw.segs)
+		l.setSink(nil, rw.segs)
 		l.act = rxAction{kind: actRecv, q: q, wrid: rw.wrid}
 	case opWrite, opWriteImm:
 		b, ok := q.remote(h.raddr, h.key, uint64(h.length), verbs.AccessRemoteWrite)
@@ -132,7 +132,7 @@ func (d *Device) beginRequest(l *link, q *qp, now int64) {
 			act.kind, act.wrid = actRecv, rw.wrid
 		}
 		l.discard = false
-		l.setSink(b)
+		l.setSink(b, nil)
 		l.act = act
 	case opReadReq:
 		q.serveRead(h, false, now)
@@ -212,7 +212,7 @@ func (d *Device) beginUD(l *link, q *qp, now int64) {
 	copy(grh[8:24], l.peerGID[:])
 	copy(grh[24:40], q.port.gid[:])
 	l.discard = false
-	l.setSinkSegs(rw.segs[0][grhSize:], rw.segs[1:])
+	l.setSink(rw.segs[0][grhSize:], rw.segs[1:])
 	l.act = rxAction{kind: actUD, q: q, wrid: rw.wrid}
 }
 

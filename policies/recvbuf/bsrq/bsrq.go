@@ -37,15 +37,8 @@ var Params = []core.Param{
 	{Name: "send_free_list_max", Type: core.ParamInt, Default: "256", Doc: "most send buffers per bucket"},
 }
 
-// Policy is the B-SRQ policy.
-type Policy struct {
-	queues []core.QueueSpec
-	grow   float64
-	sfl    int
-}
-
 // New builds the policy from its parameters.
-func New(p core.Params) (*Policy, error) {
+func New(p core.Params) (*recvbuf.Fixed, error) {
 	return NewLayout(Layout{
 		Tiny: int(p.Size("tiny")), TinyCount: p.Int("tiny_count"), TinyWindow: p.Int("tiny_credit_window"),
 		Slab: p.Size("slab"), Buckets: p.Int("buckets"), MinBucket: int(p.Size("min_bucket")),
@@ -66,7 +59,7 @@ type Layout struct {
 }
 
 // NewLayout builds the policy for a layout.
-func NewLayout(l Layout) (*Policy, error) {
+func NewLayout(l Layout) (*recvbuf.Fixed, error) {
 	switch {
 	case l.Tiny < 8 || l.TinyCount < 1 || l.TinyWindow < 1 || l.TinyWindow > l.TinyCount:
 		return nil, fmt.Errorf("recvbuf bsrq: tiny %d B × %d, window %d: want ≥8 B, ≥1 buffer, window in [1, count]", l.Tiny, l.TinyCount, l.TinyWindow)
@@ -89,23 +82,7 @@ func NewLayout(l Layout) (*Policy, error) {
 		}
 		qs = append(qs, core.QueueSpec{Kind: core.QueueShared, BufSize: r, Count: n, Low: int(float64(n) * l.Limit), Max: n * l.MaxFactor})
 	}
-	return &Policy{queues: qs, grow: l.Grow, sfl: l.SendFreeListMax}, nil
-}
-
-// Setup returns the B-SRQ layout.
-func (p *Policy) Setup(info core.RecvInfo) (core.RecvSetup, error) {
-	s := core.RecvSetup{Queues: append([]core.QueueSpec(nil), p.queues...), SendFreeListMax: p.sfl}
-	if err := recvbuf.Check(s, info); err != nil {
-		return core.RecvSetup{}, fmt.Errorf("recvbuf bsrq: %w", err)
-	}
-	return s, nil
-}
-
-// Observe grows a bucket whose SRQ ran below its limit.
-func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []core.RecvDecision {
-	return recvbuf.Grow(events, out, p.queues, func(q core.QueueSpec) int {
-		return max(1, int(float64(q.Count)*p.grow))
-	})
+	return &recvbuf.Fixed{Name: "recvbuf bsrq", Queues: qs, Grow: l.Grow, SendFreeListMax: l.SendFreeListMax}, nil
 }
 
 func init() {

@@ -24,14 +24,8 @@ var Params = []core.Param{
 		Doc: "most send buffers per queue size"},
 }
 
-// Policy is the per-peer policy.
-type Policy struct {
-	queues []core.QueueSpec
-	sfl    int
-}
-
 // New builds the policy from its parameters.
-func New(p core.Params) (*Policy, error) {
+func New(p core.Params) (*recvbuf.Fixed, error) {
 	qs, err := recvbuf.ParseReceiveQueues(p.String("receive_queues"))
 	if err != nil {
 		return nil, fmt.Errorf("recvbuf perpeer: %w", err)
@@ -44,21 +38,8 @@ func New(p core.Params) (*Policy, error) {
 	if p.Int("send_free_list_max") < 1 {
 		return nil, fmt.Errorf("recvbuf perpeer: send_free_list_max must be at least 1")
 	}
-	return &Policy{queues: qs, sfl: p.Int("send_free_list_max")}, nil
-}
-
-// Setup returns the per-peer layout.
-func (p *Policy) Setup(info core.RecvInfo) (core.RecvSetup, error) {
-	s := core.RecvSetup{Queues: append([]core.QueueSpec(nil), p.queues...), SendFreeListMax: p.sfl}
-	if err := recvbuf.Check(s, info); err != nil {
-		return core.RecvSetup{}, fmt.Errorf("recvbuf perpeer: %w", err)
-	}
-	return s, nil
-}
-
-// Observe asks for nothing: per-peer queues are kept full by credits.
-func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []core.RecvDecision {
-	return out
+	// Nothing grows: per-peer queues are kept full by credits.
+	return &recvbuf.Fixed{Name: "recvbuf perpeer", Queues: qs, SendFreeListMax: p.Int("send_free_list_max")}, nil
 }
 
 func init() {

@@ -29,15 +29,8 @@ var Params = []core.Param{
 		Doc: "most send buffers per queue size"},
 }
 
-// Policy is the SRQ policy.
-type Policy struct {
-	queues []core.QueueSpec
-	grow   float64
-	sfl    int
-}
-
 // New builds the policy from its parameters.
-func New(p core.Params) (*Policy, error) {
+func New(p core.Params) (*recvbuf.Fixed, error) {
 	qs, err := recvbuf.ParseReceiveQueues(p.String("receive_queues"))
 	if err != nil {
 		return nil, fmt.Errorf("recvbuf srq: %w", err)
@@ -45,8 +38,9 @@ func New(p core.Params) (*Policy, error) {
 	return NewFromQueues(qs, p.Int("max_factor"), p.Float("grow"), p.Int("send_free_list_max"))
 }
 
-// NewFromQueues builds the policy for a parsed layout.
-func NewFromQueues(qs []core.QueueSpec, maxFactor int, grow float64, sfl int) (*Policy, error) {
+// NewFromQueues builds the policy for a parsed layout: shared queues
+// without a Max may grow to maxFactor times their initial buffers.
+func NewFromQueues(qs []core.QueueSpec, maxFactor int, grow float64, sfl int) (*recvbuf.Fixed, error) {
 	if maxFactor < 1 || grow < 0 || sfl < 1 {
 		return nil, fmt.Errorf("recvbuf srq: max_factor %d (≥1), grow %v (≥0), send_free_list_max %d (≥1)", maxFactor, grow, sfl)
 	}
@@ -56,23 +50,7 @@ func NewFromQueues(qs []core.QueueSpec, maxFactor int, grow float64, sfl int) (*
 			qs[i].Max = qs[i].Count * maxFactor
 		}
 	}
-	return &Policy{queues: qs, grow: grow, sfl: sfl}, nil
-}
-
-// Setup returns the layout.
-func (p *Policy) Setup(info core.RecvInfo) (core.RecvSetup, error) {
-	s := core.RecvSetup{Queues: append([]core.QueueSpec(nil), p.queues...), SendFreeListMax: p.sfl}
-	if err := recvbuf.Check(s, info); err != nil {
-		return core.RecvSetup{}, fmt.Errorf("recvbuf srq: %w", err)
-	}
-	return s, nil
-}
-
-// Observe grows a shared queue that hit its limit and re-arms the limit.
-func (p *Policy) Observe(events []core.RecvEvent, out []core.RecvDecision) []core.RecvDecision {
-	return recvbuf.Grow(events, out, p.queues, func(q core.QueueSpec) int {
-		return max(1, int(float64(q.Count)*p.grow))
-	})
+	return &recvbuf.Fixed{Name: "recvbuf srq", Queues: qs, Grow: grow, SendFreeListMax: sfl}, nil
 }
 
 func init() {
