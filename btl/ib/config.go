@@ -46,7 +46,7 @@ var Params = []core.Param{
 		Doc: "softrc: IP address, interface name or host name the port listens on; default 127.0.0.1"},
 	{Name: "rate", Type: core.ParamRate, Default: "",
 		Doc: "softrc: link rate of the port, e.g. 1GB/s for 4x and 250MB/s for 1x; unset: unlimited"},
-	{Name: "idle_after", Type: core.ParamDuration, Default: "50us", Check: positive("idle_after"),
+	{Name: "idle_after", Type: core.ParamDuration, Default: "200us", Check: positive("idle_after"),
 		Doc: "softrc: the device's own goroutine serves the wire once the process has not polled for this long"},
 	{Name: "eager_limit", Type: core.ParamSize, Default: "12KiB", Doc: "largest message sent eagerly"},
 	{Name: "rndv_eager_limit", Type: core.ParamSize, Default: "0", Doc: "user bytes sent inline with a rendezvous start"},

@@ -2,6 +2,7 @@ package softrc
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 )
@@ -111,4 +112,17 @@ func BenchmarkBandwidth1MiB(b *testing.B) {
 	}
 	b.StopTimer()
 	close(stop)
+}
+
+func BenchmarkPingPongIdleAfter(b *testing.B) {
+	for _, d := range []time.Duration{50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond} {
+		b.Run(d.String(), func(b *testing.B) {
+			x, y := newEnd(b, endOpts{cfg: DeviceConfig{IdleAfter: d}}), newEnd(b, endOpts{cfg: DeviceConfig{IdleAfter: d}})
+			connect(b, x, y, defaultRC())
+			run(b, x, y, 8)
+			sx, sy := x.dev.Stats(), y.dev.Stats()
+			b.ReportMetric(float64(sx.NICWakeups+sy.NICWakeups)/float64(b.N), "nicwakes/op")
+			b.ReportMetric(float64(sx.NICEngagements+sy.NICEngagements)/float64(b.N), "engage/op")
+		})
+	}
 }

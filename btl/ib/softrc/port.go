@@ -152,9 +152,13 @@ func (p *port) accept(now int64) {
 			return
 		}
 		tuneSocket(fd)
-		if _, err := p.d.addLink(p, fd, false); err != nil {
+		l, err := p.d.addLink(p, fd, false)
+		if err != nil {
 			unix.Close(fd)
+			continue
 		}
+		// The dialer's HELLO is usually there already.
+		l.receive(now)
 	}
 }
 
@@ -226,6 +230,13 @@ func dial(gid verbs.GID, lid uint16) (int, error) {
 // linkTo returns a live link from p to (gid, lid), dialing one if there is
 // none. Called with d.mu held; it drops and retakes the lock to dial.
 func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
+	if l := p.findLink(gid, lid); l != nil {
+		return l, nil
+	}
+	// The peer may have connected already: take pending connections and
+	// their HELLOs first, so that the two directions share one TCP
+	// connection (on which TCP's own ACKs ride with the data).
+	p.d.pollEpoll(nowNS(), 0)
 	if l := p.findLink(gid, lid); l != nil {
 		return l, nil
 	}
