@@ -449,7 +449,9 @@ func (d *Device) serveEvents(n int, now int64) {
 func (d *Device) flushAll(now int64) {
 	for i := 0; i < len(d.txPending); {
 		l := d.txPending[i]
-		if !l.dead {
+		// A link whose socket was full waits for epoll to report it
+		// writable instead of retrying a writev on every poll.
+		if !l.dead && !l.outArmed {
 			l.flush(now)
 		}
 		if l.dead || l.txLen() == 0 {

@@ -69,6 +69,7 @@ type link struct {
 	si, so    int
 	remaining int
 	discard   bool
+	bigRun    bool // the last packet was large: read the next header alone
 	act       rxAction
 	hello     [helloSize]byte
 
@@ -357,6 +358,9 @@ func (l *link) receive(now int64) {
 			d.stats.PacketsReceived++
 			l.inPkt = true
 			l.remaining = int(l.h.length)
+			// Behind a large payload usually comes another: reading only
+			// its header keeps the payload for a direct read into place.
+			l.bigRun = l.remaining >= directRead
 			l.nsink, l.si, l.so, l.discard = 0, 0, 0, false
 			l.act = rxAction{}
 			d.begin(l, now)
@@ -375,7 +379,11 @@ func (l *link) receive(now int64) {
 			l.rhi -= l.rlo
 			l.rlo = 0
 		}
-		n, ok := l.read(l.rbuf[l.rhi:], now)
+		room := l.rbuf[l.rhi:]
+		if l.bigRun && !l.inPkt {
+			room = room[:hdrSize-(l.rhi-l.rlo)]
+		}
+		n, ok := l.read(room, now)
 		budget--
 		if !ok {
 			return

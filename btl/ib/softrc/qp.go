@@ -380,7 +380,7 @@ func (q *qp) PostSend(wr *verbs.SendWR) error {
 }
 
 func (q *qp) flush(now int64) {
-	if q.out != nil && !q.out.dead {
+	if q.out != nil && !q.out.dead && !q.out.outArmed {
 		q.out.flush(now)
 	}
 }
