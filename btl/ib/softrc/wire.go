@@ -13,7 +13,7 @@ import (
 //	offset size field
 //	 0      1   op        packet opcode
 //	 1      1   flags     pkt* bits
-//	 2      1   syndrome  NAK kind, or the RNR timer code of an RNR NAK
+//	 2      1   syndrome  NAK kind (bits 0-2), RNR timer code (bits 3-7)
 //	 3      1   version   wireVersion
 //	 4      4   dqpn      destination QP number
 //	 8      4   sqpn      source QP number
@@ -69,8 +69,8 @@ const maxPayload = 1 << 31
 type header struct {
 	op       uint8
 	flags    uint8
-	syndrome uint8
-	rnrCode  uint8 // shares the version byte's neighbour: see encode
+	syndrome uint8 // NAK kind (low 3 bits of byte 2)
+	rnrCode  uint8 // RNR timer code of an RNR NAK (high 5 bits of byte 2)
 	dqpn     uint32
 	sqpn     uint32
 	psn      uint32
