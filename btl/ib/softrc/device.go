@@ -342,7 +342,7 @@ func (d *Device) progress(now int64) {
 			}
 		}
 	} else {
-		d.pollEpoll(now, 0)
+		d.pollEpoll(now)
 	}
 	if d.nextDeadline != 0 && now >= d.nextDeadline {
 		d.runTimers(now)
@@ -350,10 +350,9 @@ func (d *Device) progress(now int64) {
 	d.flushAll(now)
 }
 
-// pollEpoll waits up to timeout (nanoseconds; 0 polls, <0 blocks) for
-// events and serves them. Called with d.mu held when timeout is 0.
-func (d *Device) pollEpoll(now int64, timeout int64) {
-	n, err := d.epollWait(timeout)
+// pollEpoll serves whatever epoll reports ready. Called with d.mu held.
+func (d *Device) pollEpoll(now int64) {
+	n, err := d.epollWait()
 	if err != nil || n <= 0 {
 		return
 	}
@@ -386,35 +385,12 @@ func (d *Device) sleep(timeout int64) {
 }
 
 // epollWait polls the device's epoll set without blocking.
-func (d *Device) epollWait(timeout int64) (int, error) {
-	if timeout == 0 {
-		r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), 0, 0, 0)
-		if e != 0 {
-			return 0, e
-		}
-		return int(r), nil
+func (d *Device) epollWait() (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
 	}
-	if !d.noPoll2 {
-		var ts *unix.Timespec
-		var t unix.Timespec
-		if timeout > 0 {
-			t = unix.NsecToTimespec(timeout)
-			ts = &t
-		}
-		r, _, e := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), uintptr(unsafe.Pointer(ts)), 0, 0)
-		if e == unix.ENOSYS {
-			d.noPoll2 = true
-		} else if e != 0 {
-			return 0, e
-		} else {
-			return int(r), nil
-		}
-	}
-	ms := -1
-	if timeout > 0 {
-		ms = int((timeout + 999_999) / 1_000_000)
-	}
-	return unix.EpollWait(d.epfd, d.evs, ms)
+	return int(r), nil
 }
 
 func (d *Device) serveEvents(n int, now int64) {

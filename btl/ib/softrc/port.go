@@ -236,7 +236,7 @@ func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
 	// The peer may have connected already: take pending connections and
 	// their HELLOs first, so that the two directions share one TCP
 	// connection (on which TCP's own ACKs ride with the data).
-	p.d.pollEpoll(nowNS(), 0)
+	p.d.pollEpoll(nowNS())
 	if l := p.findLink(gid, lid); l != nil {
 		return l, nil
 	}
