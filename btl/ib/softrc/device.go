@@ -32,6 +32,9 @@ const (
 	ackEvery = 16
 )
 
+// nicMaxSleep bounds one sleep of the device goroutine.
+const nicMaxSleep = 50 * int64(time.Millisecond)
+
 // spinOnEpoll makes a poll ask epoll which links have data instead of
 // reading each link: a read on an idle socket takes the socket's lock,
 // which the peer's loopback delivery needs too.
@@ -79,6 +82,7 @@ type Device struct {
 	lastPoll    int64
 	polls       uint64
 	nicEngaged  bool
+	inNIC       bool // the device goroutine holds d.mu
 	nicUntil    int64 // when the sleeping device goroutine wakes by itself
 	idleTimer   *time.Timer
 	idleArmedAt int64
@@ -398,8 +402,13 @@ func (d *Device) serveEvents(n int, now int64) {
 		ev := d.evs[i]
 		fd := ev.Fd
 		if int(fd) == d.evfd {
-			var b [8]byte
-			unix.Read(d.evfd, b[:])
+			// Only the device goroutine drains its doorbell: a poller
+			// that drained it could take the kick from the sleeping
+			// goroutine, which would then sleep on.
+			if d.inNIC {
+				var b [8]byte
+				unix.Read(d.evfd, b[:])
+			}
 			continue
 		}
 		if l := d.byFD[fd]; l != nil {
@@ -520,18 +529,18 @@ func (d *Device) nic() {
 		d.nicEngaged = true
 		d.stats.NICEngagements++
 		for {
+			d.inNIC = true
 			d.progress(now)
 			d.flushAcks(now)
 			d.flushAll(now)
-			timeout := int64(-1)
-			d.nicUntil = 1<<63 - 1
+			d.inNIC = false
+			// Sleep until something is ready, the next timer, or at most
+			// nicMaxSleep: a backstop against a wake-up that never comes.
+			timeout := int64(nicMaxSleep)
 			if d.nextDeadline != 0 {
-				timeout = d.nextDeadline - now
-				if timeout < 1000 {
-					timeout = 1000
-				}
-				d.nicUntil = d.nextDeadline
+				timeout = min(timeout, max(d.nextDeadline-now, 1000))
 			}
+			d.nicUntil = now + timeout
 			d.mu.Unlock()
 			d.sleep(timeout)
 			d.mu.Lock()
