@@ -82,7 +82,7 @@ type Device struct {
 	lastPoll    int64
 	polls       uint64
 	nicEngaged  bool
-	inNIC       bool // the device goroutine holds d.mu
+	inNIC       bool  // the device goroutine holds d.mu
 	nicUntil    int64 // when the sleeping device goroutine wakes by itself
 	idleTimer   *time.Timer
 	idleArmedAt int64
