@@ -134,4 +134,3 @@ prog:
 	cfg.Prog, cfg.Args = args[i], args[i+1:]
 	return cfg, false, nil
 }
-
