@@ -17,9 +17,9 @@ const cmaProbeMagic = 0x5a5ac0decafef00d
 
 // cmaInfo says whether cross-memory attach works from this process.
 type cmaInfo struct {
-	ok    bool
-	why   string  // why not, when !ok
-	word  *uint64 // a heap word holding cmaProbeMagic; kept alive here
+	ok   bool
+	why  string  // why not, when !ok
+	word *uint64 // a heap word holding cmaProbeMagic; kept alive here
 }
 
 func (c *cmaInfo) probeAddr() uint64 {
