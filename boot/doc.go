@@ -33,6 +33,10 @@ const (
 	EnvBoot = "GOBTL_BOOT"
 	// EnvConfig is the stack file (HCL) the job was started with, if any.
 	EnvConfig = "GOBTL_CONFIG"
+	// EnvStderrTTY is "1" when the launcher's stderr is a terminal: a rank's
+	// own stderr is a pipe to the launcher, which forwards it untouched, so
+	// progress bars may still draw.
+	EnvStderrTTY = "GOBTL_STDERR_TTY"
 )
 
 // ShmPrefix is the prefix of every file a job's components create under

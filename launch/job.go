@@ -157,6 +157,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.ShmDir = "/dev/shm"
 	}
 	stack := cfg.StackFile
+	if f, ok := cfg.Stderr.(*os.File); ok && !cfg.TagOutput {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			cfg.Env = append(cfg.Env, boot.EnvStderrTTY+"=1")
+		}
+	}
 	if stack != "" {
 		if stack, err = filepath.Abs(stack); err != nil {
 			return Result{}, fmt.Errorf("launch: stack file: %w", err)
