@@ -210,6 +210,9 @@ func (p *peer) rdma(op *core.RDMAOp, put bool) error {
 		err = fmt.Errorf("sm: cma with rank %d: %w", p.rank, err)
 	}
 	m.rdmaDone = append(m.rdmaDone, rdmaCompletion{op, err})
+	if op.Solicited {
+		m.notifySelf()
+	}
 	return nil
 }
 

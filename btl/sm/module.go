@@ -73,6 +73,7 @@ type Module struct {
 	pollFds    []unix.PollFd
 	pollPeers  []*peer
 	closed     bool
+	note       notifier
 
 	st stats
 }
@@ -174,7 +175,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.inflight = make([][]int32, m.size)
 
-	caps := core.CapSend | core.CapLocalOnly
+	caps := core.CapSend | core.CapLocalOnly | core.CapNotify
 	if m.cma.ok {
 		caps |= core.CapPut | core.CapGet
 	}
@@ -567,6 +568,7 @@ func (m *Module) Close() error {
 	}
 	m.closed = true
 	m.st.flush()
+	m.stopNotifications()
 	return m.release()
 }
 
@@ -578,6 +580,7 @@ func (m *Module) Abort() {
 	}
 	atomic.StoreUint32(m.seg.u32(offState), stateFailed)
 	m.closed = true
+	m.stopNotifications()
 	m.release()
 }
 

@@ -50,6 +50,9 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 		if p.out.put(&h, pre, data, p.seq) {
 			p.seq++
 			m.st.fboxSends++
+			if flags&core.SendSolicited != 0 {
+				wake(p.seg)
+			}
 			return nil
 		}
 		m.st.fboxFull++
@@ -57,7 +60,13 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 	if n > m.cfg.maxSend {
 		return fmt.Errorf("sm: send of %d bytes to rank %d exceeds max_send_size %d", n, p.rank, m.cfg.maxSend)
 	}
-	return p.sendFrag(&h, pre, data)
+	if err := p.sendFrag(&h, pre, data); err != nil {
+		return err
+	}
+	if flags&core.SendSolicited != 0 {
+		wake(p.seg)
+	}
+	return nil
 }
 
 // announce puts us on the peer's list of senders whose boxes it polls.

@@ -30,7 +30,8 @@ const (
 // The control block at the start of a segment. Lines 0-1 are written once
 // by the owner before it publishes stateReady; line 2 is the active-sender
 // count that senders bump; line 3 is the FIFO's enqueue position that
-// senders CAS; line 4 is the owner's state.
+// senders CAS; line 4 is the owner's state; line 5 holds the notifier's
+// words (notify.go).
 const (
 	offMagic      = 0
 	offVersion    = 8
@@ -46,7 +47,7 @@ const (
 	offActiveN    = 2 * cacheLine
 	offFifoEnq    = 3 * cacheLine
 	offState      = 4 * cacheLine
-	ctrlSize      = 5 * cacheLine
+	ctrlSize      = 6 * cacheLine
 )
 
 // Fragment header, one line before the frame.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ var benchFlags struct {
 	compute time.Duration
 	json    bool
 	config  string
+	profile string
 }
 
 var benchCmd = &cobra.Command{
@@ -57,6 +59,17 @@ Benchmarks:
 			return fmt.Errorf("bench: %w", err)
 		}
 		defer comm.Close()
+		if benchFlags.profile != "" {
+			f, err := os.Create(fmt.Sprintf("%s.%d", benchFlags.profile, comm.Rank()))
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		o.Config = config
 		_, err = bench.Run(comm, args[0], o)
 		return err
@@ -80,5 +93,6 @@ func init() {
 	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time)")
 	f.BoolVar(&benchFlags.json, "json", false, "print one JSON object instead of a table")
 	f.StringVarP(&benchFlags.config, "config", "c", "", "stack file (default: $GOBTL_CONFIG, else the default stack)")
+	f.StringVar(&benchFlags.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.<rank>")
 	rootCmd.AddCommand(benchCmd)
 }

@@ -3,13 +3,15 @@
 // root package's gobtl.Init lands; then it goes away.
 //
 // Environment: GOBTL_PROTOCOL (rdma_read, rdma_write, rdma_read_async,
-// pipeline) and GOBTL_SM_<PARAM>=value for sm parameters.
+// pipeline), GOBTL_SPIN (the waiter's busy polls) and GOBTL_SM_<PARAM>=value
+// for sm parameters.
 package devinit
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/gobtl/gobtl/boot"
@@ -55,6 +57,10 @@ func Open(ctx context.Context) (*pml.Comm, error) {
 		if opts.Protocol, err = pml.ParseProtocol(s); err != nil {
 			return nil, err
 		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("GOBTL_SPIN")); err == nil {
+		opts.Backoff = pml.DefaultBackoff
+		opts.Backoff.Spin = n
 	}
 	return pml.New(b.Rank(), b.Size(), mods, opts)
 }

@@ -60,6 +60,7 @@ func Run(t *testing.T, cfg Config) {
 		{"HandlersMaySendFromInsideProgress", testReentrant},
 		{"AStalledReceiverPushesBackAndNothingIsLost", testBackPressure},
 		{"PutAndGetMoveDataAtAnyOffset", testRDMA},
+		{"ASolicitedEventWakesAnArmedNotifier", testNotify},
 		{"ADeadPeerIsReportedAndSendsToItFail", testPeerLost},
 		{"CloseReleasesTheModule", testClose},
 		{"TheEagerPathAllocatesNothing", testAllocs},
@@ -672,4 +673,80 @@ func testAllocs(t *testing.T, cfg Config) {
 	if allocs := testing.AllocsPerRun(2000, pingOnce); allocs != 0 {
 		t.Errorf("an 8-byte Send plus the Progress that delivers it allocates %.2f times", allocs)
 	}
+}
+
+// waitNote waits for a notification, failing after the timeout.
+func (j *job) waitNote(ch <-chan struct{}, what string) {
+	j.t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(j.cfg.Timeout):
+		j.t.Fatalf("btltest: no notification for %s within %v", what, j.cfg.Timeout)
+	}
+}
+
+func testNotify(t *testing.T, cfg Config) {
+	j := openJob(t, cfg, 2)
+	n, ok := j.mods[1].(core.Notifier)
+	if !ok || !j.mods[1].Attrs().Caps.Has(core.CapNotify) {
+		t.Skipf("%s has no notifier", cfg.Component)
+	}
+	got := j.record()
+	ch := n.Notify()
+	ep := j.eps[0][1]
+
+	// A solicited frame wakes an armed receiver that is not polling.
+	n.Arm()
+	if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("wake up"), nil, core.SendSolicited); err != nil {
+		t.Fatal(err)
+	}
+	j.waitNote(ch, "a solicited frame")
+	j.until("the solicited frame", func() bool { return len(got[1]) == 1 })
+
+	// Arming with an event already pending notifies at once.
+	if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("already here"), nil, core.SendSolicited); err != nil {
+		t.Fatal(err)
+	}
+	n.Arm()
+	j.waitNote(ch, "an event pending at Arm")
+	j.until("the second frame", func() bool { return len(got[1]) == 2 })
+
+	// One Arm, one notification: without a new Arm, solicited frames do not
+	// notify again (interrupt suppression), and the frames still arrive.
+	for range 3 {
+		if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("quiet"), nil, core.SendSolicited); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.until("the quiet frames", func() bool { return len(got[1]) == 5 })
+	select {
+	case <-ch:
+		t.Error("a notification came without an Arm")
+	default:
+	}
+
+	// A solicited RDMA completion notifies its initiator.
+	a := j.mods[1].Attrs()
+	if !a.Caps.Has(core.CapGet) && !a.Caps.Has(core.CapPut) {
+		return
+	}
+	remote := make([]byte, 4096)
+	_, rkey := register(t, j.mods[0], remote, core.AccessRemoteRead|core.AccessRemoteWrite)
+	local := make([]byte, 4096)
+	lrg, _ := register(t, j.mods[1], local, core.AccessLocalWrite|core.AccessRemoteRead)
+	c := &completer{j: j}
+	op := &core.RDMAOp{Local: local, Region: lrg, Remote: rkey, Solicited: true, Done: c}
+	n.Arm()
+	rdma := j.eps[1][0].(core.RDMA)
+	var err error
+	if a.Caps.Has(core.CapGet) {
+		err = rdma.Get(op)
+	} else {
+		err = rdma.Put(op)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.waitNote(ch, "a solicited RDMA completion")
+	j.until("the RDMA completion", func() bool { return c.done == 1 })
 }

@@ -17,6 +17,8 @@
 //     within a bounded amount of data, and nothing is lost when it resumes;
 //   - Put and Get (when the module has the capability) move every size at
 //     any offset and complete inside Progress; keys out of range fail;
+//   - a module with a notifier wakes an armed waiter for a solicited frame
+//     or RDMA completion, at once when one is pending, and once per Arm;
 //   - a peer that dies is reported through OnPeerLost with ErrPeerLost, and
 //     sends to it fail;
 //   - Close releases the module; using it afterwards is an error, not a
