@@ -61,6 +61,14 @@ type Attrs struct {
 	// MaxReads bounds outstanding Gets per endpoint (an RC QP's
 	// max_rd_atomic); the PML keeps a token bucket of this size. 0: no bound.
 	MaxReads int
+	// RDMAMin and RDMAMax bound the messages, by size in bytes, whose
+	// rendezvous data this module moves better by RDMA than by the
+	// send-based pipeline; RDMAMax 0 means no upper bound, and the zero
+	// values mean RDMA at every size. Shared memory needs them: a
+	// copy-in/copy-out pipeline, with both processes copying at once, can
+	// beat a single copy made by one (Open MPI's vader: CMA wins at
+	// 64 KiB-1 MiB, copy-in/copy-out at 4 MiB on the same host).
+	RDMAMin, RDMAMax int64
 	// Bandwidth is the expected bandwidth in bytes per second.
 	Bandwidth float64
 	// Latency is the expected one-way latency of a small message.
