@@ -73,6 +73,11 @@ var Params = []core.Param{
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
+	{Name: "single_copy_min", Type: core.ParamSize, Default: "0",
+		Doc: "smallest message whose rendezvous data moves by CMA; smaller ones use the copy pipeline (Attrs.RDMAMin)"},
+	{Name: "single_copy_max", Type: core.ParamSize, Default: "0",
+		Doc: "largest message whose rendezvous data moves by CMA, 0 for no limit; larger ones use the copy pipeline, " +
+			"which with both processes copying can beat one process's single copy (Attrs.RDMAMax)"},
 	{Name: "bandwidth", Type: core.ParamRate, Default: "20GB/s",
 		Doc: "bandwidth the PML's scheduler assumes for this module"},
 	{Name: "latency", Type: core.ParamDuration, Default: "200ns",
@@ -94,6 +99,8 @@ type config struct {
 	rndvEager    int
 	frags        int
 	singleCopy   string
+	rdmaMin      int64
+	rdmaMax      int64
 	bandwidth    float64
 	latency      time.Duration
 	exclusivity  int
@@ -111,6 +118,8 @@ func configFrom(p core.Params) (config, error) {
 		rndvEager:    int(p.Size("rndv_eager_limit")),
 		frags:        p.Int("fragments"),
 		singleCopy:   p.String("single_copy"),
+		rdmaMin:      p.Size("single_copy_min"),
+		rdmaMax:      p.Size("single_copy_max"),
 		bandwidth:    p.Rate("bandwidth"),
 		latency:      p.Duration("latency"),
 		exclusivity:  p.Int("exclusivity"),
@@ -129,6 +138,10 @@ func configFrom(p core.Params) (config, error) {
 	if c.rndvEager > c.maxSend {
 		return c, fmt.Errorf("sm: rndv_eager_limit %s exceeds max_send_size %s",
 			core.FormatSize(int64(c.rndvEager)), core.FormatSize(int64(c.maxSend)))
+	}
+	if c.rdmaMax > 0 && c.rdmaMin > c.rdmaMax {
+		return c, fmt.Errorf("sm: single_copy_min %s exceeds single_copy_max %s",
+			core.FormatSize(c.rdmaMin), core.FormatSize(c.rdmaMax))
 	}
 	if c.liveness <= 0 || c.closeTimeout < 0 {
 		return c, fmt.Errorf("sm: liveness_interval must be positive and close_timeout not negative")

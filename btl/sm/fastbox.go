@@ -23,7 +23,7 @@ import (
 //   - before it publishes a slot's header, the sender zeroes the header
 //     word of the slot that follows, which the reserve keeps free, so the
 //     receiver reading past the newest slot always finds a zero;
-//   - the header is published with an atomic store after the frame is
+//   - the header is published with a release store after the frame is
 //     written, and read with an atomic load before the frame is read.
 const skipLen = 0xFFFFFFFF
 
@@ -84,7 +84,7 @@ func (o *outBox) put(h *core.Header, pre, data []byte, seq uint32) bool {
 	k := copy(b[core.HeaderSize:], pre)
 	copy(b[core.HeaderSize+k:], data)
 	*o.word((idx + need) & o.mask) = 0
-	atomic.StoreUint64(o.word(idx), uint64(n)|uint64(seq)<<32)
+	storeRelease64(o.word(idx), uint64(n)|uint64(seq)<<32)
 	o.tail += need
 	return true
 }

@@ -185,6 +185,8 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		EagerLimit:     cfg.eagerLimit,
 		MaxSendSize:    cfg.maxSend,
 		RndvEagerLimit: cfg.rndvEager,
+		RDMAMin:        cfg.rdmaMin,
+		RDMAMax:        cfg.rdmaMax,
 		Bandwidth:      cfg.bandwidth,
 		Latency:        cfg.latency,
 		Exclusivity:    cfg.exclusivity,
@@ -394,6 +396,7 @@ func (m *Module) pollFifo() int {
 		}
 		seq := atomic.LoadUint32(p.seg.u32(off + fragOffSeq))
 		ln := int(atomic.LoadUint32(p.seg.u32(off + fragOffLen)))
+		pad := int(atomic.LoadUint32(p.seg.u32(off + fragOffFrame)))
 		if seq != m.expect[s] {
 			// Frames sent before this one through the fast box are
 			// visible: the sender published them before it pushed this.
@@ -403,11 +406,12 @@ func (m *Module) pollFifo() int {
 				continue
 			}
 		}
-		if ln < core.HeaderSize || ln > lay.fragStride-fragHdr {
-			m.failPeer(s, fmt.Errorf("sm: rank %d fragment of %d bytes: %w", s, ln, core.ErrBadFrame))
+		if ln < core.HeaderSize || pad >= cacheLine || fragHdr+pad+ln > lay.fragStride {
+			m.failPeer(s, fmt.Errorf("sm: rank %d fragment of %d bytes at %d: %w", s, ln, pad, core.ErrBadFrame))
 			continue
 		}
-		m.deliver(s, p.seg.mem[off+fragHdr:off+fragHdr+ln])
+		start := off + fragHdr + pad
+		m.deliver(s, p.seg.mem[start:start+ln])
 		atomic.StoreUint32(p.seg.u32(off+fragOffDone), 1)
 		m.expect[s]++
 		n++

@@ -92,12 +92,14 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	idx := m.free[len(m.free)-1]
 	off := m.seg.lay.frag(int(idx))
 	n := core.HeaderSize + len(pre) + len(data)
-	b := m.seg.mem[off+fragHdr : off+fragHdr+n]
+	pad := (cacheLine - (core.HeaderSize+len(pre))%cacheLine) % cacheLine
+	b := m.seg.mem[off+fragHdr+pad : off+fragHdr+pad+n]
 	h.Encode(b)
 	k := copy(b[core.HeaderSize:], pre)
-	copy(b[core.HeaderSize+k:], data)
+	copyOut(b[core.HeaderSize+k:], data)
 	*m.seg.u32(off + fragOffSeq) = p.seq
 	*m.seg.u32(off + fragOffLen) = uint32(n)
+	*m.seg.u32(off + fragOffFrame) = uint32(pad)
 	*m.seg.u32(off + fragOffDone) = 0
 	if !p.fifo.push(makeDesc(m.rank, off)) {
 		m.st.noResources++

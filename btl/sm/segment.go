@@ -50,12 +50,16 @@ const (
 	ctrlSize      = 6 * cacheLine
 )
 
-// Fragment header, one line before the frame.
+// Fragment header, one line before the frame. The frame starts up to a
+// line later, placed so that its data segment (after the header and the
+// caller's pre segment) starts on a cache line: both copies of the
+// payload then move whole lines.
 const (
-	fragOffSeq  = 0 // u32: per-pair sequence number
-	fragOffLen  = 4 // u32: frame bytes
-	fragOffDone = 8 // u32: set by the receiver when it is done
-	fragHdr     = cacheLine
+	fragOffSeq   = 0  // u32: per-pair sequence number
+	fragOffLen   = 4  // u32: frame bytes
+	fragOffDone  = 8  // u32: set by the receiver when it is done
+	fragOffFrame = 12 // u32: where the frame starts, after the header line
+	fragHdr      = cacheLine
 )
 
 // fifoCellSize: a cell holds its sequence word and the descriptor.
@@ -89,7 +93,7 @@ func nextPow2(n int) int {
 
 func newLayout(size, fboxSize, fragCount, maxFrame int) layout {
 	l := layout{size: size, fboxSize: fboxSize, fragCount: fragCount, maxFrame: maxFrame}
-	l.fragStride = align(fragHdr+maxFrame, cacheLine)
+	l.fragStride = align(fragHdr+cacheLine+maxFrame, cacheLine)
 	// Every fragment of every sender fits in the FIFO at once, so a sender
 	// holding a fragment never finds the FIFO full in steady state.
 	l.fifoCells = nextPow2(max(size*fragCount, 64))

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package sm
+
+import "sync/atomic"
+
+// storeRelease64 is a release store; elsewhere than amd64 the sequentially
+// consistent store provides it.
+func storeRelease64(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }

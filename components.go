@@ -1,0 +1,9 @@
+package gobtl
+
+// The components compiled into every program that imports gobtl (and so
+// into the gobtl command): each registers itself with core from init, the
+// database/sql driver pattern.
+
+import (
+	_ "github.com/gobtl/gobtl/btl/sm"
+)
