@@ -4,12 +4,13 @@ GO      ?= go
 BIN     := bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all build plugins test test-short race fuzz-smoke lint bench run clean
+.PHONY: all build plugins test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean
 
 all: build plugins
 
 build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
+	$(GO) build -o $(BIN)/ring ./examples/ring
 
 plugins:
 	@true
@@ -21,16 +22,32 @@ lint:
 test: build plugins lint
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
+	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
 	$(MAKE) fuzz-smoke
 
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
 
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./pml/...
+	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
+	$(MAKE) bench-osu
 
+# The osu-style suite over real processes (gobtl bench under gobtl run).
+bench-osu: build
+	gobtl run -np 2 -- gobtl bench latency
+	gobtl run -np 2 -- gobtl bench bw
+	gobtl run -np 2 -- gobtl bench msgrate
+	gobtl run -np 4 -- gobtl bench multi-pingpong
+
+# gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
+# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9".
+compare-ompi:
+	bench/compare-ompi.sh $(COMPARE_ARGS)
+
+# The main job: four ranks pass a token around a ring and stream 8 MiB to
+# their neighbour over shared memory, checking every byte.
 run: build plugins
-	@echo "main job: not wired yet"
+	gobtl run -np 4 -- ring
 
 clean:
 	rm -rf $(BIN)

@@ -46,7 +46,7 @@ func both(fs ...func(any) error) func(any) error {
 // Params is the schema of the btl "sm" block.
 var Params = []core.Param{
 	{Name: "dir", Type: core.ParamString, Default: "/dev/shm",
-		Doc: "directory of the segment files (a tmpfs); segments are named gobtl-<job>-sm-<rank>"},
+		Doc: "directory of the segment files (a tmpfs); segments are named gobtl-<job>-sm.<instance>-<rank>"},
 	{Name: "fastbox_size", Type: core.ParamSize, Default: "64KiB",
 		Doc:   "bytes of each per-sender fast-box ring in a receiver's segment (a power of two); a segment holds one per rank",
 		Check: both(sizeIn(1<<10, 64<<20), powerOfTwo)},

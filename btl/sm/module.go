@@ -153,7 +153,10 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 
 	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
-	name := boot.ShmPrefix(b.JobID()) + fmt.Sprintf("sm%s-%d", env.Instance, m.rank)
+	name := boot.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
+	if env.Instance != "" {
+		name = boot.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
+	}
 	path := filepath.Join(cfg.dir, name)
 	seg, err := createSegment(path, m.rank, os.Getpid(), lay)
 	if err != nil {
