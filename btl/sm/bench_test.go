@@ -10,13 +10,7 @@ import (
 // the module's own cost per frame, without the PML and without the other
 // process.
 func benchSendRecv(b *testing.B, n int, params map[string]string) {
-	t := &testing.T{}
-	mods, _ := openRanks(t, 2, params)
-	defer func() {
-		for _, m := range mods {
-			m.Close()
-		}
-	}()
+	mods, _ := openRanks(b, 2, params)
 	got := 0
 	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { got++ })
 	ep, _ := mods[0].Endpoint(1)
@@ -43,10 +37,10 @@ func BenchmarkSendRecv32KiB(b *testing.B) {
 
 // BenchmarkProgressIdle is the cost of polling with nothing to deliver.
 func BenchmarkProgressIdle(b *testing.B) {
-	mods, _ := openRanks(&testing.T{}, 4, nil)
+	mods, _ := openRanks(b, 4, nil)
+	mods[0].Register(core.TypeEager, func(*core.Header, []byte) {})
 	for r := 1; r < 4; r++ {
 		ep, _ := mods[r].Endpoint(0)
-		mods[0].Register(core.TypeEager, func(*core.Header, []byte) {})
 		ep.Send(core.Header{Type: core.TypeEager, Src: int32(r)}, nil, nil, 0)
 	}
 	for mods[0].Progress() > 0 {
@@ -58,7 +52,7 @@ func BenchmarkProgressIdle(b *testing.B) {
 }
 
 func benchGet(b *testing.B, n int) {
-	mods, _ := openRanks(&testing.T{}, 2, map[string]string{"single_copy": "cma"})
+	mods, _ := openRanks(b, 2, map[string]string{"single_copy": "cma"})
 	remote := make([]byte, n)
 	for i := range remote {
 		remote[i] = byte(i)

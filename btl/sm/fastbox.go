@@ -30,7 +30,10 @@ const skipLen = 0xFFFFFFFF
 // slotHdr is the bytes a slot adds in front of a frame.
 const slotHdr = 8
 
-func slotBytes(frameLen int) uint64 { return uint64(align(slotHdr+frameLen, cacheLine)) }
+func slotBytes(frameLen int) uint64 { return uint64(align(slotHdr+frameLen, slotAlign)) }
+
+// slotAlign packs small frames several to a cache line.
+const slotAlign = 16
 
 // outBox is the sender's side of a fast box.
 type outBox struct {

@@ -17,7 +17,7 @@ import (
 var testJob int
 
 // openPair opens n ranks in this process with params overriding defaults.
-func openRanks(t *testing.T, n int, params map[string]string) ([]*Module, *core.Metrics) {
+func openRanks(t testing.TB, n int, params map[string]string) ([]*Module, *core.Metrics) {
 	t.Helper()
 	testJob++
 	boots := boot.Group(n, fmt.Sprintf("smtest%d-%d", os.Getpid(), testJob))

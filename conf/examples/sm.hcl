@@ -13,8 +13,13 @@ job {
   # at once.
   protocol = "rdma_read"
 
+  # No more ranks than cores: a waiting rank polls for a long time before
+  # it gives its core away (about 10 ms at ~50 ns a poll), as MPI ranks
+  # do. A shorter spin lets a rank that was descheduled for a moment cost
+  # its partner a sleep, and in Go a sleep shorter than a millisecond
+  # lasts about one. For more ranks than cores, see oversubscribed.hcl.
   progress {
-    spin      = 2000
+    spin      = 200000
     yield     = 50
     sleep     = "10us"
     max_sleep = "500us"
