@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/devinit"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -108,6 +111,22 @@ func rankMain(role string) int {
 			fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
 			return 1
 		}
+		return 0
+	case "peer-death":
+		// Rank 1 dies while rank 0 waits for a message from it; rank 0
+		// outlives the launcher's SIGTERM long enough to see its receive
+		// fail with ErrPeerLost (sm notices through rank 1's pidfd).
+		signal.Ignore(syscall.SIGTERM)
+		if err := c.Barrier(); err != nil {
+			return 3
+		}
+		if c.Rank() == 1 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		start := time.Now()
+		_, err := c.Recv(make([]byte, 8), 1, 0)
+		fmt.Printf("rank %d: receive from the dead rank 1 ended after %v: peer lost %v: %v\n",
+			c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
 		return 0
 	case "sigkill":
 		// A ring that never ends; rank 1 dies in the middle of it.
@@ -365,6 +384,17 @@ func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
 			t.Logf("stopped after %v, status %d", took, ee.ExitCode())
 		})
 	}
+}
+
+func TestSurvivorsSeeADeadPeerAsLost(t *testing.T) {
+	out, errOut, err, _ := gobtlRun(t, 2, []string{envRole + "=peer-death", "GOBTL_SM_LIVENESS_INTERVAL=20ms"})
+	if err == nil {
+		t.Fatalf("the job succeeded although rank 1 died\n%s%s", out, errOut)
+	}
+	if !strings.Contains(out, "rank 0: receive from the dead rank 1 ended") || !strings.Contains(out, "peer lost true") {
+		t.Fatalf("rank 0 did not see rank 1 lost:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	t.Log(strings.TrimSpace(out))
 }
 
 func TestBenchmarksPrintValidJSON(t *testing.T) {
