@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"time"
+
+	"github.com/gobtl/gobtl/pml"
 )
 
 // compute keeps the CPU busy for d without calling the library, as the
@@ -68,61 +70,14 @@ func (b *runner) overlap(n int) (Row, error) {
 
 	// Sender overlap: rank 0 computes between Isend and Wait; rank 1 blocks
 	// in Recv. Receiver overlap: rank 1 computes between Irecv and Wait;
-	// rank 0 blocks in Send. Acks separate the iterations.
-	var tSend, tRecv time.Duration
-	for i := 0; i < b.warmup+b.iters; i++ {
-		timed := i >= b.warmup
-		if me == 0 {
-			t0 := time.Now()
-			req, err := c.Isend(s, peer, tagData)
-			if err != nil {
-				return Row{}, err
-			}
-			compute(w)
-			if _, err := c.Wait(req); err != nil {
-				return Row{}, err
-			}
-			if timed {
-				tSend += time.Since(t0)
-			}
-			if _, err := c.Recv(b.ack, peer, tagAck); err != nil {
-				return Row{}, err
-			}
-		} else {
-			if _, err := c.Recv(r, peer, tagData); err != nil {
-				return Row{}, err
-			}
-			if err := c.Send(b.ack, peer, tagAck); err != nil {
-				return Row{}, err
-			}
-		}
+	// rank 0 blocks in Send.
+	tSend, err := b.overlapRun(0, w, s, r)
+	if err != nil {
+		return Row{}, err
 	}
-	for i := 0; i < b.warmup+b.iters; i++ {
-		timed := i >= b.warmup
-		if me == 1 {
-			t0 := time.Now()
-			req, err := c.Irecv(r, peer, tagData)
-			if err != nil {
-				return Row{}, err
-			}
-			compute(w)
-			if _, err := c.Wait(req); err != nil {
-				return Row{}, err
-			}
-			if timed {
-				tRecv += time.Since(t0)
-			}
-			if err := c.Send(b.ack, peer, tagAck); err != nil {
-				return Row{}, err
-			}
-		} else {
-			if err := c.Send(s, peer, tagData); err != nil {
-				return Row{}, err
-			}
-			if _, err := c.Recv(b.ack, peer, tagAck); err != nil {
-				return Row{}, err
-			}
-		}
+	tRecv, err := b.overlapRun(1, w, s, r)
+	if err != nil {
+		return Row{}, err
 	}
 	// Rank 1 reports its receive time to rank 0.
 	if me == 1 {
@@ -137,4 +92,57 @@ func (b *runner) overlap(n int) (Row, error) {
 	wu := micros(w)
 	return Row{Fields: []Field{{"compute_us", wu}, {"time_send_us", ts}, {"overlap_send", wu / ts},
 		{"time_recv_us", tr}, {"overlap_recv", wu / tr}}}, nil
+}
+
+// overlapRun sends s from rank 0 into r on rank 1, warmup+iters times. The
+// rank named computer starts its side without blocking, computes for w,
+// then waits, and returns the timed iterations' total; the other rank
+// blocks. An ack from rank 1 separates the iterations.
+func (b *runner) overlapRun(computer int, w time.Duration, s, r []byte) (time.Duration, error) {
+	c := b.c
+	me := c.Rank()
+	peer := 1 - me
+	var total time.Duration
+	for i := 0; i < b.warmup+b.iters; i++ {
+		if me == computer {
+			t0 := time.Now()
+			var req *pml.Request
+			var err error
+			if me == 0 {
+				req, err = c.Isend(s, peer, tagData)
+			} else {
+				req, err = c.Irecv(r, peer, tagData)
+			}
+			if err != nil {
+				return 0, err
+			}
+			compute(w)
+			if _, err := c.Wait(req); err != nil {
+				return 0, err
+			}
+			if i >= b.warmup {
+				total += time.Since(t0)
+			}
+		} else {
+			var err error
+			if me == 0 {
+				err = c.Send(s, peer, tagData)
+			} else {
+				_, err = c.Recv(r, peer, tagData)
+			}
+			if err != nil {
+				return 0, err
+			}
+		}
+		var err error
+		if me == 0 {
+			_, err = c.Recv(b.ack, peer, tagAck)
+		} else {
+			err = c.Send(b.ack, peer, tagAck)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/gobtl/gobtl/pml"
 )
 
 // Tags: data and acks never match each other, nor a result message.
@@ -68,18 +70,8 @@ func (b *runner) stream(me, peer, n int, sender bool) (time.Duration, error) {
 			t0 = time.Now()
 		}
 		b.reqs = b.reqs[:0]
-		for range b.o.Window {
-			var err error
-			if sender {
-				r, e := c.Isend(b.sbuf[:n], peer, tagData)
-				b.reqs, err = append(b.reqs, r), e
-			} else {
-				r, e := c.Irecv(b.rbuf[:n], peer, tagData)
-				b.reqs, err = append(b.reqs, r), e
-			}
-			if err != nil {
-				return 0, err
-			}
+		if err := b.post(n, peer, sender); err != nil {
+			return 0, err
 		}
 		if err := c.Waitall(b.reqs); err != nil {
 			return 0, err
@@ -93,6 +85,25 @@ func (b *runner) stream(me, peer, n int, sender bool) (time.Duration, error) {
 		}
 	}
 	return time.Since(t0), nil
+}
+
+// post starts a window of n-byte sends (or receives) with peer, adding
+// the requests to b.reqs.
+func (b *runner) post(n, peer int, send bool) error {
+	for range b.o.Window {
+		var r *pml.Request
+		var err error
+		if send {
+			r, err = b.c.Isend(b.sbuf[:n], peer, tagData)
+		} else {
+			r, err = b.c.Irecv(b.rbuf[:n], peer, tagData)
+		}
+		if err != nil {
+			return err
+		}
+		b.reqs = append(b.reqs, r)
+	}
+	return nil
 }
 
 func (b *runner) bandwidth(n int, bidir bool) (Row, error) {
@@ -115,19 +126,11 @@ func (b *runner) bandwidth(n int, bidir bool) (Row, error) {
 			t0 = time.Now()
 		}
 		b.reqs = b.reqs[:0]
-		for range b.o.Window {
-			r, err := c.Irecv(b.rbuf[:n], peer, tagData)
-			if err != nil {
-				return Row{}, err
-			}
-			b.reqs = append(b.reqs, r)
+		if err := b.post(n, peer, false); err != nil {
+			return Row{}, err
 		}
-		for range b.o.Window {
-			r, err := c.Isend(b.sbuf[:n], peer, tagData)
-			if err != nil {
-				return Row{}, err
-			}
-			b.reqs = append(b.reqs, r)
+		if err := b.post(n, peer, true); err != nil {
+			return Row{}, err
 		}
 		if err := c.Waitall(b.reqs); err != nil {
 			return Row{}, err

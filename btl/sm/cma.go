@@ -77,37 +77,32 @@ func (c *cmaInfo) probe(pid int, addr, magic uint64) bool {
 }
 
 // cmaRead copies len(dst) bytes at addr in process pid into dst.
-func cmaRead(pid int, dst []byte, addr uint64) error {
-	for len(dst) > 0 {
-		local := [1]unix.Iovec{{Base: &dst[0]}}
-		local[0].SetLen(len(dst))
-		remote := [1]unix.RemoteIovec{{Base: uintptr(addr), Len: len(dst)}}
-		n, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return syscall.EFAULT
-		}
-		dst, addr = dst[n:], addr+uint64(n)
-	}
-	return nil
-}
+func cmaRead(pid int, dst []byte, addr uint64) error { return cmaCopy(pid, dst, addr, false) }
 
 // cmaWrite copies src into process pid at addr.
-func cmaWrite(pid int, src []byte, addr uint64) error {
-	for len(src) > 0 {
-		local := [1]unix.Iovec{{Base: &src[0]}}
-		local[0].SetLen(len(src))
-		remote := [1]unix.RemoteIovec{{Base: uintptr(addr), Len: len(src)}}
-		n, err := unix.ProcessVMWritev(pid, local[:], remote[:], 0)
+func cmaWrite(pid int, src []byte, addr uint64) error { return cmaCopy(pid, src, addr, true) }
+
+// cmaCopy moves local to (write) or from (read) addr in process pid, going
+// on where the kernel stops short (it may at a page it cannot pin).
+func cmaCopy(pid int, local []byte, addr uint64, write bool) error {
+	for len(local) > 0 {
+		liov := [1]unix.Iovec{{Base: &local[0]}}
+		liov[0].SetLen(len(local))
+		riov := [1]unix.RemoteIovec{{Base: uintptr(addr), Len: len(local)}}
+		var n int
+		var err error
+		if write {
+			n, err = unix.ProcessVMWritev(pid, liov[:], riov[:], 0)
+		} else {
+			n, err = unix.ProcessVMReadv(pid, liov[:], riov[:], 0)
+		}
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return syscall.EFAULT
 		}
-		src, addr = src[n:], addr+uint64(n)
+		local, addr = local[n:], addr+uint64(n)
 	}
 	return nil
 }

@@ -45,11 +45,15 @@ type outBox struct {
 	head  uint64  // last read of *headp
 }
 
-func (o *outBox) init(seg *segment, sender int) {
+// boxOf finds sender's fast box in seg: its ring, the ring's size and the
+// receiver's published read position.
+func boxOf(seg *segment, sender int) (ring []byte, size uint64, headp *uint64) {
 	off := seg.lay.fbox(sender)
-	o.headp = seg.u64(off)
-	o.ring = seg.mem[off+cacheLine : off+cacheLine+seg.lay.fboxSize]
-	o.size = uint64(seg.lay.fboxSize)
+	return seg.mem[off+cacheLine : off+cacheLine+seg.lay.fboxSize], uint64(seg.lay.fboxSize), seg.u64(off)
+}
+
+func (o *outBox) init(seg *segment, sender int) {
+	o.ring, o.size, o.headp = boxOf(seg, sender)
 	o.mask = o.size - 1
 	// A new box starts where the receiver is: zero unless this sender
 	// reconnects to a box it used before.
@@ -104,10 +108,7 @@ type inBox struct {
 }
 
 func (in *inBox) init(seg *segment, sender, maxFrame int) {
-	off := seg.lay.fbox(sender)
-	in.headp = seg.u64(off)
-	in.ring = seg.mem[off+cacheLine : off+cacheLine+seg.lay.fboxSize]
-	in.size = uint64(seg.lay.fboxSize)
+	in.ring, in.size, in.headp = boxOf(seg, sender)
 	in.mask = in.size - 1
 	in.head = atomic.LoadUint64(in.headp)
 	in.published = in.head
