@@ -27,6 +27,7 @@ test: build plugins lint
 
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
@@ -44,8 +45,8 @@ bench-osu: build
 compare-ompi:
 	bench/compare-ompi.sh $(COMPARE_ARGS)
 
-# The main job: four ranks pass a token around a ring and stream 8 MiB to
-# their neighbour over shared memory, checking every byte.
+# The main job: the ring example on the default stack (self and shared
+# memory), four processes started by the launcher.
 run: build plugins
 	gobtl run -np 4 -- ring
 

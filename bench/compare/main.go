@@ -51,7 +51,7 @@ func main() {
 	np := flag.Int("np", 2, "ranks")
 	gobtl := flag.String("gobtl", "bin/gobtl", "the gobtl command")
 	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc")
-	stack := flag.String("c", "", "stack file for gobtl run (default stack if empty)")
+	stack := flag.String("c", "conf/examples/sm.hcl", "stack file for gobtl run (\"\" for the default stack)")
 	extra := flag.String("mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
 	quiet := flag.Duration("quiet", 30*time.Second, "before each run, wait up to this long for a second in which the machine is idle (other jobs share it)")
 	flag.Parse()

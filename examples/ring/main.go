@@ -1,125 +1,125 @@
-// Command ring is gobtl's first example: N ranks started by `gobtl run`
-// pass a token around a ring, then stream a large buffer around it, and
-// check what arrives.
+// Command ring is gobtl's main example: every rank passes a token around a
+// ring, then every pair of ranks exchanges messages from 1 byte to 4 MiB —
+// eager and rendezvous — and checks them with CRC32. Rank 0 prints a
+// summary.
 //
-//	gobtl run -np 4 -- ring [-laps 1000] [-size 8MiB]
+// Under `gobtl run -np 4 -- ring` the ranks are processes; with -local N
+// they are goroutines of one process over the in-process fabric.
 package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"hash/crc32"
 	"os"
 	"time"
 
-	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/devinit"
-	"github.com/gobtl/gobtl/pml"
+	"github.com/gobtl/gobtl"
 )
 
 func main() {
-	laps := flag.Int("laps", 1000, "times the token goes around the ring")
-	sizeFlag := flag.String("size", "8MiB", "bytes each rank streams to the next")
+	local := flag.Int("local", 0, "run N ranks as goroutines of this process")
+	rounds := flag.Int("rounds", 3, "trips of the token around the ring")
 	flag.Parse()
-	size, err := core.ParseSize(*sizeFlag)
-	if err != nil {
-		fail(err)
+	ctx := context.Background()
+	var err error
+	if *local > 0 {
+		err = gobtl.RunLocal(ctx, *local, gobtl.Options{}, func(c *gobtl.Comm) error { return ring(c, *rounds) })
+	} else {
+		var c *gobtl.Comm
+		if c, err = gobtl.Init(ctx, gobtl.Options{}); err == nil {
+			err = ring(c, *rounds)
+			if cerr := c.Close(); err == nil {
+				err = cerr
+			}
+		}
 	}
-	comm, err := devinit.Open(context.Background())
 	if err != nil {
-		fail(err)
-	}
-	defer comm.Close()
-	if err := run(comm, *laps, int(size)); err != nil {
-		fail(fmt.Errorf("rank %d: %w", comm.Rank(), err))
+		fmt.Fprintln(os.Stderr, "ring:", err)
+		os.Exit(1)
 	}
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "ring:", err)
-	os.Exit(1)
+func fill(b []byte, seed int) {
+	x := uint32(seed)*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
 }
 
-func run(c *pml.Comm, laps, size int) error {
+func ring(c *gobtl.Comm, rounds int) error {
 	me, n := c.Rank(), c.Size()
-	next, prev := (me+1)%n, (me+n-1)%n
-
-	// The token: rank 0 starts it; every rank adds its rank and passes it
-	// on; after `laps` laps it must hold laps * (0+1+...+n-1).
-	var tok [8]byte
-	if err := c.Barrier(); err != nil {
-		return err
-	}
 	start := time.Now()
-	for lap := 0; lap < laps; lap++ {
-		if me == 0 && lap > 0 || me != 0 {
-			if _, err := c.Recv(tok[:], prev, 1); err != nil {
+	token := make([]byte, 8)
+	for r := 0; r < rounds && n > 1; r++ {
+		if me == 0 {
+			token[0] = byte(r)
+			if err := c.Send(token, 1, 0); err != nil {
+				return err
+			}
+			if _, err := c.Recv(token, n-1, 0); err != nil {
+				return err
+			}
+		} else {
+			if _, err := c.Recv(token, me-1, 0); err != nil {
+				return err
+			}
+			if err := c.Send(token, (me+1)%n, 0); err != nil {
 				return err
 			}
 		}
-		binary.LittleEndian.PutUint64(tok[:], binary.LittleEndian.Uint64(tok[:])+uint64(me))
-		if err := c.Send(tok[:], next, 1); err != nil {
-			return err
-		}
 	}
-	if me == 0 {
-		if _, err := c.Recv(tok[:], prev, 1); err != nil {
-			return err
-		}
-		hops := laps * n
-		got, want := binary.LittleEndian.Uint64(tok[:]), uint64(laps*n*(n-1)/2)
-		if got != want {
-			return fmt.Errorf("token holds %d after %d laps, want %d", got, laps, want)
-		}
-		el := time.Since(start)
-		fmt.Printf("ring: %d ranks; the token made %d laps (%d hops) in %v, %.2f us per hop; it holds %d as it should\n",
-			n, laps, hops, el.Round(time.Microsecond), float64(el.Microseconds())/float64(hops), got)
-	}
+	ringTime := time.Since(start)
 
-	// The stream: every rank sends `size` bytes to the next and receives as
-	// much from the previous, all at once; CRCs prove every byte.
-	out := make([]byte, size)
-	for i := range out {
-		out[i] = byte(i*7 + me*13)
+	// All pairs, every size, both directions at once.
+	sizes := []int{1, 100, 4 << 10, 64 << 10, 1 << 20, 4 << 20}
+	var bytes int64
+	start = time.Now()
+	for _, size := range sizes {
+		var reqs []*gobtl.Request
+		recv := make([][]byte, n)
+		for p := 0; p < n; p++ {
+			recv[p] = make([]byte, size)
+			r, err := c.Irecv(recv[p], p, 1)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		for p := 0; p < n; p++ {
+			b := make([]byte, size)
+			fill(b, me*1000+p+size)
+			r, err := c.Isend(b, p, 1)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+			bytes += int64(size)
+		}
+		if err := c.Waitall(reqs); err != nil {
+			return err
+		}
+		for p := 0; p < n; p++ {
+			want := make([]byte, size)
+			fill(want, p*1000+me+size)
+			if crc32.ChecksumIEEE(recv[p]) != crc32.ChecksumIEEE(want) {
+				return fmt.Errorf("rank %d: %d-byte message from rank %d is corrupted", me, size, p)
+			}
+		}
 	}
-	in := make([]byte, size)
 	if err := c.Barrier(); err != nil {
 		return err
 	}
-	start = time.Now()
-	rr, err := c.Irecv(in, prev, 2)
-	if err != nil {
-		return err
+	if me == 0 {
+		el := time.Since(start)
+		fmt.Printf("ring: %d ranks, %d token trips in %v (%.2f us per hop)\n", n, rounds, ringTime.Round(time.Microsecond),
+			float64(ringTime.Microseconds())/float64(max(1, rounds*n)))
+		fmt.Printf("ring: all-pairs exchange of %d sizes (1 B .. 4 MiB) verified, rank 0 sent %.1f MB in %v\n",
+			len(sizes), float64(bytes)/1e6, el.Round(time.Millisecond))
 	}
-	sr, err := c.Isend(out, next, 2)
-	if err != nil {
-		return err
-	}
-	if err := c.Waitall([]*pml.Request{rr, sr}); err != nil {
-		return err
-	}
-	el := time.Since(start)
-	for i := range in {
-		if in[i] != byte(i*7+prev*13) {
-			return fmt.Errorf("byte %d from rank %d is %d, want %d", i, prev, in[i], byte(i*7+prev*13))
-		}
-	}
-	var crc [4]byte
-	binary.LittleEndian.PutUint32(crc[:], crc32.ChecksumIEEE(in))
-	// Rank 0 gathers the CRCs to show that everyone checked.
-	if me != 0 {
-		return c.Send(crc[:], 0, 3)
-	}
-	crcs := []uint32{binary.LittleEndian.Uint32(crc[:])}
-	for r := 1; r < n; r++ {
-		if _, err := c.Recv(crc[:], r, 3); err != nil {
-			return err
-		}
-		crcs = append(crcs, binary.LittleEndian.Uint32(crc[:]))
-	}
-	fmt.Printf("ring: every rank streamed %s to the next at once in %v (%.2f GB/s per link); received CRCs %08x, all bytes checked\n",
-		core.FormatSize(int64(size)), el.Round(time.Microsecond), float64(size)/el.Seconds()/1e9, crcs)
 	return nil
 }

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/devinit"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -50,8 +50,39 @@ func TestMain(m *testing.M) {
 }
 
 // openComm is how a rank program starts: the same call every gobtl
-// program makes.
-func openComm() (*pml.Comm, error) { return devinit.Open(context.Background()) }
+// program makes; the stack comes from `gobtl run -c`.
+func openComm() (*gobtl.Comm, error) { return gobtl.Init(context.Background(), gobtl.Options{}) }
+
+// counter sums the counters whose names end in "."+name (one per module
+// instance: sm.<instance>.cma_gets).
+func counter(m *core.Metrics, name string) int64 {
+	var n int64
+	for k, v := range m.Snapshot() {
+		if strings.HasSuffix(k, "."+name) {
+			if c, ok := v.(int64); ok {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// stackFile writes a stack for one test: the PML protocol and sm
+// parameters.
+func stackFile(t *testing.T, protocol string, sm map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "job {\n  protocol = %q\n}\nbtl \"sm\" \"sm\" {\n", protocol)
+	for k, v := range sm {
+		fmt.Fprintf(&b, "  %s = %q\n", k, v)
+	}
+	b.WriteString("}\n")
+	path := filepath.Join(t.TempDir(), "stack.hcl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
@@ -152,7 +183,7 @@ func rankMain(role string) int {
 
 // exchange runs the phases named by MPTEST_PHASES on every rank and checks
 // every byte that arrives.
-func exchange(c *pml.Comm) error {
+func exchange(c *gobtl.Comm) error {
 	me, n := c.Rank(), c.Size()
 	maxSize := envInt("MPTEST_MAX", 8<<20)
 	var got uint32
@@ -279,8 +310,7 @@ func exchange(c *pml.Comm) error {
 	}
 	m := c.Metrics()
 	fmt.Printf("rank %d: %d messages, %d bytes, crc32 %08x, cma_gets %d cma_puts %d rndv %d pipeline %d\n", me, msgs, bytes, got,
-		m.Counter("sm.cma_gets").Load(), m.Counter("sm.cma_puts").Load(),
-		m.Counter("pml.rndv_sends").Load(), m.Counter("pml.pipeline_sends").Load())
+		counter(m, "cma_gets"), counter(m, "cma_puts"), counter(m, "rndv_sends"), counter(m, "pipeline_sends"))
 	return nil
 }
 
@@ -301,7 +331,7 @@ func gobtlRun(t *testing.T, np int, env []string, runArgs ...string) (stdout, st
 	return o.String(), e.String(), err, time.Since(start)
 }
 
-var counterRE = regexp.MustCompile(`(cma_gets|cma_puts|rndv|pipeline) (\d+)`)
+var counterRE = regexp.MustCompile(`(cma_gets|cma_puts|rndv|pipeline) (\d+)`) // as rankMain prints them
 
 var jobLine = regexp.MustCompile(`job ([0-9a-f]+) rank`)
 
@@ -324,11 +354,12 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		for _, s := range stacks {
 			t.Run(fmt.Sprintf("np%d/%s/%s", np, s.protocol, s.singleCopy), func(t *testing.T) {
-				env := []string{envRole + "=exchange", "GOBTL_PROTOCOL=" + s.protocol, "GOBTL_SM_SINGLE_COPY=" + s.singleCopy}
+				env := []string{envRole + "=exchange"}
 				if testing.Short() {
 					env = append(env, "MPTEST_ROUNDS=4", "MPTEST_INFLIGHT=300", "MPTEST_TOKENS=8")
 				}
-				out, errOut, err, took := gobtlRun(t, np, env, "--timeout", "120s")
+				stack := stackFile(t, s.protocol, map[string]string{"single_copy": s.singleCopy})
+				out, errOut, err, took := gobtlRun(t, np, env, "--timeout", "120s", "-c", stack)
 				if err != nil {
 					t.Fatalf("gobtl run: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 				}
@@ -387,7 +418,8 @@ func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
 }
 
 func TestSurvivorsSeeADeadPeerAsLost(t *testing.T) {
-	out, errOut, err, _ := gobtlRun(t, 2, []string{envRole + "=peer-death", "GOBTL_SM_LIVENESS_INTERVAL=20ms"})
+	stack := stackFile(t, "rdma_read", map[string]string{"liveness_interval": "20ms"})
+	out, errOut, err, _ := gobtlRun(t, 2, []string{envRole + "=peer-death"}, "-c", stack)
 	if err == nil {
 		t.Fatalf("the job succeeded although rank 1 died\n%s%s", out, errOut)
 	}
