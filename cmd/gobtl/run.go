@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -49,6 +50,15 @@ GOBTL_CONFIG.`,
 			// ranks run in their own process groups and would be stopped
 			// reading it.
 			cfg.Stdin = os.Stdin
+		}
+		if cfg.Prog == "gobtl" {
+			// `gobtl run -- gobtl bench ...`: this very command, even when
+			// it is not on PATH (bin/gobtl in a checkout).
+			if _, err := exec.LookPath(cfg.Prog); err != nil {
+				if self, err := os.Executable(); err == nil {
+					cfg.Prog = self
+				}
+			}
 		}
 		res, err := launch.Run(ctx, cfg)
 		if err != nil {
