@@ -143,7 +143,8 @@ func (in *inBox) advance(frameLen int) { in.head += slotBytes(frameLen) }
 // publish lets the sender see the space consumed so far.
 func (in *inBox) publish() {
 	if in.head != in.published {
-		atomic.StoreUint64(in.headp, in.head)
+		// Release: the sender may reuse the space only after our reads of it.
+		storeRelease64(in.headp, in.head)
 		in.published = in.head
 	}
 }

@@ -91,6 +91,6 @@ func (f *fifoIn) peek() (uint64, bool) {
 // pop releases the head cell to the producers.
 func (f *fifoIn) pop() {
 	i := f.deq & f.mask
-	atomic.StoreUint64(cellSeq(f.cells, i), f.deq+f.mask+1)
+	storeRelease64(cellSeq(f.cells, i), f.deq+f.mask+1)
 	f.deq++
 }

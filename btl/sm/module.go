@@ -418,7 +418,7 @@ func (m *Module) pollFifo() int {
 		}
 		start := off + fragHdr + pad
 		m.deliver(s, p.seg.mem[start:start+ln])
-		atomic.StoreUint32(p.seg.u32(off+fragOffDone), 1)
+		storeRelease32(p.seg.u32(off+fragOffDone), 1)
 		m.expect[s]++
 		n++
 	}

@@ -6,3 +6,8 @@ package sm
 //
 //go:noescape
 func storeRelease64(addr *uint64, v uint64)
+
+// storeRelease32 is storeRelease64 for a 32-bit word.
+//
+//go:noescape
+func storeRelease32(addr *uint32, v uint32)

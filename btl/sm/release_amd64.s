@@ -9,3 +9,10 @@ TEXT ·storeRelease64(SB), NOSPLIT, $0-16
 	MOVQ v+8(FP), BX
 	MOVQ BX, (AX)
 	RET
+
+// func storeRelease32(addr *uint32, v uint32)
+TEXT ·storeRelease32(SB), NOSPLIT, $0-12
+	MOVQ addr+0(FP), AX
+	MOVL v+8(FP), BX
+	MOVL BX, (AX)
+	RET
