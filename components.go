@@ -7,4 +7,5 @@ package gobtl
 import (
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
+	_ "github.com/gobtl/gobtl/policies/sched"
 )

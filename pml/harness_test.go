@@ -35,7 +35,9 @@ type tester interface {
 	Error(args ...any)
 }
 
-func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world {
+// newWorld builds the ranks; each per function may adjust a rank's options
+// (a policy instance per rank, as every process has its own).
+func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options, per ...func(rank int, o *Options)) *world {
 	t.Helper()
 	f := inproc.New(n, nil)
 	for i, ro := range rails {
@@ -46,6 +48,9 @@ func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world 
 		mods := append([]core.Module{self.New(r, 64<<10, 256<<10)}, f.Modules(r)...)
 		o := opts
 		o.Metrics = core.NewMetrics()
+		for _, f := range per {
+			f(r, &o)
+		}
 		c, err := New(r, n, mods, o)
 		if err != nil {
 			t.Fatal(err)
