@@ -8,4 +8,5 @@ import (
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/btl/sm"
+	_ "github.com/gobtl/gobtl/policies/sched"
 )

@@ -254,3 +254,11 @@ type Credited interface {
 	// now and the flow-control policy asks for rendezvous in that case.
 	PreferRendezvous() bool
 }
+
+// Disconnecter is implemented by modules that can tear down the connection
+// to one peer. The PML calls it when it fails a virtual channel for its own
+// reasons (a bad PML payload, a lost sibling subchannel), so that the peer
+// learns of it through its own module's OnPeerLost instead of waiting.
+type Disconnecter interface {
+	Disconnect(rank int, reason error)
+}

@@ -35,6 +35,9 @@ type Options struct {
 	// Scheduler is the multirail scheduling policy; nil means round robin
 	// for small messages and even striping for large ones.
 	Scheduler core.Scheduler
+	// FinalizeTimeout bounds how long Close waits for owed work to leave
+	// and for the other ranks to close; default 30s.
+	FinalizeTimeout time.Duration
 	// StallTimeout bounds how long a blocking call waits while no module
 	// reports any event at all; it then returns an error wrapping
 	// core.ErrStalled and leaves the request pending (Wait again, or
@@ -233,6 +236,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	if opts.Clock == nil {
 		opts.Clock = core.SystemClock
 	}
+	if opts.FinalizeTimeout <= 0 {
+		opts.FinalizeTimeout = 30 * time.Second
+	}
 	if opts.Metrics == nil {
 		opts.Metrics = core.NewMetrics()
 	}
@@ -386,6 +392,9 @@ func (e *engine) failPeer(p *peer, err error) {
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {
+		if d, ok := s.mod.m.(core.Disconnecter); ok {
+			d.Disconnect(p.rank, err)
+		}
 		for f := s.out.head; f != nil; {
 			next := f.next
 			e.dropFrame(f)
@@ -393,9 +402,11 @@ func (e *engine) failPeer(p *peer, err error) {
 		}
 		s.out = frameQueue{}
 		for st := s.readQ.pop(); st != nil; st = s.readQ.pop() {
+			e.pendingWork--
 			e.stripeDone(st, err)
 		}
 		for st := s.rdmaQ.pop(); st != nil; st = s.rdmaQ.pop() {
+			e.pendingWork--
 			e.stripeDone(st, err)
 		}
 	}

@@ -204,6 +204,10 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		}
 		return
 	}
+	if r.msgID == 0 {
+		e.msgSeq++
+		r.msgID = e.msgSeq
+	}
 	acc := core.AccessLocalWrite
 	if want == core.CapPut {
 		acc |= core.AccessRemoteRead
@@ -251,14 +255,12 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	if err != nil && r.failed == nil {
 		r.failed = err
 	}
-	if !st.get && err == nil {
+	if err == nil {
 		r.perSub[st.sub.idx] += len(st.op.Local)
+		r.subEnd[st.sub.idx] = e.opts.Clock.Now()
 	}
 	r.stripes--
 	r.refs--
-	if err == nil {
-		e.schedEvent(p, st, r.stripes == 0)
-	}
 	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
 	e.freeStrips = append(e.freeStrips, st)
 	if r.stripes > 0 {
@@ -267,6 +269,9 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	if r.done {
 		e.maybeRecycle(r)
 		return
+	}
+	if r.failed == nil {
+		e.schedEvents(p, r)
 	}
 	if r.kind == reqRecv {
 		// rdma_read: FIN only after every read has completed (seed 004 §4.2).

@@ -1,6 +1,8 @@
 package pml
 
 import (
+	"time"
+
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -63,8 +65,13 @@ type Request struct {
 	failed  error  // first error seen while stripes drain
 	regs    [maxSubchannels]core.Region
 	regMods [maxSubchannels]core.Registrar
-	perSub  [maxSubchannels]int // rdma_write: bytes put per subchannel
+	perSub  [maxSubchannels]int // RDMA bytes completed per subchannel
 	msgID   uint64
+	// The completion filter's clock per subchannel: when the first stripe
+	// was handed to the device and when the last one completed.
+	started  uint8
+	subStart [maxSubchannels]time.Duration
+	subEnd   [maxSubchannels]time.Duration
 
 	// List links: posted receives (per context) and pipeline pumping.
 	next, prev *Request

@@ -109,6 +109,14 @@ func (m *Module) markLost(peer int) {
 	m.signal()
 }
 
+// Disconnect implements core.Disconnecter: it drops this rail's
+// connection to rank, so the peer learns of the failure too.
+func (m *Module) Disconnect(rank int, _ error) {
+	if rank >= 0 && rank < m.f.n && rank != m.rank && !m.lost[rank].Load() {
+		m.f.Drop(m.rail, m.rank, rank)
+	}
+}
+
 // Close implements core.Module.
 func (m *Module) Close() error {
 	m.closed.Store(true)
