@@ -60,7 +60,13 @@ func (c *Comm) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
 	}
 	e := c.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	r, err := e.isend(ctx, buf, dest, tag)
+	e.mu.Unlock()
+	return r, err
+}
+
+// isend starts a send (lock held).
+func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -103,7 +109,13 @@ func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) 
 	}
 	e := c.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	r, err := e.irecv(ctx, buf, source, tag)
+	e.mu.Unlock()
+	return r, err
+}
+
+// irecv posts a receive (lock held).
+func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
@@ -131,21 +143,54 @@ func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) 
 
 // Send sends buf to dest and returns when buf may be reused.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
-	r, err := c.Isend(buf, dest, tag)
+	if err := c.checkRank(dest, false); err != nil {
+		return err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return err
+	}
+	e := c.e
+	e.mu.Lock()
+	r, err := e.isend(c.ctx, buf, dest, tag)
+	if err == nil && r.done { // an eager send is done at once: one lock
+		err = r.status.Err
+		e.release(r)
+		e.mu.Unlock()
+		return err
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	_, err = c.Wait(r)
+	_, err = c.wait(r, 0)
 	return err
 }
 
 // Recv receives a message into buf.
 func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
-	r, err := c.Irecv(buf, source, tag)
+	if err := c.checkRank(source, true); err != nil {
+		return Status{}, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return Status{}, err
+	}
+	e := c.e
+	e.mu.Lock()
+	r, err := e.irecv(c.ctx, buf, source, tag)
+	if err == nil && !r.done {
+		e.progress()
+	}
+	if err == nil && r.done {
+		st := r.status
+		e.release(r)
+		e.mu.Unlock()
+		return st, st.Err
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return Status{}, err
 	}
-	return c.Wait(r)
+	return c.wait(r, 0)
 }
 
 // Progress polls every module once and returns how many events it handled.
@@ -166,8 +211,8 @@ func (c *Comm) wait(r *Request, deadline time.Duration) (Status, error) {
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid)
 	}
-	b := e.newBackoff()
-	for {
+	var b backoff // built only once the first poll has not finished r
+	for first := true; ; first = false {
 		e.mu.Lock()
 		if r.released {
 			e.mu.Unlock()
@@ -184,6 +229,9 @@ func (c *Comm) wait(r *Request, deadline time.Duration) (Status, error) {
 			return st, st.Err
 		}
 		e.mu.Unlock()
+		if first {
+			b = e.newBackoff()
+		}
 		if n > 0 {
 			b.reset()
 		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {

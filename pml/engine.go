@@ -3,7 +3,6 @@ package pml
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -53,10 +52,14 @@ type Options struct {
 }
 
 // Backoff is the waiting policy of blocking calls: Spin polls in a tight
-// loop, then Yield polls each followed by runtime.Gosched, then sleeps
-// starting at Sleep and doubling up to MaxSleep. Any progress starts over.
-// Oversubscribed ranks (more ranks than cores) need the sleeps so that
-// they don't starve each other.
+// loop, then Yield polls each followed by a yield of the processor to
+// other processes (sched_yield), then sleeps starting at Sleep and
+// doubling up to MaxSleep. Any progress starts over. Oversubscribed ranks
+// (more ranks than cores, common on small machines) need the yields and
+// sleeps so that they don't starve each other. The yield and the sleep are
+// system calls, not runtime.Gosched and time.Sleep: Gosched does not give
+// the core to another process, and the runtime's timers turn a 10 µs
+// sleep into about a millisecond.
 type Backoff struct {
 	Spin, Yield     int
 	Sleep, MaxSleep time.Duration
@@ -102,9 +105,9 @@ func (b *backoff) wait() {
 	switch {
 	case b.n <= b.cfg.Spin:
 	case b.n <= b.cfg.Spin+b.cfg.Yield:
-		runtime.Gosched()
+		osYield()
 	default:
-		time.Sleep(b.sleep)
+		osSleep(b.sleep)
 		if b.sleep *= 2; b.sleep > b.cfg.MaxSleep {
 			b.sleep = b.cfg.MaxSleep
 		}
@@ -177,6 +180,7 @@ type engine struct {
 	freeUnexp  []*unexpected
 	freeFrames []*outFrame
 	freeStrips []*stripe
+	freeRDMA   []*rdmaState
 	bufs       bufPool
 	scratch    [1024]byte
 

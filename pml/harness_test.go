@@ -139,8 +139,8 @@ func (c *Comm) dump() string {
 	s := fmt.Sprintf("rank %d: pendingWork %d pendingRecvs %d\n", e.rank, e.pendingWork, e.pendingRecvs)
 	for _, r := range e.reqs {
 		if !r.done && r.gen != 0 {
-			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d stripes %d refs %d posted %v remote %x\n",
-				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.stripes, r.refs, r.posted, r.remote)
+			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d rdma %v refs %d posted %v remote %x\n",
+				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted, r.remote)
 		}
 	}
 	for _, p := range e.peers {

@@ -95,7 +95,7 @@ func TestMultirailRandomMixes(t *testing.T) {
 			for _, r := range c.e.reqs {
 				if r.refs != 0 || (!r.done && r.gen != 0 && !r.released) {
 					c.e.mu.Unlock()
-					rt.Fatalf("rank %d: request left behind: done %v refs %d stripes %d", c.Rank(), r.done, r.refs, r.stripes)
+					rt.Fatalf("rank %d: request left behind: done %v refs %d rdma %v", c.Rank(), r.done, r.refs, r.x)
 				}
 			}
 			c.e.mu.Unlock()

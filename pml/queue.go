@@ -281,9 +281,9 @@ func (q *stripeQueue) pushFront(s *stripe) {
 // handOff notes when a subchannel's first stripe of a message reaches the
 // device: the start of the completion filter's delivery time.
 func (e *engine) handOff(st *stripe) {
-	r, bit := st.req, uint8(1)<<st.sub.idx
-	if r.started&bit == 0 {
-		r.started |= bit
-		r.subStart[st.sub.idx] = e.opts.Clock.Now()
+	x, bit := st.req.x, uint8(1)<<st.sub.idx
+	if x.started&bit == 0 {
+		x.started |= bit
+		x.subStart[st.sub.idx] = e.opts.Clock.Now()
 	}
 }

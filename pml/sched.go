@@ -236,21 +236,21 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 	if e.opts.Scheduler == nil {
 		return
 	}
-	s := &p.sched
+	s, x := &p.sched, r.x
 	n := 0
 	for i := 0; i < s.n; i++ {
-		if r.subs&(1<<i) != 0 {
+		if x.subs&(1<<i) != 0 {
 			n++
 		}
 	}
 	for i := 0; i < s.n; i++ {
-		if r.subs&(1<<i) == 0 {
+		if x.subs&(1<<i) == 0 {
 			continue
 		}
 		n--
 		s.events = append(s.events, core.SchedEvent{
 			Kind: core.SchedStripeDone, Peer: int32(p.rank), Sub: int32(i), Last: n == 0,
-			Msg: r.msgID, Bytes: int64(r.perSub[i]), Time: r.subEnd[i] - r.subStart[i],
+			Msg: x.msgID, Bytes: int64(x.perSub[i]), Time: x.subEnd[i] - x.subStart[i],
 		})
 	}
 }
