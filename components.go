@@ -8,7 +8,9 @@ import (
 	_ "github.com/gobtl/gobtl/btl/ib"
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
+	_ "github.com/gobtl/gobtl/btl/sm"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
+	_ "github.com/gobtl/gobtl/policies/sched"
 )
