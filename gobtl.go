@@ -163,15 +163,6 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		}
 		mods = append(mods, ms...)
 	}
-	// The modules published their addresses at open; they connect, on
-	// first use, to what every rank published before this fence.
-	if err := boot.Fence(ctx); err != nil {
-		for _, m := range mods {
-			m.Close()
-		}
-		return fail(fmt.Errorf("gobtl: fence after opening the transports: %w", err))
-	}
-
 	// Each BTL published its address when it opened; the fence makes every
 	// rank's visible before any endpoint connects (the PMIx modex).
 	if err := boot.Fence(ctx); err != nil {
