@@ -163,6 +163,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		}
 		mods = append(mods, ms...)
 	}
+
 	// Each BTL published its address when it opened; the fence makes every
 	// rank's visible before any endpoint connects (the PMIx modex).
 	if err := boot.Fence(ctx); err != nil {
