@@ -362,7 +362,13 @@ func (e *endpoint) closedByPeer() {
 // failure turns an error completion into the error its operation reports.
 func (e *endpoint) failure(what string, st verbs.WCStatus) error {
 	if e.state != epFailed {
-		e.fail(fmt.Errorf("%s: %v", what, st))
+		if st == verbs.WCWRFlushErr {
+			// The first sign of a connection gone down is often a receive
+			// flushed out of a QP the HCA moved to ERR.
+			e.fail(fmt.Errorf("the connection went down (%s: %v)", what, st))
+		} else {
+			e.fail(fmt.Errorf("%s: %v", what, st))
+		}
 	}
 	return e.err
 }

@@ -114,13 +114,17 @@ func (j *Job) Run(f func(c *pml.Comm) error) error {
 	return nil
 }
 
-// Close closes every communicator and module.
+// Close closes every communicator — together, as their finalize meets
+// in a barrier — and then every module.
 func (j *Job) Close() {
+	var wg sync.WaitGroup
 	for _, c := range j.Comms {
 		if c != nil {
-			c.Close()
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
 		}
 	}
+	wg.Wait()
 	for _, ms := range j.Mods {
 		for _, m := range ms {
 			m.Close()
