@@ -207,7 +207,10 @@ func (c *cm) send(e *endpoint, msg *cmMsg) {
 	b := c.buf(i)
 	n := msg.encode(b)
 	c.sg[0] = verbs.SGE{Addr: verbs.AddrOf(b), Length: uint32(n), LKey: c.mr.LKey()}
-	c.wr = verbs.SendWR{WRID: wridCM | uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SG: c.sg[:],
+	// Solicited: a progress thread armed for solicited events must answer a
+	// connection request, or the solicited frame queued behind the
+	// connection (a RNDV_START of rdma_read_async) could never arrive.
+	c.wr = verbs.SendWR{WRID: wridCM | uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendSolicited, SG: c.sg[:],
 		AH: e.ah, RemoteQPN: e.peer.udqpn, RemoteQKey: cmQKey}
 	if err := c.qp.PostSend(&c.wr); err != nil {
 		c.m.log.Debug().Err(err).Int("peer", e.rank).Msg("connection message not sent")

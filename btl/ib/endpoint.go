@@ -53,7 +53,8 @@ type endpoint struct {
 	out      []int     // send work requests outstanding per queue QP
 	posted   int       // per-peer receive buffers posted for this peer
 	postedG  *core.Gauge
-	creditIn bool // on m.creditDue
+	creditIn bool       // on m.creditDue
+	pending  []*sendBuf // frames sent while the connection was set up
 }
 
 func (m *module) ep(rank int) *endpoint {
@@ -80,7 +81,9 @@ func (e *endpoint) Rank() int { return e.rank }
 // run out.
 func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
 	m := e.m
-	if err := e.usable(); err != nil {
+	err := e.usable()
+	connecting := err == errConnecting
+	if err != nil && !connecting {
 		return err
 	}
 	n := core.HeaderSize + len(pre) + len(data)
@@ -88,7 +91,14 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 	if qi < 0 {
 		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.maxFrame-core.HeaderSize)
 	}
-	if err := e.mayPost(qi, flags); err != nil {
+	if connecting || len(e.pending) > 0 {
+		// While the connection is set up, frames wait on the endpoint, in
+		// order, as on openib's pending list; beyond a send queue's worth
+		// they are refused.
+		if len(e.pending) >= m.cfg.sendQueue {
+			return errConnecting
+		}
+	} else if err := e.mayPost(qi, flags); err != nil {
 		e.cred[qi].waited = true
 		m.stalls.Inc()
 		return err
@@ -102,8 +112,29 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 	copy(b.mem[core.HeaderSize:], pre)
 	copy(b.mem[core.HeaderSize+len(pre):], data)
 	b.n, b.h, b.flags, b.ep = n, h, flags, e
+	if connecting || len(e.pending) > 0 {
+		e.pending = append(e.pending, b)
+		return nil
+	}
 	e.post(b)
 	return nil
+}
+
+// sendPending posts the frames that waited for the connection, in order,
+// as far as credits and the send queue allow; the rest go from later
+// Progress calls.
+func (e *endpoint) sendPending() {
+	k := 0
+	for k < len(e.pending) && e.state == epConnected {
+		b := e.pending[k]
+		if e.mayPost(int(b.queue), b.flags) != nil {
+			break
+		}
+		e.post(b)
+		e.pending[k] = nil
+		k++
+	}
+	e.pending = append(e.pending[:0], e.pending[k:]...)
 }
 
 // usable returns nil when the endpoint may carry traffic now. The first
@@ -192,8 +223,16 @@ func (e *endpoint) post(b *sendBuf) {
 	m.bytesSent.Add(int64(b.n))
 }
 
-// established marks the connection usable.
-func (e *endpoint) established() { e.state = epConnected }
+// established marks the connection usable and sends what waited for it.
+func (e *endpoint) established() {
+	e.state = epConnected
+	if len(e.pending) > 0 {
+		e.sendPending()
+		if len(e.pending) > 0 {
+			e.m.pendingEps = append(e.m.pendingEps, e)
+		}
+	}
+}
 
 // creditQueue is the per-peer queue whose credits frames on queue qi
 // carry: their own, or on a shared queue the first per-peer queue's.
@@ -296,6 +335,14 @@ func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
 	e.out[0]++
 	if op.Solicited {
 		m.solicitedOps++
+		if m.armed && m.armSolicitedOnly {
+			// Verbs raise solicited events for receives only: a CQ armed
+			// for them would sleep through this completion.
+			m.armSolicitedOnly = false
+			if err := m.cq.ReqNotify(false); err != nil {
+				m.log.Warn().Err(err).Msg("re-arm CQ")
+			}
+		}
 	}
 	if put {
 		m.puts.Inc()
@@ -339,6 +386,10 @@ func (e *endpoint) fail(cause error) {
 		e.err = fmt.Errorf("ib %s: peer %d: %w: %v", m.id, e.rank, core.ErrPeerLost, cause)
 	}
 	m.peersLost.Inc()
+	for _, b := range e.pending {
+		m.putSend(b)
+	}
+	e.pending = nil
 	m.log.Warn().Int("peer", e.rank).Err(e.err).Msg("peer lost")
 	for _, qp := range e.qps {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)

@@ -56,6 +56,8 @@ type module struct {
 	stash  [64]verbs.WC
 	nstash int
 	armed  bool
+	// armSolicitedOnly: the CQ is armed for solicited events only.
+	armSolicitedOnly bool
 	hdr    core.Header
 
 	swr verbs.SendWR
@@ -64,6 +66,7 @@ type module struct {
 	rsg [1]verbs.SGE
 
 	creditDue  []*endpoint
+	pendingEps []*endpoint // connected, with frames still waiting to go
 	lost       []*endpoint
 	connecting []*endpoint
 	events     []core.RecvEvent
@@ -305,6 +308,18 @@ func (m *module) Progress() int {
 	n += k
 	if len(m.creditDue) > 0 && !m.closed {
 		m.returnCredits()
+	}
+	if len(m.pendingEps) > 0 && !m.closed {
+		k := 0
+		for _, e := range m.pendingEps {
+			e.sendPending()
+			if len(e.pending) > 0 {
+				m.pendingEps[k] = e
+				k++
+			}
+		}
+		clear(m.pendingEps[k:])
+		m.pendingEps = m.pendingEps[:k]
 	}
 	if !m.closed {
 		if now := m.clock.Now(); now >= m.nextHK {
@@ -634,7 +649,7 @@ func (m *module) Arm() {
 		m.log.Warn().Err(err).Msg("arm CQ")
 		return
 	}
-	m.armed = true
+	m.armed, m.armSolicitedOnly = true, m.solicitedOps == 0
 	// Arm, then look again: a completion that came between the poll and
 	// the arming raised no event.
 	if k, _ := m.cq.Poll(m.stash[:]); k > 0 {

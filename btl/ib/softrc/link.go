@@ -223,6 +223,9 @@ func (l *link) flush(now int64) {
 		if len(iov) == 0 {
 			return
 		}
+		// Before the write: a reader may see the bytes before this thread
+		// returns from writev.
+		wireWritten()
 		r, _, e := unix.RawSyscall(unix.SYS_WRITEV, uintptr(l.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
 		for i := range iov {
 			iov[i].Base = nil
@@ -410,6 +413,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 		l.d.linkFailed(l, errLinkClosed, now)
 		return 0, false
 	}
+	wireRead()
 	l.d.stats.BytesReceived += int64(r)
 	return int(r), true
 }
