@@ -58,7 +58,7 @@ type module struct {
 	armed  bool
 	// armSolicitedOnly: the CQ is armed for solicited events only.
 	armSolicitedOnly bool
-	hdr    core.Header
+	hdr              core.Header
 
 	swr verbs.SendWR
 	sg  [1]verbs.SGE
