@@ -174,10 +174,10 @@ var perfCmd = &cobra.Command{
 		if err != nil {
 			return err
 		}
-		l, okL := lat.value(8, "latency_us")
-		b, okB := bw.value(1<<20, "mb_s")
+		l, okL := lat.value(8, "lat_us")
+		b, okB := bw.value(1<<20, "mbps")
 		if !okL || !okB {
-			return fmt.Errorf("ibperf: reports without latency_us or mb_s: %+v %+v", lat.Rows, bw.Rows)
+			return fmt.Errorf("ibperf: reports without lat_us or mbps: %+v %+v", lat.Rows, bw.Rows)
 		}
 		fmt.Printf("# ib/softrc between two processes vs Open MPI ob1+tcp over loopback (reference measured here)\n")
 		fmt.Printf("%-22s %12s %12s %8s %s\n", "", "ib/softrc", "ob1+tcp", "ratio", "goal")

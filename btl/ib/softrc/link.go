@@ -22,7 +22,7 @@ const (
 // inline payload), then up to maxSGE segments of registered memory, read
 // in place when written (no copy).
 type txItem struct {
-	head      [hdrSize + helloSize]byte
+	head      [hdrSize + maxInline]byte
 	headLen   int
 	segs      [maxSGE][]byte
 	nseg      int
@@ -34,6 +34,12 @@ type txItem struct {
 	notBefore int64
 	cancelled bool
 }
+
+// maxInline: payloads up to this long are copied behind the header when
+// queued, so that the packet leaves as one contiguous write (the
+// IBV_SEND_INLINE of an HCA). The registered memory is still the source
+// of every retransmission.
+const maxInline = 256
 
 // directRead: a payload at least this long still to come is read straight
 // into its destination, bypassing the link buffer.
@@ -125,12 +131,24 @@ func (l *link) enqueue(h *header, inline []byte, segs [][]byte, q *qp, kind uint
 	l.txN++
 	h.encode(it.head[:hdrSize])
 	it.headLen = hdrSize + copy(it.head[hdrSize:], inline)
-	it.total = it.headLen
 	it.nseg = 0
+	n := 0
 	for _, s := range segs {
-		it.segs[it.nseg] = s
-		it.nseg++
-		it.total += len(s)
+		n += len(s)
+	}
+	if it.headLen+n <= len(it.head) {
+		for _, s := range segs {
+			it.headLen += copy(it.head[it.headLen:], s)
+		}
+	} else {
+		for _, s := range segs {
+			it.segs[it.nseg] = s
+			it.nseg++
+		}
+	}
+	it.total = it.headLen
+	for i := 0; i < it.nseg; i++ {
+		it.total += len(it.segs[i])
 	}
 	for i := it.nseg; i < maxSGE; i++ {
 		it.segs[i] = nil
