@@ -322,14 +322,6 @@ func (d *Device) pollEnter() int64 {
 	now := nowNS()
 	d.lastPoll = now
 	d.polls++
-	if d.nicEngaged {
-		// The process polls again: the wire is its own. The device
-		// goroutine, asleep in epoll_wait, would otherwise wake for every
-		// packet until it got a core to notice; one kick sends it back to
-		// its idle timer.
-		d.nicEngaged = false
-		d.kick()
-	}
 	if now-d.idleArmedAt > d.idleAfter/2 {
 		d.idleTimer.Reset(time.Duration(d.idleAfter))
 		d.idleArmedAt = now

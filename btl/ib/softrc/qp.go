@@ -752,13 +752,14 @@ func (q *qp) takeRecv() (rwqe, bool) {
 
 // scheduleAck notes that request psn was executed. The ACK goes out at
 // once if the requester asked, if many are owed, or if the device's own
-// goroutine is serving (nobody will reply soon); otherwise it waits up to
-// AckDelay for a packet going back to ride on.
+// goroutine did the work (the process is not polling, so no reply will
+// come soon to carry it); otherwise it waits up to AckDelay for a packet
+// going back to ride on.
 func (q *qp) scheduleAck(psn uint32, now int64, force bool) {
 	q.ackPending = true
 	q.ackPSN = psn
 	q.unacked++
-	if force || q.unacked >= ackEvery || q.d.nicEngaged {
+	if force || q.unacked >= ackEvery || q.d.inNIC {
 		q.sendAck(now)
 		return
 	}
