@@ -440,7 +440,10 @@ func (m *module) onCM(msg *cmMsg) {
 
 // goodbye tells every connected peer that this module is closing, so that
 // they do not take the connections going down for a failure, and waits a
-// little for the datagrams to leave.
+// little (100 ms at most) for the datagrams to leave and for its own
+// frames to be acknowledged: a frame still unacknowledged when the link
+// closes would fail on the peer's side of the books too. Frames that
+// arrive meanwhile are dropped: the PML above is closed.
 func (m *module) goodbye() {
 	sent := 0
 	for _, e := range m.eps {
@@ -449,15 +452,42 @@ func (m *module) goodbye() {
 			sent++
 		}
 	}
+	busy := func() bool {
+		if len(m.cm.free) < cmSends {
+			return true
+		}
+		for _, e := range m.eps {
+			if e != nil && e.state != epFailed {
+				for _, n := range e.out {
+					if n > 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
 	deadline := time.Now().Add(100 * time.Millisecond)
-	for sent > 0 && len(m.cm.free) < cmSends && time.Now().Before(deadline) {
+	for sent > 0 && busy() && time.Now().Before(deadline) {
 		k, err := m.cq.Poll(m.wc[:])
 		if err != nil {
 			return
 		}
 		for i := 0; i < k; i++ {
-			if m.wc[i].WRID&wridKind == wridCM {
-				m.cm.complete(&m.wc[i])
+			wc := &m.wc[i]
+			idx := int(wc.WRID & wridIdx)
+			switch wc.WRID & wridKind {
+			case wridCM:
+				m.cm.complete(wc)
+			case wridSend:
+				if b := m.sbufs[idx]; b.ep != nil {
+					b.ep.out[b.queue]--
+					m.putSend(b)
+				}
+			case wridRDMA:
+				if s := m.ops[idx]; s.ep != nil {
+					s.ep.out[0]--
+				}
 			}
 		}
 	}
