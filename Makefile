@@ -64,8 +64,12 @@ clean:
 	rm -rf $(BIN)
 
 # InfiniBand experiments (issue 4), tables next to the papers' numbers:
-# receive-buffer utilization per-peer vs B-SRQ (seed 002 §4).
+# receive-buffer utilization per-peer vs B-SRQ (seed 002 §4), overlap of
+# the three rendezvous protocols (seed 004 §5.1) and ib/softrc latency and
+# bandwidth against Open MPI's ob1+tcp.
 .PHONY: experiments experiments-ib
 experiments: experiments-ib
 experiments-ib: build
 	$(BIN)/gobtl experiment recvbuf --ranks 8,16
+	$(BIN)/gobtl experiment overlap
+	$(BIN)/gobtl experiment ibperf
