@@ -338,15 +338,25 @@ func (e *endpoint) qpns() []uint32 {
 	return out
 }
 
+// prepare reads the peer's address and makes the QPs (both sides of a
+// connection start so); it fails the endpoint and reports false if it
+// cannot.
+func (e *endpoint) prepare() bool {
+	err := e.resolve()
+	if err == nil {
+		err = e.createQPs()
+	}
+	if err != nil {
+		e.fail(err)
+		return false
+	}
+	return true
+}
+
 // connect starts the active side of a connection.
 func (e *endpoint) connect() {
 	m := e.m
-	if err := e.resolve(); err != nil {
-		e.fail(err)
-		return
-	}
-	if err := e.createQPs(); err != nil {
-		e.fail(err)
+	if !e.prepare() {
 		return
 	}
 	e.state = epConnecting
@@ -394,12 +404,7 @@ func (m *module) onCM(msg *cmMsg) {
 			}
 		}
 		m.cm.reps.Inc()
-		if err := e.resolve(); err != nil {
-			e.fail(err)
-			return
-		}
-		if err := e.createQPs(); err != nil {
-			e.fail(err)
+		if !e.prepare() {
 			return
 		}
 		if err := e.bringUp(msg.qpns, msg.psns); err != nil {
