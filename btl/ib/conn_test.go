@@ -2,7 +2,9 @@ package ib
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -177,4 +179,49 @@ func TestAnUnknownPeerAddressIsUnreachable(t *testing.T) {
 	if !errors.Is(err, core.ErrUnreachable) {
 		t.Fatalf("send to a rank without a published address: %v", err)
 	}
+}
+
+func TestExhaustedRNRRetriesFailEveryPendingRequestNamingThePeer(t *testing.T) {
+	// Two shared 2 KiB buffers and one RNR retry: a receiver that stops
+	// handling frames runs out of buffers and its sender's QP fails.
+	j := openJob(t, 2, jobOpts{params: map[string]string{
+		"receive_queues": "S,2048,2,0,0", "eager_limit": "1KiB", "rnr_retry": "1", "min_rnr_timer": "10us",
+	}})
+	var lostErr error
+	j.mods[0].OnPeerLost(func(r int, err error) { lostErr = err })
+	j.send(0, 1, core.Header{Type: testType}, []byte("connect"))
+	j.until("the connection", func() bool { return len(j.got[1]) == 1 })
+	// Rank 1 stops progressing: its device goroutine still takes frames
+	// into the two posted buffers, and NAKs the rest.
+	remote := make([]byte, 4096)
+	rr, _ := j.mods[1].RegisterMem(remote, core.AccessRemoteRead|core.AccessLocalWrite)
+	local := make([]byte, 4096)
+	lr, _ := j.mods[0].RegisterMem(local, core.AccessLocalWrite)
+	d := &doneRec{}
+	e := j.ep(0, 1)
+	for i := 0; i < 4; i++ {
+		if err := e.Send(core.Header{Type: testType, Tag: int32(i)}, nil, []byte("stuck"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A read queued behind the sends on the same QP fails with them.
+	if err := e.Get(&core.RDMAOp{Local: local, Region: lr, Remote: rr.Key(), Done: d}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for lostErr == nil || d.n == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failure after 10s (lost %v, read done %d)", lostErr, d.n)
+		}
+		j.mods[0].Progress()
+	}
+	for _, err := range []error{lostErr, d.errs[0], e.Send(core.Header{Type: testType}, nil, []byte("x"), 0)} {
+		if !errors.Is(err, core.ErrPeerLost) || !strings.Contains(err.Error(), "peer 1") {
+			t.Fatalf("error %v: want ErrPeerLost naming peer 1", err)
+		}
+	}
+	if !strings.Contains(lostErr.Error(), "RNR retry counter exceeded") {
+		t.Fatalf("the loss does not say why: %v", lostErr)
+	}
+	t.Log(lostErr)
 }
