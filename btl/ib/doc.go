@@ -11,7 +11,9 @@
 // Connections are set up on first use (see cm.go): at open a module
 // publishes its address through the bootstrap; the first Send, Put or Get
 // to a peer reads the peer's address and runs a REQ/REP/RTU exchange over
-// a UD QP, as Open MPI's udcm does.
+// a UD QP, as Open MPI's udcm does. Frames sent meanwhile wait on the
+// endpoint, in order, as on openib's pending list. A closing module says
+// goodbye to its peers, so that a clean shutdown is not a lost peer.
 //
 // Eager frames are copied into pre-registered send buffers and sent into
 // pre-posted receive buffers. The receive layout is a policy's (package
@@ -19,7 +21,16 @@
 // string); the mechanism here keeps per-peer queues full with credits
 // (credits.go: seed 000 §4.2), feeds shared queues from slabs and grows
 // them on the SRQ-limit event, picks the smallest buffer that holds each
-// frame (seed 002 §3) and records buffer utilization per queue (§4).
+// frame (seed 002 §3) and records buffer utilization per queue (§4). A
+// frame that must wait — no credit, a shared queue at its pending bound,
+// a full send queue — is refused with core.ErrNoResources and waits in the
+// PML's queue, which keeps its request open until a module takes it; the
+// first frame accepted after a refusal carries the backlog bit.
+//
+// Order: frames of one size class travel one RC QP and arrive in order;
+// frames of different classes travel different QPs (B-SRQ needs a QP per
+// bucket, since a QP feeds one receive queue) and may overtake each other.
+// The PML restores order by PSN (seed 001 §5).
 //
 // Rendezvous data moves by RDMA write and read (core.RDMA) from memory
 // registered through a pin-down cache (core.Registrar, regcache.go).
