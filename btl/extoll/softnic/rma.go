@@ -313,14 +313,12 @@ func opName(op uint8) string {
 }
 
 // rmaEngine serves one peer's RMA requests on this process's memory.
-func (d *Device) rmaEngine(c net.Conn) {
+func (d *Device) rmaEngine(c net.Conn, sv *served) {
 	src, err := d.readHello(c, helloRMA)
 	if err != nil {
 		return
 	}
-	wmu := new(sync.Mutex)
-	d.rmaServed.Store(c, wmu)
-	defer d.rmaServed.Delete(c)
+	wmu := &sv.mu
 	var h [reqBytes]byte
 	var resp [respBytes]byte
 	for {
@@ -377,16 +375,23 @@ func (d *Device) rmaEngine(c net.Conn) {
 }
 
 // sayBye tells the origins of every served RMA connection that this
-// process is closing, so they do not take it for dead.
+// process is closing, so they do not take it for dead, and shuts the
+// connection for writing; the engine ends when the origin hangs up.
 func (d *Device) sayBye() {
 	var resp [respBytes]byte
 	resp[0] = rmaBye
-	d.rmaServed.Range(func(k, v any) bool {
-		c, mu := k.(net.Conn), v.(*sync.Mutex)
-		mu.Lock()
+	d.accepted.Range(func(k, v any) bool {
+		c, sv := k.(net.Conn), v.(*served)
+		if !sv.rma {
+			return true
+		}
+		sv.mu.Lock()
 		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		c.Write(resp[:])
-		mu.Unlock()
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		sv.mu.Unlock()
 		return true
 	})
 }

@@ -133,17 +133,16 @@ type Device struct {
 
 	peers []peer
 
-	veloLn    net.Listener
-	rmaUnix   net.Listener
-	rmaTCP    net.Listener
-	att       att
-	notes     queue[nic.Notification]
-	lost      queue[nic.PeerLoss]
-	accepted  sync.Map // net.Conn -> struct{}: closed on Close
-	rmaServed sync.Map // net.Conn -> *sync.Mutex guarding its writes
-	wg        sync.WaitGroup
-	done      chan struct{}
-	closed    atomic.Bool
+	veloLn   net.Listener
+	rmaUnix  net.Listener
+	rmaTCP   net.Listener
+	att      att
+	notes    queue[nic.Notification]
+	lost     queue[nic.PeerLoss]
+	accepted sync.Map // net.Conn -> *served
+	wg       sync.WaitGroup
+	done     chan struct{}
+	closed   atomic.Bool
 
 	// blocked counts Sends that found a mailbox full, blockedNS the time
 	// they waited, stalls the waits that hit the stall bound.
@@ -246,14 +245,20 @@ func (d *Device) listen(unixPath string) error {
 	if d.rmaTCP, err = net.Listen("tcp", hostPort); err != nil {
 		return fmt.Errorf("softnic: rma listener: %w", err)
 	}
-	d.serve(d.veloLn, d.veloEngine)
-	d.serve(d.rmaUnix, d.rmaEngine)
-	d.serve(d.rmaTCP, d.rmaEngine)
+	d.serve(d.veloLn, false, d.veloEngine)
+	d.serve(d.rmaUnix, true, d.rmaEngine)
+	d.serve(d.rmaTCP, true, d.rmaEngine)
 	return nil
 }
 
+// served is an accepted connection.
+type served struct {
+	rma bool
+	mu  sync.Mutex // guards writes
+}
+
 // serve accepts connections on ln and runs handle on each in a goroutine.
-func (d *Device) serve(ln net.Listener, handle func(net.Conn)) {
+func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -262,13 +267,14 @@ func (d *Device) serve(ln net.Listener, handle func(net.Conn)) {
 			if err != nil {
 				return
 			}
-			d.accepted.Store(c, struct{}{})
+			sv := &served{rma: rma}
+			d.accepted.Store(c, sv)
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
 				defer d.accepted.Delete(c)
 				defer c.Close()
-				handle(c)
+				handle(c, sv)
 			}()
 		}
 	}()
@@ -374,7 +380,16 @@ func (d *Device) Close() error {
 			ln.Close()
 		}
 	}
-	d.accepted.Range(func(k, _ any) bool { k.(net.Conn).Close(); return true })
+	// Network engines stop at once; RMA engines end when their origins,
+	// told goodbye, hang up (or after a grace period).
+	d.accepted.Range(func(k, v any) bool {
+		if c := k.(net.Conn); !v.(*served).rma {
+			c.Close()
+		} else {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+		}
+		return true
+	})
 	for i := range d.peers {
 		p := &d.peers[i]
 		if p.conn != nil {

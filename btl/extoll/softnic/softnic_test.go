@@ -280,7 +280,7 @@ func TestClosingPeerSaysGoodbyeAndADeadOneIsReported(t *testing.T) {
 	// Rank 1 closes cleanly: no loss reported.
 	devs[1].Close()
 	// Rank 2 "dies": its served connections drop without a goodbye.
-	devs[2].rmaServed.Range(func(k, _ any) bool { k.(interface{ Close() error }).Close(); return true })
+	devs[2].accepted.Range(func(k, _ any) bool { k.(interface{ Close() error }).Close(); return true })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if l, ok := devs[0].Lost(); ok {

@@ -124,7 +124,7 @@ func (d *Device) dialVELO(ctx context.Context, rank int, p *peer) error {
 // veloEngine is the receiving network engine of one TCP connection: it
 // copies arriving packets into the mailbox and, while the mailbox is full,
 // stops reading, so that the sender's socket fills and its writes block.
-func (d *Device) veloEngine(c net.Conn) {
+func (d *Device) veloEngine(c net.Conn, _ *served) {
 	src, err := d.readHello(c, helloVELO)
 	if err != nil {
 		return
