@@ -277,8 +277,8 @@ func (e *Engine) Send(dst int, pkts []nic.Slot) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	e.m.sends.Inc()
 	if !e.credits {
+		e.m.sends.Inc()
 		_, err := e.dev.Send(dst, pkts)
 		if err != nil {
 			t.failed = err
@@ -293,6 +293,7 @@ func (e *Engine) Send(dst int, pkts []nic.Slot) error {
 	if rest > e.backlogCap-t.qlen {
 		return fmt.Errorf("velo: send %d packets to rank %d: %d wait for credits already: %w", len(pkts), dst, t.qlen, core.ErrNoResources)
 	}
+	e.m.sends.Inc()
 	if now > 0 {
 		t.credits -= int32(now)
 		if err := e.emit(dst, pkts[:now]); err != nil {
@@ -812,4 +813,17 @@ func (e *Engine) StateBytes() int {
 		return 0
 	}
 	return stateBytes(e.size, e.k)
+}
+
+// Describe reports the flow-control state toward and from peer, for
+// diagnostics.
+func (e *Engine) Describe(peer int) string {
+	t := &e.tx[peer]
+	s := fmt.Sprintf("to %d: credits %d backlog %d request %v response %v", peer, t.credits, t.qlen, t.wantReq, t.wantResp)
+	if !e.credits {
+		return s
+	}
+	r := &e.rx[peer]
+	return s + fmt.Sprintf("; from %d: thresholds %v head %d quota %d current %d retrieved %d piggybacked %d owed %d blocked %v; pool: free %d reserved %d",
+		peer, e.fifo[peer*(e.k+1):(peer+1)*(e.k+1)], r.head, r.intended, r.current, r.retrieved, r.piggy, r.owed, r.blocked, e.available, e.reserve)
 }

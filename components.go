@@ -1,0 +1,12 @@
+package gobtl
+
+// The components compiled into every program that imports gobtl (and so
+// into the gobtl command): each registers itself with core from init, the
+// database/sql driver pattern. Add a blank import here when a component
+// lands.
+import (
+	_ "github.com/gobtl/gobtl/btl/extoll"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/none"
+)
