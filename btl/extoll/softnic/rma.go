@@ -106,8 +106,9 @@ const (
 	opPut = 1
 	opGet = 2
 
-	reqBytes  = 40 // op, notify, pad[6], key, offset, length, cookie
-	respBytes = 24 // status, pad[7], cookie, length
+	rmaAck    = 0x4b43414d52584521 // the engine's answer to a hello
+	reqBytes  = 40                 // op, notify, pad[6], key, offset, length, cookie
+	respBytes = 24                 // status, pad[7], cookie, length
 )
 
 type rmaReq struct {
@@ -174,6 +175,17 @@ func (d *Device) rmaTo(rank int, p *peer) (*rmaConn, error) {
 	if err := d.writeHello(c, helloRMA); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("softnic: rma connect rank %d: %w", rank, err)
+	}
+	// Wait for the engine's acknowledgement: from then on the target knows
+	// the connection and says goodbye on it when it closes, so that a
+	// reset means death.
+	var ack [8]byte
+	c.SetReadDeadline(time.Now().Add(d.cfg.ConnectTimeout))
+	_, err = io.ReadFull(c, ack[:])
+	c.SetReadDeadline(time.Time{})
+	if err != nil || binary.LittleEndian.Uint64(ack[:]) != rmaAck {
+		c.Close()
+		return nil, fmt.Errorf("softnic: rma connect rank %d: no acknowledgement (%v)", rank, err)
 	}
 	rc := &rmaConn{d: d, rank: rank, c: c, reqs: make(chan rmaReq, 256), done: make(chan struct{})}
 	p.rma = rc
@@ -319,6 +331,14 @@ func (d *Device) rmaEngine(c net.Conn, sv *served) {
 		return
 	}
 	wmu := &sv.mu
+	var ack [8]byte
+	binary.LittleEndian.PutUint64(ack[:], rmaAck)
+	wmu.Lock()
+	_, err = c.Write(ack[:])
+	wmu.Unlock()
+	if err != nil {
+		return
+	}
 	var h [reqBytes]byte
 	var resp [respBytes]byte
 	for {

@@ -141,6 +141,7 @@ type Device struct {
 	lost     queue[nic.PeerLoss]
 	accepted sync.Map // net.Conn -> *served
 	wg       sync.WaitGroup
+	acceptWG sync.WaitGroup
 	done     chan struct{}
 	closed   atomic.Bool
 
@@ -259,9 +260,9 @@ type served struct {
 
 // serve accepts connections on ln and runs handle on each in a goroutine.
 func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)) {
-	d.wg.Add(1)
+	d.acceptWG.Add(1)
 	go func() {
-		defer d.wg.Done()
+		defer d.acceptWG.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -380,6 +381,7 @@ func (d *Device) Close() error {
 			ln.Close()
 		}
 	}
+	d.acceptWG.Wait()
 	// Network engines stop at once; RMA engines end when their origins,
 	// told goodbye, hang up (or after a grace period).
 	d.accepted.Range(func(k, v any) bool {

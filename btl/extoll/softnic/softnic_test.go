@@ -279,7 +279,8 @@ func TestClosingPeerSaysGoodbyeAndADeadOneIsReported(t *testing.T) {
 	}
 	// Rank 1 closes cleanly: no loss reported.
 	devs[1].Close()
-	// Rank 2 "dies": its served connections drop without a goodbye.
+	// Rank 2 "dies": its served connections drop without a goodbye (the
+	// acknowledged connection is in its table).
 	devs[2].accepted.Range(func(k, _ any) bool { k.(interface{ Close() error }).Close(); return true })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
