@@ -133,6 +133,12 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		m.Close()
 		return nil, fmt.Errorf("extoll: publish address: %w", err)
 	}
+	// Every rank opens the same stack, so every rank reaches this fence;
+	// after it the addresses are visible to Get.
+	if err := boot.Fence(context.Background()); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("extoll: fence after publishing the address: %w", err)
+	}
 	return []core.Module{m}, nil
 }
 

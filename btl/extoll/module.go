@@ -56,8 +56,9 @@ type reassembly struct {
 }
 
 type endpoint struct {
-	m    *Module
-	rank int
+	m         *Module
+	rank      int
+	connected bool
 }
 
 // Attrs implements core.Module.
@@ -74,12 +75,25 @@ func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	if ep := m.eps[rank]; ep != nil {
 		return ep, nil
 	}
-	if err := m.dev.Connect(rank); err != nil {
-		return nil, fmt.Errorf("extoll: %w", err)
-	}
+	// Connections are made at first use: the PML asks for every endpoint
+	// at start, before all peers may be reachable.
 	ep := &endpoint{m: m, rank: rank}
 	m.eps[rank] = ep
 	return ep, nil
+}
+
+// connect sets up the connection to the endpoint's peer on first use.
+func (ep *endpoint) connect() error {
+	if ep.connected {
+		return nil
+	}
+	if err := ep.m.dev.Connect(ep.rank); err != nil {
+		err = fmt.Errorf("extoll: %w", err)
+		ep.m.lose(ep.rank, err)
+		return ep.m.lost[ep.rank]
+	}
+	ep.connected = true
+	return nil
 }
 
 // Register implements core.Module.
@@ -101,6 +115,9 @@ func (ep *endpoint) Send(h core.Header, pre, data []byte, _ core.SendFlags) erro
 	}
 	if m.closed {
 		return fmt.Errorf("extoll: send: %w", core.ErrClosed)
+	}
+	if err := ep.connect(); err != nil {
+		return err
 	}
 	n := len(pre) + len(data)
 	if n > m.attrs.MaxSendSize {

@@ -20,10 +20,20 @@ func (m *Module) RegisterMem(buf []byte, access core.Access) (core.Region, error
 func (m *Module) DeregisterMem(r core.Region) error { return m.dev.Deregister(r) }
 
 // Put implements core.RDMA.
-func (ep *endpoint) Put(op *core.RDMAOp) error { return ep.m.rma(ep.rank, op, true) }
+func (ep *endpoint) Put(op *core.RDMAOp) error {
+	if err := ep.connect(); err != nil {
+		return err
+	}
+	return ep.m.rma(ep.rank, op, true)
+}
 
 // Get implements core.RDMA.
-func (ep *endpoint) Get(op *core.RDMAOp) error { return ep.m.rma(ep.rank, op, false) }
+func (ep *endpoint) Get(op *core.RDMAOp) error {
+	if err := ep.connect(); err != nil {
+		return err
+	}
+	return ep.m.rma(ep.rank, op, false)
+}
 
 func (m *Module) rma(rank int, op *core.RDMAOp, put bool) error {
 	if err := m.lost[rank]; err != nil {

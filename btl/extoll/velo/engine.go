@@ -179,8 +179,10 @@ func New(dev nic.VELO, cfg Config) (*Engine, error) {
 		}
 		e.setup = s
 	}
+	scheme := cfg.Metrics.Gauge(core.MetricName(cfg.Prefix, "fc", "scheme"))
 	switch e.setup.Scheme {
 	case core.FlowNone:
+		scheme.Set(SchemeNone)
 		return e, nil
 	case core.FlowCredits:
 	default:
@@ -191,8 +193,20 @@ func New(dev nic.VELO, cfg Config) (*Engine, error) {
 	}
 	e.events = make([]core.FlowEvent, 0, 64)
 	e.decisions = make([]core.FlowDecision, 0, 64)
+	if e.dynamic {
+		scheme.Set(SchemeDynamic)
+	} else {
+		scheme.Set(SchemeStatic)
+	}
 	return e, nil
 }
+
+// Values of the <prefix>.fc.scheme gauge.
+const (
+	SchemeNone    = 0
+	SchemeStatic  = 1
+	SchemeDynamic = 2
+)
 
 // layout splits the mailbox (§5.2, §6.3) and initialises both sides.
 func (e *Engine) layout(slots int) error {

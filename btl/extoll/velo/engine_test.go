@@ -384,3 +384,60 @@ func TestEquation2IsEnforced(t *testing.T) {
 		t.Fatalf("data region = credit region is allowed: %v", err)
 	}
 }
+
+// Equations 3–5 of seed 003: with a receiver that frees its slots at once,
+// a sender of 2 KiB messages (37 packets) never waits for credits once
+// quota - (threshold - 1) >= 37 (Eq. 3–4), that is from a receive buffer
+// per process of ((37*(k+1)) div k) + k slots (Eq. 5) — Table 2: 57, 52,
+// 50 and 49 slots for 2 to 5 credit slots. One slot less, and it waits.
+// For one credit slot Eq. 5's rounding gives 75 where Eq. 4 holds from 74
+// (Table 2: "unknown, >> 64"); the mechanism follows Eq. 4.
+func TestEquation5GivesTheBufferThatStopsStalls(t *testing.T) {
+	const train = 37
+	eq5 := func(k int) int { return train*(k+1)/k + k }
+	eq4 := func(k int) int { // the least buffer with quota - (Threshold(quota) - 1) >= 37
+		for buf := k + 1; ; buf++ {
+			if q := buf - k; q-(Threshold(q, k)-1) >= train {
+				return buf
+			}
+		}
+	}
+	table2 := map[int]int{2: 57, 3: 52, 4: 50, 5: 49}
+	for k := 1; k <= 5; k++ {
+		if want, ok := table2[k]; ok && (eq5(k) != want || eq4(k) != want) {
+			t.Errorf("k=%d: Equation 5 gives %d, Equation 4 %d, Table 2 says %d", k, eq5(k), eq4(k), want)
+		}
+		if k == 1 && (eq5(1) != 75 || eq4(1) != 74) {
+			t.Errorf("k=1: Equation 5 gives %d, Equation 4 %d", eq5(1), eq4(1))
+		}
+		for _, buf := range []int{eq4(k) - 1, eq4(k)} {
+			c, err := newCluster(clusterOpts{n: 2, slots: 2 * buf, scheme: schemeStatic, creditSlots: k, backlog: 4 * train})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Put the receiver's count at threshold-1 first: the worst phase,
+			// which 2 KiB trains (37 is prime) then keep coming back to.
+			if th := Threshold(buf-k, k); th > 1 {
+				c.send(0, 1, th-1, 56)
+			}
+			for range 50 {
+				if ok, err := c.send(0, 1, train, 56); !ok || err != nil {
+					t.Fatalf("send refused: %v", err)
+				}
+				// The receiver drains everything; the credits come back.
+				for range 3 {
+					c.f.deliverAll()
+					c.poll(1, 1000)
+					c.poll(0, 1000)
+				}
+			}
+			if err := c.drain(100); err != nil {
+				t.Fatal(err)
+			}
+			delayed := c.counter(0, "delayed_sends")
+			if stalls := delayed > 0; stalls != (buf < eq4(k)) {
+				t.Errorf("k=%d, %d slots per process (Eq. 4: %d): %d of 50 sends waited", k, buf, eq4(k), delayed)
+			}
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package extollexp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/extoll"
+	"github.com/gobtl/gobtl/btl/extoll/softnic"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+	extollstatic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
+	"github.com/gobtl/gobtl/policies/flowcontrol/none"
+)
+
+// Stack is the EXTOLL configuration of one run.
+type Stack struct {
+	// Scheme is "none", "extoll_static" or "extoll_dynamic".
+	Scheme       string `json:"scheme"`
+	SlotsPerPeer int    `json:"slots_per_peer"`
+	CreditSlots  int    `json:"credit_slots"`
+	Piggyback    bool   `json:"piggyback"`
+}
+
+// Reference is the paper's baseline: no flow control and a mailbox no
+// pattern here can fill.
+func Reference() Stack { return Stack{Scheme: "none", SlotsPerPeer: 1024} }
+
+func (s Stack) String() string {
+	if s.Scheme == "none" {
+		return fmt.Sprintf("none/%d slots", s.SlotsPerPeer)
+	}
+	pb := ""
+	if s.Piggyback {
+		pb = "+pb"
+	}
+	return fmt.Sprintf("%s/%d slots/k=%d%s", strings.TrimPrefix(s.Scheme, "extoll_"), s.SlotsPerPeer, s.CreditSlots, pb)
+}
+
+func (s Stack) policy() (core.FlowControl, error) {
+	switch s.Scheme {
+	case "none":
+		return none.Policy{}, nil
+	case "extoll_static":
+		return &extollstatic.Policy{CreditSlots: s.CreditSlots}, nil
+	case "extoll_dynamic":
+		return &extolldynamic.Policy{CreditSlots: s.CreditSlots}, nil
+	}
+	return nil, fmt.Errorf("unknown scheme %q", s.Scheme)
+}
+
+// HCL is the stack file for a run under `gobtl run`.
+func (s Stack) HCL() string {
+	pol := fmt.Sprintf("policy \"flow_control\" {\n  builtin = %q\n", s.Scheme)
+	if s.Scheme != "none" {
+		pol += fmt.Sprintf("  credit_slots = %d\n", s.CreditSlots)
+	}
+	pol += "}\n"
+	return fmt.Sprintf(`job {
+  protocol = "rdma_read"
+}
+
+btl "self" "self" {}
+
+btl "extoll" "x" {
+  slots_per_peer = %d
+  piggyback      = %v
+  stall_timeout  = "60s"
+}
+
+%s`, s.SlotsPerPeer, s.Piggyback, pol)
+}
+
+// InProcess runs spec on n ranks that are goroutines of this process, each
+// with its own EXTOLL module (mailbox in /dev/shm) and pml communicator.
+func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
+	var mu sync.Mutex
+	addrs := map[int]softnic.Addr{}
+	resolve := func(ctx context.Context, r int) (softnic.Addr, error) {
+		for {
+			mu.Lock()
+			a, ok := addrs[r]
+			mu.Unlock()
+			if ok {
+				return a, nil
+			}
+			select {
+			case <-ctx.Done():
+				return softnic.Addr{}, ctx.Err()
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}
+	job := fmt.Sprintf("exp%d-%d", os.Getpid(), time.Now().UnixNano())
+	comms := make([]*pml.Comm, n)
+	mods := make([]*extoll.Module, n)
+	reg := make([]*core.Metrics, n)
+	for r := range n {
+		pol, err := st.policy()
+		if err != nil {
+			return nil, err
+		}
+		reg[r] = core.NewMetrics()
+		m, addr, err := extoll.Open(extoll.Config{
+			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
+			Device: softnic.Config{StallTimeout: 60 * time.Second, Resolve: resolve},
+		})
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		addrs[r] = addr
+		mu.Unlock()
+		mods[r] = m
+	}
+	for r, m := range mods {
+		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r]})
+		if err != nil {
+			return nil, err
+		}
+		comms[r] = c
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	outs := make(chan *Outcome, n)
+	errs := make(chan error, n)
+	for _, c := range comms {
+		go func() {
+			o, err := Run(c, spec)
+			if err != nil {
+				errs <- fmt.Errorf("rank %d: %w", c.Rank(), err)
+				return
+			}
+			outs <- o
+		}()
+	}
+	var res *Outcome
+	for range n {
+		select {
+		case err := <-errs:
+			return nil, err
+		case o := <-outs:
+			if o != nil {
+				res = o
+			}
+		}
+	}
+	return res, nil
+}
