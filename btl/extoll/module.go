@@ -3,6 +3,7 @@ package extoll
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -244,10 +245,28 @@ func (m *Module) Progress() int {
 	return n
 }
 
-// Close implements core.Module.
+// DrainTimeout bounds how long Close keeps progressing to get packets that
+// wait for credits out.
+var DrainTimeout = 2 * time.Second
+
+// Close implements core.Module. A send completes once the module holds the
+// frame, and part of it may still wait for credits: Close first progresses
+// until that is out (peers that still progress return the credits), for
+// at most DrainTimeout.
 func (m *Module) Close() error {
 	if m.closed {
 		return nil
+	}
+	if m.eng.Pending() > 0 {
+		deadline := time.Now().Add(DrainTimeout)
+		for d := time.Microsecond; m.eng.Pending() > 0 && time.Now().Before(deadline); d = min(2*d, time.Millisecond) {
+			if m.Progress() == 0 {
+				time.Sleep(d)
+			}
+		}
+		if n := m.eng.Pending(); n > 0 {
+			m.log.Warn().Int("packets", n).Msg("extoll: closing with packets still waiting for credits")
+		}
 	}
 	m.closed = true
 	return m.dev.Close()

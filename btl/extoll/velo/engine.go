@@ -792,6 +792,26 @@ func (e *Engine) reclaim(p int) {
 // Credits is how many packets this process may send to dst now.
 func (e *Engine) Credits(dst int) int { return int(e.tx[dst].credits) }
 
+// Pending is how many packets, over all destinations, wait for credits
+// (compulsory requests and responses included).
+func (e *Engine) Pending() int {
+	n := 0
+	for i := range e.tx {
+		t := &e.tx[i]
+		if t.failed != nil {
+			continue
+		}
+		n += t.qlen
+		if t.wantReq {
+			n++
+		}
+		if t.wantResp {
+			n++
+		}
+	}
+	return n
+}
+
 // Backlog is how many packets to dst wait for credits.
 func (e *Engine) Backlog(dst int) int { return e.tx[dst].qlen }
 
