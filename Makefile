@@ -39,3 +39,10 @@ run: build plugins
 
 clean:
 	rm -rf $(BIN)
+
+# EXTOLL flow-control experiments (seed 003 §5.3, §7): tables next to the
+# paper's trends. EXTOLL_EXP="--quick" for a short run.
+.PHONY: experiments experiments-extoll
+experiments: experiments-extoll
+experiments-extoll: build
+	$(BIN)/gobtl extoll experiments $(EXTOLL_EXP)

@@ -1,6 +1,9 @@
 package extollexp
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestPatternsRunInProcess(t *testing.T) {
 	for _, st := range []Stack{Reference(), {Scheme: "extoll_static", SlotsPerPeer: 20, CreditSlots: 2}, {Scheme: "extoll_dynamic", SlotsPerPeer: 12, CreditSlots: 2}} {
@@ -19,6 +22,19 @@ func TestPatternsRunInProcess(t *testing.T) {
 			if sp.Pattern == "phases" && len(o.Credits) != 6 {
 				t.Fatalf("%d credit samples", len(o.Credits))
 			}
+		}
+	}
+}
+
+func TestExperimentsPrintTheirTables(t *testing.T) {
+	var out strings.Builder
+	err := Experiments(Options{Ranks: 4, Run: InProcess, Mode: "test", Quick: true, Only: []string{"memory", "phases", "none"}, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Table 3", "256K", "Multi-phase", "steals", "stalled, as the hardware would"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }

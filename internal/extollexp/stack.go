@@ -2,6 +2,7 @@ package extollexp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -24,6 +25,8 @@ type Stack struct {
 	SlotsPerPeer int    `json:"slots_per_peer"`
 	CreditSlots  int    `json:"credit_slots"`
 	Piggyback    bool   `json:"piggyback"`
+	// StallTimeout bounds a send blocked on a full mailbox (scheme none).
+	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
 }
 
 // Reference is the paper's baseline: no flow control and a mailbox no
@@ -39,6 +42,13 @@ func (s Stack) String() string {
 		pb = "+pb"
 	}
 	return fmt.Sprintf("%s/%d slots/k=%d%s", strings.TrimPrefix(s.Scheme, "extoll_"), s.SlotsPerPeer, s.CreditSlots, pb)
+}
+
+func (s Stack) stall() time.Duration {
+	if s.StallTimeout > 0 {
+		return s.StallTimeout
+	}
+	return 60 * time.Second
 }
 
 func (s Stack) policy() (core.FlowControl, error) {
@@ -69,10 +79,10 @@ btl "self" "self" {}
 btl "extoll" "x" {
   slots_per_peer = %d
   piggyback      = %v
-  stall_timeout  = "60s"
+  stall_timeout  = %q
 }
 
-%s`, s.SlotsPerPeer, s.Piggyback, pol)
+%s`, s.SlotsPerPeer, s.Piggyback, s.stall().String(), pol)
 }
 
 // InProcess runs spec on n ranks that are goroutines of this process, each
@@ -107,7 +117,7 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 		reg[r] = core.NewMetrics()
 		m, addr, err := extoll.Open(extoll.Config{
 			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
-			Device: softnic.Config{StallTimeout: 60 * time.Second, Resolve: resolve},
+			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve},
 		})
 		if err != nil {
 			return nil, err
@@ -118,7 +128,9 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 		mods[r] = m
 	}
 	for r, m := range mods {
-		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r]})
+		// A job-wide stall bound ends ranks blocked in receives when the
+		// run without flow control stalls (their senders fail first).
+		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r], StallTimeout: 2 * st.stall()})
 		if err != nil {
 			return nil, err
 		}
@@ -130,27 +142,31 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 		}
 	}()
 	outs := make(chan *Outcome, n)
-	errs := make(chan error, n)
+	errs0 := make(chan error, n)
 	for _, c := range comms {
 		go func() {
 			o, err := Run(c, spec)
 			if err != nil {
-				errs <- fmt.Errorf("rank %d: %w", c.Rank(), err)
+				errs0 <- fmt.Errorf("rank %d: %w", c.Rank(), err)
 				return
 			}
 			outs <- o
 		}()
 	}
 	var res *Outcome
+	var errs []error
 	for range n {
 		select {
-		case err := <-errs:
-			return nil, err
+		case err := <-errs0:
+			errs = append(errs, err)
 		case o := <-outs:
 			if o != nil {
 				res = o
 			}
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return res, nil
 }

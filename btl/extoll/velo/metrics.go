@@ -72,9 +72,12 @@ func (m *metrics) sample(e *Engine) {
 func (e *Engine) Sample() { e.m.sample(e) }
 
 // stateBytes is the flow-control state per receiver for n senders with k
-// credit slots: both sides' per-peer records, the threshold FIFOs and the
-// credit-region guard.
-func stateBytes(n, k int) int {
-	per := int(unsafe.Sizeof(rxState{})) + int(unsafe.Sizeof(txState{})) + (k+1)*4 + k*8
-	return n * per
+// credit slots.
+func stateBytes(n, k int) int { return n * StateBytesPerPeer(k) }
+
+// StateBytesPerPeer is the flow-control state kept per peer with k credit
+// slots: both sides' records, the threshold FIFO and the credit-region
+// guard (the backlog buffers, allocated only for peers that wait, apart).
+func StateBytesPerPeer(k int) int {
+	return int(unsafe.Sizeof(rxState{})) + int(unsafe.Sizeof(txState{})) + (k+1)*4 + k*8
 }
