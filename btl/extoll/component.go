@@ -166,15 +166,6 @@ type Config struct {
 // Open opens a module on a software device and returns it with the
 // address peers must be told.
 func Open(cfg Config) (*Module, softnic.Addr, error) {
-	if cfg.EagerLimit <= 0 {
-		cfg.EagerLimit = 2048
-	}
-	if cfg.MaxSendSize < cfg.EagerLimit {
-		cfg.MaxSendSize = max(cfg.EagerLimit, 2048)
-	}
-	if cfg.MaxSendSize < minSendSize {
-		return nil, softnic.Addr{}, fmt.Errorf("extoll: max_send_size %d is below the %d bytes a rendezvous start needs", cfg.MaxSendSize, minSendSize)
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = core.SystemClock
 	}
@@ -203,6 +194,21 @@ const minSendSize = 24 + 8*40
 
 // New builds a module on any device.
 func New(dev Device, cfg Config) (*Module, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = core.NewMetrics()
+	}
+	if cfg.EagerLimit <= 0 {
+		cfg.EagerLimit = 2048
+	}
+	if cfg.MaxSendSize < cfg.EagerLimit {
+		cfg.MaxSendSize = max(cfg.EagerLimit, 2048)
+	}
+	if cfg.MaxSendSize < minSendSize {
+		return nil, fmt.Errorf("extoll: max_send_size %d is below the %d bytes a rendezvous start needs", cfg.MaxSendSize, minSendSize)
+	}
 	train := trainLen(cfg.MaxSendSize)
 	backlog := cfg.Backlog
 	if backlog == 0 {
