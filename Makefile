@@ -21,11 +21,13 @@ lint:
 test: build plugins lint
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
+	$(GO) test -race ./btl/extoll/...
 	$(MAKE) fuzz-smoke
 
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
+	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 5s ./btl/extoll/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/...
