@@ -185,6 +185,11 @@ func Open(cfg Config) (*Module, softnic.Addr, error) {
 		dev.Close()
 		return nil, softnic.Addr{}, err
 	}
+	dev.SetExtra(m.eng.Layout())
+	m.peerLayout = func(rank int) (string, bool) {
+		a, ok := dev.PeerAddr(rank)
+		return a.Extra, ok
+	}
 	return m, dev.Addr(), nil
 }
 

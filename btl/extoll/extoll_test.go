@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -245,6 +246,20 @@ func TestNoFlowControlStallsAndReportsIt(t *testing.T) {
 		t.Fatalf("want an error wrapping core.ErrStalled, got %v", err)
 	}
 	t.Logf("sender: %v", err)
+}
+
+// Ranks whose stacks disagree on flow control refuse to talk rather than
+// overflow each other's mailboxes.
+func TestMismatchedFlowControlIsRefused(t *testing.T) {
+	comms, _ := ranks(t, 2, 20, schemes[1].policy, func(c *Config) {
+		if c.Rank == 1 {
+			c.Policy = &extolldynamic.Policy{CreditSlots: 2}
+		}
+	})
+	err := comms[0].Send([]byte("x"), 1, 0)
+	if err == nil || !strings.Contains(err.Error(), "same stack") {
+		t.Fatalf("send between mismatched stacks: %v", err)
+	}
 }
 
 func TestBadInput(t *testing.T) {

@@ -32,6 +32,7 @@ type Module struct {
 	rank, size int
 	eps        []*endpoint
 	reachable  func(rank int) bool
+	peerLayout func(rank int) (string, bool) // the flow-control layout a peer published
 	onLost     func(rank int, err error)
 	lost       []error // per rank, once lost
 
@@ -88,10 +89,20 @@ func (ep *endpoint) connect() error {
 	if ep.connected {
 		return nil
 	}
-	if err := ep.m.dev.Connect(ep.rank); err != nil {
+	m := ep.m
+	if err := m.dev.Connect(ep.rank); err != nil {
 		err = fmt.Errorf("extoll: %w", err)
-		ep.m.lose(ep.rank, err)
-		return ep.m.lost[ep.rank]
+		m.lose(ep.rank, err)
+		return m.lost[ep.rank]
+	}
+	// Both sides derive credits and thresholds from the same layout; a
+	// peer with another one would overflow or starve this mailbox.
+	if m.peerLayout != nil {
+		if theirs, ok := m.peerLayout(ep.rank); ok && theirs != m.eng.Layout() {
+			err := fmt.Errorf("extoll: rank %d runs flow control %q, this rank %q: every rank must use the same stack", ep.rank, theirs, m.eng.Layout())
+			m.lose(ep.rank, err)
+			return m.lost[ep.rank]
+		}
 	}
 	ep.connected = true
 	return nil
@@ -211,6 +222,7 @@ func (m *Module) lose(rank int, err error) {
 	}
 	m.lost[rank] = err
 	m.rx[rank] = reassembly{}
+	m.eng.Forget(rank, err)
 	if m.onLost != nil {
 		m.onLost(rank, err)
 	}

@@ -73,6 +73,9 @@ type Addr struct {
 	VELO    string `json:"velo"`     // TCP address of the network engine
 	RMAUnix string `json:"rma_unix"` // unix socket of the RMA engine
 	RMATCP  string `json:"rma_tcp"`  // TCP address of the RMA engine
+	// Extra is for the software above the card (the BTL publishes its
+	// flow-control layout there, which every rank must share).
+	Extra string `json:"extra,omitempty"`
 }
 
 // Encode returns the address blob.
@@ -283,6 +286,17 @@ func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)
 
 // Addr is what peers need to reach this device.
 func (d *Device) Addr() Addr { return d.addr }
+
+// SetExtra sets the Extra field of the published address.
+func (d *Device) SetExtra(s string) { d.addr.Extra = s }
+
+// PeerAddr is the address rank published, once connected.
+func (d *Device) PeerAddr(rank int) (Addr, bool) {
+	if rank < 0 || rank >= len(d.peers) || d.peers[rank].kind == unconnected || d.peers[rank].kind == failed {
+		return Addr{}, false
+	}
+	return d.peers[rank].addr, true
+}
 
 // Rank is this process's rank.
 func (d *Device) Rank() int { return d.cfg.Rank }

@@ -235,7 +235,7 @@ func (e *Engine) layout(slots int) error {
 	}
 	if e.dynamic {
 		e.static, e.initial = e.k, e.k
-		quota = max(quota, e.static)
+		quota = max(min(quota, e.maxQuota), e.static)
 	} else {
 		e.static, e.initial = quota, quota
 		e.fixedT = s.CreditThreshold
@@ -267,6 +267,19 @@ func (e *Engine) layout(slots int) error {
 		e.tx[i].credits = int32(e.initial)
 	}
 	return nil
+}
+
+// Layout describes the flow-control parameters every rank must share: a
+// sender's initial credits and the receiver's thresholds are computed from
+// them on both sides.
+func (e *Engine) Layout() string {
+	switch {
+	case !e.credits:
+		return "none"
+	case e.dynamic:
+		return fmt.Sprintf("dynamic k=%d static=%d data=%d", e.k, e.static, e.dataRegion)
+	}
+	return fmt.Sprintf("static k=%d quota=%d threshold=%d", e.k, e.static, e.fixedT)
 }
 
 // Scheme is the flow-control scheme in force.
@@ -346,6 +359,17 @@ func (e *Engine) fail(dst int, err error) {
 		t.failed = err
 		e.errs = append(e.errs, PeerError{Rank: dst, Err: err})
 	}
+}
+
+// Forget drops what waits for dst and fails later sends to it with err:
+// the layer above has given the peer up.
+func (e *Engine) Forget(dst int, err error) {
+	t := &e.tx[dst]
+	if t.failed == nil {
+		t.failed = err
+	}
+	e.m.backlog.Add(-int64(t.qlen))
+	t.qlen, t.qhead, t.wantReq, t.wantResp = 0, 0, false, false
 }
 
 // Failed returns, once each, the peers the engine found failed.
