@@ -72,6 +72,12 @@ func (s Stack) HCL() string {
 	pol += "}\n"
 	return fmt.Sprintf(`job {
   protocol = "rdma_read"
+  progress {
+    spin      = %d
+    yield     = %d
+    sleep     = %q
+    max_sleep = %q
+  }
 }
 
 btl "self" "self" {}
@@ -82,12 +88,14 @@ btl "extoll" "x" {
   stall_timeout  = %q
 }
 
-%s`, s.SlotsPerPeer, s.Piggyback, s.stall().String(), pol)
+%s`, backoff.Spin, backoff.Yield, backoff.Sleep.String(), backoff.MaxSleep.String(), s.SlotsPerPeer, s.Piggyback, s.stall().String(), pol)
 }
 
 // InProcess runs spec on n ranks that are goroutines of this process, each
 // with its own EXTOLL module (mailbox in /dev/shm) and pml communicator.
-func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
+func InProcess(n int, st Stack, spec Spec) (*Outcome, error) { return inProcess(n, st, spec, nil) }
+
+func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core.Metrics)) (*Outcome, error) {
 	var mu sync.Mutex
 	addrs := map[int]softnic.Addr{}
 	resolve := func(ctx context.Context, r int) (softnic.Addr, error) {
@@ -130,7 +138,7 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 	for r, m := range mods {
 		// A job-wide stall bound ends ranks blocked in receives when the
 		// run without flow control stalls (their senders fail first).
-		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r], StallTimeout: 2 * st.stall()})
+		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r], StallTimeout: 2 * st.stall(), Backoff: backoff})
 		if err != nil {
 			return nil, err
 		}
@@ -141,11 +149,18 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 			c.Close()
 		}
 	}()
+	if opened != nil {
+		opened(mods, reg)
+	}
 	outs := make(chan *Outcome, n)
 	errs0 := make(chan error, n)
 	for _, c := range comms {
 		go func() {
 			o, err := Run(c, spec)
+			// Close at once, as a process would exit: it drains what still
+			// waits for credits while the others progress. (A rank that
+			// just stopped progressing would strand those packets.)
+			c.Close()
 			if err != nil {
 				errs0 <- fmt.Errorf("rank %d: %w", c.Rank(), err)
 				return
@@ -170,3 +185,8 @@ func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 	}
 	return res, nil
 }
+
+// backoff is how waiting ranks poll in the experiments: ranks outnumber
+// the cores, so a waiter gives its core away almost at once (the stack
+// file's progress block says the same for runs under gobtl run).
+var backoff = pml.Backoff{Spin: 20, Yield: 20, Sleep: 20 * time.Microsecond, MaxSleep: 200 * time.Microsecond}
