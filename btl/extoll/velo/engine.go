@@ -102,6 +102,7 @@ type Engine struct {
 	events     []core.FlowEvent
 	decisions  []core.FlowDecision
 	lastTick   time.Duration
+	lastSample time.Duration // when the per-peer gauges were last set
 	polling    bool
 	observing  bool
 	ctl        [1]nic.Slot
@@ -740,15 +741,22 @@ func (e *Engine) observe() {
 	e.observing = false
 }
 
+// sampleInterval is how often Tick refreshes the per-peer credit gauges.
+const sampleInterval = 100 * time.Microsecond
+
 // Tick lets a policy whose decisions arrive late (a plugin) deliver them:
 // the BTL calls it from Progress.
 func (e *Engine) Tick() {
 	if e.policy == nil || !e.credits {
 		return
 	}
-	if now := e.clock.Now(); now-e.lastTick >= core.PolicyPollInterval {
+	now := e.clock.Now()
+	if now-e.lastTick >= core.PolicyPollInterval {
 		e.lastTick = now
 		e.observe()
+	}
+	if now-e.lastSample >= sampleInterval {
+		e.lastSample = now
 		e.m.sample(e)
 	}
 }
