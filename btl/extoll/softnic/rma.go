@@ -116,21 +116,26 @@ type rmaReq struct {
 	o  nic.Op
 }
 
-// rmaConn is the origin side of one RMA connection: a writer goroutine that
-// sends requests (and Put data) and a reader that takes responses, in
-// order, and turns them into notifications — the card's DMA engines.
+// rmaConn is the origin side of one RMA connection: requests (and Put
+// data) are written by the caller, and a reader goroutine takes the
+// responses, in order, and turns them into notifications — the card's DMA
+// engine.
 type rmaConn struct {
 	d    *Device
 	rank int
 	c    net.Conn
-	reqs chan rmaReq
+
+	wmu sync.Mutex // serialises request writes
+	hdr [reqBytes]byte
 
 	mu      sync.Mutex
-	pending []rmaReq
+	pending []rmaReq // issued, awaiting their responses, in order
 	dead    atomic.Bool
 	bye     atomic.Bool
-	done    chan struct{}
 }
+
+// maxOutstanding bounds the operations in flight on one connection.
+const maxOutstanding = 256
 
 func (rc *rmaConn) isDead() bool { return rc.dead.Load() }
 
@@ -146,15 +151,39 @@ func (d *Device) issue(dst, kind int, op nic.Op) error {
 	if err != nil {
 		return err
 	}
-	if rc.isDead() {
-		return fmt.Errorf("softnic: rma to rank %d: %w", dst, core.ErrPeerLost)
+	return rc.send(rmaReq{op: uint8(kind), o: op})
+}
+
+// send writes a request. A write that fails kills the connection, which
+// completes the operation with the error.
+func (rc *rmaConn) send(r rmaReq) error {
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	rc.mu.Lock()
+	switch {
+	case rc.dead.Load():
+		rc.mu.Unlock()
+		return fmt.Errorf("softnic: rma to rank %d: %w", rc.rank, core.ErrPeerLost)
+	case len(rc.pending) >= maxOutstanding:
+		rc.mu.Unlock()
+		return fmt.Errorf("softnic: rma to rank %d: %d operations outstanding: %w", rc.rank, maxOutstanding, core.ErrNoResources)
 	}
-	select {
-	case rc.reqs <- rmaReq{op: uint8(kind), o: op}:
-		return nil
-	default:
-		return fmt.Errorf("softnic: rma to rank %d: %d operations outstanding: %w", dst, cap(rc.reqs), core.ErrNoResources)
+	rc.pending = append(rc.pending, r)
+	rc.mu.Unlock()
+	h := rc.hdr[:]
+	h[0], h[1] = r.op, uint8(r.o.Notify)
+	binary.LittleEndian.PutUint64(h[8:], r.o.Remote.Key)
+	binary.LittleEndian.PutUint64(h[16:], r.o.Offset)
+	binary.LittleEndian.PutUint64(h[24:], uint64(len(r.o.Local)))
+	binary.LittleEndian.PutUint64(h[32:], r.o.Cookie)
+	_, err := rc.c.Write(h)
+	if err == nil && r.op == opPut {
+		_, err = rc.c.Write(r.o.Local)
 	}
+	if err != nil {
+		rc.die(err)
+	}
+	return nil
 }
 
 func (d *Device) rmaTo(rank int, p *peer) (*rmaConn, error) {
@@ -187,47 +216,11 @@ func (d *Device) rmaTo(rank int, p *peer) (*rmaConn, error) {
 		c.Close()
 		return nil, fmt.Errorf("softnic: rma connect rank %d: no acknowledgement (%v)", rank, err)
 	}
-	rc := &rmaConn{d: d, rank: rank, c: c, reqs: make(chan rmaReq, 256), done: make(chan struct{})}
+	rc := &rmaConn{d: d, rank: rank, c: c, pending: make([]rmaReq, 0, 16)}
 	p.rma = rc
-	d.wg.Add(2)
-	go rc.writer()
+	d.wg.Add(1)
 	go rc.reader()
 	return rc, nil
-}
-
-func (rc *rmaConn) writer() {
-	defer rc.d.wg.Done()
-	var h [reqBytes]byte
-	for {
-		var r rmaReq
-		select {
-		case r = <-rc.reqs:
-		case <-rc.done:
-			return
-		}
-		rc.mu.Lock()
-		dead := rc.dead.Load()
-		if !dead {
-			rc.pending = append(rc.pending, r)
-		}
-		rc.mu.Unlock()
-		if dead {
-			rc.d.complete(rc.rank, r, fmt.Errorf("softnic: rma to rank %d: %w", rc.rank, core.ErrPeerLost))
-			continue
-		}
-		h[0], h[1] = r.op, uint8(r.o.Notify)
-		binary.LittleEndian.PutUint64(h[8:], r.o.Remote.Key)
-		binary.LittleEndian.PutUint64(h[16:], r.o.Offset)
-		binary.LittleEndian.PutUint64(h[24:], uint64(len(r.o.Local)))
-		binary.LittleEndian.PutUint64(h[32:], r.o.Cookie)
-		_, err := rc.c.Write(h[:])
-		if err == nil && r.op == opPut {
-			_, err = rc.c.Write(r.o.Local)
-		}
-		if err != nil {
-			rc.die(err)
-		}
-	}
 }
 
 func (rc *rmaConn) reader() {
@@ -251,7 +244,9 @@ func (rc *rmaConn) reader() {
 			return
 		}
 		r := rc.pending[0]
-		rc.pending = rc.pending[1:]
+		left := copy(rc.pending, rc.pending[1:])
+		rc.pending[left] = rmaReq{}
+		rc.pending = rc.pending[:left]
 		rc.mu.Unlock()
 		n := binary.LittleEndian.Uint64(h[16:])
 		var err error
@@ -309,7 +304,6 @@ func (rc *rmaConn) die(cause error) {
 
 func (rc *rmaConn) close() {
 	rc.bye.Store(true)
-	close(rc.done)
 	rc.die(core.ErrClosed)
 }
 
