@@ -113,9 +113,9 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 			Dir: p.String("shm_dir"), ListenHost: p.String("listen"), HostID: host,
 			Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
 			Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
-				b, err := boot.Get(ctx, r, key)
+				b, err := lookup(ctx, boot, r, key)
 				if err != nil {
-					return softnic.Addr{}, fmt.Errorf("look up rank %d's %s: %w", r, key, err)
+					return softnic.Addr{}, err
 				}
 				return softnic.DecodeAddr(b)
 			},
@@ -258,4 +258,22 @@ func New(dev Device, cfg Config) (*Module, error) {
 func hostID() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// lookup gets what rank published under key, retrying until the fence
+// that makes it visible has happened or ctx ends.
+func lookup(ctx context.Context, boot core.Bootstrap, rank int, key string) ([]byte, error) {
+	d := 100 * time.Microsecond
+	for {
+		b, err := boot.Get(ctx, rank, key)
+		if err == nil {
+			return b, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("look up rank %d's %s: %w (last: %v)", rank, key, ctx.Err(), err)
+		case <-time.After(d):
+			d = min(2*d, 10*time.Millisecond)
+		}
+	}
 }
