@@ -40,9 +40,9 @@
 package extolldynamic
 
 import (
-	"fmt"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/policies/flowcontrol/internal/mailboxsplit"
 )
 
 // Name is the component name.
@@ -82,22 +82,11 @@ type Policy struct {
 // Setup gives every sender an equal intended quota and puts all of them in
 // the low list, in increasing rank order (§6.3).
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if info.Transport != "extoll" {
-		return core.FlowSetup{}, fmt.Errorf("%s: serves the extoll transport, not %q", Name, info.Transport)
+	quota, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
+	if err != nil {
+		return core.FlowSetup{}, err
 	}
 	k, n := p.CreditSlots, info.Peers
-	if k < 1 {
-		return core.FlowSetup{}, fmt.Errorf("%s: credit_slots = %d, need at least 1 (Equation 2)", Name, k)
-	}
-	if n < 1 {
-		return core.FlowSetup{}, fmt.Errorf("%s: no peers", Name)
-	}
-	data := info.Buffers - k*n
-	if data < k*n {
-		return core.FlowSetup{}, fmt.Errorf("%s: a mailbox of %d slots for %d peers leaves %d data slots for a static region of %d; Equation 2 needs at least %d slots (%d per peer)",
-			Name, info.Buffers, n, max(data, 0), k*n, 2*k*n, 2*k)
-	}
-	quota := data / n
 	if p.MaxQuota > 0 {
 		quota = min(quota, max(p.MaxQuota, k))
 	}
@@ -263,17 +252,8 @@ func abs(x int) int {
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "credit slots per peer, also each sender's static slots (seed 003 §7 uses 2)", Check: atLeast(1)},
-	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap (seed 003 §7.4.1 tried 62)", Check: atLeast(0)},
-}
-
-func atLeast(n int64) func(any) error {
-	return func(v any) error {
-		if v.(int64) < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
+	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "credit slots per peer, also each sender's static slots (seed 003 §7 uses 2)", Check: mailboxsplit.AtLeast(1)},
+	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap (seed 003 §7.4.1 tried 62)", Check: mailboxsplit.AtLeast(0)},
 }
 
 func init() {

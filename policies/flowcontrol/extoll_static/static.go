@@ -28,9 +28,9 @@
 package extollstatic
 
 import (
-	"fmt"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/policies/flowcontrol/internal/mailboxsplit"
 )
 
 // Name is the component name.
@@ -50,22 +50,11 @@ type Policy struct {
 
 // Setup splits the mailbox: quota = (slots - credit_slots*n) div n.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if info.Transport != "extoll" {
-		return core.FlowSetup{}, fmt.Errorf("%s: serves the extoll transport, not %q", Name, info.Transport)
+	quota, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
+	if err != nil {
+		return core.FlowSetup{}, err
 	}
-	k, n := p.CreditSlots, info.Peers
-	if k < 1 {
-		return core.FlowSetup{}, fmt.Errorf("%s: credit_slots = %d, need at least 1 (Equation 2)", Name, k)
-	}
-	if n < 1 {
-		return core.FlowSetup{}, fmt.Errorf("%s: no peers", Name)
-	}
-	data := info.Buffers - k*n
-	if data < k*n {
-		return core.FlowSetup{}, fmt.Errorf("%s: a mailbox of %d slots for %d peers leaves %d data slots for a %d-slot credit region; Equation 2 needs at least %d slots (%d per peer)",
-			Name, info.Buffers, n, max(data, 0), k*n, 2*k*n, 2*k)
-	}
-	quota := data / n
+	k := p.CreditSlots
 	t := p.Threshold
 	if t <= 0 {
 		t = Threshold(quota, k)
@@ -80,17 +69,8 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "slots of each sender's credit region owned by each receiver (seed 003 §5.3: 2 is the best trade-off)", Check: atLeast(1)},
-	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Check: atLeast(0)},
-}
-
-func atLeast(n int64) func(any) error {
-	return func(v any) error {
-		if v.(int64) < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
+	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "slots of each sender's credit region owned by each receiver (seed 003 §5.3: 2 is the best trade-off)", Check: mailboxsplit.AtLeast(1)},
+	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Check: mailboxsplit.AtLeast(0)},
 }
 
 func init() {
