@@ -40,7 +40,6 @@
 package extolldynamic
 
 import (
-
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/policies/flowcontrol/internal/mailboxsplit"
 )

@@ -28,7 +28,6 @@
 package extollstatic
 
 import (
-
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/policies/flowcontrol/internal/mailboxsplit"
 )
