@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/extollexp"
 )
 
@@ -53,6 +54,7 @@ tables next to the paper's trends. Ranks are processes under gobtl run unless
 				}
 				defer os.RemoveAll(dir)
 				o.Run, o.Mode = processRunner(self, dir), "ranks are processes under gobtl run"
+				_, o.SM = core.Lookup(core.KindBTL, "sm")
 			}
 			return extollexp.Experiments(o)
 		},

@@ -26,13 +26,15 @@ type Options struct {
 	Reps  int
 	Quick bool
 	// Only names the experiments to run (pingpong, alltoall, active,
-	// phases, memory, none); empty runs all.
+	// phases, memory, none, sm); empty runs all.
 	Only []string
 	Out  io.Writer
+	// SM says btl/sm can carry intra-node traffic (processes only).
+	SM bool
 }
 
 // Names of the experiments, in order.
-var Names = []string{"memory", "pingpong", "alltoall", "active", "phases", "none"}
+var Names = []string{"memory", "pingpong", "alltoall", "active", "phases", "sm", "none"}
 
 // Experiments runs the experiments and prints their tables next to the
 // paper's trends.
@@ -63,6 +65,8 @@ func Experiments(o Options) error {
 			err = x.active()
 		case "phases":
 			err = x.phases()
+		case "sm":
+			err = x.sm()
 		case "none":
 			err = x.none()
 		}
@@ -341,6 +345,48 @@ func (x *exp) memory() {
 // dynamicPolicyBytes is extoll_dynamic's state per sender: the intended
 // quota copy (int), list links (2×int32) and list id (uint8).
 const dynamicPolicyBytes = 8 + 4 + 4 + 1
+
+// sm is Figure 18: part of every rank's destinations on its own node, over
+// shared memory, using no EXTOLL credits.
+func (x *exp) sm() error {
+	w := x.Out
+	n := x.Ranks
+	fmt.Fprintf(w, "== Alltoall of 2 KiB, %d ranks, node-local peers over btl/sm using no credits (seed 003 §7.2, Fig 18)\n", n)
+	fmt.Fprintln(w, "Paper: with 25% or more of the destinations on the node the dynamic scheme's overhead is lower than")
+	fmt.Fprintln(w, "the static one's (the local peers' quota goes to remote ones); at 12.5% and 6.25% they are similar.")
+	if !x.SM {
+		fmt.Fprintln(w, "skipped: needs btl/sm and ranks that are processes (gobtl run)")
+		return nil
+	}
+	slots := []int{8, 16, 32, 58}
+	if x.Quick {
+		slots = []int{8, 32}
+	}
+	head := fmt.Sprintf("%-26s", "slots/process")
+	for _, s := range slots {
+		head += fmt.Sprintf("%8d", s)
+	}
+	fmt.Fprintln(w, head)
+	sp := Spec{Pattern: "alltoall", Iters: x.iters(20, 6), Warmup: 2}
+	for node := n / 2; node >= 1; node /= 2 {
+		ref, err := x.measure(Stack{Scheme: "none", SlotsPerPeer: Reference().SlotsPerPeer, NodeSize: node}, sp)
+		if err != nil {
+			return err
+		}
+		for _, scheme := range []string{"extoll_static", "extoll_dynamic"} {
+			line := fmt.Sprintf("%5.2f%% local %-9s", 100*float64(node)/float64(n), strings.TrimPrefix(scheme, "extoll_"))
+			for _, s := range slots {
+				o, err := x.measure(Stack{Scheme: scheme, CreditSlots: 2, SlotsPerPeer: s, NodeSize: node}, sp)
+				if err != nil {
+					return err
+				}
+				line += fmt.Sprintf("%8s", fmt.Sprintf("%.0f%%", 100*(o.UsPerIter/ref.UsPerIter-1)))
+			}
+			fmt.Fprintf(w, "%s   overhead (reference %.0f us)\n", line, ref.UsPerIter)
+		}
+	}
+	return nil
+}
 
 // none shows what the hardware does without flow control.
 func (x *exp) none() error {

@@ -27,6 +27,9 @@ type Stack struct {
 	Piggyback    bool   `json:"piggyback"`
 	// StallTimeout bounds a send blocked on a full mailbox (scheme none).
 	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
+	// NodeSize > 0 pretends every NodeSize ranks are a node whose ranks talk
+	// over btl/sm and use no EXTOLL credits (seed 003 §7.2); processes only.
+	NodeSize int `json:"node_size,omitempty"`
 }
 
 // Reference is the paper's baseline: no flow control and a mailbox no
@@ -37,11 +40,23 @@ func (s Stack) String() string {
 	if s.Scheme == "none" {
 		return fmt.Sprintf("none/%d slots", s.SlotsPerPeer)
 	}
+	nodes := ""
+	if s.NodeSize > 0 {
+		nodes = fmt.Sprintf("/nodes of %d", s.NodeSize)
+	}
 	pb := ""
 	if s.Piggyback {
 		pb = "+pb"
 	}
-	return fmt.Sprintf("%s/%d slots/k=%d%s", strings.TrimPrefix(s.Scheme, "extoll_"), s.SlotsPerPeer, s.CreditSlots, pb)
+	return fmt.Sprintf("%s/%d slots/k=%d%s%s", strings.TrimPrefix(s.Scheme, "extoll_"), s.SlotsPerPeer, s.CreditSlots, pb, nodes)
+}
+
+// nodes is the EXTOLL block's lines for simulated nodes, and the sm block.
+func (s Stack) nodes() string {
+	if s.NodeSize <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  node_size      = %d\n  local_peers    = \"exclude\"\n}\n\nbtl \"sm\" \"sm\" {\n", s.NodeSize)
 }
 
 func (s Stack) stall() time.Duration {
@@ -86,9 +101,9 @@ btl "extoll" "x" {
   slots_per_peer = %d
   piggyback      = %v
   stall_timeout  = %q
-}
+%s}
 
-%s`, backoff.Spin, backoff.Yield, backoff.Sleep.String(), backoff.MaxSleep.String(), s.SlotsPerPeer, s.Piggyback, s.stall().String(), pol)
+%s`, backoff.Spin, backoff.Yield, backoff.Sleep.String(), backoff.MaxSleep.String(), s.SlotsPerPeer, s.Piggyback, s.stall().String(), s.nodes(), pol)
 }
 
 // InProcess runs spec on n ranks that are goroutines of this process, each
@@ -96,6 +111,9 @@ btl "extoll" "x" {
 func InProcess(n int, st Stack, spec Spec) (*Outcome, error) { return inProcess(n, st, spec, nil) }
 
 func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core.Metrics)) (*Outcome, error) {
+	if st.NodeSize > 0 {
+		return nil, errors.New("simulated nodes need btl/sm between processes; run under gobtl run")
+	}
 	var mu sync.Mutex
 	addrs := map[int]softnic.Addr{}
 	resolve := func(ctx context.Context, r int) (softnic.Addr, error) {
