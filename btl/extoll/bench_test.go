@@ -48,9 +48,7 @@ func BenchmarkPingPong(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N)/1e3, "us/oneway")
-				for _, c := range comms {
-					c.Close()
-				}
+				closeAll(comms)
 				_ = pml.AnySource
 			})
 		}

@@ -133,12 +133,8 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		m.Close()
 		return nil, fmt.Errorf("extoll: publish address: %w", err)
 	}
-	// Every rank opens the same stack, so every rank reaches this fence;
-	// after it the addresses are visible to Get.
-	if err := boot.Fence(context.Background()); err != nil {
-		m.Close()
-		return nil, fmt.Errorf("extoll: fence after publishing the address: %w", err)
-	}
+	// The job fences after opening its BTLs (the modex); connections are
+	// made at first use, after it.
 	return []core.Module{m}, nil
 }
 

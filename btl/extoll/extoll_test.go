@@ -97,9 +97,19 @@ func ranks(t *testing.T, n, perPeer int, pol policyFor, mod func(*Config)) ([]*p
 			t.Fatal(err)
 		}
 		comms[r] = c
-		t.Cleanup(func() { c.Close() })
 	}
+	t.Cleanup(func() { closeAll(comms) })
 	return comms, mods
+}
+
+// closeAll closes the communicators together: Close finalizes, which is
+// collective.
+func closeAll(comms []*pml.Comm) {
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Go(func() { c.Close() })
+	}
+	wg.Wait()
 }
 
 // parallel runs f for every rank in its own goroutine and fails on the

@@ -68,6 +68,9 @@ func (m *Module) Attrs() core.Attrs { return m.attrs }
 
 // Endpoint implements core.Module.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	if m.closed {
+		return nil, fmt.Errorf("extoll: endpoint: %w", core.ErrClosed)
+	}
 	if rank < 0 || rank >= m.size {
 		return nil, fmt.Errorf("extoll: rank %d of %d: %w", rank, m.size, core.ErrUnreachable)
 	}
@@ -289,6 +292,20 @@ func (m *Module) Close() error {
 	}
 	m.closed = true
 	return m.dev.Close()
+}
+
+// Abort stops the module as if the process had died (for tests of peer
+// loss): its peers find it lost.
+func (m *Module) Abort() {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	if a, ok := m.dev.(interface{ Abort() }); ok {
+		a.Abort()
+	} else {
+		m.dev.Close()
+	}
 }
 
 // Engine exposes the VELO layer (counters, credits) to tests and

@@ -163,9 +163,15 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core
 		comms[r] = c
 	}
 	defer func() {
+		// Close finalizes, which is collective: together. (Ranks close on
+		// their own when they finish; this is for runs that failed.)
+		var wg sync.WaitGroup
 		for _, c := range comms {
-			c.Close()
+			if c != nil {
+				wg.Go(func() { c.Close() })
+			}
 		}
+		wg.Wait()
 	}()
 	if opened != nil {
 		opened(mods, reg)

@@ -34,3 +34,27 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// Packet ping-pong between two devices polled by one goroutine.
+func BenchmarkVELOPingPong(b *testing.B) {
+	for _, tr := range []Transport{SHM, TCP} {
+		b.Run(map[Transport]string{SHM: "shm", TCP: "tcp"}[tr], func(b *testing.B) {
+			devs := job(&testing.T{}, 2, 8, func(c *Config) { c.Transport = tr })
+			p := []nic.Slot{pkt(1, 8)}
+			for range b.N {
+				devs[0].Send(1, p)
+				for devs[1].Poll() == nil {
+				}
+				devs[1].Release()
+				devs[1].Send(0, p)
+				for devs[0].Poll() == nil {
+				}
+				devs[0].Release()
+			}
+			b.StopTimer()
+			for _, d := range devs {
+				d.Close()
+			}
+		})
+	}
+}

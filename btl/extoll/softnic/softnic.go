@@ -383,13 +383,21 @@ func (d *Device) fail(rank int, err error) {
 }
 
 // Close stops the engines, unmaps the mailboxes and removes this process's
-// files.
-func (d *Device) Close() error {
+// files. Peers are told goodbye, so they do not report this rank lost.
+func (d *Device) Close() error { return d.shutdown(true) }
+
+// Abort stops the device as if the process had died: connections drop
+// without a goodbye, and peers report this rank lost.
+func (d *Device) Abort() { d.shutdown(false) }
+
+func (d *Device) shutdown(bye bool) error {
 	if d.closed.Swap(true) {
 		return nil
 	}
 	close(d.done)
-	d.sayBye()
+	if bye {
+		d.sayBye()
+	}
 	for _, ln := range []net.Listener{d.veloLn, d.rmaUnix, d.rmaTCP} {
 		if ln != nil {
 			ln.Close()
@@ -399,7 +407,7 @@ func (d *Device) Close() error {
 	// Network engines stop at once; RMA engines end when their origins,
 	// told goodbye, hang up (or after a grace period).
 	d.accepted.Range(func(k, v any) bool {
-		if c := k.(net.Conn); !v.(*served).rma {
+		if c := k.(net.Conn); !v.(*served).rma || !bye {
 			c.Close()
 		} else {
 			c.SetReadDeadline(time.Now().Add(time.Second))
