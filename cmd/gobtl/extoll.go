@@ -54,7 +54,12 @@ tables next to the paper's trends. Ranks are processes under gobtl run unless
 				}
 				defer os.RemoveAll(dir)
 				o.Run, o.Mode = processRunner(self, dir), "ranks are processes under gobtl run"
-				_, o.SM = core.Lookup(core.KindBTL, "sm")
+				// Simulated nodes need btl/sm to reach only its node's ranks.
+				if sm, ok := core.Lookup(core.KindBTL, "sm"); ok {
+					for _, p := range sm.Params {
+						o.SM = o.SM || p.Name == "node_size"
+					}
+				}
 			}
 			return extollexp.Experiments(o)
 		},

@@ -355,7 +355,9 @@ func (x *exp) sm() error {
 	fmt.Fprintln(w, "Paper: with 25% or more of the destinations on the node the dynamic scheme's overhead is lower than")
 	fmt.Fprintln(w, "the static one's (the local peers' quota goes to remote ones); at 12.5% and 6.25% they are similar.")
 	if !x.SM {
-		fmt.Fprintln(w, "skipped: needs btl/sm and ranks that are processes (gobtl run)")
+		fmt.Fprintln(w, "skipped: needs ranks that are processes (gobtl run) and a btl/sm that can pretend nodes")
+		fmt.Fprintln(w, "(a node_size parameter, as btl/extoll has): on one host sm reaches every rank and, with its")
+		fmt.Fprintln(w, "higher exclusivity, would carry all the traffic, leaving EXTOLL none.")
 		return nil
 	}
 	slots := []int{8, 16, 32, 58}

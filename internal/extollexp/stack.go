@@ -56,7 +56,7 @@ func (s Stack) nodes() string {
 	if s.NodeSize <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("  node_size      = %d\n  local_peers    = \"exclude\"\n}\n\nbtl \"sm\" \"sm\" {\n", s.NodeSize)
+	return fmt.Sprintf("  node_size      = %d\n  local_peers    = \"exclude\"\n}\n\nbtl \"sm\" \"sm\" {\n  node_size = %d\n", s.NodeSize, s.NodeSize)
 }
 
 func (s Stack) stall() time.Duration {
