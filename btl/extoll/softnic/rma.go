@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
@@ -25,6 +26,7 @@ type region struct {
 	buf    []byte
 	key    core.MemKey
 	access core.Access
+	index  int // entry in the shared table, -1 if none
 }
 
 func (r *region) Key() core.MemKey { return r.key }
@@ -68,11 +70,27 @@ func (d *Device) Register(buf []byte, access core.Access) (core.Region, error) {
 	defer d.att.mu.Unlock()
 	for {
 		rand.Read(kb[:])
-		k := binary.LittleEndian.Uint64(kb[:])
+		k := binary.LittleEndian.Uint64(kb[:]) &^ (1<<(keyIndexBits+1) - 1)
 		if k == 0 || d.att.regions[k] != nil {
 			continue
 		}
-		r := &region{buf: buf, access: access, key: core.MemKey{Len: uint64(len(buf)), Key: k, Aux: uint64(d.cfg.Rank)}}
+		r := &region{buf: buf, access: access, index: -1}
+		// Published in the shared table too, when it has room: then peers
+		// on the host can check the key themselves and copy directly.
+		if d.satt != nil {
+			if i := d.satt.free; len(i) > 0 {
+				idx := i[len(i)-1]
+				k |= uint64(idx)<<1 | keyInTable
+				if d.att.regions[k] != nil {
+					continue
+				}
+				r.index = d.satt.publish(k, buf, access)
+			}
+		}
+		r.key = core.MemKey{Len: uint64(len(buf)), Key: k, Aux: uint64(d.cfg.Rank)}
+		if len(buf) > 0 {
+			r.key.Addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
+		}
 		d.att.regions[k] = r
 		return r, nil
 	}
@@ -90,6 +108,9 @@ func (d *Device) Deregister(r core.Region) error {
 		return fmt.Errorf("softnic: deregister: key %#x is not registered", rr.key.Key)
 	}
 	delete(d.att.regions, rr.key.Key)
+	if rr.index >= 0 && d.satt != nil {
+		d.satt.remove(rr.index)
+	}
 	return nil
 }
 
@@ -146,6 +167,11 @@ func (d *Device) issue(dst, kind int, op nic.Op) error {
 	p, err := d.peer(dst)
 	if err != nil {
 		return err
+	}
+	if op.Notify&nic.NotifyTarget == 0 && p.addr.Host == d.addr.Host && d.cfg.Transport != TCP {
+		if err := d.cma(dst, p, kind, op); !errors.Is(err, errNoCMA) {
+			return err
+		}
 	}
 	rc, err := d.rmaTo(dst, p)
 	if err != nil {

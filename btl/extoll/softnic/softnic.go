@@ -20,7 +20,10 @@
 // unix socket (same host) or TCP; the engine checks the key, the bounds and
 // the access rights, moves the data without the target process calling in —
 // as the card's RMA unit does — and raises notifications at the origin and,
-// on request, at the target.
+// on request, at the target. On one host the table is also published in
+// shared memory, and an operation that needs no target notification is
+// checked against it and done by the origin in one cross-memory copy
+// (process_vm_readv/writev; see cma.go).
 package softnic
 
 import (
@@ -73,6 +76,8 @@ type Addr struct {
 	VELO    string `json:"velo"`     // TCP address of the network engine
 	RMAUnix string `json:"rma_unix"` // unix socket of the RMA engine
 	RMATCP  string `json:"rma_tcp"`  // TCP address of the RMA engine
+	ATT     string `json:"att"`      // the address-translation table in shared memory
+	Pid     int    `json:"pid"`      // the process, for cross-memory attach
 	// Extra is for the software above the card (the BTL publishes its
 	// flow-control layout there, which every rank must share).
 	Extra string `json:"extra,omitempty"`
@@ -151,6 +156,9 @@ type Device struct {
 	// blocked counts Sends that found a mailbox full, blockedNS the time
 	// they waited, stalls the waits that hit the stall bound.
 	blocked, blockedNS, stalls *core.Counter
+	// cmaOps counts RMA operations done by cross-memory attach.
+	cmaOps *core.Counter
+	satt   *sharedATT
 }
 
 type peerKind uint8
@@ -170,6 +178,8 @@ type peer struct {
 	conn net.Conn
 	wbuf []byte
 	rma  *rmaConn
+	att  []byte // the peer's shared address-translation table
+	cma  int8   // cross-memory attach to the peer: 0 untried, 1 works, -1 not possible
 	err  error
 }
 
@@ -208,6 +218,7 @@ func Open(cfg Config) (*Device, error) {
 		blocked:   cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked")),
 		blockedNS: cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked_ns")),
 		stalls:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_stalls")),
+		cmaOps:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "rma_cma_ops")),
 	}
 	d.att.init()
 	base := fmt.Sprintf("gobtl-%s-extoll-%s-%d", sanitize(cfg.JobID), sanitize(cfg.Name), cfg.Rank)
@@ -227,12 +238,18 @@ func Open(cfg Config) (*Device, error) {
 		d.Close()
 		return nil, err
 	}
+	if d.satt, err = openSharedATT(filepath.Join(cfg.Dir, base+".att")); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("softnic: address-translation table: %w", err)
+	}
 	d.addr = Addr{
 		Host:    cfg.HostID,
 		Mailbox: d.path,
 		VELO:    d.veloLn.Addr().String(),
 		RMAUnix: d.rmaUnix.Addr().String(),
 		RMATCP:  d.rmaTCP.Addr().String(),
+		ATT:     d.satt.path,
+		Pid:     os.Getpid(),
 	}
 	return d, nil
 }
@@ -425,10 +442,18 @@ func (d *Device) shutdown(bye bool) error {
 	}
 	d.wg.Wait()
 	for i := range d.peers {
-		if p := &d.peers[i]; p.mem != nil {
+		p := &d.peers[i]
+		if p.mem != nil {
 			unmap(p.mem)
 			p.mem = nil
 		}
+		if p.att != nil {
+			unmap(p.att)
+			p.att = nil
+		}
+	}
+	if d.satt != nil {
+		d.satt.close()
 	}
 	if d.mem != nil {
 		unmap(d.mem)

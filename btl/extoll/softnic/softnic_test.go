@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,5 +298,62 @@ func TestClosingPeerSaysGoodbyeAndADeadOneIsReported(t *testing.T) {
 	}
 	if l, ok := devs[0].Lost(); ok {
 		t.Fatalf("also reported %+v", l)
+	}
+}
+
+// On one host an operation that asks no target notification is a single
+// cross-memory copy, checked against the shared address-translation table;
+// a registration that did not fit the table still works, by the socket.
+func TestRMAOnTheHostCopiesDirectly(t *testing.T) {
+	devs := job(t, 2, 4, nil)
+	target := make([]byte, 100000)
+	for i := range target {
+		target[i] = byte(i * 7)
+	}
+	reg, err := devs[1].Register(target, core.AccessRemoteRead|core.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := make([]byte, 5000)
+	if err := devs[0].Get(1, nic.Op{Local: local, Remote: reg.Key(), Offset: 777, Cookie: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitNote(t, devs[0]); n.Err != nil || n.Cookie != 1 {
+		t.Fatalf("get: %+v", n)
+	}
+	if !bytes.Equal(local, target[777:777+5000]) {
+		t.Fatal("get moved the wrong bytes")
+	}
+	copy(local, bytes.Repeat([]byte{0xEE}, len(local)))
+	if err := devs[0].Put(1, nic.Op{Local: local, Remote: reg.Key(), Offset: 95000, Cookie: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if n := waitNote(t, devs[0]); n.Err != nil || n.Cookie != 2 {
+		t.Fatalf("put: %+v", n)
+	}
+	if !bytes.Equal(target[95000:], local) {
+		t.Fatal("put did not land")
+	}
+	if got := devs[0].cmaOps.Load(); got != 2 {
+		t.Fatalf("%d operations by cross-memory attach, want 2 (is ptrace forbidden here?)", got)
+	}
+	// Fill the table: the next registration has no entry and goes by socket.
+	for range attEntries {
+		devs[1].Register(make([]byte, 8), core.AccessRemoteRead)
+	}
+	extra, _ := devs[1].Register([]byte("no room in the table"), core.AccessRemoteRead)
+	if extra.Key().Key&keyInTable != 0 {
+		t.Fatal("a registration beyond the table's size claims an entry")
+	}
+	buf := make([]byte, 20)
+	devs[0].Get(1, nic.Op{Local: buf, Remote: extra.Key(), Cookie: 3})
+	if n := waitNote(t, devs[0]); n.Err != nil || string(buf) != "no room in the table" {
+		t.Fatalf("get of a registration outside the table: %+v %q", n, buf)
+	}
+	// A stale key is refused by the table check.
+	devs[1].Deregister(reg)
+	devs[0].Get(1, nic.Op{Local: local, Remote: reg.Key(), Cookie: 4})
+	if n := waitNote(t, devs[0]); n.Err == nil || !strings.Contains(n.Err.Error(), "unknown key") {
+		t.Fatalf("get on a deregistered key: %v", n.Err)
 	}
 }
