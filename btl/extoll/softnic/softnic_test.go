@@ -334,8 +334,11 @@ func TestRMAOnTheHostCopiesDirectly(t *testing.T) {
 	if !bytes.Equal(target[95000:], local) {
 		t.Fatal("put did not land")
 	}
-	if got := devs[0].cmaOps.Load(); got != 2 {
-		t.Fatalf("%d operations by cross-memory attach, want 2 (is ptrace forbidden here?)", got)
+	switch got := devs[0].cmaOps.Load(); {
+	case got == 0 && devs[0].peers[1].cma < 0:
+		t.Skip("cross-memory attach is not permitted on this host; the socket engine did the work")
+	case got != 2:
+		t.Fatalf("%d operations by cross-memory attach, want 2", got)
 	}
 	// Fill the table: the next registration has no entry and goes by socket.
 	for range attEntries {
