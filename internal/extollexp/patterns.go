@@ -22,22 +22,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
 
-// Comm is what the patterns need of a communicator.
-type Comm interface {
-	Rank() int
-	Size() int
-	Isend(buf []byte, dest, tag int) (*pml.Request, error)
-	Irecv(buf []byte, source, tag int) (*pml.Request, error)
-	Send(buf []byte, dest, tag int) error
-	Recv(buf []byte, source, tag int) (pml.Status, error)
-	Waitall(rs []*pml.Request) error
-	Barrier() error
-	Metrics() *core.Metrics
-}
+// Comm is what the patterns need of a communicator: the benchmark suite's.
+type Comm = bench.Comm
 
 // Spec says which pattern to run.
 type Spec struct {
