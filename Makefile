@@ -23,6 +23,7 @@ test: build plugins lint rdmacore
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
 	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
+	$(GO) test -race ./btl/extoll/...
 	$(GO) test -race ./btl/ib/...
 	$(MAKE) fuzz-smoke
 
@@ -38,6 +39,7 @@ rdmacore:
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
+	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 5s ./btl/extoll/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
@@ -62,6 +64,13 @@ run: build plugins
 
 clean:
 	rm -rf $(BIN)
+
+# EXTOLL flow-control experiments (seed 003 §5.3, §7): tables next to the
+# paper's trends. EXTOLL_EXP="--quick" for a short run.
+.PHONY: experiments experiments-extoll
+experiments: experiments-extoll
+experiments-extoll: build
+	$(BIN)/gobtl extoll experiments $(EXTOLL_EXP)
 
 # InfiniBand experiments (issue 4), tables next to the papers' numbers:
 # receive-buffer utilization per-peer vs B-SRQ (seed 002 §4), overlap of

@@ -5,10 +5,14 @@ package gobtl
 // database/sql driver pattern. Add a blank import here when a component
 // lands.
 import (
+	_ "github.com/gobtl/gobtl/btl/extoll"
 	_ "github.com/gobtl/gobtl/btl/ib"
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/btl/sm"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/none"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
