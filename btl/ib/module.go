@@ -159,6 +159,9 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *m
 	}
 	m.key = "btl.ib." + m.id
 	m.log = env.Log.With().Str("component", "ib").Str("module", m.id).Logger()
+	if env.FlowControl != nil && path == 0 {
+		m.log.Info().Msg("the flow-control policy is not applied by the ib BTL yet: per-peer queues run static credits, shared queues the RNR NAK")
+	}
 	m.initMetrics()
 	if m.pattr, err = h.dev.QueryPort(c.port); err != nil {
 		return nil, fmt.Errorf("ib %s: %w", m.id, err)
