@@ -70,7 +70,7 @@ clean:
 .PHONY: experiments experiments-extoll
 experiments: experiments-extoll
 experiments-extoll: build
-	$(BIN)/gobtl extoll experiments $(EXTOLL_EXP)
+	$(BIN)/gobtl experiment extoll $(EXTOLL_EXP)
 
 # InfiniBand experiments (issue 4), tables next to the papers' numbers:
 # receive-buffer utilization per-peer vs B-SRQ (seed 002 §4), overlap of
