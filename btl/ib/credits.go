@@ -28,18 +28,23 @@ import (
 //     waits in the backlog (below). The receiver reposts a buffer as soon
 //     as its frame is handled and owes the sender a credit for it; owed
 //     credits ride back in the header of every frame going the other way
-//     (piggybacking), and when min(threshold, posted) of them are owed and
+//     (piggybacking), and when min(threshold, target) of them are owed and
 //     nothing has carried them by the next Progress — the PML sends what
 //     waited right after a Progress, and the application what it has to
 //     say after the Progress that completed its receive — an explicit
-//     credit frame goes out. Explicit credit frames are optimistic: they
-//     bypass the credit check — the hardware's infinite RNR retry
-//     guarantees them a buffer eventually, so two sides out of credits
-//     cannot deadlock — but still spend a credit, so that the books
-//     balance and no credit is ever granted for a buffer that is not
-//     posted. While out of credits, small messages may go by rendezvous
-//     (core.Credited): the START waits instead of the data, and the
-//     handshake brings credits back.
+//     credit frame goes out. Explicit credit frames are optimistic (§4.2:
+//     "not subject to user-level flow control"): they neither wait for nor
+//     spend a credit, and the receiver reposts the buffer one took without
+//     owing anything for it. If one finds no buffer posted, the RNR NAK and
+//     infinite retry hold it until one is; so two sides out of credits
+//     cannot deadlock, and a credit frame never calls for another (were
+//     they counted, a credit frame would make a credit due, whose frame
+//     would make one due back, forever, once the threshold is down to one
+//     buffer). The price is the paper's: a credit frame may take the buffer
+//     a credited frame was counting on, which then waits on an RNR NAK
+//     until the credit frame's buffer is reposted. While out of credits,
+//     small messages may go by rendezvous (core.Credited): the START waits
+//     instead of the data, and the handshake brings credits back.
 //   - User-level dynamic (§4.3): as static, but a peer starts with few
 //     buffers and a frame that waited for a credit carries core.FlagBacklog.
 //     The receiver reports each one to the policy (core.FlowBacklogged),
@@ -136,9 +141,8 @@ func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
 // directions.
 type credits struct {
 	// Sender side: frames this side may still send into the peer's
-	// buffers (negative only after explicit credit frames, which are
-	// outside flow control), and whether and since when a frame has been
-	// refused for lack of one.
+	// buffers, and whether and since when a frame has been refused for
+	// lack of one.
 	avail     int
 	held      bool
 	heldSince time.Duration
@@ -155,11 +159,14 @@ func (c *credits) spend() { c.avail-- }
 func (c *credits) grant(n int) { c.avail += n }
 
 // due reports whether an explicit credit frame should go: threshold
-// credits are owed, or all the peer's buffers are (then the peer has none
-// left and may be waiting: with a threshold above the posted count,
-// waiting for the threshold would deadlock).
+// credits are owed, or as many as the peer is meant to have (then it may
+// have none left and be waiting: with a threshold above the posted count,
+// waiting for the threshold would deadlock). While a peer shrinks, its
+// target is below what is posted, and the credits owed go back at once:
+// the buffers it gives up come out of the credits it holds, not out of
+// those it waits for.
 func (c *credits) due(threshold int) bool {
-	return c.owed > 0 && c.owed >= min(threshold, c.posted)
+	return c.owed > 0 && c.owed >= min(threshold, c.target)
 }
 
 // take returns the owed credits for a header, at most what the 16-bit
@@ -226,29 +233,41 @@ func (e *endpoint) released(qi int) core.Flag {
 // ---- receiver side ----
 
 // reclaim handles a per-peer buffer whose frame has been handled: it is
-// reposted and its credit owed, or retired when the policy wants fewer
-// buffers for the peer than it has.
-func (m *module) reclaim(e *endpoint, b *recvBuf, idx int) {
+// reposted and, if the frame spent a credit, the credit is owed; or it is
+// retired when the policy wants fewer buffers for the peer than it has.
+func (m *module) reclaim(e *endpoint, b *recvBuf, idx int, credited bool) {
 	c := &e.cred[b.queue]
-	if c.posted > c.target {
+	if c.posted > c.target && credited {
 		c.posted--
 		m.retire(b, idx)
 		e.st.posted.Add(-1)
 		return
 	}
 	m.repost(b, idx, e)
-	if !m.fc.credits || e.state == epFailed {
+	if !m.fc.credits || !credited || e.state == epFailed {
 		return
 	}
-	c.owed++
-	m.checkDue(e, int(b.queue))
+	m.owe(e, int(b.queue), 1)
 }
 
-// checkDue puts e on the list of peers owed an explicit credit frame,
-// to go at the next Progress if nothing carries the credits before.
-func (m *module) checkDue(e *endpoint, qi int) {
-	if e.cred[qi].due(m.queues[qi].threshold) && !e.creditIn {
-		e.creditIn, e.dueGen = true, m.gen
+// owe records n credits owed to e on per-peer queue qi.
+func (m *module) owe(e *endpoint, qi, n int) {
+	c := &e.cred[qi]
+	was := c.due(m.queues[qi].threshold)
+	c.owed += n
+	m.checkDue(e, qi, was)
+}
+
+// checkDue puts e on the list of peers owed an explicit credit frame when
+// its credits on queue qi became due (they were not, was), to go at the
+// next Progress if nothing carries them before.
+func (m *module) checkDue(e *endpoint, qi int, was bool) {
+	if was || !e.cred[qi].due(m.queues[qi].threshold) {
+		return
+	}
+	e.dueGen = m.gen
+	if !e.creditIn {
+		e.creditIn = true
 		m.creditDue = append(m.creditDue, e)
 	}
 }
@@ -286,9 +305,6 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 		}
 		c.posted++
 		e.st.posted.Add(1)
-		if owe && m.fc.credits {
-			c.owed++
-		}
 	}
 	if c.posted > c.maxPosted {
 		c.maxPosted = c.posted
@@ -297,7 +313,7 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 		}
 	}
 	if owe && m.fc.credits {
-		m.checkDue(e, qi)
+		m.owe(e, qi, n)
 	}
 	return nil
 }
@@ -340,12 +356,15 @@ func (m *module) applyFlow(ds []core.FlowDecision) {
 					m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(v), At: m.clock.Now()})
 				}
 				c := &e.cred[i]
+				was := c.due(q.threshold)
 				c.target = v
 				if v > c.posted {
 					if err := m.grow(e, i, v-c.posted, true); err != nil {
 						m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
 						c.target = c.posted
 					}
+				} else {
+					m.checkDue(e, i, was)
 				}
 			}
 		case core.FlowSetThreshold:

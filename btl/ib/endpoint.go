@@ -198,7 +198,7 @@ func (e *endpoint) post(b *sendBuf) {
 	qi := b.queue
 	h := b.h
 	if m.fc.credits {
-		if !m.queues[qi].shared {
+		if !m.queues[qi].shared && h.Type != core.TypeCredit {
 			e.cred[qi].spend()
 			if b.flags&core.SendNoFlowControl == 0 {
 				h.Flags |= e.released(int(qi))

@@ -485,7 +485,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if e.state == epFailed {
 		return
 	}
-	m.reclaim(e, b, idx)
+	m.reclaim(e, b, idx, h.Type != core.TypeCredit)
 }
 
 func (m *module) repost(b *recvBuf, idx int, e *endpoint) {
