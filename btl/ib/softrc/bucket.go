@@ -7,9 +7,20 @@ import "math"
 // holds at most burst of them, so that over any interval T at most
 // rate·T + burst bytes leave the port. Times are nanoseconds on the
 // device's monotonic clock. A zero rate means unlimited.
+//
+// The state (tokens, last refill) is the port's own, or, for a port that
+// names a shared link, lives in shared memory so that the ports of several
+// processes share one link rate (link_shared.go).
 type bucket struct {
-	rate   float64 // bytes per nanosecond
-	burst  float64
+	rate  float64 // bytes per nanosecond
+	burst float64
+	st    *bucketState
+	link  *sharedLink // nil: the state is private to the port
+}
+
+// bucketState is what a bucket remembers between calls. Its layout is
+// fixed: a shared link keeps it in a file mapped by every process on it.
+type bucketState struct {
 	tokens float64
 	last   int64
 }
@@ -23,16 +34,30 @@ func newBucket(rate float64, now int64) *bucket {
 	if rate <= 0 {
 		return nil
 	}
-	b := &bucket{rate: rate / 1e9, last: now}
-	b.burst = math.Max(64<<10, rate*1e-3)
-	b.tokens = b.burst
+	b := &bucket{rate: rate / 1e9, burst: burstOf(rate), st: &bucketState{last: now}}
+	b.st.tokens = b.burst
 	return b
 }
 
+func burstOf(rate float64) float64 { return math.Max(64<<10, rate*1e-3) }
+
+func (b *bucket) lock(now int64) int64 {
+	if b.link == nil {
+		return now
+	}
+	return b.link.lock(now)
+}
+
+func (b *bucket) unlock() {
+	if b.link != nil {
+		b.link.unlock()
+	}
+}
+
 func (b *bucket) refill(now int64) {
-	if now > b.last {
-		b.tokens = math.Min(b.burst, b.tokens+float64(now-b.last)*b.rate)
-		b.last = now
+	if now > b.st.last {
+		b.st.tokens = math.Min(b.burst, b.st.tokens+float64(now-b.st.last)*b.rate)
+		b.st.last = now
 	}
 }
 
@@ -43,20 +68,26 @@ func (b *bucket) allow(now int64, want int) int {
 	if b == nil {
 		return want
 	}
+	now = b.lock(now)
+	defer b.unlock()
 	b.refill(now)
-	if b.tokens < math.Min(float64(want), b.burst/2) {
+	if b.st.tokens < math.Min(float64(want), b.burst/2) {
 		return 0
 	}
-	if float64(want) > b.tokens {
-		return int(b.tokens)
+	if float64(want) > b.st.tokens {
+		return int(b.st.tokens)
 	}
 	return want
 }
 
-// take consumes n tokens after n bytes left.
+// take consumes n tokens after n bytes left. On a shared link another
+// process may have taken tokens since allow: the bucket goes into debt,
+// which the next allow waits out.
 func (b *bucket) take(n int) {
 	if b != nil {
-		b.tokens -= float64(n)
+		b.lock(0)
+		b.st.tokens -= float64(n)
+		b.unlock()
 	}
 }
 
@@ -65,10 +96,20 @@ func (b *bucket) readyAt(now int64, need int) int64 {
 	if b == nil {
 		return now
 	}
-	b.refill(now)
+	shared := b.lock(now)
+	defer b.unlock()
+	b.refill(shared)
 	want := math.Min(float64(need), b.burst/2)
-	if b.tokens >= want {
+	if b.st.tokens >= want {
 		return now
 	}
-	return now + int64(math.Ceil((want-b.tokens)/b.rate))
+	return now + int64(math.Ceil((want-b.st.tokens)/b.rate))
+}
+
+// close detaches from a shared link.
+func (b *bucket) close() {
+	if b != nil && b.link != nil {
+		b.link.close()
+		b.link = nil
+	}
 }

@@ -267,6 +267,7 @@ func (d *Device) shutdown() {
 	}
 	for _, p := range d.ports {
 		p.stopListening()
+		p.bucket.close()
 	}
 	unix.Close(d.epfd)
 	unix.Close(d.evfd)
