@@ -153,6 +153,11 @@ func (p *Policy) Setup(info core.SchedInfo) (core.SchedSetup, error) {
 	}
 	w := make([]float64, n)
 	switch {
+	case n == 1:
+		// One subchannel (this rank itself through btl self, a local peer
+		// through shared memory): nothing to weigh, whatever the static
+		// weights say about the rails to remote peers.
+		w[0] = 1
 	case p.weights != nil && len(p.weights) != n:
 		return core.SchedSetup{}, fmt.Errorf("sched: %d weights for the %d subchannels to rank %d", len(p.weights), n, info.Peer)
 	case p.weights != nil:

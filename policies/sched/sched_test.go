@@ -240,3 +240,24 @@ func TestAdaptiveMeasuresTheBytesTheStripeCarried(t *testing.T) {
 		t.Fatalf("two equal rails, weights %v, want 50:50 (alpha 1)", w)
 	}
 }
+
+// Static weights are for the peers reached over that many rails; a peer
+// reached by one subchannel (this rank through btl self, a local peer
+// through shared memory) needs none, and a stack with weights must still
+// open.
+func TestStaticWeightsLeaveOneSubchannelPeersAlone(t *testing.T) {
+	pol := policy(t, "weighted_striping", map[string]string{"weights": "4,1"})
+	s, err := pol.Setup(rails(20e9))
+	if err != nil {
+		t.Fatalf("a one-subchannel peer with weights [4, 1]: %v", err)
+	}
+	if len(s.Weights) != 1 || s.Weights[0] != 100 {
+		t.Fatalf("weights %v, want [100]", s.Weights)
+	}
+	if s, err = pol.Setup(rails(1e9, 250e6)); err != nil || s.Weights[0] != 80 || s.Weights[1] != 20 {
+		t.Fatalf("two rails: weights %v, %v; want 80:20", s.Weights, err)
+	}
+	if _, err := pol.Setup(rails(1, 1, 1)); err == nil {
+		t.Fatal("three subchannels took two weights")
+	}
+}
