@@ -65,7 +65,7 @@ func Params(name string) []core.Param {
 		{Name: "stripe_threshold", Type: core.ParamSize, Default: "64KiB", Check: positiveSize,
 			Doc: "RDMA data at least this large is striped; smaller goes whole on one subchannel"},
 		{Name: "min_stripe", Type: core.ParamSize, Default: "16KiB", Check: positiveSize,
-			Doc: "no stripe smaller than this; subchannels whose share would be smaller are left out"},
+			Doc: "no stripe smaller than this: a smaller share is raised to it; a message too short for every subchannel to get one leaves out the smallest weights"},
 		{Name: "window", Type: core.ParamInt, Default: "8", Check: positiveInt,
 			Doc: "W of window_round_robin: messages on one subchannel before moving on"},
 		{Name: "weights", Type: core.ParamStrings,
