@@ -191,6 +191,7 @@ type engine struct {
 	closed       bool
 	msgSeq       uint64
 	policyNext   time.Duration
+	schedOut     [2 * maxSubchannels]core.SchedDecision
 
 	m metrics
 }

@@ -275,3 +275,26 @@ type fakeRDMA struct{}
 
 func (fakeRDMA) Put(*core.RDMAOp) error { return nil }
 func (fakeRDMA) Get(*core.RDMAOp) error { return nil }
+
+// The eager hot path allocates nothing over several rails with a
+// scheduling policy either (its periodic poll once put a decision buffer
+// on the heap on every progress).
+func TestEagerZeroAllocsOverRailsWithAPolicy(t *testing.T) {
+	w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{}, func(_ int, o *Options) {
+		o.Scheduler = schedPolicy(t, "adaptive_striping", nil)
+	})
+	a, b := w.comms[0], w.comms[1]
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	step := func() {
+		r, _ := b.Irecv(rbuf, 0, 1)
+		s, _ := a.Isend(sbuf, 1, 1)
+		a.Wait(s)
+		b.Wait(r)
+	}
+	for i := 0; i < 100; i++ {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("eager send+receive over two rails with adaptive striping allocates %.1f times", n)
+	}
+}

@@ -293,7 +293,6 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 func (e *engine) pollScheduler() {
 	now := e.opts.Clock.Now()
 	due := now >= e.policyNext
-	var out [2 * maxSubchannels]core.SchedDecision
 	for _, p := range e.peers {
 		s := &p.sched
 		if len(s.events) == 0 && !due {
@@ -302,7 +301,9 @@ func (e *engine) pollScheduler() {
 		if len(s.events) < 64 && !due && !s.lastSeen() {
 			continue
 		}
-		dec := e.opts.Scheduler.Observe(s.events, out[:0])
+		// The decisions go to a buffer of the engine: a local array passed
+		// to the interface would escape, an allocation on every progress.
+		dec := e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
 		s.events = s.events[:0]
 		e.applySched(dec)
 	}
