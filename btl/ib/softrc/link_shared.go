@@ -139,7 +139,7 @@ func tryAttach(name, path string, rate float64) (*sharedLink, bool, error) {
 		// Nobody else is attached: whatever the file holds is from a
 		// run that is over.
 		st := (*bucketState)(unsafe.Pointer(&mem[offState]))
-		st.tokens, st.last = burstOf(rate), monotonic()
+		st.tokens, st.last, st.waiting = idleCredit, monotonic(), 0
 		*(*uint64)(unsafe.Pointer(&mem[offRate])) = math.Float64bits(rate)
 		atomic.StoreUint32(l.word(offLock), 0)
 		atomic.StoreUint32(l.word(offMagic), linkMagic)
