@@ -121,16 +121,19 @@ func TestStripingUsesEverySubchannel(t *testing.T) {
 	}
 }
 
+// The plumbing from the completion filter to the policy and back: rail 1
+// completes every operation 10 ms late, so its measured stripe times are
+// longer however loaded the machine is, and adaptive striping must move
+// weight to rail 0. (How fast Eq. 4 converges is tested, deterministically,
+// in policies/sched.)
 func TestAdaptiveStripingLearnsUnequalRails(t *testing.T) {
-	// Rail 1 completes every operation 2 ms late: adaptive striping must
-	// move most of the weight to rail 0.
 	w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{}, func(_ int, o *Options) {
 		o.Scheduler = schedPolicy(t, "adaptive_striping", map[string]string{"alpha": "0.5"})
 	})
-	w.f.Delay(1, 0, 1, 2*time.Millisecond, true)
+	w.f.Delay(1, 0, 1, 10*time.Millisecond, true)
 	w.run(t, func(c *Comm) error {
 		buf := make([]byte, 1<<20)
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 8; i++ {
 			if c.Rank() == 0 {
 				if err := c.Send(buf, 1, 0); err != nil {
 					return err
@@ -142,7 +145,7 @@ func TestAdaptiveStripingLearnsUnequalRails(t *testing.T) {
 		return nil
 	})
 	ws := w.comms[1].Weights(0) // the receiver reads, so it learns
-	if ws[0] < 4*ws[1] {
+	if ws[0] <= 1.5*ws[1] {
 		t.Fatalf("weights %v: the slow rail keeps too much", ws)
 	}
 }
