@@ -67,12 +67,12 @@ type startOptions struct {
 	log          zerolog.Logger
 }
 
-// hosts lists the plugin sets this host speaks, by protocol version. A
+// hostPluginSets lists the plugin sets this host speaks, by protocol version. A
 // future protocol 2 is added here, beside 1, for as long as plugins built
 // against the older SDK are to keep working.
 func hostPluginSets() map[int]plugin.PluginSet {
 	set := plugin.PluginSet{
-		wire.ServicePlugin: &wire.GRPCPlugin{NewClient: func(cc *grpc.ClientConn) any { return pb.NewPluginClient(cc) }},
+		wire.ServicePlugin:           &wire.GRPCPlugin{NewClient: func(cc *grpc.ClientConn) any { return pb.NewPluginClient(cc) }},
 		string(core.KindFlowControl): &wire.GRPCPlugin{NewClient: func(cc *grpc.ClientConn) any { return pb.NewFlowControlClient(cc) }},
 		string(core.KindRecvBuf):     &wire.GRPCPlugin{NewClient: func(cc *grpc.ClientConn) any { return pb.NewRecvBuffersClient(cc) }},
 		string(core.KindSched):       &wire.GRPCPlugin{NewClient: func(cc *grpc.ClientConn) any { return pb.NewSchedulerClient(cc) }},
