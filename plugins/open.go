@@ -121,6 +121,25 @@ func (p *Policy) Err() error {
 	}
 }
 
+// Sync waits until the plugin has answered every event handed to Observe
+// so far; the next Observe returns the decisions. It is for tests and
+// tools (the conformance suite), never for the data path. A built-in
+// answers synchronously: Sync returns at once.
+func (p *Policy) Sync(ctx context.Context) error {
+	if s, ok := p.impl.(interface{ sync(context.Context) error }); ok {
+		return s.sync(ctx)
+	}
+	return nil
+}
+
+// Pid is the plugin's process id; 0 for a built-in.
+func (p *Policy) Pid() int {
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.pid()
+}
+
 // Close stops the plugin process, if any, and removes its socket.
 // Observe after Close proposes nothing. Close is idempotent.
 func (p *Policy) Close() error {

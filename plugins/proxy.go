@@ -376,3 +376,31 @@ func (p *proxy[E, D]) wait() { p.wg.Wait() }
 
 // errClosed is what a closed policy's Setup returns.
 var errClosed = errors.New("policy closed")
+
+// sync waits until the plugin has answered every event queued so far, or
+// the plugin failed, or ctx ends.
+func (p *proxy[E, D]) sync(ctx context.Context) error {
+	p.mu.Lock()
+	target := p.lastSeq
+	if len(p.pend) > 0 {
+		target++ // the pending events go out as the next batch
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	for p.ackedSeq.Load() < target {
+		select {
+		case <-p.failed:
+			return p.err
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for answers: %w", p.what, ctx.Err())
+		case <-time.After(100 * time.Microsecond):
+		}
+		if p.state.Load() == stateClosed {
+			return fmt.Errorf("%s: %w", p.what, errClosed)
+		}
+	}
+	return nil
+}

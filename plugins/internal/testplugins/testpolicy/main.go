@@ -20,6 +20,7 @@ var params = []core.Param{
 		Doc: "echo: one decision per event carrying its value; good: a well-behaved policy; bad: invalid decisions; " +
 			"hang, crash, panic: misbehave after `after` batches; refuse: refuse every Setup; silent: never decide"},
 	{Name: "after", Type: core.ParamInt, Default: "0", Doc: "batches answered before hang, crash or panic"},
+	{Name: "before", Type: core.ParamString, Default: "echo", Enum: []string{"echo", "good"}, Doc: "how hang, crash and panic answer until they trip"},
 	{Name: "step", Type: core.ParamInt, Default: "1", Doc: "must be positive (tests the plugin-side Check)",
 		Check: func(v any) error {
 			if v.(int64) <= 0 {
@@ -31,6 +32,7 @@ var params = []core.Param{
 
 type base struct {
 	mode    string
+	answer  string // how Observe answers: echo, good, bad or silent
 	after   int
 	batches int
 }
@@ -53,7 +55,12 @@ func (b *base) trip() {
 
 func newBase(p core.Params) base {
 	sdk.Logger().Info("testpolicy configured", "mode", p.String("mode"), "after", p.Int("after"))
-	return base{mode: p.String("mode"), after: p.Int("after")}
+	b := base{mode: p.String("mode"), answer: p.String("mode"), after: p.Int("after")}
+	switch b.mode {
+	case "hang", "crash", "panic":
+		b.answer = p.String("before")
+	}
+	return b
 }
 
 var errRefused = errors.New("testpolicy refuses this setup")
@@ -79,8 +86,8 @@ func (f *flow) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.Flow
 		f.trip()
 	}
 	for _, e := range es {
-		switch f.mode {
-		case "echo", "hang", "crash", "panic":
+		switch f.answer {
+		case "echo":
 			out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: e.Value})
 		case "good":
 			if e.Kind == core.FlowBacklogged {
@@ -115,8 +122,8 @@ func (r *recv) Observe(es []core.RecvEvent, out []core.RecvDecision) []core.Recv
 		r.trip()
 	}
 	for _, e := range es {
-		switch r.mode {
-		case "echo", "hang", "crash", "panic":
+		switch r.answer {
+		case "echo":
 			out = append(out, core.RecvDecision{Kind: core.RecvGrow, Queue: e.Queue, Value: e.Value})
 		case "good":
 			if e.Kind == core.RecvLimit || e.Kind == core.RecvExhausted {
@@ -156,8 +163,8 @@ func (s *sched) Observe(es []core.SchedEvent, out []core.SchedDecision) []core.S
 		s.trip()
 	}
 	for _, e := range es {
-		switch s.mode {
-		case "echo", "hang", "crash", "panic":
+		switch s.answer {
+		case "echo":
 			out = append(out, core.SchedDecision{Kind: core.SchedSetWeight, Peer: e.Peer, Sub: e.Sub, Weight: float64(e.Bytes)})
 		case "good":
 			if e.Last && e.Time > 0 {
