@@ -11,8 +11,13 @@ all: build plugins
 build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
 
+# Every plugins/<name>/main.go serves a built-in policy as a plugin; the
+# example third-party plugin is a module of its own, built on its own.
+PLUGIN_MAINS := $(patsubst %/main.go,./%,$(wildcard plugins/*/main.go))
 plugins:
-	@true
+	@mkdir -p $(BIN)/plugins
+	$(if $(PLUGIN_MAINS),$(GO) build -o $(BIN)/plugins/ $(PLUGIN_MAINS))
+	cd examples/plugins/aimd && $(GO) build -o $(CURDIR)/$(BIN)/plugins/aimd .
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -21,6 +26,8 @@ lint:
 test: build plugins lint
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
+	$(GO) test -race ./plugins/
+	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 
 fuzz-smoke:

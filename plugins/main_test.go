@@ -37,14 +37,21 @@ func TestMain(m *testing.M) {
 
 // goBuild builds main packages into dir, named after their directories.
 func goBuild(dir string, pkgs ...string) error {
+	return goBuildIn("", dir+string(filepath.Separator), pkgs...)
+}
+
+// goBuildIn runs go build -o out pkgs in directory wd (its own module, if
+// it has a go.mod).
+func goBuildIn(wd, out string, pkgs ...string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	cmd := exec.Command(gobin, append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
-	out, err := cmd.CombinedOutput()
+	cmd := exec.Command(gobin, append([]string{"build", "-o", out}, pkgs...)...)
+	cmd.Dir = wd
+	outb, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+		return fmt.Errorf("go build %s (in %q): %v\n%s", strings.Join(pkgs, " "), wd, err, outb)
 	}
 	return nil
 }

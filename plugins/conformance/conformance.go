@@ -362,7 +362,7 @@ func crashAndRestart(h *harness, setup func(p *plugins.Policy) error, feed func(
 			crash.Err = fmt.Errorf("unexpected failure: %v", failure(p))
 			return
 		}
-		crash.Detail = fmt.Sprintf("SIGKILL noticed after %v; the built-in fallback took over", noticed.Round(time.Microsecond))
+		crash.Detail = fmt.Sprintf("SIGKILL noticed after %v; Observe answered throughout, then from the fallback", noticed.Round(time.Microsecond))
 	}()
 	out = append(out, crash)
 
