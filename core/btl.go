@@ -181,8 +181,10 @@ type Region interface {
 // The memory must stay reachable and unmoved until Deregister; Go's heap
 // does not move objects, and the module keeps a reference.
 type Registrar interface {
-	Register(buf []byte, access Access) (Region, error)
-	Deregister(r Region) error
+	// RegisterMem registers buf for the given access.
+	RegisterMem(buf []byte, access Access) (Region, error)
+	// DeregisterMem releases a registration.
+	DeregisterMem(r Region) error
 }
 
 // Completer is told when a Put or Get finishes.
@@ -236,9 +238,11 @@ type Notifier interface {
 }
 
 // Credited is implemented by endpoints whose module runs user-level credit
-// flow control, so the PML can choose rendezvous when credits are out
-// (seed 000 §4.2).
+// flow control, so that the PML can send a small message by rendezvous
+// while the peer is out of credits (seed 000 §4.2): the START waits in the
+// backlog instead of the data, and the handshake brings credits back.
 type Credited interface {
-	// Credits is how many frames may be sent now without waiting.
-	Credits() int
+	// PreferRendezvous reports that an eager frame would wait for credits
+	// now and the flow-control policy asks for rendezvous in that case.
+	PreferRendezvous() bool
 }

@@ -59,8 +59,6 @@ const (
 	// TypeFrag carries one fragment of a message by the send-based
 	// copy-in/copy-out pipeline.
 	TypeFrag
-	// TypeAbort tells the peer that a rendezvous it started failed here.
-	TypeAbort
 	typePMLEnd
 )
 
@@ -89,8 +87,6 @@ func (t FrameType) String() string {
 		return "RNDV_FIN"
 	case TypeFrag:
 		return "FRAG"
-	case TypeAbort:
-		return "ABORT"
 	case TypeCredit:
 		return "CREDIT"
 	}

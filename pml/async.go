@@ -1,0 +1,98 @@
+package pml
+
+import "sync"
+
+// asyncProgress is the event-driven progress of rdma_read_async (seed 004
+// §4.3). A goroutine sleeps until a module with a core.Notifier signals a
+// solicited event — a RNDV_START, or the completion of a read — and then
+// drains every module under the engine lock until nothing is left, so
+// back-to-back events cost one wake-up (interrupt suppression). It re-arms
+// the notifiers only while receives are pending or reads are in flight
+// (dynamic interrupt requests): with nothing pending, progress is polled
+// by the application's own calls, as without events.
+type asyncProgress struct {
+	e       *engine
+	wake    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	armed   bool
+	wakeups int64
+}
+
+func startAsync(e *engine) *asyncProgress {
+	a := &asyncProgress{e: e, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	for _, m := range e.mods {
+		if m.notifier == nil {
+			continue
+		}
+		a.wg.Add(1)
+		go a.forward(m.notifier.Notify())
+	}
+	a.wg.Add(1)
+	go a.loop()
+	return a
+}
+
+// forward turns one module's notifications into a wake-up of the loop.
+func (a *asyncProgress) forward(ch <-chan struct{}) {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-ch:
+			select {
+			case a.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (a *asyncProgress) loop() {
+	defer a.wg.Done()
+	e := a.e
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-a.wake:
+		}
+		e.mu.Lock()
+		a.armed = false // the notification consumed the request
+		a.wakeups++
+		for e.progress() > 0 {
+		}
+		a.arm()
+		e.mu.Unlock()
+	}
+}
+
+// arm requests notifications if work is pending (engine lock held).
+func (a *asyncProgress) arm() {
+	e := a.e
+	if a.armed || (e.pendingRecvs == 0 && e.pendingWork == 0 && !e.readsInFlight()) {
+		return
+	}
+	for _, m := range e.mods {
+		if m.notifier != nil {
+			m.notifier.Arm()
+		}
+	}
+	a.armed = true
+}
+
+func (a *asyncProgress) close() {
+	close(a.stop)
+	a.wg.Wait()
+}
+
+// readsInFlight reports whether any subchannel has reads outstanding.
+func (e *engine) readsInFlight() bool {
+	for _, r := range e.reqs {
+		if !r.done && r.kind == reqRecv && r.stripes > 0 {
+			return true
+		}
+	}
+	return false
+}

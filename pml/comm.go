@@ -1,0 +1,369 @@
+package pml
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// Comm is a communicator: every rank of the job, and a context that
+// isolates its messages from those of other communicators. Its methods are
+// safe for concurrent use; they serialise on one engine lock, uncontended
+// unless the rdma_read_async progress thread is draining.
+type Comm struct {
+	e     *engine
+	ctx   uint32 // point-to-point context; ctx+1 carries collectives
+	owner bool   // closes the modules
+	coll  collState
+}
+
+// ErrInvalid reports a bad argument (rank out of range, negative tag).
+var ErrInvalid = errors.New("invalid argument")
+
+// Rank is this process's rank.
+func (c *Comm) Rank() int { return c.e.rank }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.e.size }
+
+// Metrics returns the registry the engine and its modules count into.
+func (c *Comm) Metrics() *core.Metrics { return c.e.opts.Metrics }
+
+func (c *Comm) checkRank(r int, wild bool) error {
+	if r >= 0 && r < c.e.size || wild && r == AnySource {
+		return nil
+	}
+	return fmt.Errorf("pml: rank %d outside a job of %d: %w", r, c.e.size, ErrInvalid)
+}
+
+func checkTag(t int, wild bool) error {
+	if t >= 0 && t <= 1<<31-1 || wild && t == AnyTag {
+		return nil
+	}
+	return fmt.Errorf("pml: tag %d: tags are 0..2^31-1: %w", t, ErrInvalid)
+}
+
+// Isend starts sending buf to dest with tag. buf must not change until the
+// request completes.
+func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend(c.ctx, buf, dest, tag)
+}
+
+func (c *Comm) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
+	if err := c.checkRank(dest, false); err != nil {
+		return nil, err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return nil, err
+	}
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
+	}
+	p := e.peers[dest]
+	if len(p.subs) == 0 {
+		return nil, fmt.Errorf("pml: no module reaches rank %d: %w", dest, core.ErrUnreachable)
+	}
+	r := e.newRequest(reqSend)
+	r.ctx, r.peer, r.tag, r.buf = ctx, dest, tag, buf
+	r.status = Status{Source: e.rank, Tag: tag, Count: len(buf)}
+	if p.lost != nil {
+		e.complete(r, p.lost)
+		return r, nil
+	}
+	s := p.pickSmall()
+	if len(buf) <= s.eager && (s.credited == nil || !s.credited.PreferRendezvous()) {
+		h := core.Header{Type: core.TypeEager, Context: ctx, Tag: int32(tag), PSN: p.psn}
+		p.psn++
+		e.m.eagerSends.Inc()
+		e.m.bytesSent.Add(int64(len(buf)))
+		e.sendFrame(p, s, h, nil, buf, 0, r)
+		return r, nil
+	}
+	e.startRndv(r, p, s)
+	return r, nil
+}
+
+// Irecv starts receiving into buf a message from source (or AnySource)
+// with tag (or AnyTag).
+func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
+	return c.irecv(c.ctx, buf, source, tag)
+}
+
+func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) {
+	if err := c.checkRank(source, true); err != nil {
+		return nil, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return nil, err
+	}
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
+	}
+	r := e.newRequest(reqRecv)
+	r.ctx, r.peer, r.tag, r.buf = ctx, source, tag, buf
+	r.src = -1
+	e.pendingRecvs++
+	cx := e.context(ctx)
+	if u := cx.matchUnexpected(source, tag); u != nil {
+		cx.unexpected.remove(u)
+		e.recvUnexpected(r, u)
+		return r, nil
+	}
+	if source != AnySource && e.peers[source].lost != nil {
+		e.complete(r, e.peers[source].lost)
+		return r, nil
+	}
+	cx.posted.push(r)
+	r.posted = true
+	if e.async != nil {
+		e.async.arm()
+	}
+	return r, nil
+}
+
+// Send sends buf to dest and returns when buf may be reused.
+func (c *Comm) Send(buf []byte, dest, tag int) error {
+	r, err := c.Isend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = c.Wait(r)
+	return err
+}
+
+// Recv receives a message into buf.
+func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
+	r, err := c.Irecv(buf, source, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	return c.Wait(r)
+}
+
+// Progress polls every module once and returns how many events it handled.
+func (c *Comm) Progress() int {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.e.progress()
+}
+
+// Wait blocks until r completes, then releases it.
+func (c *Comm) Wait(r *Request) (Status, error) {
+	e := c.e
+	if r == nil || r.e != e {
+		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid)
+	}
+	var b backoff
+	b.cfg = e.opts.Backoff
+	b.reset()
+	for {
+		e.mu.Lock()
+		if r.released {
+			e.mu.Unlock()
+			return Status{}, fmt.Errorf("pml: wait on a released request: %w", ErrInvalid)
+		}
+		n := 0
+		if !r.done {
+			n = e.progress()
+		}
+		if r.done {
+			st := r.status
+			e.release(r)
+			e.mu.Unlock()
+			return st, st.Err
+		}
+		e.mu.Unlock()
+		if n > 0 {
+			b.reset()
+		}
+		b.wait()
+	}
+}
+
+// Test makes progress once and reports whether r has completed; if so it
+// releases r and returns its status.
+func (c *Comm) Test(r *Request) (bool, Status, error) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r == nil || r.e != e || r.released {
+		return false, Status{}, fmt.Errorf("pml: test on a released, foreign or nil request: %w", ErrInvalid)
+	}
+	if !r.done {
+		e.progress()
+	}
+	if !r.done {
+		return false, Status{}, nil
+	}
+	st := r.status
+	e.release(r)
+	return true, st, st.Err
+}
+
+// Waitall waits for every request, setting each entry to nil. It returns
+// the first error of any request.
+func (c *Comm) Waitall(rs []*Request) error {
+	var first error
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if _, err := c.Wait(r); err != nil && first == nil {
+			first = err
+		}
+		rs[i] = nil
+	}
+	return first
+}
+
+// Waitany waits until one of the non-nil requests completes, releases it,
+// sets its entry to nil and returns its index. With no non-nil request it
+// returns -1.
+func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
+	e := c.e
+	var b backoff
+	b.cfg = e.opts.Backoff
+	b.reset()
+	for {
+		e.mu.Lock()
+		n := e.progress()
+		live := false
+		for i, r := range rs {
+			if r == nil {
+				continue
+			}
+			if r.e != e || r.released {
+				e.mu.Unlock()
+				return i, Status{}, fmt.Errorf("pml: waitany on a released or foreign request: %w", ErrInvalid)
+			}
+			live = true
+			if r.done {
+				st := r.status
+				e.release(r)
+				rs[i] = nil
+				e.mu.Unlock()
+				return i, st, st.Err
+			}
+		}
+		e.mu.Unlock()
+		if !live {
+			return -1, Status{}, nil
+		}
+		if n > 0 {
+			b.reset()
+		}
+		b.wait()
+	}
+}
+
+// Iprobe reports whether a message from source with tag can be received,
+// without receiving it. Count is the message's full length.
+func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
+	if err := c.checkRank(source, true); err != nil {
+		return false, Status{}, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return false, Status{}, err
+	}
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.progress()
+	if u := e.context(c.ctx).matchUnexpected(source, tag); u != nil {
+		return true, Status{Source: u.src, Tag: u.tag, Count: u.total}, nil
+	}
+	if source != AnySource && e.peers[source].lost != nil {
+		return false, Status{}, e.peers[source].lost
+	}
+	return false, Status{}, nil
+}
+
+// Probe blocks until a message from source with tag can be received.
+func (c *Comm) Probe(source, tag int) (Status, error) {
+	var b backoff
+	b.cfg = c.e.opts.Backoff
+	b.reset()
+	for {
+		ok, st, err := c.Iprobe(source, tag)
+		if ok || err != nil {
+			return st, err
+		}
+		b.wait()
+	}
+}
+
+// Cancel cancels a posted receive that has not matched yet; it then
+// completes with core.ErrCanceled. Canceling a matched or completed
+// receive does nothing; sends cannot be canceled.
+func (c *Comm) Cancel(r *Request) error {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r == nil || r.e != e || r.released {
+		return fmt.Errorf("pml: cancel of a released, foreign or nil request: %w", ErrInvalid)
+	}
+	if r.kind == reqSend {
+		return fmt.Errorf("pml: cancel of a send: %w", core.ErrNotSupported)
+	}
+	if r.posted {
+		e.context(r.ctx).posted.remove(r)
+		r.posted = false
+		e.complete(r, fmt.Errorf("pml: receive from %d tag %d: %w", r.peer, r.tag, core.ErrCanceled))
+	}
+	return nil
+}
+
+// Dup returns a communicator over the same ranks with its own context, so
+// its messages never match those of c. Like MPI_Comm_dup it is collective:
+// every rank must call Dup in the same order.
+func (c *Comm) Dup() (*Comm, error) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, fmt.Errorf("pml: dup: %w", core.ErrClosed)
+	}
+	if e.nextCtx >= maxContexts-1 {
+		return nil, fmt.Errorf("pml: dup: all %d contexts used: %w", maxContexts/2, core.ErrNoResources)
+	}
+	ctx := e.nextCtx
+	e.nextCtx += 2
+	e.context(ctx)
+	e.context(ctx + 1)
+	return &Comm{e: e, ctx: ctx}, nil
+}
+
+// Close releases the communicator. Closing the communicator New returned
+// also stops the progress thread and closes the modules; its duplicates
+// become unusable.
+func (c *Comm) Close() error {
+	if !c.owner {
+		return nil
+	}
+	e := c.e
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	a := e.async
+	e.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
+	var errs []error
+	for _, m := range e.mods {
+		if err := m.m.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("pml: close %s: %w", m.attrs.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,406 @@
+package pml
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// Options configure the protocol engine. The zero value is usable.
+type Options struct {
+	// Protocol for messages above the eager limit; default ProtoRead. The
+	// engine falls back to ProtoPipeline for a message when no subchannel to
+	// the peer has the RDMA capability the protocol needs.
+	Protocol Protocol
+	// EagerLimit caps every module's eager limit; 0 keeps the modules'.
+	EagerLimit int
+	// RndvEagerLimit caps the bytes sent inline with a rendezvous start:
+	// 0 keeps the modules' values, a negative value sends none inline.
+	RndvEagerLimit int
+	// AllRails uses every module that reaches a peer; by default only those
+	// of the highest exclusivity are used (shared memory, not the network,
+	// for a local peer), as in Open MPI.
+	AllRails bool
+	// MaxReads caps outstanding RDMA reads per endpoint (the token bucket
+	// of seed 004 §4.2); 0 keeps the modules' MaxReads.
+	MaxReads int
+	// Backoff shapes how a waiting caller polls.
+	Backoff Backoff
+	// Scheduler is the multirail scheduling policy; nil means round robin
+	// for small messages and even striping for large ones.
+	Scheduler core.Scheduler
+	// LocalRank and LocalRanks place this process among the ranks on its
+	// host (for per-process binding).
+	LocalRank, LocalRanks int
+	Clock                 core.Clock
+	Log                   zerolog.Logger
+	Metrics               *core.Metrics
+}
+
+// Backoff is the waiting policy of blocking calls: Spin polls in a tight
+// loop, then Yield polls each followed by runtime.Gosched, then sleeps
+// starting at Sleep and doubling up to MaxSleep. Any progress starts over.
+// Oversubscribed ranks (more ranks than cores) need the sleeps so that
+// they don't starve each other.
+type Backoff struct {
+	Spin, Yield     int
+	Sleep, MaxSleep time.Duration
+}
+
+// DefaultBackoff is used for zero fields of Options.Backoff.
+var DefaultBackoff = Backoff{Spin: 2000, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: 500 * time.Microsecond}
+
+type backoff struct {
+	cfg   Backoff
+	n     int
+	sleep time.Duration
+}
+
+func (b *backoff) reset() { b.n, b.sleep = 0, b.cfg.Sleep }
+
+func (b *backoff) wait() {
+	b.n++
+	switch {
+	case b.n <= b.cfg.Spin:
+	case b.n <= b.cfg.Spin+b.cfg.Yield:
+		runtime.Gosched()
+	default:
+		time.Sleep(b.sleep)
+		if b.sleep *= 2; b.sleep > b.cfg.MaxSleep {
+			b.sleep = b.cfg.MaxSleep
+		}
+	}
+}
+
+// module is a BTL module as the engine sees it.
+type module struct {
+	m        core.Module
+	attrs    core.Attrs
+	reg      core.Registrar
+	notifier core.Notifier
+}
+
+// sub is one subchannel of a virtual channel: one module's endpoint to the
+// peer (seed 001 §4.2). Several may share a module's port (the LMC case)
+// or come from different ports and devices; once connected they are all
+// the same.
+type sub struct {
+	idx      int
+	mod      *module
+	ep       core.Endpoint
+	rdma     core.RDMA
+	credited core.Credited
+	eager    int // effective eager limit
+	inline   int // effective rendezvous inline limit
+	maxRDMA  int64
+
+	out        frameQueue  // frames that met ErrNoResources, in order
+	readTokens int         // RDMA reads that may still be issued
+	readQ      stripeQueue // reads waiting for a token (FIFO)
+	rdmaQ      stripeQueue // puts and gets that met ErrNoResources
+}
+
+// peer is the virtual channel to one rank: its subchannels, the PSN it
+// stamps on matchable frames, the ESN it expects and the out-of-order queue
+// (seed 001 §5.2).
+type peer struct {
+	rank  int
+	subs  []*sub
+	psn   uint32
+	esn   uint32
+	ooo   []*oooFrame // sorted by PSN
+	lost  error
+	sched schedState
+}
+
+type oooFrame struct {
+	h    core.Header
+	data []byte
+}
+
+// engine is the state shared by a communicator and its duplicates.
+type engine struct {
+	mu   sync.Mutex
+	rank int
+	size int
+	opts Options
+	log  zerolog.Logger
+
+	mods  []*module
+	peers []*peer
+	ctxs  []*context
+	// nextCtx is the next context id Dup hands out; every rank duplicates
+	// in the same order (Dup is collective), so ids agree without talking.
+	nextCtx uint32
+
+	reqs       []*Request
+	freeReqs   []*Request
+	freeUnexp  []*unexpected
+	freeFrames []*outFrame
+	freeStrips []*stripe
+	bufs       bufPool
+	scratch    [1024]byte
+
+	pendingWork  int // frames, stripes and pumps waiting on resources
+	pumps        *Request
+	pendingRecvs int
+	async        *asyncProgress
+	closed       bool
+	msgSeq       uint64
+	policyNext   time.Duration
+
+	m metrics
+}
+
+type metrics struct {
+	eagerSends, rndvSends, pipelineSends *core.Counter
+	bytesSent, bytesRecv                 *core.Counter
+	unexpected, ooo, badFrames, stripes  *core.Counter
+	retries, peersLost, truncated        *core.Counter
+	policyDropped                        *core.Counter
+}
+
+func newMetrics(m *core.Metrics) metrics {
+	c := func(n string) *core.Counter { return m.Counter("pml." + n) }
+	return metrics{
+		eagerSends: c("eager_sends"), rndvSends: c("rndv_sends"), pipelineSends: c("pipeline_sends"),
+		bytesSent: c("bytes_sent"), bytesRecv: c("bytes_recv"),
+		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
+		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
+		policyDropped: c("policy_decisions_dropped"),
+	}
+}
+
+// New builds a communicator over modules for this rank of a job of size
+// ranks. Every module's endpoint to every rank is looked up now; the
+// transports connect on first use.
+func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
+	if rank < 0 || rank >= size {
+		return nil, fmt.Errorf("pml: rank %d outside a job of %d", rank, size)
+	}
+	if opts.Protocol == 0 {
+		opts.Protocol = ProtoRead
+	}
+	if opts.Protocol >= protoEnd {
+		return nil, fmt.Errorf("pml: unknown protocol %d", opts.Protocol)
+	}
+	b := &opts.Backoff
+	if *b == (Backoff{}) {
+		*b = DefaultBackoff
+	}
+	if b.Sleep <= 0 {
+		b.Sleep = DefaultBackoff.Sleep
+	}
+	if b.MaxSleep < b.Sleep {
+		b.MaxSleep = b.Sleep
+	}
+	if opts.Clock == nil {
+		opts.Clock = core.SystemClock
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = core.NewMetrics()
+	}
+	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log.With().Str("component", "pml").Logger(), nextCtx: 2}
+	e.m = newMetrics(opts.Metrics)
+	for _, m := range modules {
+		mod := &module{m: m, attrs: m.Attrs()}
+		mod.reg, _ = m.(core.Registrar)
+		mod.notifier, _ = m.(core.Notifier)
+		e.mods = append(e.mods, mod)
+		if err := e.register(mod); err != nil {
+			return nil, err
+		}
+	}
+	e.peers = make([]*peer, size)
+	for r := 0; r < size; r++ {
+		p, err := e.newPeer(r)
+		if err != nil {
+			return nil, err
+		}
+		e.peers[r] = p
+	}
+	if opts.Protocol == ProtoReadAsync {
+		e.async = startAsync(e)
+	}
+	return &Comm{e: e, ctx: 0, owner: true}, nil
+}
+
+func (e *engine) register(mod *module) error {
+	m := mod.m
+	for _, reg := range []struct {
+		t core.FrameType
+		h core.Handler
+	}{
+		{core.TypeEager, e.onMatchable},
+		{core.TypeRndvStart, e.onMatchable},
+		{core.TypeRndvReply, e.onReply},
+		{core.TypeRndvFin, e.onFin},
+		{core.TypeFrag, e.onFrag},
+	} {
+		if err := m.Register(reg.t, reg.h); err != nil {
+			return fmt.Errorf("pml: module %s: %w", mod.attrs.Name, err)
+		}
+	}
+	m.OnPeerLost(func(rank int, err error) { e.subLost(mod, rank, err) })
+	return nil
+}
+
+// newPeer builds the virtual channel to rank from every module that
+// reaches it, keeping only the highest exclusivity unless AllRails.
+func (e *engine) newPeer(rank int) (*peer, error) {
+	p := &peer{rank: rank}
+	best := -1 << 31
+	for _, mod := range e.mods {
+		ep, err := mod.m.Endpoint(rank)
+		if err != nil {
+			if errors.Is(err, core.ErrUnreachable) {
+				continue
+			}
+			return nil, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
+		}
+		if !e.opts.AllRails && mod.attrs.Exclusivity < best {
+			continue
+		}
+		if !e.opts.AllRails && mod.attrs.Exclusivity > best {
+			best = mod.attrs.Exclusivity
+			p.subs = p.subs[:0]
+		}
+		if len(p.subs) == maxSubchannels {
+			return nil, fmt.Errorf("pml: rank %d: more than %d subchannels", rank, maxSubchannels)
+		}
+		p.subs = append(p.subs, e.newSub(len(p.subs), mod, ep))
+	}
+	for i, s := range p.subs {
+		s.idx = i
+	}
+	if len(p.subs) > 0 {
+		if err := p.sched.setup(e, p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
+	a := mod.attrs
+	s := &sub{idx: idx, mod: mod, ep: ep, eager: a.EagerLimit, inline: a.RndvEagerLimit, maxRDMA: a.MaxRDMA}
+	if a.Caps&(core.CapPut|core.CapGet) != 0 {
+		s.rdma, _ = ep.(core.RDMA)
+	}
+	s.credited, _ = ep.(core.Credited)
+	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
+		s.eager = l
+	}
+	if l := e.opts.RndvEagerLimit; l < 0 {
+		s.inline = 0
+	} else if l > 0 && l < s.inline {
+		s.inline = l
+	}
+	if s.inline > a.MaxSendSize-startFixed-maxSubchannels*keyEntry {
+		s.inline = max(0, a.MaxSendSize-startFixed-maxSubchannels*keyEntry)
+	}
+	s.readTokens = a.MaxReads
+	if m := e.opts.MaxReads; m > 0 && (s.readTokens == 0 || m < s.readTokens) {
+		s.readTokens = m
+	}
+	if s.readTokens == 0 {
+		s.readTokens = 1 << 30
+	}
+	return s
+}
+
+// progress polls every module once and retries work that waited for
+// resources (lock held). It returns how many events it handled.
+func (e *engine) progress() int {
+	n := 0
+	for _, m := range e.mods {
+		n += m.m.Progress()
+	}
+	if e.pendingWork > 0 {
+		n += e.retry()
+	}
+	if e.opts.Scheduler != nil {
+		e.pollScheduler()
+	}
+	return n
+}
+
+// subLost fails the virtual channel to rank when one of its subchannels
+// fails: a frame in flight on the dead subchannel may be lost, and with it
+// a PSN the receiver would wait for forever, so the channel cannot be
+// trusted any more (seed 001 leaves fail-over to future work).
+func (e *engine) subLost(mod *module, rank int, err error) {
+	if rank < 0 || rank >= e.size {
+		return
+	}
+	e.failPeer(e.peers[rank], fmt.Errorf("pml: subchannel %s to rank %d: %w", mod.attrs.Name, rank, err))
+}
+
+// failPeer completes every request that involves p with an error wrapping
+// core.ErrPeerLost, including receives from AnySource that were pending (as
+// ULFM does), so that nothing waits forever on a dead peer.
+func (e *engine) failPeer(p *peer, err error) {
+	if p.lost != nil {
+		return
+	}
+	if !errors.Is(err, core.ErrPeerLost) {
+		err = fmt.Errorf("%w: %w", core.ErrPeerLost, err)
+	}
+	p.lost = err
+	e.m.peersLost.Inc()
+	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
+	for _, s := range p.subs {
+		for f := s.out.head; f != nil; {
+			next := f.next
+			e.dropFrame(f)
+			f = next
+		}
+		s.out = frameQueue{}
+		for st := s.readQ.pop(); st != nil; st = s.readQ.pop() {
+			e.stripeDone(st, err)
+		}
+		for st := s.rdmaQ.pop(); st != nil; st = s.rdmaQ.pop() {
+			e.stripeDone(st, err)
+		}
+	}
+	for _, o := range p.ooo {
+		e.bufs.put(o.data)
+	}
+	p.ooo = nil
+	for _, r := range e.reqs {
+		if r.done || r.gen == 0 {
+			continue
+		}
+		switch {
+		case r.kind == reqSend && r.peer == p.rank,
+			r.kind == reqRecv && r.posted && (r.peer == p.rank || r.peer == AnySource),
+			r.kind == reqRecv && !r.posted && r.src == p.rank:
+			e.failRequest(r, err)
+		}
+	}
+}
+
+// failRequest completes r with err and unhooks it from queues.
+func (e *engine) failRequest(r *Request, err error) {
+	if r.posted {
+		e.context(r.ctx).posted.remove(r)
+		r.posted = false
+	}
+	e.complete(r, err)
+}
+
+// badFrame handles a PML payload that failed validation: counted, logged,
+// and the connection it came on is failed. It never reaches a receive.
+func (e *engine) badFrame(src int32, err error) {
+	e.m.badFrames.Inc()
+	e.log.Error().Int32("peer", src).Err(err).Msg("bad frame")
+	if src >= 0 && int(src) < e.size {
+		e.failPeer(e.peers[src], err)
+	}
+}

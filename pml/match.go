@@ -1,0 +1,152 @@
+package pml
+
+import (
+	"github.com/gobtl/gobtl/core"
+)
+
+// maxContexts bounds context ids; a frame naming a larger one is bad.
+const maxContexts = 1 << 16
+
+// context is one communication context: its posted receives and its
+// unexpected messages, both in order. Matching walks them front to back, so
+// the first posted receive that matches takes the first message that
+// matches it — MPI's non-overtaking rule, given that messages reach
+// matching in PSN order per peer.
+type context struct {
+	posted     reqList
+	unexpected unexpList
+}
+
+// unexpected is a message that arrived before a receive matched it: a
+// whole eager message (copied), or a rendezvous start (copied).
+type unexpected struct {
+	src   int
+	tag   int
+	kind  core.FrameType
+	total int    // message length
+	data  []byte // the eager payload or the START payload, copied
+	hdr   core.Header
+	next  *unexpected
+	prev  *unexpected
+}
+
+type unexpList struct{ head, tail *unexpected }
+
+func (l *unexpList) push(u *unexpected) {
+	u.next, u.prev = nil, l.tail
+	if l.tail != nil {
+		l.tail.next = u
+	} else {
+		l.head = u
+	}
+	l.tail = u
+}
+
+func (l *unexpList) remove(u *unexpected) {
+	if u.prev != nil {
+		u.prev.next = u.next
+	} else {
+		l.head = u.next
+	}
+	if u.next != nil {
+		u.next.prev = u.prev
+	} else {
+		l.tail = u.prev
+	}
+	u.next, u.prev = nil, nil
+}
+
+func matches(wantSrc, wantTag, src, tag int) bool {
+	return (wantSrc == AnySource || wantSrc == src) && (wantTag == AnyTag || wantTag == tag)
+}
+
+// context returns context id, creating it on first use: a peer may send on
+// a duplicated communicator before this rank has duplicated it.
+func (e *engine) context(id uint32) *context {
+	if int(id) < len(e.ctxs) {
+		if c := e.ctxs[id]; c != nil {
+			return c
+		}
+	}
+	if id >= maxContexts {
+		return nil
+	}
+	for uint32(len(e.ctxs)) <= id {
+		e.ctxs = append(e.ctxs, nil)
+	}
+	c := &context{}
+	e.ctxs[id] = c
+	return c
+}
+
+func (c *context) matchPosted(src, tag int) *Request {
+	for r := c.posted.head; r != nil; r = r.next {
+		if matches(r.peer, r.tag, src, tag) {
+			return r
+		}
+	}
+	return nil
+}
+
+func (c *context) matchUnexpected(src, tag int) *unexpected {
+	for u := c.unexpected.head; u != nil; u = u.next {
+		if matches(src, tag, u.src, u.tag) {
+			return u
+		}
+	}
+	return nil
+}
+
+// newUnexpected copies a frame into an unexpected entry (lock held).
+func (e *engine) newUnexpected(h *core.Header, payload []byte) *unexpected {
+	var u *unexpected
+	if n := len(e.freeUnexp); n > 0 {
+		u = e.freeUnexp[n-1]
+		e.freeUnexp = e.freeUnexp[:n-1]
+	} else {
+		u = &unexpected{}
+	}
+	u.src, u.tag, u.kind, u.hdr = int(h.Src), int(h.Tag), h.Type, *h
+	u.data = e.bufs.get(len(payload))
+	copy(u.data, payload)
+	return u
+}
+
+func (e *engine) freeUnexpected(u *unexpected) {
+	e.bufs.put(u.data)
+	u.data = nil
+	e.freeUnexp = append(e.freeUnexp, u)
+}
+
+// bufPool recycles byte slices by power-of-two size class so that
+// unexpected and out-of-order frames cost no allocation in steady state.
+type bufPool struct{ classes [40][][]byte }
+
+func sizeClass(n int) int {
+	c := 0
+	for (1 << c) < n {
+		c++
+	}
+	return c
+}
+
+func (p *bufPool) get(n int) []byte {
+	c := sizeClass(n)
+	if l := len(p.classes[c]); l > 0 {
+		b := p.classes[c][l-1]
+		p.classes[c] = p.classes[c][:l-1]
+		return b[:n]
+	}
+	return make([]byte, n, 1<<c)
+}
+
+func (p *bufPool) put(b []byte) {
+	if b == nil {
+		return
+	}
+	c := sizeClass(cap(b))
+	if 1<<c != cap(b) || len(p.classes[c]) >= 64 {
+		return
+	}
+	p.classes[c] = append(p.classes[c], b[:0])
+}

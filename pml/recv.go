@@ -1,0 +1,131 @@
+package pml
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// seqBefore reports whether PSN a comes before b in serial-number order, so
+// that the 32-bit sequence may wrap.
+func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
+
+// onMatchable receives EAGER and RNDV_START frames. They carry the virtual
+// channel's PSN and reach matching strictly in PSN order: a frame that is
+// early waits in the out-of-order queue (seed 001 §5.2), so messages never
+// overtake each other even when they travel different subchannels or one
+// goes eager and the next by rendezvous.
+func (e *engine) onMatchable(h *core.Header, payload []byte) {
+	p := e.peers[h.Src]
+	if p.lost != nil {
+		return
+	}
+	if h.PSN != p.esn {
+		if seqBefore(h.PSN, p.esn) {
+			e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), fmt.Sprintf("already delivered (expecting %d)", p.esn)))
+			return
+		}
+		e.stashOOO(p, h, payload)
+		return
+	}
+	e.deliver(h, payload)
+	p.esn++
+	for len(p.ooo) > 0 && p.ooo[0].h.PSN == p.esn && p.lost == nil {
+		f := p.ooo[0]
+		copy(p.ooo, p.ooo[1:])
+		p.ooo[len(p.ooo)-1] = nil
+		p.ooo = p.ooo[:len(p.ooo)-1]
+		e.deliver(&f.h, f.data)
+		p.esn++
+		e.bufs.put(f.data)
+	}
+}
+
+func (e *engine) stashOOO(p *peer, h *core.Header, payload []byte) {
+	e.m.ooo.Inc()
+	f := &oooFrame{h: *h, data: e.bufs.get(len(payload))}
+	copy(f.data, payload)
+	i := len(p.ooo)
+	for i > 0 && seqBefore(h.PSN, p.ooo[i-1].h.PSN) {
+		i--
+	}
+	if i > 0 && p.ooo[i-1].h.PSN == h.PSN {
+		e.bufs.put(f.data)
+		e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), "duplicate sequence number"))
+		return
+	}
+	p.ooo = append(p.ooo, nil)
+	copy(p.ooo[i+1:], p.ooo[i:])
+	p.ooo[i] = f
+}
+
+// deliver matches an in-order EAGER or START against the posted receives
+// of its context, or keeps it as unexpected.
+func (e *engine) deliver(h *core.Header, payload []byte) {
+	c := e.context(h.Context)
+	if c == nil {
+		e.badFrame(h.Src, badFrame(h.Src, "context", uint64(h.Context), "context id out of range"))
+		return
+	}
+	var st startMsg
+	if h.Type == core.TypeRndvStart {
+		if err := st.decode(h.Src, payload); err != nil {
+			e.badFrame(h.Src, err)
+			return
+		}
+	}
+	r := c.matchPosted(int(h.Src), int(h.Tag))
+	if r == nil {
+		e.m.unexpected.Inc()
+		u := e.newUnexpected(h, payload)
+		u.total = len(payload)
+		if h.Type == core.TypeRndvStart {
+			u.total = int(st.total)
+		}
+		c.unexpected.push(u)
+		return
+	}
+	c.posted.remove(r)
+	r.posted = false
+	if h.Type == core.TypeEager {
+		e.recvEager(r, h, payload)
+	} else {
+		e.recvStart(r, h, &st)
+	}
+}
+
+// matchedStatus fills in source and tag once a receive has matched.
+func (r *Request) matched(h *core.Header, total int) {
+	r.src = int(h.Src)
+	r.total = total
+	r.accept = min(total, len(r.buf))
+	r.status.Source, r.status.Tag = int(h.Src), int(h.Tag)
+}
+
+func (e *engine) truncErr(r *Request) error {
+	if r.accept == r.total {
+		return nil
+	}
+	e.m.truncated.Inc()
+	return fmt.Errorf("pml: %d-byte message from rank %d tag %d into a %d-byte buffer: %w", r.total, r.src, r.status.Tag, len(r.buf), core.ErrTruncated)
+}
+
+func (e *engine) recvEager(r *Request, h *core.Header, payload []byte) {
+	r.matched(h, len(payload))
+	copy(r.buf[:r.accept], payload)
+	r.status.Count = r.accept
+	e.m.bytesRecv.Add(int64(r.accept))
+	e.complete(r, e.truncErr(r))
+}
+
+// recvUnexpected completes a new receive from an unexpected message.
+func (e *engine) recvUnexpected(r *Request, u *unexpected) {
+	if u.kind == core.TypeEager {
+		e.recvEager(r, &u.hdr, u.data)
+	} else {
+		var st startMsg
+		_ = st.decode(u.hdr.Src, u.data) // checked on arrival
+		e.recvStart(r, &u.hdr, &st)
+	}
+	e.freeUnexpected(u)
+}

@@ -1,0 +1,450 @@
+package pml
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// Rendezvous protocols (seed 004 §3–4). The sender picks the protocol; the
+// message may carry its first bytes inline in RNDV_START.
+//
+//	rdma_write: START → REPLY(receiver keys) → RDMA write → FIN per subchannel
+//	rdma_read:  START(sender keys) → receiver RDMA read → FIN after the read completes
+//	pipeline:   START → REPLY(ack) → FRAG ... (copy-in/copy-out, no RDMA)
+//
+// rdma_read_async is rdma_read with the START and the read completions
+// solicited, so an armed receiver's event thread makes progress while the
+// application computes (async.go).
+
+// rdmaCaps is what a protocol needs of a subchannel.
+func (p Protocol) rdmaCaps() core.Caps {
+	switch p {
+	case ProtoRead, ProtoReadAsync:
+		return core.CapGet
+	case ProtoWrite:
+		return core.CapPut
+	}
+	return 0
+}
+
+// region returns r.buf registered with s's module, registering it once per
+// module (several subchannels may share one).
+func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error) {
+	reg := s.mod.reg
+	if reg == nil {
+		return nil, nil
+	}
+	free := -1
+	for i := range r.regMods {
+		if r.regMods[i] == reg {
+			return r.regs[i], nil
+		}
+		if r.regMods[i] == nil && free < 0 {
+			free = i
+		}
+	}
+	rg, err := reg.RegisterMem(r.buf, acc)
+	if err != nil {
+		return nil, fmt.Errorf("pml: register %d bytes with %s: %w", len(r.buf), s.mod.attrs.Name, err)
+	}
+	r.regs[free], r.regMods[free] = rg, reg
+	return rg, nil
+}
+
+// keysFor registers r.buf on every subchannel of p that can do want and
+// returns their keys.
+func (e *engine) keysFor(r *Request, p *peer, want core.Caps, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
+	n := 0
+	for _, s := range p.subs {
+		if s.rdma == nil || !s.mod.attrs.Caps.Has(want) {
+			continue
+		}
+		rg, err := e.region(r, s, acc)
+		if err != nil {
+			return 0, err
+		}
+		var k core.MemKey
+		if rg != nil {
+			k = rg.Key()
+		}
+		keys[n] = keyRef{sub: s.idx, key: k}
+		n++
+	}
+	return n, nil
+}
+
+// startRndv sends RNDV_START for a message too large for eager on s.
+func (e *engine) startRndv(r *Request, p *peer, s *sub) {
+	proto := e.opts.Protocol
+	var keys [maxSubchannels]keyRef
+	nkeys := 0
+	if want := proto.rdmaCaps(); want != 0 {
+		switch {
+		case !p.hasCaps(want):
+			proto = ProtoPipeline
+		case proto != ProtoWrite:
+			// rdma_read: the keys travel in the START. (rdma_write
+			// registers the source when the REPLY comes.)
+			var err error
+			if nkeys, err = e.keysFor(r, p, want, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
+				e.log.Debug().Err(err).Msg("registration failed; using the pipeline")
+				proto, nkeys = ProtoPipeline, 0
+			}
+		}
+	}
+	r.proto = proto
+	r.total = len(r.buf)
+	inline := min(s.inline, len(r.buf))
+	r.got = inline
+	e.msgSeq++
+	r.msgID = e.msgSeq
+	if proto == ProtoPipeline {
+		e.m.pipelineSends.Inc()
+	} else {
+		e.m.rndvSends.Inc()
+	}
+	h := core.Header{Type: core.TypeRndvStart, Context: r.ctx, Tag: int32(r.tag), PSN: p.psn}
+	p.psn++
+	n := encodeStart(e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline)
+	var flags core.SendFlags
+	if proto == ProtoReadAsync {
+		flags = core.SendSolicited
+	}
+	e.sendFrame(p, s, h, e.scratch[:n], r.buf[:inline], flags, nil)
+}
+
+func (p *peer) hasCaps(want core.Caps) bool {
+	for _, s := range p.subs {
+		if s.rdma != nil && s.mod.attrs.Caps.Has(want) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendFin sends a FIN naming the peer's request id on s (or any
+// subchannel when s is nil).
+func (e *engine) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
+	if s == nil {
+		s = p.pickSmall()
+	}
+	n := encodeFin(e.scratch[:], req, bytes, status)
+	e.sendFrame(p, s, core.Header{Type: core.TypeRndvFin}, e.scratch[:n], nil, 0, nil)
+}
+
+// recvStart continues a receive matched with a RNDV_START.
+func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
+	p := e.peers[h.Src]
+	r.matched(h, int(m.total))
+	r.remote = m.sreq
+	r.proto = m.proto
+	r.got = copy(r.buf[:r.accept], m.inline)
+	if r.got == r.accept {
+		// Everything that fits came inline (a truncated or tiny message).
+		e.sendFin(p, nil, r.remote, uint64(r.got), finOK)
+		e.finishRecv(r, nil)
+		return
+	}
+	switch m.proto {
+	case ProtoRead, ProtoReadAsync:
+		var keys [maxSubchannels]core.MemKey
+		var have uint8
+		for i := 0; i < m.nkeys; i++ {
+			k := m.keys[i]
+			if k.sub >= len(p.subs) {
+				e.badFrame(h.Src, badFrame(h.Src, "start.key", uint64(k.sub), "no such subchannel"))
+				return
+			}
+			keys[k.sub], have = k.key, have|1<<k.sub
+		}
+		e.rdmaData(r, p, core.CapGet, &keys, have, m.proto == ProtoReadAsync)
+	case ProtoWrite:
+		var keys [maxSubchannels]keyRef
+		nkeys, err := e.keysFor(r, p, core.CapPut, core.AccessRemoteWrite|core.AccessLocalWrite, &keys)
+		if err != nil || nkeys == 0 {
+			if err == nil {
+				err = fmt.Errorf("pml: rank %d chose rdma_write but no subchannel can take a put", r.src)
+			}
+			e.sendFin(p, nil, r.remote, 0, finFailed)
+			e.finishRecv(r, err)
+			return
+		}
+		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), keys[:nkeys])
+		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
+	case ProtoPipeline:
+		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), nil)
+		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
+	}
+}
+
+func (e *engine) finishRecv(r *Request, err error) {
+	r.status.Count = r.got
+	e.m.bytesRecv.Add(int64(r.got))
+	if err == nil {
+		err = e.truncErr(r)
+	}
+	e.complete(r, err)
+}
+
+// rdmaData moves [r.got, r.accept) of r by RDMA: gets on the receiver
+// (rdma_read) or puts on the sender (rdma_write), striped by the scheduler.
+func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchannels]core.MemKey, have uint8, solicited bool) {
+	var spans [maxSubchannels]span
+	n := p.plan(want, keys, have, r.got, r.accept-r.got, &spans)
+	if n == 0 {
+		err := fmt.Errorf("pml: rank %d: no subchannel can carry the %v data", p.rank, r.proto)
+		if r.kind == reqRecv {
+			e.sendFin(p, nil, r.remote, 0, finFailed)
+			e.finishRecv(r, err)
+		} else {
+			e.sendFin(p, nil, r.remote, 0, finFailed)
+			e.complete(r, err)
+		}
+		return
+	}
+	acc := core.AccessLocalWrite
+	if want == core.CapPut {
+		acc |= core.AccessRemoteRead
+	}
+	// Count every operation before issuing any: a module may complete an
+	// operation inside a later Put or Get call's Progress.
+	var ops [maxSubchannels]int
+	for i := 0; i < n; i++ {
+		sp := spans[i]
+		ops[i] = 1
+		if m := sp.sub.maxRDMA; m > 0 && int64(sp.len) > m {
+			ops[i] = int((int64(sp.len) + m - 1) / m)
+		}
+		r.stripes += ops[i]
+		r.refs += ops[i]
+		r.subs |= 1 << sp.sub.idx
+	}
+	for i := 0; i < n; i++ {
+		sp := spans[i]
+		rg, err := e.region(r, sp.sub, acc)
+		chunk := sp.len
+		if ops[i] > 1 {
+			chunk = int(sp.sub.maxRDMA)
+		}
+		for off := sp.off; off < sp.off+sp.len; off += chunk {
+			l := min(chunk, sp.off+sp.len-off)
+			st := e.newStripe()
+			st.req, st.peer, st.sub, st.get = r, p, sp.sub, want == core.CapGet
+			st.op = core.RDMAOp{Local: r.buf[off : off+l], Region: rg, Remote: keys[sp.sub.idx], Offset: uint64(off), Solicited: solicited, Done: st}
+			e.m.stripes.Inc()
+			if err != nil {
+				e.stripeDone(st, err)
+				continue
+			}
+			e.issue(st)
+		}
+	}
+}
+
+// stripeDone is the completion filter (seed 001 §5.3): it counts a
+// message's stripes down and reports the message once, and it feeds each
+// stripe's delivery time to the scheduling policy.
+func (e *engine) stripeDone(st *stripe, err error) {
+	r, p := st.req, st.peer
+	if err != nil && r.failed == nil {
+		r.failed = err
+	}
+	if !st.get && err == nil {
+		r.perSub[st.sub.idx] += len(st.op.Local)
+	}
+	r.stripes--
+	r.refs--
+	if err == nil {
+		e.schedEvent(p, st, r.stripes == 0)
+	}
+	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
+	e.freeStrips = append(e.freeStrips, st)
+	if r.stripes > 0 {
+		return
+	}
+	if r.done {
+		e.maybeRecycle(r)
+		return
+	}
+	if r.kind == reqRecv {
+		// rdma_read: FIN only after every read has completed (seed 004 §4.2).
+		if r.failed != nil {
+			e.sendFin(p, nil, r.remote, 0, finFailed)
+			e.finishRecv(r, fmt.Errorf("pml: rdma read from rank %d: %w", r.src, r.failed))
+			return
+		}
+		r.got = r.accept
+		e.sendFin(p, nil, r.remote, uint64(r.accept), finOK)
+		e.finishRecv(r, nil)
+		return
+	}
+	// rdma_write: one FIN on every subchannel that carried data.
+	if r.failed != nil {
+		e.sendFin(p, nil, r.remote, 0, finFailed)
+		e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, r.failed))
+		return
+	}
+	for _, s := range p.subs {
+		if r.subs&(1<<s.idx) != 0 {
+			e.sendFin(p, s, r.remote, uint64(r.perSub[s.idx]), finOK)
+		}
+	}
+	e.m.bytesSent.Add(int64(r.accept))
+	e.complete(r, nil)
+}
+
+func (e *engine) onReply(h *core.Header, payload []byte) {
+	var m replyMsg
+	if err := m.decode(h.Src, payload); err != nil {
+		e.badFrame(h.Src, err)
+		return
+	}
+	p := e.peers[h.Src]
+	r := e.lookup(m.sreq, reqSend)
+	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
+		if p.lost == nil {
+			e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, "no rendezvous waits for this reply"))
+		}
+		return
+	}
+	if m.accept > uint64(r.total) || m.accept <= uint64(r.got) {
+		e.badFrame(h.Src, badFrame(h.Src, "reply.accept", m.accept, fmt.Sprintf("want between %d and %d", r.got+1, r.total)))
+		return
+	}
+	r.remote, r.accept = m.rreq, int(m.accept)
+	switch r.proto {
+	case ProtoWrite:
+		var keys [maxSubchannels]core.MemKey
+		var have uint8
+		for i := 0; i < m.nkeys; i++ {
+			k := m.keys[i]
+			if k.sub >= len(p.subs) {
+				e.badFrame(h.Src, badFrame(h.Src, "reply.key", uint64(k.sub), "no such subchannel"))
+				return
+			}
+			keys[k.sub], have = k.key, have|1<<k.sub
+		}
+		e.rdmaData(r, p, core.CapPut, &keys, have, false)
+	case ProtoPipeline:
+		e.startPump(r)
+	default:
+		e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, fmt.Sprintf("a %v rendezvous takes no reply", r.proto)))
+	}
+}
+
+func (e *engine) onFin(h *core.Header, payload []byte) {
+	var m finMsg
+	if err := m.decode(h.Src, payload); err != nil {
+		e.badFrame(h.Src, err)
+		return
+	}
+	p := e.peers[h.Src]
+	if r := e.lookup(m.req, reqSend); r != nil && r.peer == int(h.Src) {
+		// FIN to a sender: rdma_read done, or the receiver needed nothing
+		// more than the inline bytes, or it failed.
+		if m.status != finOK {
+			e.complete(r, fmt.Errorf("pml: rank %d failed the rendezvous: %w", p.rank, core.ErrPeerLost))
+			return
+		}
+		e.m.bytesSent.Add(int64(r.total))
+		e.complete(r, nil)
+		return
+	}
+	r := e.lookup(m.req, reqRecv)
+	if r == nil || r.src != int(h.Src) || r.proto != ProtoWrite {
+		if p.lost == nil {
+			e.badFrame(h.Src, badFrame(h.Src, "fin.request", m.req, "no rendezvous waits for this FIN"))
+		}
+		return
+	}
+	if m.status != finOK {
+		e.finishRecv(r, fmt.Errorf("pml: rank %d failed the rdma_write rendezvous: %w", p.rank, core.ErrPeerLost))
+		return
+	}
+	if uint64(r.got)+m.bytes > uint64(r.accept) {
+		e.badFrame(h.Src, badFrame(h.Src, "fin.bytes", m.bytes, "more bytes than the receiver accepted"))
+		return
+	}
+	r.got += int(m.bytes)
+	if r.got == r.accept {
+		e.finishRecv(r, nil)
+	}
+}
+
+func (e *engine) onFrag(h *core.Header, payload []byte) {
+	if len(payload) < fragFixed {
+		e.badFrame(h.Src, badFrame(h.Src, "frag.length", uint64(len(payload)), "shorter than a FRAG"))
+		return
+	}
+	rreq := le64(payload[0:])
+	off := le64(payload[8:])
+	data := payload[fragFixed:]
+	r := e.lookup(rreq, reqRecv)
+	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
+		if e.peers[h.Src].lost == nil {
+			e.badFrame(h.Src, badFrame(h.Src, "frag.request", rreq, "no pipeline waits for this fragment"))
+		}
+		return
+	}
+	if off+uint64(len(data)) > uint64(r.accept) {
+		e.badFrame(h.Src, badFrame(h.Src, "frag.offset", off, fmt.Sprintf("fragment of %d bytes beyond the %d accepted", len(data), r.accept)))
+		return
+	}
+	copy(r.buf[off:], data)
+	r.got += len(data)
+	if r.got == r.accept {
+		e.finishRecv(r, nil)
+	}
+}
+
+// startPump begins sending a pipeline's fragments.
+func (e *engine) startPump(r *Request) {
+	r.pumping = true
+	r.pumpNext = e.pumps
+	e.pumps = r
+	e.pendingWork++
+	e.pump()
+}
+
+// pump sends pipeline fragments until the modules push back.
+func (e *engine) pump() int {
+	n := 0
+	var prev *Request
+	for r := e.pumps; r != nil; {
+		next := r.pumpNext
+		p := e.peers[r.peer]
+		for !r.done && r.got < r.accept && p.lost == nil {
+			s := p.pickSmall()
+			chunk := min(s.mod.attrs.MaxSendSize-fragFixed, r.accept-r.got)
+			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
+			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
+			if err != nil {
+				if !errors.Is(err, core.ErrNoResources) {
+					e.failPeer(p, err)
+				}
+				break
+			}
+			r.got += chunk
+			n++
+		}
+		if r.done || r.got == r.accept || p.lost != nil {
+			if prev == nil {
+				e.pumps = next
+			} else {
+				prev.pumpNext = next
+			}
+			r.pumping, r.pumpNext = false, nil
+			e.pendingWork--
+			if !r.done {
+				e.m.bytesSent.Add(int64(r.accept))
+				e.complete(r, nil)
+			}
+		} else {
+			prev = r
+		}
+		r = next
+	}
+	return n
+}

@@ -1,0 +1,172 @@
+package pml
+
+import (
+	"github.com/gobtl/gobtl/core"
+)
+
+// AnySource and AnyTag are the receive wildcards.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Status describes a completed request.
+type Status struct {
+	// Source and Tag of the matched message (receives).
+	Source, Tag int
+	// Count is the number of bytes received (or sent).
+	Count int
+	// Err is nil on success; it wraps core.ErrTruncated, core.ErrPeerLost,
+	// core.ErrCanceled and the like.
+	Err error
+}
+
+type reqKind uint8
+
+const (
+	reqSend reqKind = iota + 1
+	reqRecv
+)
+
+// Request is a non-blocking send or receive. It is released by Wait, by a
+// Test that reports completion, and by Waitall/Waitany; a released request
+// must not be used again (it is recycled, as MPI sets a handle to
+// MPI_REQUEST_NULL).
+type Request struct {
+	e    *engine
+	kind reqKind
+	idx  uint32 // slot in the engine's request table
+	gen  uint32 // bumped on every reuse; remote references carry it
+
+	done     bool
+	released bool
+	refs     int // stripes and queued frames still pointing at this request
+
+	ctx    uint32
+	peer   int // destination, or the source asked for (maybe AnySource)
+	tag    int
+	buf    []byte
+	posted bool // a receive still on its context's posted list
+	src    int  // a matched receive's actual source
+
+	status Status
+
+	// Protocol state.
+	proto   Protocol
+	psn     uint32
+	total   int    // message length
+	accept  int    // bytes the receiver takes: min(total, receive buffer)
+	got     int    // receive: bytes placed; send: bytes handed over
+	remote  uint64 // the peer's request id
+	subs    uint8  // bitmap of subchannels carrying RDMA data
+	stripes int    // stripes not yet completed
+	failed  error  // first error seen while stripes drain
+	regs    [maxSubchannels]core.Region
+	regMods [maxSubchannels]core.Registrar
+	perSub  [maxSubchannels]int // rdma_write: bytes put per subchannel
+	msgID   uint64
+
+	// List links: posted receives (per context) and pipeline pumping.
+	next, prev *Request
+	pumpNext   *Request
+	pumping    bool
+}
+
+// id is how a peer names this request in control frames.
+func (r *Request) id() uint64 { return uint64(r.gen)<<32 | uint64(r.idx) }
+
+// reqList is an intrusive doubly linked FIFO of requests.
+type reqList struct{ head, tail *Request }
+
+func (l *reqList) push(r *Request) {
+	r.next, r.prev = nil, l.tail
+	if l.tail != nil {
+		l.tail.next = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+}
+
+func (l *reqList) remove(r *Request) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.next, r.prev = nil, nil
+}
+
+// newRequest takes a request from the free list (lock held).
+func (e *engine) newRequest(kind reqKind) *Request {
+	var r *Request
+	if n := len(e.freeReqs); n > 0 {
+		r = e.freeReqs[n-1]
+		e.freeReqs = e.freeReqs[:n-1]
+	} else {
+		r = &Request{e: e, idx: uint32(len(e.reqs))}
+		e.reqs = append(e.reqs, r)
+	}
+	idx, gen := r.idx, r.gen+1
+	*r = Request{e: e, kind: kind, idx: idx, gen: gen}
+	return r
+}
+
+// lookup resolves a peer's reference to one of our requests. A stale or
+// forged id yields nil.
+func (e *engine) lookup(id uint64, kind reqKind) *Request {
+	idx, gen := uint32(id), uint32(id>>32)
+	if uint64(idx) >= uint64(len(e.reqs)) {
+		return nil
+	}
+	r := e.reqs[idx]
+	if r.gen != gen || r.kind != kind || r.done {
+		return nil
+	}
+	return r
+}
+
+// complete marks r done with err (lock held). Registrations are dropped
+// once no stripe uses them.
+func (e *engine) complete(r *Request, err error) {
+	if r.done {
+		return
+	}
+	r.done = true
+	if r.status.Err == nil {
+		r.status.Err = err
+	}
+	if r.kind == reqRecv {
+		e.pendingRecvs--
+	}
+	e.maybeRecycle(r)
+}
+
+// release hands r back after the user saw its completion (lock held).
+func (e *engine) release(r *Request) {
+	r.released = true
+	e.maybeRecycle(r)
+}
+
+func (e *engine) maybeRecycle(r *Request) {
+	if r.refs > 0 || !r.done {
+		return
+	}
+	for i := range r.regs {
+		if r.regs[i] != nil {
+			_ = r.regMods[i].DeregisterMem(r.regs[i])
+			r.regs[i], r.regMods[i] = nil, nil
+		}
+	}
+	if !r.released {
+		return
+	}
+	r.buf = nil
+	r.gen++ // invalidate remote references at once
+	e.freeReqs = append(e.freeReqs, r)
+}

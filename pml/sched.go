@@ -1,0 +1,311 @@
+package pml
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// The communication scheduler of seed 001 §4.1: it multiplexes small and
+// control frames over a peer's subchannels and cuts RDMA data into stripes
+// by weight. The policy (core.Scheduler) only chooses modes and adjusts
+// weights; this mechanism runs on every message and checks every decision.
+
+// Defaults when no scheduling policy is configured: round robin for small
+// messages, even striping for RDMA data of at least 256 KiB, no stripe
+// below 64 KiB.
+const (
+	defaultStripeThreshold = 256 << 10
+	defaultMinStripe       = 64 << 10
+)
+
+type schedState struct {
+	cfg    core.SchedSetup
+	n      int
+	rr     int // next subchannel (round robin, window)
+	inWin  int // messages sent in the current window
+	rrBig  int // next subchannel for unstriped RDMA data
+	cur    [maxSubchannels]float64
+	w      [maxSubchannels]float64
+	events []core.SchedEvent
+}
+
+func (s *schedState) setup(e *engine, p *peer) error {
+	s.n = len(p.subs)
+	if pol := e.opts.Scheduler; pol != nil {
+		info := core.SchedInfo{Peer: p.rank, LocalRank: e.opts.LocalRank, LocalRanks: e.opts.LocalRanks}
+		for _, sb := range p.subs {
+			info.Subchannels = append(info.Subchannels, core.SubchannelInfo{Name: sb.mod.attrs.Name, Bandwidth: sb.mod.attrs.Bandwidth, Latency: sb.mod.attrs.Latency})
+		}
+		cfg, err := pol.Setup(info)
+		if err != nil {
+			return fmt.Errorf("pml: scheduling policy for rank %d: %w", p.rank, err)
+		}
+		s.cfg = cfg
+	} else {
+		s.cfg = core.SchedSetup{Small: core.SchedRoundRobin, Large: core.SchedEvenStriping}
+	}
+	c := &s.cfg
+	if c.Small == 0 {
+		c.Small = core.SchedRoundRobin
+	}
+	if c.Large == 0 {
+		c.Large = core.SchedEvenStriping
+	}
+	if c.StripeThreshold <= 0 {
+		c.StripeThreshold = defaultStripeThreshold
+	}
+	if c.MinStripe <= 0 {
+		c.MinStripe = defaultMinStripe
+	}
+	if c.Window <= 0 {
+		c.Window = 1
+	}
+	if c.TotalWeight <= 0 || math.IsNaN(c.TotalWeight) || math.IsInf(c.TotalWeight, 0) {
+		c.TotalWeight = float64(s.n)
+	}
+	if c.Bind < 0 || c.Bind >= s.n {
+		c.Bind = 0
+	}
+	w := c.Weights
+	if len(w) != s.n {
+		w = nil
+	}
+	if !s.setWeights(w) {
+		return fmt.Errorf("pml: scheduling policy for rank %d: weights %v are not non-negative with a positive sum", p.rank, c.Weights)
+	}
+	return nil
+}
+
+// setWeights validates w (nil: equal) and normalises it to TotalWeight.
+func (s *schedState) setWeights(w []float64) bool {
+	var sum float64
+	var tmp [maxSubchannels]float64
+	for i := 0; i < s.n; i++ {
+		v := 1.0
+		if w != nil {
+			v = w[i]
+		}
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+		tmp[i] = v
+		sum += v
+	}
+	if sum <= 0 {
+		return false
+	}
+	for i := 0; i < s.n; i++ {
+		s.w[i] = tmp[i] / sum * s.cfg.TotalWeight
+		s.cur[i] = 0
+	}
+	return true
+}
+
+// pickSmall chooses the subchannel of the next small or control frame.
+func (p *peer) pickSmall() *sub {
+	s := &p.sched
+	if s.n == 1 {
+		return p.subs[0]
+	}
+	switch s.cfg.Small {
+	case core.SchedBinding:
+		return p.subs[s.cfg.Bind]
+	case core.SchedWeightedRoundRobin:
+		// Smooth weighted round robin: every pick adds each weight to its
+		// running credit and takes the largest, which then pays the total.
+		best := 0
+		for i := 0; i < s.n; i++ {
+			s.cur[i] += s.w[i]
+			if s.cur[i] > s.cur[best] {
+				best = i
+			}
+		}
+		s.cur[best] -= s.cfg.TotalWeight
+		return p.subs[best]
+	case core.SchedWindowRoundRobin:
+		// W consecutive messages travel the same subchannel, so rails of
+		// different latency reorder fewer of them (seed 001 §4.4).
+		sb := p.subs[s.rr]
+		if s.inWin++; s.inWin >= s.cfg.Window {
+			s.inWin = 0
+			s.rr = (s.rr + 1) % s.n
+		}
+		return sb
+	default:
+		sb := p.subs[s.rr]
+		s.rr = (s.rr + 1) % s.n
+		return sb
+	}
+}
+
+// span is a stripe before it is cut into operations of at most MaxRDMA.
+type span struct {
+	sub *sub
+	off int
+	len int
+}
+
+// plan cuts n bytes starting at off into stripes over the subchannels that
+// have want and, when keys is not nil, a key from the peer. It returns how
+// many spans it wrote.
+func (p *peer) plan(want core.Caps, keys *[maxSubchannels]core.MemKey, haveKey uint8, off, n int, out *[maxSubchannels]span) int {
+	s := &p.sched
+	var elig [maxSubchannels]*sub
+	k := 0
+	for _, sb := range p.subs {
+		if sb.rdma == nil || !sb.mod.attrs.Caps.Has(want) {
+			continue
+		}
+		if keys != nil && haveKey&(1<<sb.idx) == 0 {
+			continue
+		}
+		elig[k] = sb
+		k++
+	}
+	if k == 0 {
+		return 0
+	}
+	if k == 1 || !s.cfg.Large.Striping() || int64(n) < s.cfg.StripeThreshold {
+		var sb *sub
+		if s.cfg.Large == core.SchedBinding {
+			for i := 0; i < k; i++ {
+				if elig[i].idx == s.cfg.Bind {
+					sb = elig[i]
+				}
+			}
+		}
+		if sb == nil {
+			sb = elig[s.rrBig%k]
+			s.rrBig++
+		}
+		out[0] = span{sb, off, n}
+		return 1
+	}
+	// Weighted cut. Even striping uses equal weights; weighted and adaptive
+	// use the current weights. Subchannels whose share would fall below
+	// MinStripe are left out and the rest re-weighted.
+	var w [maxSubchannels]float64
+	for {
+		var sum float64
+		for i := 0; i < k; i++ {
+			w[i] = 1
+			if s.cfg.Large != core.SchedEvenStriping {
+				w[i] = s.w[elig[i].idx]
+			}
+			sum += w[i]
+		}
+		drop := -1
+		for i := 0; i < k; i++ {
+			if sum > 0 && float64(n)*w[i]/sum < float64(s.cfg.MinStripe) && (drop < 0 || w[i] < w[drop]) {
+				drop = i
+			}
+		}
+		if drop < 0 || k == 1 {
+			if sum <= 0 {
+				out[0] = span{elig[0], off, n}
+				return 1
+			}
+			m, done := 0, 0
+			for i := 0; i < k; i++ {
+				l := int(float64(n) * w[i] / sum)
+				if i == k-1 {
+					l = n - done
+				}
+				if l <= 0 {
+					continue
+				}
+				out[m] = span{elig[i], off + done, l}
+				done += l
+				m++
+			}
+			return m
+		}
+		copy(elig[drop:k], elig[drop+1:k])
+		k--
+	}
+}
+
+// stripeDone feeds the completion filter's measurement of one stripe to
+// the scheduling policy's event batch.
+func (e *engine) schedEvent(p *peer, st *stripe, last bool) {
+	if e.opts.Scheduler == nil {
+		return
+	}
+	s := &p.sched
+	s.events = append(s.events, core.SchedEvent{
+		Kind: core.SchedStripeDone, Peer: int32(p.rank), Sub: int32(st.sub.idx), Last: last,
+		Msg: st.req.msgID, Bytes: int64(len(st.op.Local)), Time: e.opts.Clock.Now() - st.start,
+	})
+}
+
+// pollScheduler hands batched stripe times to the policy and applies the
+// weights it proposes, after checking them.
+func (e *engine) pollScheduler() {
+	now := e.opts.Clock.Now()
+	due := now >= e.policyNext
+	var out [2 * maxSubchannels]core.SchedDecision
+	for _, p := range e.peers {
+		s := &p.sched
+		if len(s.events) == 0 && !due {
+			continue
+		}
+		if len(s.events) < 64 && !due && !s.lastSeen() {
+			continue
+		}
+		dec := e.opts.Scheduler.Observe(s.events, out[:0])
+		s.events = s.events[:0]
+		e.applySched(dec)
+	}
+	if due {
+		e.policyNext = now + core.PolicyPollInterval
+	}
+}
+
+func (s *schedState) lastSeen() bool {
+	return len(s.events) > 0 && s.events[len(s.events)-1].Last
+}
+
+func (e *engine) applySched(dec []core.SchedDecision) {
+	for len(dec) > 0 {
+		// A run of decisions for one peer replaces its weights together.
+		peer := dec[0].Peer
+		j := 0
+		for j < len(dec) && dec[j].Peer == peer {
+			j++
+		}
+		run := dec[:j]
+		dec = dec[j:]
+		if peer < 0 || int(peer) >= e.size {
+			e.m.policyDropped.Add(int64(len(run)))
+			continue
+		}
+		s := &e.peers[peer].sched
+		var w [maxSubchannels]float64
+		copy(w[:s.n], s.w[:s.n])
+		ok := true
+		for _, d := range run {
+			if d.Kind != core.SchedSetWeight || d.Sub < 0 || int(d.Sub) >= s.n {
+				ok = false
+				break
+			}
+			w[d.Sub] = d.Weight
+		}
+		if !ok || !s.setWeights(w[:s.n]) {
+			e.m.policyDropped.Add(int64(len(run)))
+		}
+	}
+}
+
+// Weights returns the current scheduling weights toward rank (for
+// experiments and counters).
+func (c *Comm) Weights(rank int) []float64 {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	if rank < 0 || rank >= c.e.size {
+		return nil
+	}
+	s := &c.e.peers[rank].sched
+	return append([]float64(nil), s.w[:s.n]...)
+}
