@@ -36,6 +36,11 @@ type Block struct {
 	// Params is the body, decoded against the policy's schema (the
 	// built-in's, or the plugin's from its ConfigSchema).
 	Params core.Params
+	// Decode, if set, decodes a plugin's body that could not be decoded
+	// when the stack file was loaded (the plugin's schema was unknown):
+	// Open asks the running plugin for its schema and calls Decode with
+	// it, and Params is ignored. Its error should point into the file.
+	Decode func(schema []core.Param) (core.Params, error)
 	// Pos is where the block starts, "file:line", for errors.
 	Pos string
 	// Dir is the stack file's directory.
@@ -271,7 +276,17 @@ func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
 	if !pc.info.Serves(b.Kind) {
 		return fail(fmt.Errorf("serves %s policies, not %s", kindNames(pc.info.Kinds), b.Kind))
 	}
-	values, err := wire.ValuesToPB(b.Params)
+	params := b.Params
+	if b.Decode != nil {
+		schema, err := pc.schema(ctx, b.Kind)
+		if err != nil {
+			return fail(err)
+		}
+		if params, err = b.Decode(schema); err != nil {
+			return fail(fmt.Errorf("bad configuration body: %w", err))
+		}
+	}
+	values, err := wire.ValuesToPB(params)
 	if err != nil {
 		return fail(err)
 	}
@@ -381,13 +396,22 @@ func SchemaIn(kind core.Kind, name, path, pluginDir, configDir string) ([]core.P
 	if !pc.info.Serves(kind) {
 		return nil, fmt.Errorf("plugin %q (%s) serves %s policies, not %s", pc.info.Name, p, kindNames(pc.info.Kinds), kind)
 	}
+	schema, err := pc.schema(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q (%s): %w", pc.info.Name, p, err)
+	}
+	return schema, nil
+}
+
+// schema asks the running plugin for the schema of kind's body.
+func (pc *proc) schema(ctx context.Context, kind core.Kind) ([]core.Param, error) {
 	r, err := pc.ctl.ConfigSchema(ctx, &pb.SchemaRequest{Kind: string(kind)})
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q (%s): ConfigSchema: %w", pc.info.Name, p, err)
+		return nil, fmt.Errorf("ConfigSchema: %w", err)
 	}
 	schema, err := wire.SchemaFromPB(r.GetParams())
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q (%s) declares a malformed schema: %w", pc.info.Name, p, err)
+		return nil, fmt.Errorf("the plugin declares a malformed schema: %w", err)
 	}
 	return schema, nil
 }

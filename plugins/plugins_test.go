@@ -564,3 +564,38 @@ func TestABuiltinIsTheObjectItself(t *testing.T) {
 	}
 	p.Close()
 }
+
+func TestABodyDecodedOnceThePluginRuns(t *testing.T) {
+	log, _ := testLogger()
+	var got []core.Param
+	b := Block{Kind: core.KindFlowControl, Path: testBin("testpolicy"), Pos: "stack.hcl:9",
+		Decode: func(schema []core.Param) (core.Params, error) {
+			got = schema
+			return core.Params{}, errors.New("stack.hcl:11:3: Unsupported argument; An argument named \"stpe\" is not expected here.")
+		}}
+	_, err := Open(context.Background(), b, Options{Log: log})
+	if err == nil || !strings.Contains(err.Error(), "stack.hcl:11:3") || !strings.Contains(err.Error(), "bad configuration body") {
+		t.Fatalf("Open = %v, want the decoder's diagnostic", err)
+	}
+	if len(got) == 0 || got[0].Name != "mode" {
+		t.Fatalf("Decode got schema %+v, want testpolicy's", got)
+	}
+	b.Decode = func(schema []core.Param) (core.Params, error) {
+		p := core.MustParams(schema)
+		return p, p.SetText("mode", "silent")
+	}
+	p, err := Open(context.Background(), b, Options{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fc := p.FlowControl()
+	fc.Setup(ibInfo)
+	fc.Observe([]core.FlowEvent{{Value: 1}}, nil)
+	if err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if out := fc.Observe(nil, nil); len(out) != 0 {
+		t.Fatalf("the decoded body did not reach the plugin: mode silent answered %+v", out)
+	}
+}
