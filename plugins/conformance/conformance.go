@@ -397,3 +397,72 @@ func crashAndRestart(h *harness, setup func(p *plugins.Policy) error, feed func(
 	}()
 	return append(out, restart)
 }
+
+// policyOf is a policy kind's interface (core.FlowControl for I =
+// core.FlowInfo, ...).
+type policyOf[I, S, E, D any] interface {
+	Setup(I) (S, error)
+	Observe([]E, []D) []D
+}
+
+// kindSpec describes a kind whose policy is set up once per instance:
+// the suite tries each info on a fresh plugin process.
+type kindSpec[I, S, E, D any] struct {
+	infos    []I
+	label    func(I) string
+	policy   func(*plugins.Policy) policyOf[I, S, E, D]
+	check    func(I, S) error
+	describe func(S) string
+	state    func(I, S) streamer[E, D]
+}
+
+// runPerInfo sets a fresh plugin up for each info and streams random
+// events at those it accepts; at least one must be accepted. Then it
+// crashes and restarts the plugin set up with the first accepted info.
+func runPerInfo[I, S, E, D any](h *harness, k kindSpec[I, S, E, D]) []Result {
+	var res []Result
+	var accepted *I
+	for i := range k.infos {
+		info := k.infos[i]
+		r := perInfo(h, k, info)
+		res = append(res, r...)
+		if accepted == nil && !r[0].Skip && r[0].Err == nil {
+			accepted = &info
+		}
+	}
+	if accepted == nil {
+		return append(res, Result{Name: "setup", Err: fmt.Errorf("the policy accepted none of the %d setups tried", len(k.infos))})
+	}
+	var st streamer[E, D]
+	setup := func(p *plugins.Policy) error {
+		s, err := k.policy(p).Setup(*accepted)
+		st = k.state(*accepted, s)
+		return err
+	}
+	feed := func(p *plugins.Policy, n int) { k.policy(p).Observe(st.events(h.rng, n), nil) }
+	return append(res, crashAndRestart(h, setup, feed)...)
+}
+
+func perInfo[I, S, E, D any](h *harness, k kindSpec[I, S, E, D], info I) []Result {
+	name := "setup/" + k.label(info)
+	p, err := h.open(true)
+	if err != nil {
+		return []Result{{Name: name, Err: err}}
+	}
+	defer p.Close()
+	pol := k.policy(p)
+	s, err := pol.Setup(info)
+	if err != nil {
+		if f := failure(p); f != nil {
+			return []Result{{Name: name, Err: f}}
+		}
+		return []Result{{Name: name, Skip: true, Detail: "refused: " + err.Error()}}
+	}
+	if err := k.check(info, s); err != nil {
+		return []Result{{Name: name, Err: err}}
+	}
+	out := []Result{{Name: name, Detail: k.describe(s)}}
+	n, err := stream(h, p, pol, k.state(info, s), h.o.Events)
+	return append(out, Result{Name: "stream/" + k.label(info), Err: err,
+		Detail: fmt.Sprintf("%d events, %d decisions within the invariants; every batch answered within %v", h.o.Events, n, h.o.Deadline)})
+}

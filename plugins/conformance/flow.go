@@ -21,55 +21,24 @@ var flowInfos = []core.FlowInfo{
 type flowModel struct{}
 
 func (flowModel) run(h *harness) []Result {
-	var res []Result
-	var accepted *core.FlowInfo
-	for i := range flowInfos {
-		info := flowInfos[i]
-		r := h.flowOne(info)
-		res = append(res, r...)
-		if accepted == nil && len(r) > 0 && !r[0].Skip && r[0].Err == nil {
-			accepted = &info
-		}
-	}
-	if accepted == nil {
-		return append(res, Result{Name: "setup", Err: fmt.Errorf("no transport set the policy up (tried %d)", len(flowInfos))})
-	}
-	setup := func(p *plugins.Policy) error {
-		_, err := p.FlowControl().Setup(*accepted)
-		return err
-	}
-	st := &flowState{info: *accepted, setup: core.FlowSetup{InitialPosted: 1}, posted: make([]int, accepted.Peers)}
-	feed := func(p *plugins.Policy, n int) { p.FlowControl().Observe(st.events(h.rng, n), nil) }
-	return append(res, crashAndRestart(h, setup, feed)...)
-}
-
-// flowOne sets a fresh plugin up for info and streams random events at it.
-func (h *harness) flowOne(info core.FlowInfo) []Result {
-	name := "setup/" + info.Transport
-	p, err := h.open(true)
-	if err != nil {
-		return []Result{{Name: name, Err: err}}
-	}
-	defer p.Close()
-	fc := p.FlowControl()
-	s, err := fc.Setup(info)
-	if err != nil {
-		if f := failure(p); f != nil {
-			return []Result{{Name: name, Err: f}}
-		}
-		return []Result{{Name: name, Skip: true, Detail: "refused: " + err.Error()}}
-	}
-	if err := checkFlowSetup(info, s); err != nil {
-		return []Result{{Name: name, Err: err}}
-	}
-	out := []Result{{Name: name, Detail: fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.InitialPosted, s.MaxPosted, s.CreditThreshold)}}
-	st := &flowState{info: info, setup: s, posted: make([]int, info.Peers), threshold: s.CreditThreshold}
-	for i := range st.posted {
-		st.posted[i] = s.InitialPosted
-	}
-	n, err := stream(h, p, fc, st, h.o.Events)
-	return append(out, Result{Name: "stream/" + info.Transport, Err: err,
-		Detail: fmt.Sprintf("%d events, %d decisions within the invariants; every batch answered within %v", h.o.Events, n, h.o.Deadline)})
+	return runPerInfo(h, kindSpec[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision]{
+		infos: flowInfos,
+		label: func(i core.FlowInfo) string { return i.Transport },
+		policy: func(p *plugins.Policy) policyOf[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision] {
+			return p.FlowControl()
+		},
+		check: checkFlowSetup,
+		describe: func(s core.FlowSetup) string {
+			return fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.InitialPosted, s.MaxPosted, s.CreditThreshold)
+		},
+		state: func(info core.FlowInfo, s core.FlowSetup) streamer[core.FlowEvent, core.FlowDecision] {
+			st := &flowState{info: info, setup: s, posted: make([]int, info.Peers), threshold: s.CreditThreshold}
+			for i := range st.posted {
+				st.posted[i] = s.InitialPosted
+			}
+			return st
+		},
+	})
 }
 
 func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {

@@ -19,51 +19,20 @@ var recvInfos = []core.RecvInfo{
 type recvModel struct{}
 
 func (recvModel) run(h *harness) []Result {
-	var res []Result
-	var accepted *core.RecvInfo
-	for i := range recvInfos {
-		info := recvInfos[i]
-		r := h.recvOne(info)
-		res = append(res, r...)
-		if accepted == nil && !r[0].Skip && r[0].Err == nil {
-			accepted = &info
-		}
-	}
-	if accepted == nil {
-		return append(res, Result{Name: "setup", Err: fmt.Errorf("no job shape set the policy up (tried %d)", len(recvInfos))})
-	}
-	var st *recvState
-	setup := func(p *plugins.Policy) error {
-		s, err := p.RecvBuffers().Setup(*accepted)
-		st = newRecvState(s)
-		return err
-	}
-	feed := func(p *plugins.Policy, n int) { p.RecvBuffers().Observe(st.events(h.rng, n), nil) }
-	return append(res, crashAndRestart(h, setup, feed)...)
-}
-
-func (h *harness) recvOne(info core.RecvInfo) []Result {
-	name := fmt.Sprintf("setup/%dpeers", info.Peers)
-	p, err := h.open(true)
-	if err != nil {
-		return []Result{{Name: name, Err: err}}
-	}
-	defer p.Close()
-	rb := p.RecvBuffers()
-	s, err := rb.Setup(info)
-	if err != nil {
-		if f := failure(p); f != nil {
-			return []Result{{Name: name, Err: f}}
-		}
-		return []Result{{Name: name, Skip: true, Detail: "refused: " + err.Error()}}
-	}
-	if err := checkRecvSetup(info, s); err != nil {
-		return []Result{{Name: name, Err: err}}
-	}
-	out := []Result{{Name: name, Detail: fmt.Sprintf("%d queues, %d..%d bytes", len(s.Queues), s.Queues[0].BufSize, s.Queues[len(s.Queues)-1].BufSize)}}
-	n, err := stream(h, p, rb, newRecvState(s), h.o.Events)
-	return append(out, Result{Name: fmt.Sprintf("stream/%dpeers", info.Peers), Err: err,
-		Detail: fmt.Sprintf("%d events, %d decisions within the invariants; every batch answered within %v", h.o.Events, n, h.o.Deadline)})
+	return runPerInfo(h, kindSpec[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision]{
+		infos: recvInfos,
+		label: func(i core.RecvInfo) string { return fmt.Sprintf("%dpeers", i.Peers) },
+		policy: func(p *plugins.Policy) policyOf[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision] {
+			return p.RecvBuffers()
+		},
+		check: checkRecvSetup,
+		describe: func(s core.RecvSetup) string {
+			return fmt.Sprintf("%d queues, %d..%d bytes", len(s.Queues), s.Queues[0].BufSize, s.Queues[len(s.Queues)-1].BufSize)
+		},
+		state: func(_ core.RecvInfo, s core.RecvSetup) streamer[core.RecvEvent, core.RecvDecision] {
+			return newRecvState(s)
+		},
+	})
 }
 
 func checkRecvSetup(info core.RecvInfo, s core.RecvSetup) error {
