@@ -327,13 +327,28 @@ func (p *proxy[E, D]) switchOver(cause error) {
 	// answered, in order, then whatever was pending, then new ones.
 	p.mu.Lock()
 	p.closed = true
+	// Replay at most maxPending events, the newest: under overload the
+	// batches in flight can hold far more, and what matters to a policy
+	// taking over is the recent state.
+	skip := len(p.pend) - maxPending
 	for i := 0; i < p.n; i++ {
-		b := &p.ring[(p.head+i)%maxInflight]
-		if b.seq > p.ackedSeq.Load() {
-			p.replay = append(p.replay, b.events...)
+		if b := &p.ring[(p.head+i)%maxInflight]; b.seq > p.ackedSeq.Load() {
+			skip += len(b.events)
 		}
 	}
-	p.replay = append(p.replay, p.pend...)
+	for i := 0; i < p.n; i++ {
+		b := &p.ring[(p.head+i)%maxInflight]
+		if b.seq <= p.ackedSeq.Load() {
+			continue
+		}
+		k := min(max(skip, 0), len(b.events))
+		p.replay = append(p.replay, b.events[k:]...)
+		skip -= k
+		p.dropped += int64(k)
+	}
+	k := min(max(skip, 0), len(p.pend))
+	p.replay = append(p.replay, p.pend[k:]...)
+	p.dropped += int64(k)
 	p.pend = nil
 	p.mu.Unlock()
 	p.cancel()

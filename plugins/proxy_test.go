@@ -127,3 +127,31 @@ func TestAnOutOfOrderAnswerFailsThePlugin(t *testing.T) {
 		t.Fatal("no error recorded")
 	}
 }
+
+func TestTheReplayToTheFallbackIsBoundedAndInOrder(t *testing.T) {
+	stuck := &stuckLink{release: make(chan struct{})}
+	px := newProxy[core.FlowEvent, core.FlowDecision]("test policy", zerolog.Nop(), time.Hour, false, stuck, newProxyStats(nil, "t"))
+	rec := &recorder{}
+	px.newFallback = func() (observer[core.FlowEvent, core.FlowDecision], string, error) { return rec, "recorder", nil }
+	px.run()
+	defer func() { close(stuck.release); px.close(); px.wait() }()
+	events := make([]core.FlowEvent, 1000)
+	for i := 0; i < 3*maxPending/len(events); i++ {
+		for j := range events {
+			events[j].Value = int64(i*len(events) + j)
+		}
+		px.Observe(events, nil)
+	}
+	px.fail(errors.New("test failure"))
+	<-px.failed
+	px.Observe(nil, nil)
+	got := rec.values()
+	if len(got) == 0 || len(got) > maxPending {
+		t.Fatalf("the fallback replayed %d events, want 1..%d", len(got), maxPending)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("replay out of order at %d: %d after %d", i, got[i], got[i-1])
+		}
+	}
+}
