@@ -32,6 +32,7 @@ test: build plugins lint
 
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/...

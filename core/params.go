@@ -23,6 +23,7 @@ const (
 	ParamDuration                      // time.Duration: "500us"
 	ParamStrings                       // []string
 	ParamBlock                         // []Params, a nested block with its own schema
+	ParamMap                           // map[string]string: { pml = "debug" }
 )
 
 func (t ParamType) String() string {
@@ -45,6 +46,8 @@ func (t ParamType) String() string {
 		return "list(string)"
 	case ParamBlock:
 		return "block"
+	case ParamMap:
+		return "map(string)"
 	}
 	return fmt.Sprintf("ParamType(%d)", uint8(t))
 }
@@ -111,6 +114,19 @@ func ParseValue(t ParamType, s string) (any, error) {
 			parts[i] = strings.TrimSpace(parts[i])
 		}
 		return parts, nil
+	case ParamMap:
+		m := map[string]string{}
+		if strings.TrimSpace(s) == "" {
+			return m, nil
+		}
+		for _, kv := range strings.Split(s, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return nil, fmt.Errorf("%q is not a map (key=value,key=value)", s)
+			}
+			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+		return m, nil
 	}
 	return nil, fmt.Errorf("type %v has no textual form", t)
 }
@@ -266,6 +282,9 @@ func (p Params) Duration(name string) time.Duration { return get[time.Duration](
 // Strings returns a ParamStrings value.
 func (p Params) Strings(name string) []string { return get[[]string](p, name) }
 
+// Map returns a ParamMap value.
+func (p Params) Map(name string) map[string]string { return get[map[string]string](p, name) }
+
 // Blocks returns the nested blocks of a ParamBlock parameter.
 func (p Params) Blocks(name string) []Params { return get[[]Params](p, name) }
 
@@ -290,6 +309,16 @@ func FormatValue(t ParamType, v any) string {
 			return FormatSize(x)
 		}
 		return strconv.FormatInt(x, 10)
+	case map[string]string:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + x[k]
+		}
+		return strings.Join(keys, ",")
 	case []Params:
 		return fmt.Sprintf("%d block(s)", len(x))
 	}

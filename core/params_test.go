@@ -80,3 +80,24 @@ func TestRegistryRejectsDuplicates(t *testing.T) {
 	}()
 	Register(c)
 }
+
+func TestParamMapRoundTrips(t *testing.T) {
+	v, err := ParseValue(ParamMap, "pml=debug, btl.sm = info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]string)
+	if len(m) != 2 || m["pml"] != "debug" || m["btl.sm"] != "info" {
+		t.Fatalf("ParseValue(ParamMap) = %v", m)
+	}
+	if got := FormatValue(ParamMap, m); got != "btl.sm=info,pml=debug" {
+		t.Fatalf("FormatValue(ParamMap) = %q", got)
+	}
+	if _, err := ParseValue(ParamMap, "pml"); err == nil {
+		t.Fatal("a map without '=' parsed")
+	}
+	p := MustParams([]Param{{Name: "levels", Type: ParamMap, Default: "pml=warn"}})
+	if p.Map("levels")["pml"] != "warn" {
+		t.Fatalf("Map default: %v", p.Map("levels"))
+	}
+}

@@ -160,9 +160,7 @@ func (c *Comm) Wait(r *Request) (Status, error) {
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid)
 	}
-	var b backoff
-	b.cfg = e.opts.Backoff
-	b.reset()
+	b := e.newBackoff()
 	for {
 		e.mu.Lock()
 		if r.released {
@@ -182,9 +180,19 @@ func (c *Comm) Wait(r *Request) (Status, error) {
 		e.mu.Unlock()
 		if n > 0 {
 			b.reset()
+		} else if b.stalled() {
+			return Status{}, e.stallErr(r)
 		}
 		b.wait()
 	}
+}
+
+func (e *engine) stallErr(r *Request) error {
+	what := "send to"
+	if r.kind == reqRecv {
+		what = "receive from"
+	}
+	return fmt.Errorf("pml: %s rank %d tag %d: no progress for %v: %w", what, r.peer, r.tag, e.opts.StallTimeout, core.ErrStalled)
 }
 
 // Test makes progress once and reports whether r has completed; if so it
@@ -228,9 +236,7 @@ func (c *Comm) Waitall(rs []*Request) error {
 // returns -1.
 func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
 	e := c.e
-	var b backoff
-	b.cfg = e.opts.Backoff
-	b.reset()
+	b := e.newBackoff()
 	for {
 		e.mu.Lock()
 		n := e.progress()
@@ -258,6 +264,8 @@ func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
 		}
 		if n > 0 {
 			b.reset()
+		} else if b.stalled() {
+			return -1, Status{}, fmt.Errorf("pml: waitany: no progress for %v: %w", e.opts.StallTimeout, core.ErrStalled)
 		}
 		b.wait()
 	}
@@ -287,13 +295,14 @@ func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
 
 // Probe blocks until a message from source with tag can be received.
 func (c *Comm) Probe(source, tag int) (Status, error) {
-	var b backoff
-	b.cfg = c.e.opts.Backoff
-	b.reset()
+	b := c.e.newBackoff()
 	for {
 		ok, st, err := c.Iprobe(source, tag)
 		if ok || err != nil {
 			return st, err
+		}
+		if b.stalled() {
+			return Status{}, fmt.Errorf("pml: probe for rank %d tag %d: no progress for %v: %w", source, tag, c.e.opts.StallTimeout, core.ErrStalled)
 		}
 		b.wait()
 	}

@@ -35,6 +35,12 @@ type Options struct {
 	// Scheduler is the multirail scheduling policy; nil means round robin
 	// for small messages and even striping for large ones.
 	Scheduler core.Scheduler
+	// StallTimeout bounds how long a blocking call waits while no module
+	// reports any event at all; it then returns an error wrapping
+	// core.ErrStalled and leaves the request pending (Wait again, or
+	// Cancel). 0 waits forever. Use it where a transport can stall
+	// silently, e.g. EXTOLL without flow control (seed 003 §4).
+	StallTimeout time.Duration
 	// LocalRank and LocalRanks place this process among the ranks on its
 	// host (for per-process binding).
 	LocalRank, LocalRanks int
@@ -60,9 +66,33 @@ type backoff struct {
 	cfg   Backoff
 	n     int
 	sleep time.Duration
+	// stall detection: the time of the last event, checked only once the
+	// waiter sleeps, so the fast path never reads the clock.
+	stall time.Duration
+	clock core.Clock
+	quiet time.Duration
 }
 
-func (b *backoff) reset() { b.n, b.sleep = 0, b.cfg.Sleep }
+func (e *engine) newBackoff() backoff {
+	b := backoff{cfg: e.opts.Backoff, stall: e.opts.StallTimeout, clock: e.opts.Clock}
+	b.reset()
+	return b
+}
+
+func (b *backoff) reset() { b.n, b.sleep, b.quiet = 0, b.cfg.Sleep, -1 }
+
+// stalled reports whether the waiter has seen no event for the stall
+// timeout.
+func (b *backoff) stalled() bool {
+	if b.stall <= 0 || b.n <= b.cfg.Spin+b.cfg.Yield {
+		return false
+	}
+	now := b.clock.Now()
+	if b.quiet < 0 {
+		b.quiet = now
+	}
+	return now-b.quiet >= b.stall
+}
 
 func (b *backoff) wait() {
 	b.n++

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+func init() {
+	// Until btl/self is compiled in, a placeholder lets the examples load.
+	if _, ok := core.Lookup(core.KindBTL, "self"); !ok {
+		core.Register(&core.Component{Kind: core.KindBTL, Name: "self", Doc: "test placeholder for btl/self",
+			OpenBTL: func(core.BTLEnv) ([]core.Module, error) { return nil, errors.New("placeholder") }})
+	}
+}
+
+// run executes a fresh command tree (so flags start clean) and returns its
+// output and the exit status main would use.
+func run(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		code = 0
+	case errors.As(err, &ee):
+		code = ee.code
+	default:
+		code = 1
+		errOut.WriteString("gobtl: " + err.Error() + "\n")
+	}
+	return out.String(), errOut.String(), code
+}
+
+func examples(t *testing.T) []string {
+	files, err := filepath.Glob("../../conf/examples/*.hcl")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return files
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigCheckExitsZeroOnTheExamples(t *testing.T) {
+	files := examples(t)
+	out, errOut, code := run(t, newConfigCmd(), append([]string{"check"}, files...)...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if n := strings.Count(out, ": ok\n"); n != len(files) {
+		t.Fatalf("%d of %d files ok:\n%s", n, len(files), out)
+	}
+}
+
+func TestConfigCheckExitsOneWithPositionsOnATypo(t *testing.T) {
+	typo := writeFile(t, "typo.hcl", "job {\n  protocl = \"rdma_read\"\n}\nbtl \"self\" \"self\" {}\n")
+	out, errOut, code := run(t, newConfigCmd(), "check", examples(t)[0], typo)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	want := typo + `:2:3: Unsupported argument; An argument named "protocl" is not expected here. Did you mean "protocol"?` + "\n"
+	if errOut != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", errOut, want)
+	}
+	if !strings.Contains(out, typo+": 1 error\n") || !strings.Contains(out, examples(t)[0]+": ok\n") {
+		t.Fatalf("stdout:\n%s", out)
+	}
+}
+
+func TestConfigCheckPrintsWarningsAndExitsZero(t *testing.T) {
+	f := writeFile(t, "plugin.hcl", "btl \"self\" \"self\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
+	out, errOut, code := run(t, newConfigCmd(), "check", f)
+	if code != 0 || !strings.Contains(errOut, f+":2:1: warning: Policy \"sched\" body not checked") || !strings.Contains(out, "ok (1 warning)") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+func TestConfigCheckTakesVariables(t *testing.T) {
+	f := writeFile(t, "vars.hcl", "variable \"proto\" {}\njob { protocol = var.proto }\nbtl \"self\" \"self\" {}\n")
+	if _, errOut, code := run(t, newConfigCmd(), "check", f); code != 1 || !strings.Contains(errOut, `No value for variable "proto"`) {
+		t.Fatalf("without --var: exit %d, stderr %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newConfigCmd(), "check", "--var", "proto=pipeline", f); code != 0 {
+		t.Fatalf("with --var: exit %d, stderr %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newConfigCmd(), "check", "--var", "proto=pipelin", f); code != 1 || !strings.Contains(errOut, `Did you mean "pipeline"?`) {
+		t.Fatalf("with a bad --var: exit %d, stderr %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newConfigCmd(), "check", "--var", "proto", f); code != 1 || !strings.Contains(errOut, "want name=value") {
+		t.Fatalf("malformed --var: exit %d, stderr %s", code, errOut)
+	}
+}
+
+func TestConfigCheckMergesWhenAsked(t *testing.T) {
+	a := writeFile(t, "a.hcl", "btl \"self\" \"self\" {}\n")
+	b := writeFile(t, "b.hcl", "btl \"self\" \"self\" {}\n")
+	if _, errOut, code := run(t, newConfigCmd(), "check", a, b); code != 0 {
+		t.Fatalf("separately: exit %d, %s", code, errOut)
+	}
+	_, errOut, code := run(t, newConfigCmd(), "check", "--merge", a, b)
+	if code != 1 || !strings.Contains(errOut, "was already defined at "+a+":1:1") {
+		t.Fatalf("merged: exit %d, %s", code, errOut)
+	}
+}
+
+func TestConfigShowPrintsTheEffectiveConfiguration(t *testing.T) {
+	f := writeFile(t, "s.hcl", "variable \"kib\" { default = 4 }\njob { eager_limit = \"${var.kib}KiB\" }\nbtl \"self\" \"self\" {}\n")
+	out, errOut, code := run(t, newConfigCmd(), "show", "--var", "kib=16", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"16KiB"`, `protocol`, `"rdma_read"`, "max_sleep", `"500us"`, `btl "self" "self"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %s:\n%s", want, out)
+		}
+	}
+	out, _, code = run(t, newConfigCmd(), "show", "--json", f)
+	var got struct {
+		Job struct {
+			EagerLimit int64 `json:"eager_limit"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.Job.EagerLimit != 4096 {
+		t.Fatalf("--json: exit %d, %v, %+v:\n%s", code, err, got, out)
+	}
+	typo := writeFile(t, "typo.hcl", "jbo {}\n")
+	if out, errOut, code := run(t, newConfigCmd(), "show", typo); code != 1 || out != "" || !strings.Contains(errOut, `Did you mean "job"?`) {
+		t.Fatalf("show of a bad file: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestInfoListsTheJobThePolicyFrameworkAndComponents(t *testing.T) {
+	out, _, code := run(t, newInfoCmd())
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"job: job { ... }", "stall_timeout", "max_sleep", "500us", "[rdma_read|rdma_write|rdma_read_async|pipeline]",
+		`policy: policy "<kind>" { ... }`, "on_failure", "btl self: "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = run(t, newInfoCmd(), "--json", "job")
+	var sections []infoSection
+	if err := json.Unmarshal([]byte(out), &sections); code != 0 || err != nil || len(sections) != 1 || sections[0].Params[0].Name != "protocol" {
+		t.Fatalf("info --json job: exit %d, %v:\n%s", code, err, out)
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "btll"); code != 1 || !strings.Contains(errOut, `unknown kind "btll"`) {
+		t.Fatalf("info btll: exit %d, %s", code, errOut)
+	}
+}

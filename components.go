@@ -1,0 +1,10 @@
+package gobtl
+
+// The components compiled into every program that imports gobtl (and so
+// into the gobtl command): each registers itself with core from init, the
+// database/sql driver pattern. Add a blank import here when a component
+// lands.
+import (
+	_ "github.com/gobtl/gobtl/btl/inproc"
+	_ "github.com/gobtl/gobtl/btl/self"
+)

@@ -1,0 +1,169 @@
+package conf
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// FormatDiagnostic renders one diagnostic as `file:line:col: summary; detail`,
+// the form compilers use so that editors can jump to it. Warnings carry a
+// "warning: " prefix before the summary; a diagnostic that belongs to no file
+// (a --var for an undeclared variable) is rendered without a position.
+func FormatDiagnostic(d *hcl.Diagnostic) string {
+	var b strings.Builder
+	if d.Subject != nil {
+		fmt.Fprintf(&b, "%s:%d:%d: ", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+	}
+	if d.Severity == hcl.DiagWarning {
+		b.WriteString("warning: ")
+	}
+	b.WriteString(d.Summary)
+	if d.Detail != "" {
+		b.WriteString("; ")
+		b.WriteString(d.Detail)
+	}
+	return b.String()
+}
+
+// WriteDiagnostics writes every diagnostic, one per line.
+func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
+	for _, d := range diags {
+		if _, err := fmt.Fprintln(w, FormatDiagnostic(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Error is the error form of a configuration's diagnostics: its message is
+// every error diagnostic, one per line.
+type Error struct {
+	Diagnostics hcl.Diagnostics
+}
+
+func (e *Error) Error() string {
+	var lines []string
+	for _, d := range e.Diagnostics {
+		if d.Severity == hcl.DiagError {
+			lines = append(lines, FormatDiagnostic(d))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Err returns an *Error holding diags when they contain an error, and nil
+// when they hold only warnings (or nothing).
+func Err(diags hcl.Diagnostics) error {
+	if !diags.HasErrors() {
+		return nil
+	}
+	return &Error{Diagnostics: diags}
+}
+
+// sortDiagnostics orders diags by file (in load order), line and column, so
+// the output is stable: hcl reports unsupported arguments by walking a map.
+// Diagnostics without a position come first.
+func sortDiagnostics(diags hcl.Diagnostics, files []string) {
+	rank := func(name string) int {
+		if i := slices.Index(files, name); i >= 0 {
+			return i
+		}
+		return len(files)
+	}
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
+		switch {
+		case a.Subject == nil && b.Subject == nil:
+			return 0
+		case a.Subject == nil:
+			return -1
+		case b.Subject == nil:
+			return 1
+		}
+		return cmp.Or(
+			cmp.Compare(rank(a.Subject.Filename), rank(b.Subject.Filename)),
+			cmp.Compare(a.Subject.Filename, b.Subject.Filename),
+			cmp.Compare(a.Subject.Start.Byte, b.Subject.Start.Byte),
+		)
+	})
+}
+
+// suggest returns the option closest to given, or "" when none is close
+// enough to be what the user meant: at most two edits, and fewer than half
+// the length of the longer name, so that "ib" does not suggest "sm".
+func suggest(given string, options []string) string {
+	best, bestDist := "", 3
+	for _, o := range options {
+		if o == given {
+			continue
+		}
+		d := editDistance(strings.ToLower(given), strings.ToLower(o))
+		if d < bestDist && d*2 < max(len(given), len(o)) {
+			best, bestDist = o, d
+		}
+	}
+	return best
+}
+
+// didYouMean formats a suggestion for the end of a detail: ` Did you mean
+// "x"?`, or "" when there is none.
+func didYouMean(given string, options []string) string {
+	if s := suggest(given, options); s != "" {
+		return fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b, counting an
+// adjacent transposition as one edit (the commonest typo).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
+
+// quoteList renders names as `"a", "b" and "c"`.
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	switch len(q) {
+	case 0:
+		return "none"
+	case 1:
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+func errorAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+func warningAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}

@@ -1,0 +1,41 @@
+# The default stack, with every job setting spelled out at its default.
+# A job that loads an empty file gets exactly this.
+
+job {
+  # Rendezvous protocol above the eager limit: rdma_read, rdma_write,
+  # rdma_read_async or pipeline (send-based copy-in/copy-out; BTLs without
+  # put/get use it whatever is chosen here).
+  protocol = "rdma_read"
+
+  # eager_limit, rndv_eager_limit and max_reads are unset by default: each
+  # BTL's own values apply. Set them to cap every BTL's.
+  # eager_limit      = "12KiB"
+  # rndv_eager_limit = "4KiB"
+  # max_reads        = 4
+
+  # A peer reachable by several BTLs uses only the highest-exclusivity ones
+  # (shared memory rather than the network for a local peer).
+  exclusive = true
+
+  # Fail a request that makes no progress for this long; "0" never does.
+  stall_timeout = "0"
+
+  # A waiting rank polls every module `spin` times, then yields `yield`
+  # times, then sleeps from `sleep` doubling up to `max_sleep`.
+  progress {
+    spin      = 2000
+    yield     = 50
+    sleep     = "10us"
+    max_sleep = "500us"
+  }
+
+  # Quiet by default; GOBTL_LOG overrides (GOBTL_LOG=debug,
+  # GOBTL_LOG=pml=debug,btl.sm=info).
+  log {
+    level      = "warn"
+    components = {}
+  }
+}
+
+# Messages to this rank.
+btl "self" "self" {}

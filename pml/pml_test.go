@@ -1,0 +1,443 @@
+package pml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/inproc"
+	"github.com/gobtl/gobtl/core"
+)
+
+var oneRail = []inproc.RailOptions{{}}
+
+func TestMatching(t *testing.T) {
+	type msg struct {
+		tag  int
+		size int
+	}
+	tests := []struct {
+		name   string
+		sends  []msg // rank 1 sends these to rank 0, in order
+		recvs  []msg // rank 0 posts these (tag may be AnyTag), in order, after the sends
+		expect []int // tag each receive gets
+		trunc  []bool
+	}{
+		{"a specific tag skips earlier messages of other tags", []msg{{1, 8}, {2, 8}}, []msg{{2, 8}, {1, 8}}, []int{2, 1}, nil},
+		{"AnyTag takes messages in send order", []msg{{5, 8}, {3, 8}, {9, 8}}, []msg{{AnyTag, 8}, {AnyTag, 8}, {AnyTag, 8}}, []int{5, 3, 9}, nil},
+		{"same-tag messages never overtake, rendezvous then eager", []msg{{4, 64 << 10}, {4, 8}}, []msg{{4, 64 << 10}, {4, 64 << 10}}, []int{4, 4}, nil},
+		{"same-tag messages never overtake, eager then rendezvous", []msg{{4, 8}, {4, 64 << 10}}, []msg{{4, 64 << 10}, {4, 64 << 10}}, []int{4, 4}, nil},
+		{"a zero-byte message matches and completes", []msg{{7, 0}}, []msg{{7, 0}}, []int{7}, nil},
+		{"a short buffer truncates an eager message", []msg{{1, 100}}, []msg{{1, 10}}, []int{1}, []bool{true}},
+		{"a short buffer truncates a rendezvous message", []msg{{1, 200 << 10}}, []msg{{1, 100 << 10}}, []int{1}, []bool{true}},
+		{"a buffer shorter than the inline part truncates", []msg{{1, 200 << 10}}, []msg{{1, 10}}, []int{1}, []bool{true}},
+		{"a longer buffer takes a shorter message", []msg{{1, 10}}, []msg{{1, 100}}, []int{1}, []bool{false}},
+	}
+	for _, tc := range tests {
+		for _, posted := range []bool{false, true} {
+			name := tc.name + map[bool]string{false: " (unexpected)", true: " (posted first)"}[posted]
+			t.Run(name, func(t *testing.T) {
+				w := newWorld(t, 2, oneRail, Options{})
+				ready := make(chan struct{})
+				w.run(t, func(c *Comm) error {
+					if c.Rank() == 1 {
+						if posted {
+							<-ready
+						}
+						var reqs []*Request
+						for i, m := range tc.sends {
+							r, err := c.Isend(pattern(make([]byte, m.size), i), 0, m.tag)
+							if err != nil {
+								return err
+							}
+							reqs = append(reqs, r)
+						}
+						if err := c.Barrier(); err != nil {
+							return err
+						}
+						return c.Waitall(reqs)
+					}
+					if !posted {
+						if err := c.Barrier(); err != nil {
+							return err
+						}
+					}
+					var reqs []*Request
+					var bufs [][]byte
+					consumed := map[int]bool{}
+					for _, m := range tc.recvs {
+						b := make([]byte, m.size)
+						r, err := c.Irecv(b, 1, m.tag)
+						if err != nil {
+							return err
+						}
+						reqs, bufs = append(reqs, r), append(bufs, b)
+					}
+					if posted {
+						close(ready)
+					}
+					for i, r := range reqs {
+						st, err := c.Wait(r)
+						wantTrunc := tc.trunc != nil && tc.trunc[i]
+						if wantTrunc != errors.Is(err, core.ErrTruncated) {
+							return fmt.Errorf("receive %d: err %v, want truncation %v", i, err, wantTrunc)
+						}
+						if !wantTrunc && err != nil {
+							return err
+						}
+						if st.Tag != tc.expect[i] || st.Source != 1 {
+							return fmt.Errorf("receive %d got tag %d from %d, want tag %d", i, st.Tag, st.Source, tc.expect[i])
+						}
+						// Find which send it was to check content.
+						for j, m := range tc.sends {
+							if m.tag == st.Tag && !consumed[j] {
+								want := pattern(make([]byte, m.size), j)
+								n := min(len(want), len(bufs[i]))
+								if st.Count != n || !bytes.Equal(bufs[i][:n], want[:n]) {
+									return fmt.Errorf("receive %d: count %d, content mismatch against send %d", i, st.Count, j)
+								}
+								consumed[j] = true
+								break
+							}
+						}
+					}
+					if posted {
+						return c.Barrier()
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+func TestAnySourceAndSelf(t *testing.T) {
+	w := newWorld(t, 3, oneRail, Options{})
+	w.run(t, func(c *Comm) error {
+		// Every rank sends to every rank, itself included.
+		var reqs []*Request
+		for d := 0; d < c.Size(); d++ {
+			r, err := c.Isend(pattern(make([]byte, 100+d), c.Rank()), d, 3)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		seen := map[int]bool{}
+		for i := 0; i < c.Size(); i++ {
+			b := make([]byte, 200)
+			st, err := c.Recv(b, AnySource, AnyTag)
+			if err != nil {
+				return err
+			}
+			if seen[st.Source] || st.Count != 100+c.Rank() || !bytes.Equal(b[:st.Count], pattern(make([]byte, st.Count), st.Source)) {
+				return fmt.Errorf("bad receive %+v", st)
+			}
+			seen[st.Source] = true
+		}
+		return c.Waitall(reqs)
+	})
+}
+
+func TestDupIsolatesContexts(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	w.run(t, func(c *Comm) error {
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			if err := d.Send([]byte("dup"), 1, 0); err != nil {
+				return err
+			}
+			return c.Send([]byte("world"), 1, 0)
+		}
+		b := make([]byte, 8)
+		st, err := c.Recv(b, 0, AnyTag)
+		if err != nil || string(b[:st.Count]) != "world" {
+			return fmt.Errorf("world comm got %q, %v", b[:st.Count], err)
+		}
+		st, err = d.Recv(b, 0, AnyTag)
+		if err != nil || string(b[:st.Count]) != "dup" {
+			return fmt.Errorf("dup comm got %q, %v", b[:st.Count], err)
+		}
+		return nil
+	})
+}
+
+func TestProbeWaitanyCancel(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	w.run(t, func(c *Comm) error {
+		if c.Rank() == 1 {
+			if err := c.Send(make([]byte, 300<<10), 0, 9); err != nil {
+				return err
+			}
+			return c.Barrier()
+		}
+		st, err := c.Probe(AnySource, 9)
+		if err != nil || st.Count != 300<<10 || st.Source != 1 {
+			return fmt.Errorf("probe: %+v %v", st, err)
+		}
+		cancelMe, err := c.Irecv(make([]byte, 1), 1, 77)
+		if err != nil {
+			return err
+		}
+		r, err := c.Irecv(make([]byte, st.Count), 1, 9)
+		if err != nil {
+			return err
+		}
+		if err := c.Cancel(cancelMe); err != nil {
+			return err
+		}
+		rs := []*Request{cancelMe, r}
+		got := map[int]error{}
+		for k := 0; k < 2; k++ {
+			i, _, err := c.Waitany(rs)
+			got[i] = err
+		}
+		if !errors.Is(got[0], core.ErrCanceled) || got[1] != nil {
+			return fmt.Errorf("waitany: %v", got)
+		}
+		if i, _, _ := c.Waitany(rs); i != -1 {
+			return fmt.Errorf("waitany on nils returned %d", i)
+		}
+		return c.Barrier()
+	})
+}
+
+// protocolCases runs every protocol over one rail and over two rails that
+// reorder frames, at sizes from 0 B to 16 MiB.
+func TestProtocolsAllSizes(t *testing.T) {
+	sizes := []int{0, 1, 4095, 4096, 4097, 16 << 10, 64<<10 + 3, 1 << 20, 16 << 20}
+	if testing.Short() {
+		sizes = sizes[:7]
+	}
+	railSets := map[string][]inproc.RailOptions{
+		"one rail":               {{}},
+		"two rails":              {{}, {}},
+		"two rails, one no RDMA": {{}, {NoRDMA: true}},
+		"small RDMA ops":         {{MaxRDMA: 100 << 10, MaxReads: 2}},
+		"no inline rendezvous":   {{RndvEagerLimit: -1}},
+		"tiny rings":             {{Slots: 2}},
+	}
+	for _, proto := range []Protocol{ProtoRead, ProtoWrite, ProtoReadAsync, ProtoPipeline} {
+		for name, rails := range railSets {
+			t.Run(fmt.Sprintf("%v over %s", proto, name), func(t *testing.T) {
+				w := newWorld(t, 2, rails, Options{Protocol: proto})
+				if len(rails) > 1 {
+					w.f.Jitter(1, 200*time.Microsecond)
+				}
+				w.run(t, func(c *Comm) error {
+					peer := 1 - c.Rank()
+					var reqs []*Request
+					var bufs [][]byte
+					// Both ranks send all sizes at once in both directions
+					// and receive them in order.
+					for i, n := range sizes {
+						b := make([]byte, n)
+						r, err := c.Irecv(b, peer, 1)
+						if err != nil {
+							return err
+						}
+						reqs, bufs = append(reqs, r), append(bufs, b)
+						s, err := c.Isend(pattern(make([]byte, n), i*10+c.Rank()), peer, 1)
+						if err != nil {
+							return err
+						}
+						reqs = append(reqs, s)
+					}
+					if err := c.Waitall(reqs); err != nil {
+						return err
+					}
+					for i, n := range sizes {
+						if !bytes.Equal(bufs[i], pattern(make([]byte, n), i*10+peer)) {
+							return fmt.Errorf("message %d (%d bytes) corrupted or out of order", i, n)
+						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+func TestPeerLostFailsRequests(t *testing.T) {
+	for _, proto := range []Protocol{ProtoRead, ProtoWrite, ProtoPipeline} {
+		t.Run(proto.String(), func(t *testing.T) {
+			w := newWorld(t, 3, oneRail, Options{Protocol: proto})
+			// Rank 1 never sends; the link 0-1 drops while rank 0 waits on
+			// a specific receive, an AnySource receive and a rendezvous send.
+			w.run(t, func(c *Comm) error {
+				switch c.Rank() {
+				case 0:
+					r1, _ := c.Irecv(make([]byte, 8), 1, 0)
+					ra, _ := c.Irecv(make([]byte, 8), AnySource, 5)
+					s, _ := c.Isend(make([]byte, 1<<20), 1, 0)
+					if err := c.Send(nil, 2, 1); err != nil { // tell rank 2 we are waiting
+						return err
+					}
+					for _, r := range []*Request{r1, ra, s} {
+						if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+							return fmt.Errorf("request finished with %v, want ErrPeerLost", err)
+						}
+					}
+					if err := c.Send(nil, 1, 0); !errors.Is(err, core.ErrPeerLost) {
+						return fmt.Errorf("send to a lost peer: %v", err)
+					}
+					// Rank 2 still works.
+					return c.Send([]byte("ok"), 2, 2)
+				case 2:
+					if _, err := c.Recv(nil, 0, 1); err != nil {
+						return err
+					}
+					w.f.Drop(0, 0, 1)
+					b := make([]byte, 2)
+					_, err := c.Recv(b, 0, 2)
+					return err
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestBadFrameFailsTheConnection(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	// A FIN naming no rendezvous, sent raw on rank 1's endpoint.
+	ep, err := w.f.Module(1, 0).Endpoint(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := make([]byte, finSize)
+	encodeFin(fin, 12345, 1, finOK)
+	if err := ep.Send(core.Header{Type: core.TypeRndvFin, Src: 1}, fin, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := w.comms[0]
+	r, _ := c.Irecv(make([]byte, 8), 1, 0)
+	if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("receive after a bad frame: %v", err)
+	}
+	if n := c.Metrics().Counter("pml.bad_frames").Load(); n != 1 {
+		t.Fatalf("bad frames counted: %d", n)
+	}
+}
+
+func TestReadAsyncProgressesWithoutCalls(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{Protocol: ProtoReadAsync})
+	recvd := make(chan *Request)
+	w.run(t, func(c *Comm) error {
+		if c.Rank() == 0 {
+			<-recvd // rank 1 has posted its receive and stopped calling in
+			if err := c.Send(pattern(make([]byte, 1<<20), 1), 1, 0); err != nil {
+				return err
+			}
+			return nil
+		}
+		b := make([]byte, 1<<20)
+		r, err := c.Irecv(b, 0, 0)
+		if err != nil {
+			return err
+		}
+		recvd <- r
+		// "Compute": make no calls into the library; the event thread must
+		// match the START, read the data and send FIN on its own.
+		deadline := time.Now().Add(20 * time.Second)
+		for !c.done(r) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("receive did not progress without library calls")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if _, err := c.Wait(r); err != nil {
+			return err
+		}
+		if !bytes.Equal(b, pattern(make([]byte, 1<<20), 1)) {
+			return fmt.Errorf("data corrupted")
+		}
+		return nil
+	})
+}
+
+// done reports completion without making progress (tests only).
+func (c *Comm) done(r *Request) bool {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return r.done
+}
+
+func TestInvalidArguments(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	c := w.comms[0]
+	if _, err := c.Isend(nil, 2, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("send to rank 2 of 2: %v", err)
+	}
+	if _, err := c.Isend(nil, 1, -3); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative tag: %v", err)
+	}
+	if _, err := c.Irecv(nil, -7, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("receive from -7: %v", err)
+	}
+	r, _ := c.Isend(nil, 0, 0)
+	rr, _ := c.Irecv(nil, 0, 0)
+	c.Wait(r)
+	c.Wait(rr)
+	if _, err := c.Wait(r); !errors.Is(err, ErrInvalid) {
+		t.Errorf("wait on a released request: %v", err)
+	}
+}
+
+// TestEagerZeroAllocs pins the eager hot path: an 8-byte send and its
+// matching receive allocate nothing.
+func TestEagerZeroAllocs(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	a, b := w.comms[0], w.comms[1]
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	step := func() {
+		r, _ := b.Irecv(rbuf, 0, 1)
+		s, _ := a.Isend(sbuf, 1, 1)
+		a.Wait(s)
+		b.Wait(r)
+	}
+	for i := 0; i < 100; i++ {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("eager send+receive allocates %.1f times", n)
+	}
+	// Unexpected messages too, once the pools are warm.
+	unexp := func() {
+		s, _ := a.Isend(sbuf, 1, 2)
+		a.Wait(s)
+		b.Progress()
+		r, _ := b.Irecv(rbuf, 0, 2)
+		b.Wait(r)
+	}
+	for i := 0; i < 100; i++ {
+		unexp()
+	}
+	if n := testing.AllocsPerRun(1000, unexp); n != 0 {
+		t.Fatalf("unexpected eager receive allocates %.1f times", n)
+	}
+}
+
+func TestStallTimeoutReportsInsteadOfHanging(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{StallTimeout: 50 * time.Millisecond, Backoff: Backoff{Spin: 10, Yield: 10, Sleep: time.Millisecond, MaxSleep: time.Millisecond}})
+	c := w.comms[0]
+	r, err := c.Irecv(make([]byte, 8), 1, 0) // rank 1 never sends
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(r); !errors.Is(err, core.ErrStalled) {
+		t.Fatalf("wait: %v, want ErrStalled", err)
+	}
+	// The request is still pending: a late message completes it.
+	if err := w.comms[1].Send([]byte("late"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(r); err != nil {
+		t.Fatalf("second wait: %v", err)
+	}
+}
