@@ -152,8 +152,32 @@ func (p *Policy) Close() error {
 		if p.closeFn != nil {
 			p.closeFn()
 		}
+		running.Lock()
+		delete(running.m, p)
+		running.Unlock()
 	})
 	return nil
+}
+
+// running are the plugin policies open in this process, for Shutdown.
+var running = struct {
+	sync.Mutex
+	m map[*Policy]struct{}
+}{m: map[*Policy]struct{}{}}
+
+// Shutdown closes every plugin policy still open in this process: their
+// processes stop and their sockets go. A job that aborts calls it before
+// it exits.
+func Shutdown() {
+	running.Lock()
+	ps := make([]*Policy, 0, len(running.m))
+	for p := range running.m {
+		ps = append(ps, p)
+	}
+	running.Unlock()
+	for _, p := range ps {
+		p.Close()
+	}
 }
 
 // Open builds the policy a block selects: `builtin = "name"` in process,
@@ -306,6 +330,7 @@ func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
 	pp := proxyParams{
 		what: what, o: o, abort: b.OnFailure == "abort",
 		stats: newProxyStats(o.Metrics, pc.info.Name), setupTimeout: o.StartTimeout,
+		explain: pc.explain,
 		onFail: func(err error) {
 			// The process may be wedged: it goes now, not at Close.
 			pc.hardKill()
@@ -334,6 +359,9 @@ func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
 		wait()
 		bg.Wait()
 	}
+	running.Lock()
+	running.m[pol] = struct{}{}
+	running.Unlock()
 	log.Debug().Str("path", path).Str("version", info.Version).Msg("policy plugin started")
 	return pol, nil
 }

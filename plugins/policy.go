@@ -159,6 +159,7 @@ type proxyParams struct {
 	abort        bool
 	stats        *proxyStats
 	onFail       func(error)
+	explain      func(error) error
 	setupTimeout time.Duration
 }
 
@@ -253,7 +254,7 @@ func openKind[I, S, E, D, EM, DM any](pp proxyParams,
 		return nil, nil, nil, fmt.Errorf("opening the event stream: %w", err)
 	}
 	l.st = st
-	px.onFail = pp.onFail
+	px.onFail, px.explain = pp.onFail, pp.explain
 	pol := newPluginPolicy(px, pp.setupTimeout, rpcSetup, fallback)
 	px.run()
 	return pol, pol.close, px.wait, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,8 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Info describes a plugin as it describes itself.
@@ -235,6 +238,31 @@ func (p *proc) kill() {
 	})
 }
 
+// explain says how the process ended, when a broken stream or a failed
+// call is because it did: "the plugin process exited (signal: killed)". A
+// deadline miss is not a broken stream; it is returned as it is.
+func (p *proc) explain(err error) error {
+	if status.Code(errors.Unwrap(err)) == codes.OK && !strings.Contains(err.Error(), "rpc error") {
+		return err
+	}
+	for end := time.Now().Add(500 * time.Millisecond); !p.client.Exited(); {
+		if time.Now().After(end) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	state := "exited"
+	p.mu.Lock()
+	if ps := p.cmd.ProcessState; ps != nil {
+		state = ps.String()
+	}
+	p.mu.Unlock()
+	if tail := p.stderr.lastLine(); tail != "" {
+		return fmt.Errorf("the plugin process ended (%s; its last words: %s): %w", state, tail, err)
+	}
+	return fmt.Errorf("the plugin process ended (%s): %w", state, err)
+}
+
 // hardKill sends SIGKILL.
 func (p *proc) hardKill() {
 	p.mu.Lock()
@@ -280,6 +308,16 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
 	}
 	return len(p), nil
+}
+
+// lastLine is the last non-empty line written, cut to 200 bytes.
+func (t *tailBuffer) lastLine() string {
+	lines := strings.Split(t.String(), "\n")
+	l := strings.TrimSpace(lines[len(lines)-1])
+	if len(l) > 200 {
+		l = l[:200] + "..."
+	}
+	return l
 }
 
 func (t *tailBuffer) String() string {

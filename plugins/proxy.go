@@ -73,6 +73,9 @@ type proxy[E, D any] struct {
 	// newFallback builds the fallback (and replays Setup into it).
 	newFallback func() (observer[E, D], string, error)
 	onFail      func(error) // after the switch: the owner's abort/cleanup
+	// explain adds what is known of the process to a stream error (it
+	// exited, with which status).
+	explain func(error) error
 	stats       *proxyStats
 
 	state atomic.Int32
@@ -322,6 +325,9 @@ func (p *proxy[E, D]) fail(err error) {
 
 func (p *proxy[E, D]) switchOver(cause error) {
 	defer close(p.failed)
+	if p.explain != nil {
+		cause = p.explain(cause)
+	}
 	p.err = fmt.Errorf("%s: plugin failed: %w", p.what, cause)
 	// From here on events go to replay: first the batches the plugin never
 	// answered, in order, then whatever was pending, then new ones.

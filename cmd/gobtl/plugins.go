@@ -16,6 +16,10 @@ import (
 )
 
 func init() {
+	// `gobtl config check` checks a plugin's body against the plugin's
+	// own schema.
+	pluginSchema = plugins.Schema
+
 	cmd := &cobra.Command{
 		Use:   "plugins",
 		Short: "find and verify policy plugins",
