@@ -76,7 +76,7 @@ type proxy[E, D any] struct {
 	// explain adds what is known of the process to a stream error (it
 	// exited, with which status).
 	explain func(error) error
-	stats       *proxyStats
+	stats   *proxyStats
 
 	state atomic.Int32
 
