@@ -22,7 +22,7 @@ import (
 	"github.com/gobtl/gobtl"
 )
 
-var testpolicy string
+var testpolicyBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gobtl-plugin-jobs-")
@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	testpolicy = filepath.Join(dir, "testpolicy")
-	if out, err := exec.Command(gobin, "build", "-o", testpolicy, "../../plugins/internal/testplugins/testpolicy").CombinedOutput(); err != nil {
+	testpolicyBin = filepath.Join(dir, "testpolicy")
+	if out, err := exec.Command(gobin, "build", "-o", testpolicyBin, "../../plugins/internal/testplugins/testpolicy").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building testpolicy: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 }
 
 // stack writes a stack file: two in-process rails of different speeds and
-// a scheduling policy served by testpolicy.
+// a scheduling policy served by the testpolicy plugin.
 func stack(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "stack.hcl")
@@ -60,7 +60,7 @@ policy "sched" {
   path   = %q
 %s
 }
-`, testpolicy, body)
+`, testpolicyBin, body)
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func plugins(t *testing.T, parent int) []int {
 		if err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err != nil || exe != testpolicy {
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err != nil || exe != testpolicyBin {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
