@@ -37,8 +37,12 @@ fuzz-smoke:
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/...
 
+# The main job: the ring example on the default stack. Until a
+# cross-process BTL is compiled in, its ranks are goroutines of one process
+# over the in-process fabric.
 run: build plugins
-	@echo "main job: not wired yet"
+	$(GO) build -o $(BIN)/ring ./examples/ring
+	$(BIN)/ring -local 4
 
 clean:
 	rm -rf $(BIN)

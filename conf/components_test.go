@@ -62,11 +62,6 @@ var pluginFCParams = []core.Param{
 func init() {
 	openBTL := func(core.BTLEnv) ([]core.Module, error) { return nil, errTestOnly }
 	newPolicy := func(core.Params) (any, error) { return nil, errTestOnly }
-	// Until btl/self is compiled in (components.go), a placeholder lets
-	// the examples load.
-	if _, ok := core.Lookup(core.KindBTL, "self"); !ok {
-		core.Register(&core.Component{Kind: core.KindBTL, Name: "self", Doc: "test placeholder for btl/self", OpenBTL: openBTL})
-	}
 	core.Register(&core.Component{Kind: core.KindBTL, Name: "testnet", Doc: "a test BTL with every parameter type", Params: testBTLParams, OpenBTL: openBTL})
 	core.Register(&core.Component{Kind: core.KindBTL, Name: "testreq", Doc: "a test BTL with a required parameter", OpenBTL: openBTL,
 		Params: []core.Param{{Name: "address", Type: core.ParamString, Required: true, Doc: "where"}}})

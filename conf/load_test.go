@@ -402,7 +402,7 @@ policy "flow_control" {
 		t.Fatal(err)
 	}
 	shown := regexp.MustCompile(` +=`).ReplaceAllString(out.String(), " =")
-	for _, want := range []string{`eager_limit = "12KiB"`, `bandwidth = "12.5GB/s"`, `latency = "1.5us"`, `# max_send: not set`, `max_sleep = "500us"`, "btl \"self\" \"self\" {\n}"} {
+	for _, want := range []string{`eager_limit = "12KiB"`, `bandwidth = "12.5GB/s"`, `latency = "1.5us"`, `# max_send: not set`, `max_sleep = "500us"`, "btl \"self\" \"self\" {"} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("show output lacks %q:\n%s", want, out.String())
 		}
