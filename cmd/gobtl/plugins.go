@@ -19,7 +19,10 @@ func init() {
 	// `gobtl config check` checks a plugin's body against the plugin's
 	// own schema.
 	pluginSchema = plugins.Schema
+	rootCmd.AddCommand(newPluginsCmd())
+}
 
+func newPluginsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plugins",
 		Short: "find and verify policy plugins",
@@ -122,7 +125,7 @@ Exit status 1 if any check fails.`,
 	verify.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the host's and the plugin's log")
 
 	cmd.AddCommand(list, verify)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func kindsString(ks []core.Kind) string {
