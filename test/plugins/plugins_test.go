@@ -253,3 +253,14 @@ func errorsAs(err error, target **exec.ExitError) bool {
 	}
 	return ok
 }
+
+func TestABadPluginBodyStopsTheJobAtItsLine(t *testing.T) {
+	path := stack(t, `  mdoe = "good"`)
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), path+":10:3: Unsupported argument") || !strings.Contains(err.Error(), `Did you mean "mode"?`) {
+		t.Fatalf("RunLocal = %v, want the plugin body's diagnostic", err)
+	}
+	if pids := plugins(t, os.Getpid()); len(pids) != 0 {
+		t.Errorf("plugin processes %v outlived the failed start", pids)
+	}
+}
