@@ -76,8 +76,13 @@ func (f *flow) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 		return core.FlowSetup{}, errRefused
 	}
 	f.setup = core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: 2, MaxPosted: 16, CreditThreshold: 1}
+	if info.Transport == "extoll" {
+		f.setup.CreditSlots = 1 // seed 003 Equation 2: a credit slot per peer
+	}
 	if info.Buffers > 0 && info.Peers > 0 {
-		f.setup.MaxPosted = max(2, info.Buffers/info.Peers)
+		// An equal share of what is left for data, so that all peers at
+		// their maximum never exceed it.
+		f.setup.MaxPosted = max(2, (info.Buffers-f.setup.CreditSlots*info.Peers)/info.Peers)
 	}
 	return f.setup, nil
 }

@@ -32,13 +32,45 @@ func (flowModel) run(h *harness) []Result {
 			return fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.InitialPosted, s.MaxPosted, s.CreditThreshold)
 		},
 		state: func(info core.FlowInfo, s core.FlowSetup) streamer[core.FlowEvent, core.FlowDecision] {
-			st := &flowState{info: info, setup: s, posted: make([]int, info.Peers), threshold: s.CreditThreshold}
-			for i := range st.posted {
-				st.posted[i] = s.InitialPosted
-			}
-			return st
+			return newFlowState(info, s)
 		},
 	})
+}
+
+// flowBounds are a setup's parameters as the credit engine resolves them
+// (core.FlowSetup: on EXTOLL a zero InitialPosted is an equal share of the
+// data region, a zero MaxPosted no cap, a zero threshold Equation 1).
+type flowBounds struct {
+	quota     int // buffers posted per peer at start
+	threshold int
+	lo, hi    int // the range a peer's posted buffers may take; hi 0: no cap
+	pool      int // buffers for all peers' data; 0: unbounded
+}
+
+func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
+	b := flowBounds{quota: s.InitialPosted, threshold: s.CreditThreshold, lo: s.InitialPosted, hi: s.MaxPosted}
+	if info.Buffers > 0 {
+		b.pool = info.Buffers
+		if info.Transport == "extoll" {
+			// Each receiver keeps credit_slots per peer for credit packets
+			// (seed 003 §5); the rest is the data region.
+			b.pool = info.Buffers - s.CreditSlots*info.Peers
+		}
+	}
+	if info.Transport == "extoll" {
+		if b.quota == 0 && info.Peers > 0 {
+			b.quota = b.pool / info.Peers
+		}
+		if b.threshold == 0 {
+			b.threshold = b.quota/(s.CreditSlots+1) + 1 // Equation 1
+		}
+		// A sender never goes below its static slots (Equation 2).
+		b.lo = max(1, s.CreditSlots)
+	}
+	if b.hi == 0 && b.pool > 0 {
+		b.hi = b.pool - (info.Peers-1)*b.lo
+	}
+	return b
 }
 
 func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
@@ -51,20 +83,24 @@ func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 			return fmt.Errorf("MinRNRTimer %v is negative", s.MinRNRTimer)
 		}
 	case core.FlowCredits:
-		if s.InitialPosted < 1 {
-			return fmt.Errorf("credit scheme with %d buffers posted initially: no peer could ever send", s.InitialPosted)
+		b := resolveFlow(info, s)
+		if s.CreditSlots < 0 || info.Transport == "extoll" && s.CreditSlots < 1 {
+			return fmt.Errorf("CreditSlots %d: EXTOLL needs at least one per peer (seed 003 Equation 2)", s.CreditSlots)
 		}
-		if s.MaxPosted < s.InitialPosted {
-			return fmt.Errorf("MaxPosted %d below InitialPosted %d", s.MaxPosted, s.InitialPosted)
+		if b.quota < 1 {
+			return fmt.Errorf("credit scheme with %d buffers per peer at start: no peer could ever send", b.quota)
 		}
-		if s.CreditThreshold < 1 || s.CreditThreshold > s.InitialPosted {
-			return fmt.Errorf("credit threshold %d not in [1, InitialPosted = %d]: a peer could use up its credits before any are returned (deadlock)", s.CreditThreshold, s.InitialPosted)
+		if s.MaxPosted != 0 && s.MaxPosted < b.quota {
+			return fmt.Errorf("MaxPosted %d below the %d buffers posted at start", s.MaxPosted, b.quota)
 		}
-		if info.Buffers > 0 && s.InitialPosted*info.Peers > info.Buffers {
-			return fmt.Errorf("%d peers × %d initial credits exceed the %d buffers that exist (credit beyond what is posted)", info.Peers, s.InitialPosted, info.Buffers)
+		if b.threshold < 1 || b.threshold > b.quota {
+			return fmt.Errorf("credit threshold %d not in [1, %d buffers per peer]: a peer could use up its credits before any are returned (deadlock)", b.threshold, b.quota)
 		}
-		if s.CreditSlots < 0 {
-			return fmt.Errorf("CreditSlots %d is negative", s.CreditSlots)
+		if b.pool > 0 && b.quota*info.Peers > b.pool {
+			return fmt.Errorf("%d peers × %d credits at start exceed the %d buffers that exist for data (credit beyond what is posted)", info.Peers, b.quota, b.pool)
+		}
+		if b.pool < 0 {
+			return fmt.Errorf("%d credit slots per peer for %d peers leave no buffer for data in %d", s.CreditSlots, info.Peers, info.Buffers)
 		}
 	default:
 		return fmt.Errorf("unknown flow-control scheme %d", s.Scheme)
@@ -77,9 +113,19 @@ func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 type flowState struct {
 	info      core.FlowInfo
 	setup     core.FlowSetup
+	b         flowBounds
 	posted    []int
 	threshold int
 	now       time.Duration
+}
+
+func newFlowState(info core.FlowInfo, s core.FlowSetup) *flowState {
+	st := &flowState{info: info, setup: s, b: resolveFlow(info, s), posted: make([]int, info.Peers)}
+	for i := range st.posted {
+		st.posted[i] = st.b.quota
+	}
+	st.threshold = st.b.threshold
+	return st
 }
 
 func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
@@ -104,7 +150,7 @@ func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
 }
 
 func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
-	s := st.setup
+	b := st.b
 	for _, d := range ds {
 		switch d.Kind {
 		case core.FlowSetPosted:
@@ -112,9 +158,12 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 				v.add("SetPosted for peer %d of %d", d.Peer, st.info.Peers)
 				continue
 			}
-			if s.MaxPosted > 0 && (d.Value < int64(s.InitialPosted) || d.Value > int64(s.MaxPosted)) {
-				v.add("SetPosted %d for peer %d outside the range [%d, %d] the policy declared", d.Value, d.Peer, s.InitialPosted, s.MaxPosted)
-				d.Value = max(int64(s.InitialPosted), min(d.Value, int64(s.MaxPosted)))
+			if st.setup.Scheme == core.FlowCredits && (d.Value < int64(b.lo) || b.hi > 0 && d.Value > int64(b.hi)) {
+				v.add("SetPosted %d for peer %d outside [%d, %d], the range its setup allows", d.Value, d.Peer, b.lo, b.hi)
+				d.Value = max(int64(b.lo), d.Value)
+				if b.hi > 0 {
+					d.Value = min(d.Value, int64(b.hi))
+				}
 			}
 			if d.Value < 0 {
 				v.add("SetPosted %d for peer %d is negative", d.Value, d.Peer)
@@ -123,7 +172,7 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 			st.posted[d.Peer] = int(d.Value)
 		case core.FlowSetThreshold:
 			low := minPosted(st.posted)
-			if d.Value < 1 || (s.Scheme == core.FlowCredits && d.Value > int64(low)) {
+			if d.Value < 1 || (st.setup.Scheme == core.FlowCredits && d.Value > int64(low)) {
 				v.add("threshold %d not in [1, %d] (the fewest buffers any peer has): credits could stop coming back", d.Value, low)
 				continue
 			}
@@ -132,13 +181,13 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 			v.add("unknown flow decision kind %d", d.Kind)
 		}
 	}
-	if st.info.Buffers > 0 {
+	if b.pool > 0 {
 		total := 0
 		for _, n := range st.posted {
 			total += n
 		}
-		if total > st.info.Buffers {
-			v.add("%d buffers posted over all peers, only %d exist (credit beyond what is posted)", total, st.info.Buffers)
+		if total > b.pool {
+			v.add("%d buffers promised over all peers, only %d exist for data (credit beyond what is posted)", total, b.pool)
 		}
 	}
 }
