@@ -76,7 +76,7 @@ func TestInvalidDecisionsFailEveryKind(t *testing.T) {
 		t.Fatal("a policy proposing invalid decisions passed")
 	}
 	for name, want := range map[string]string{
-		"flow_control/stream/ib": "outside the range",
+		"flow_control/stream/ib": "the range its setup allows",
 		"recvbuf/stream/8peers":  "decision for queue",
 		"sched/stream":           "finite and non-negative",
 	} {
