@@ -83,6 +83,7 @@ func (pp *pluginPolicy[I, S, E, D]) Setup(info I) (S, error) {
 		switch pp.state.Load() {
 		case stateAborted:
 			pp.mu.Unlock()
+			<-pp.failed
 			return zero, pp.err
 		case stateClosed:
 			pp.mu.Unlock()

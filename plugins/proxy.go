@@ -244,10 +244,13 @@ func (p *proxy[E, D]) sendLoop() {
 		dropped := p.dropped
 		p.mu.Unlock()
 
-		if dropped != lastDropped && time.Since(lastDropLog) > time.Second {
-			p.log.Warn().Int64("dropped", dropped-lastDropped).Msg(p.what + ": plugin is behind; events dropped")
+		if dropped != lastDropped {
 			p.stats.dropped.Add(dropped - lastDropped)
-			lastDropped, lastDropLog = dropped, time.Now()
+			if time.Since(lastDropLog) > time.Second {
+				p.log.Warn().Int64("dropped", dropped).Msg(p.what + ": plugin is behind; events dropped")
+				lastDropLog = time.Now()
+			}
+			lastDropped = dropped
 		}
 		if batch != nil {
 			if err := p.link.send(seq, batch); err != nil {
@@ -360,14 +363,16 @@ func (p *proxy[E, D]) switchOver(cause error) {
 	p.cancel()
 	p.stats.failures.Add(1)
 
+	// p.err is final before the state changes: Setup and Err read it
+	// once they see the new state.
 	if p.abort {
+		p.err = fmt.Errorf("%w (on_failure = \"abort\")", p.err)
 		p.state.CompareAndSwap(stateRunning, stateAborted)
 		p.log.Error().Err(cause).Msg(p.what + ": plugin failed; aborting the job (on_failure = \"abort\")")
-		p.err = fmt.Errorf("%w (on_failure = \"abort\")", p.err)
 	} else if fb, name, err := p.newFallback(); err != nil {
+		p.err = fmt.Errorf("%w; fallback: %v", p.err, err)
 		p.state.CompareAndSwap(stateRunning, stateAborted)
 		p.log.Error().Err(cause).AnErr("fallback", err).Msg(p.what + ": plugin failed and its fallback could not start; no further decisions")
-		p.err = fmt.Errorf("%w; fallback: %v", p.err, err)
 	} else {
 		p.fb = fb
 		p.replayReady.Store(true)
