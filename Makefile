@@ -4,12 +4,13 @@ GO      ?= go
 BIN     := bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all build plugins test test-short race fuzz-smoke lint bench run clean
+.PHONY: all build plugins test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean
 
 all: build plugins
 
 build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
+	$(GO) build -o $(BIN)/ring ./examples/ring
 
 # Every plugins/<name>/main.go serves a built-in policy as a plugin; the
 # example third-party plugin is a module of its own, built on its own.
@@ -26,6 +27,7 @@ lint:
 test: build plugins lint
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
+	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
 	$(GO) test -race ./plugins/
 	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz-smoke
@@ -35,14 +37,25 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
 
 bench:
-	$(GO) test -run XXX -bench . -benchmem ./pml/...
+	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
+	$(MAKE) bench-osu
 
-# The main job: the ring example on the default stack. Until a
-# cross-process BTL is compiled in, its ranks are goroutines of one process
-# over the in-process fabric.
+# The osu-style suite over real processes (gobtl bench under gobtl run).
+bench-osu: build
+	gobtl run -np 2 -- gobtl bench latency
+	gobtl run -np 2 -- gobtl bench bw
+	gobtl run -np 2 -- gobtl bench msgrate
+	gobtl run -np 4 -- gobtl bench multi-pingpong
+
+# gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
+# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9".
+compare-ompi:
+	bench/compare-ompi.sh $(COMPARE_ARGS)
+
+# The main job: the ring example on the default stack (self and shared
+# memory), four processes started by the launcher.
 run: build plugins
-	$(GO) build -o $(BIN)/ring ./examples/ring
-	$(BIN)/ring -local 4
+	gobtl run -np 4 -- ring
 
 clean:
 	rm -rf $(BIN)

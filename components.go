@@ -7,4 +7,6 @@ package gobtl
 import (
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
+	_ "github.com/gobtl/gobtl/btl/sm"
+	_ "github.com/gobtl/gobtl/policies/sched"
 )

@@ -164,6 +164,15 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		mods = append(mods, ms...)
 	}
 
+	// Each BTL published its address when it opened; the fence makes every
+	// rank's visible before any endpoint connects (the PMIx modex).
+	if err := boot.Fence(ctx); err != nil {
+		for _, m := range mods {
+			m.Close()
+		}
+		return fail(fmt.Errorf("gobtl: exchange addresses: %w", err))
+	}
+
 	j := cfg.Job
 	po := pml.Options{
 		AllRails:  !j.Exclusive,
@@ -185,6 +194,15 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	if j.MaxReads != conf.Unset {
 		po.MaxReads = j.MaxReads
+	}
+	if sched != nil {
+		// Per-process binding needs this rank's place among its host's.
+		if po.LocalRank, po.LocalRanks, err = localRank(ctx, boot); err != nil {
+			for _, m := range mods {
+				m.Close()
+			}
+			return fail(fmt.Errorf("gobtl: %w", err))
+		}
 	}
 	pc, err := pml.New(boot.Rank(), boot.Size(), mods, po)
 	if err != nil {
@@ -296,4 +314,36 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// localRank returns this rank's index among the ranks on its host and how
+// many there are, from a hostname exchange through the bootstrap.
+func localRank(ctx context.Context, boot core.Bootstrap) (int, int, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return 0, 0, fmt.Errorf("hostname: %w", err)
+	}
+	if _, ok := boot.(*inproc.Boot); ok {
+		host = fmt.Sprintf("%s/%s", host, boot.JobID()) // goroutine ranks share a process
+	}
+	if err := boot.Put("gobtl.host", []byte(host)); err != nil {
+		return 0, 0, err
+	}
+	if err := boot.Fence(ctx); err != nil {
+		return 0, 0, err
+	}
+	local, count := 0, 0
+	for r := 0; r < boot.Size(); r++ {
+		h, err := boot.Get(ctx, r, "gobtl.host")
+		if err != nil {
+			return 0, 0, err
+		}
+		if string(h) == host {
+			if r < boot.Rank() {
+				local++
+			}
+			count++
+		}
+	}
+	return local, count, nil
 }

@@ -61,6 +61,14 @@ type Attrs struct {
 	// MaxReads bounds outstanding Gets per endpoint (an RC QP's
 	// max_rd_atomic); the PML keeps a token bucket of this size. 0: no bound.
 	MaxReads int
+	// RDMAMin and RDMAMax bound the messages, by size in bytes, whose
+	// rendezvous data this module moves better by RDMA than by the
+	// send-based pipeline; RDMAMax 0 means no upper bound, and the zero
+	// values mean RDMA at every size. Shared memory needs them: a
+	// copy-in/copy-out pipeline, with both processes copying at once, can
+	// beat a single copy made by one (Open MPI's vader: CMA wins at
+	// 64 KiB-1 MiB, copy-in/copy-out at 4 MiB on the same host).
+	RDMAMin, RDMAMax int64
 	// Bandwidth is the expected bandwidth in bytes per second.
 	Bandwidth float64
 	// Latency is the expected one-way latency of a small message.
@@ -245,4 +253,12 @@ type Credited interface {
 	// PreferRendezvous reports that an eager frame would wait for credits
 	// now and the flow-control policy asks for rendezvous in that case.
 	PreferRendezvous() bool
+}
+
+// Disconnecter is implemented by modules that can tear down the connection
+// to one peer. The PML calls it when it fails a virtual channel for its own
+// reasons (a bad PML payload, a lost sibling subchannel), so that the peer
+// learns of it through its own module's OnPeerLost instead of waiting.
+type Disconnecter interface {
+	Disconnect(rank int, reason error)
 }

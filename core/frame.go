@@ -176,10 +176,8 @@ func (h *Header) Decode(frame []byte, lim FrameLimits) error {
 	if lim.MaxPayload > 0 && uint64(n) > uint64(lim.MaxPayload) {
 		return &FrameError{Peer: peer, Field: "length", Value: uint64(n), Reason: fmt.Sprintf("exceeds the %d-byte maximum", lim.MaxPayload)}
 	}
-	for _, r := range frame[offRsvd:HeaderSize] {
-		if r != 0 {
-			return &FrameError{Peer: peer, Field: "reserved", Value: uint64(r), Reason: "must be zero"}
-		}
+	if r := uint64(binary.LittleEndian.Uint16(frame[offRsvd:])) | uint64(binary.LittleEndian.Uint32(frame[offRsvd+2:]))<<16; r != 0 {
+		return &FrameError{Peer: peer, Field: "reserved", Value: r, Reason: "must be zero"}
 	}
 	*h = Header{
 		Type:    t,

@@ -4,6 +4,10 @@ import "time"
 
 // The policy contract, shared by FlowControl, RecvBuffers and Scheduler.
 //
+// A policy instance serves one process: the mechanism calls it with its own
+// lock held, so a policy need not be safe for concurrent use, and each rank
+// builds its own instance (in-process ranks too).
+//
 // Setup is called once per instance (per peer for a Scheduler) before any
 // traffic; it may block briefly (a plugin answers over RPC at start-up).
 //

@@ -90,7 +90,7 @@ func (a *asyncProgress) close() {
 // readsInFlight reports whether any subchannel has reads outstanding.
 func (e *engine) readsInFlight() bool {
 	for _, r := range e.reqs {
-		if !r.done && r.kind == reqRecv && r.stripes > 0 {
+		if !r.done && r.kind == reqRecv && r.x != nil && r.x.stripes > 0 {
 			return true
 		}
 	}

@@ -1,5 +1,7 @@
 package pml
 
+import "time"
+
 // Collectives over point-to-point on the communicator's second context, so
 // they never match user messages. They are simple, correct algorithms for
 // the benchmarks and tests, not tuned ones.
@@ -10,7 +12,9 @@ type collState struct {
 
 // Barrier returns when every rank has entered it (dissemination: in round
 // k each rank signals rank+2^k and waits for rank-2^k).
-func (c *Comm) Barrier() error {
+func (c *Comm) Barrier() error { return c.barrier(0) }
+
+func (c *Comm) barrier(deadline time.Duration) error {
 	n, me := c.Size(), c.Rank()
 	round := 0
 	for k := 1; k < n; k <<= 1 {
@@ -22,10 +26,12 @@ func (c *Comm) Barrier() error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.Wait(s); err != nil {
+		if _, err := c.wait(s, deadline); err != nil {
+			c.Cancel(r)
 			return err
 		}
-		if _, err := c.Wait(r); err != nil {
+		if _, err := c.wait(r, deadline); err != nil {
+			c.Cancel(r)
 			return err
 		}
 		round++

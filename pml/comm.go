@@ -3,6 +3,7 @@ package pml
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -59,7 +60,13 @@ func (c *Comm) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
 	}
 	e := c.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	r, err := e.isend(ctx, buf, dest, tag)
+	e.mu.Unlock()
+	return r, err
+}
+
+// isend starts a send (lock held).
+func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -102,7 +109,13 @@ func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) 
 	}
 	e := c.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	r, err := e.irecv(ctx, buf, source, tag)
+	e.mu.Unlock()
+	return r, err
+}
+
+// irecv posts a receive (lock held).
+func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
@@ -130,21 +143,54 @@ func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) 
 
 // Send sends buf to dest and returns when buf may be reused.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
-	r, err := c.Isend(buf, dest, tag)
+	if err := c.checkRank(dest, false); err != nil {
+		return err
+	}
+	if err := checkTag(tag, false); err != nil {
+		return err
+	}
+	e := c.e
+	e.mu.Lock()
+	r, err := e.isend(c.ctx, buf, dest, tag)
+	if err == nil && r.done { // an eager send is done at once: one lock
+		err = r.status.Err
+		e.release(r)
+		e.mu.Unlock()
+		return err
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	_, err = c.Wait(r)
+	_, err = c.wait(r, 0)
 	return err
 }
 
 // Recv receives a message into buf.
 func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
-	r, err := c.Irecv(buf, source, tag)
+	if err := c.checkRank(source, true); err != nil {
+		return Status{}, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return Status{}, err
+	}
+	e := c.e
+	e.mu.Lock()
+	r, err := e.irecv(c.ctx, buf, source, tag)
+	if err == nil && !r.done {
+		e.progress()
+	}
+	if err == nil && r.done {
+		st := r.status
+		e.release(r)
+		e.mu.Unlock()
+		return st, st.Err
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return Status{}, err
 	}
-	return c.Wait(r)
+	return c.wait(r, 0)
 }
 
 // Progress polls every module once and returns how many events it handled.
@@ -155,13 +201,18 @@ func (c *Comm) Progress() int {
 }
 
 // Wait blocks until r completes, then releases it.
-func (c *Comm) Wait(r *Request) (Status, error) {
+func (c *Comm) Wait(r *Request) (Status, error) { return c.wait(r, 0) }
+
+// wait is Wait with an optional deadline on the engine's clock; at the
+// deadline it returns an error wrapping core.ErrStalled and leaves r
+// pending.
+func (c *Comm) wait(r *Request, deadline time.Duration) (Status, error) {
 	e := c.e
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid)
 	}
-	b := e.newBackoff()
-	for {
+	var b backoff // built only once the first poll has not finished r
+	for first := true; ; first = false {
 		e.mu.Lock()
 		if r.released {
 			e.mu.Unlock()
@@ -178,9 +229,12 @@ func (c *Comm) Wait(r *Request) (Status, error) {
 			return st, st.Err
 		}
 		e.mu.Unlock()
+		if first {
+			b = e.newBackoff()
+		}
 		if n > 0 {
 			b.reset()
-		} else if b.stalled() {
+		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {
 			return Status{}, e.stallErr(r)
 		}
 		b.wait()
@@ -350,8 +404,11 @@ func (c *Comm) Dup() (*Comm, error) {
 }
 
 // Close releases the communicator. Closing the communicator New returned
-// also stops the progress thread and closes the modules; its duplicates
-// become unusable.
+// finalizes the job for this rank, like MPI_Finalize: it is collective.
+// It sends what this rank still owes its peers (a FIN queued behind a
+// full ring, say), waits until every rank has done the same — bounded by
+// Options.FinalizeTimeout — and then stops the progress thread and closes
+// the modules. Duplicates become unusable.
 func (c *Comm) Close() error {
 	if !c.owner {
 		return nil
@@ -362,17 +419,66 @@ func (c *Comm) Close() error {
 		e.mu.Unlock()
 		return nil
 	}
+	e.mu.Unlock()
+	errs := []error{c.finalize()}
+	e.mu.Lock()
 	e.closed = true
 	a := e.async
 	e.mu.Unlock()
 	if a != nil {
 		a.close()
 	}
-	var errs []error
 	for _, m := range e.mods {
 		if err := m.m.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("pml: close %s: %w", m.attrs.Name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// finalize flushes owed work and meets the other ranks in a barrier.
+func (c *Comm) finalize() error {
+	e := c.e
+	deadline := e.opts.Clock.Now() + e.opts.FinalizeTimeout
+	if err := c.flush(deadline); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	lost := false
+	for _, p := range e.peers {
+		lost = lost || p.lost != nil
+	}
+	e.mu.Unlock()
+	if e.size == 1 || lost {
+		return nil // a barrier with a lost peer cannot complete
+	}
+	if err := c.barrier(deadline); err != nil {
+		if errors.Is(err, core.ErrPeerLost) {
+			return nil
+		}
+		return fmt.Errorf("pml: finalize: %w", err)
+	}
+	return c.flush(deadline)
+}
+
+// flush makes progress until no frame or RDMA operation waits for
+// resources.
+func (c *Comm) flush(deadline time.Duration) error {
+	e := c.e
+	b := e.newBackoff()
+	for {
+		e.mu.Lock()
+		n := e.progress()
+		idle := e.pendingWork == 0
+		e.mu.Unlock()
+		if idle {
+			return nil
+		}
+		if n > 0 {
+			b.reset()
+		} else if e.opts.Clock.Now() > deadline {
+			return fmt.Errorf("pml: finalize: work still queued after %v: %w", e.opts.FinalizeTimeout, core.ErrStalled)
+		}
+		b.wait()
+	}
 }

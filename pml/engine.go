@@ -3,7 +3,6 @@ package pml
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -35,6 +34,9 @@ type Options struct {
 	// Scheduler is the multirail scheduling policy; nil means round robin
 	// for small messages and even striping for large ones.
 	Scheduler core.Scheduler
+	// FinalizeTimeout bounds how long Close waits for owed work to leave
+	// and for the other ranks to close; default 30s.
+	FinalizeTimeout time.Duration
 	// StallTimeout bounds how long a blocking call waits while no module
 	// reports any event at all; it then returns an error wrapping
 	// core.ErrStalled and leaves the request pending (Wait again, or
@@ -50,10 +52,14 @@ type Options struct {
 }
 
 // Backoff is the waiting policy of blocking calls: Spin polls in a tight
-// loop, then Yield polls each followed by runtime.Gosched, then sleeps
-// starting at Sleep and doubling up to MaxSleep. Any progress starts over.
-// Oversubscribed ranks (more ranks than cores) need the sleeps so that
-// they don't starve each other.
+// loop, then Yield polls each followed by a yield of the processor to
+// other processes (sched_yield), then sleeps starting at Sleep and
+// doubling up to MaxSleep. Any progress starts over. Oversubscribed ranks
+// (more ranks than cores, common on small machines) need the yields and
+// sleeps so that they don't starve each other. The yield and the sleep are
+// system calls, not runtime.Gosched and time.Sleep: Gosched does not give
+// the core to another process, and the runtime's timers turn a 10 µs
+// sleep into about a millisecond.
 type Backoff struct {
 	Spin, Yield     int
 	Sleep, MaxSleep time.Duration
@@ -99,9 +105,9 @@ func (b *backoff) wait() {
 	switch {
 	case b.n <= b.cfg.Spin:
 	case b.n <= b.cfg.Spin+b.cfg.Yield:
-		runtime.Gosched()
+		osYield()
 	default:
-		time.Sleep(b.sleep)
+		osSleep(b.sleep)
 		if b.sleep *= 2; b.sleep > b.cfg.MaxSleep {
 			b.sleep = b.cfg.MaxSleep
 		}
@@ -174,6 +180,7 @@ type engine struct {
 	freeUnexp  []*unexpected
 	freeFrames []*outFrame
 	freeStrips []*stripe
+	freeRDMA   []*rdmaState
 	bufs       bufPool
 	scratch    [1024]byte
 
@@ -232,6 +239,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = core.SystemClock
+	}
+	if opts.FinalizeTimeout <= 0 {
+		opts.FinalizeTimeout = 30 * time.Second
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = core.NewMetrics()
@@ -386,6 +396,9 @@ func (e *engine) failPeer(p *peer, err error) {
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {
+		if d, ok := s.mod.m.(core.Disconnecter); ok {
+			d.Disconnect(p.rank, err)
+		}
 		for f := s.out.head; f != nil; {
 			next := f.next
 			e.dropFrame(f)
@@ -393,9 +406,11 @@ func (e *engine) failPeer(p *peer, err error) {
 		}
 		s.out = frameQueue{}
 		for st := s.readQ.pop(); st != nil; st = s.readQ.pop() {
+			e.pendingWork--
 			e.stripeDone(st, err)
 		}
 		for st := s.rdmaQ.pop(); st != nil; st = s.rdmaQ.pop() {
+			e.pendingWork--
 			e.stripeDone(st, err)
 		}
 	}

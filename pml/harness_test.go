@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	mrand "math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -12,11 +13,18 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
+// hangAfter is how long the ranks of a test may take before the harness
+// calls it a hang and dumps the engines' state.
+var hangAfter = 60 * time.Second
+
 // world is n ranks in this process over an inproc fabric with the given
 // rails (each rank also gets a self module).
 type world struct {
 	f     *inproc.Fabric
 	comms []*Comm
+	// noFinalize skips the collective Close at the end of run, for tests
+	// that break the job on purpose.
+	noFinalize bool
 }
 
 // tester is what the harness needs of *testing.T, *testing.B and *rapid.T.
@@ -27,7 +35,9 @@ type tester interface {
 	Error(args ...any)
 }
 
-func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world {
+// newWorld builds the ranks; each per function may adjust a rank's options
+// (a policy instance per rank, as every process has its own).
+func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options, per ...func(rank int, o *Options)) *world {
 	t.Helper()
 	f := inproc.New(n, nil)
 	for i, ro := range rails {
@@ -38,6 +48,9 @@ func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world 
 		mods := append([]core.Module{self.New(r, 64<<10, 256<<10)}, f.Modules(r)...)
 		o := opts
 		o.Metrics = core.NewMetrics()
+		for _, f := range per {
+			f(r, &o)
+		}
 		c, err := New(r, n, mods, o)
 		if err != nil {
 			t.Fatal(err)
@@ -50,10 +63,14 @@ func newWorld(t tester, n int, rails []inproc.RailOptions, opts Options) *world 
 	return w
 }
 
+// close closes every rank concurrently: Close is collective.
 func (w *world) close() {
+	var wg sync.WaitGroup
 	for _, c := range w.comms {
-		c.Close()
+		wg.Add(1)
+		go func(c *Comm) { defer wg.Done(); c.Close() }(c)
 	}
+	wg.Wait()
 }
 
 // run runs fn for every rank in its own goroutine and fails the test on
@@ -67,7 +84,11 @@ func (w *world) run(t tester, fn func(c *Comm) error) {
 		wg.Add(1)
 		go func(c *Comm) {
 			defer wg.Done()
-			if err := fn(c); err != nil {
+			err := fn(c)
+			if err == nil && !w.noFinalize {
+				err = c.Close() // finalize: collective
+			}
+			if err != nil {
 				t.Logf("rank %d failed: %v", c.Rank(), err)
 				errs <- fmt.Errorf("rank %d: %w", c.Rank(), err)
 			}
@@ -77,8 +98,14 @@ func (w *world) run(t tester, fn func(c *Comm) error) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("ranks did not finish within 60s: a hang")
+	case <-time.After(hangAfter):
+		var state string
+		for _, c := range w.comms {
+			state += c.dump()
+		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatal("ranks did not finish within " + hangAfter.String() + ": a hang\n" + state + string(buf))
 	}
 	close(errs)
 	for err := range errs {
@@ -101,3 +128,26 @@ func pattern(b []byte, seed int) []byte {
 func checksum(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
 func newRand(seed int64) *mrand.Rand { return mrand.New(mrand.NewPCG(uint64(seed), 7)) }
+
+// dump describes an engine's pending work, for hang reports.
+func (c *Comm) dump() string {
+	e := c.e
+	if !e.mu.TryLock() {
+		return fmt.Sprintf("rank %d: engine locked\n", e.rank)
+	}
+	defer e.mu.Unlock()
+	s := fmt.Sprintf("rank %d: pendingWork %d pendingRecvs %d\n", e.rank, e.pendingWork, e.pendingRecvs)
+	for _, r := range e.reqs {
+		if !r.done && r.gen != 0 {
+			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d rdma %v refs %d posted %v remote %x\n",
+				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted, r.remote)
+		}
+	}
+	for _, p := range e.peers {
+		s += fmt.Sprintf("  peer %d psn %d esn %d ooo %d lost %v\n", p.rank, p.psn, p.esn, len(p.ooo), p.lost)
+		for _, sb := range p.subs {
+			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, sb.out.head != nil, sb.readTokens, sb.readQ.head != nil, sb.rdmaQ.head != nil)
+		}
+	}
+	return s
+}

@@ -2,7 +2,6 @@ package pml
 
 import (
 	"errors"
-	"time"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -101,14 +100,13 @@ func (e *engine) dropFrame(f *outFrame) {
 // stripe is one RDMA operation of a rendezvous. It is its own completion
 // callback, so handing it to a module costs no allocation.
 type stripe struct {
-	op    core.RDMAOp
-	e     *engine
-	req   *Request
-	peer  *peer
-	sub   *sub
-	get   bool
-	start time.Duration // clock time when handed to the device
-	next  *stripe
+	op   core.RDMAOp
+	e    *engine
+	req  *Request
+	peer *peer
+	sub  *sub
+	get  bool
+	next *stripe
 }
 
 // RDMADone implements core.Completer; it runs inside a module's Progress
@@ -168,7 +166,7 @@ func (e *engine) issue(st *stripe) {
 		}
 		s.readTokens--
 	}
-	st.start = e.opts.Clock.Now()
+	e.handOff(st)
 	var err error
 	if st.get {
 		err = s.rdma.Get(&st.op)
@@ -225,7 +223,7 @@ func (e *engine) retry() int {
 				st := s.readQ.pop()
 				e.pendingWork--
 				s.readTokens--
-				st.start = e.opts.Clock.Now()
+				e.handOff(st)
 				if err := s.rdma.Get(&st.op); err != nil {
 					s.readTokens++
 					if errors.Is(err, core.ErrNoResources) {
@@ -246,7 +244,7 @@ func (e *engine) retry() int {
 				if st.get {
 					s.readTokens--
 				}
-				st.start = e.opts.Clock.Now()
+				e.handOff(st)
 				var err error
 				if st.get {
 					err = s.rdma.Get(&st.op)
@@ -277,5 +275,15 @@ func (q *stripeQueue) pushFront(s *stripe) {
 	q.head = s
 	if q.tail == nil {
 		q.tail = s
+	}
+}
+
+// handOff notes when a subchannel's first stripe of a message reaches the
+// device: the start of the completion filter's delivery time.
+func (e *engine) handOff(st *stripe) {
+	x, bit := st.req.x, uint8(1)<<st.sub.idx
+	if x.started&bit == 0 {
+		x.started |= bit
+		x.subStart[st.sub.idx] = e.opts.Clock.Now()
 	}
 }

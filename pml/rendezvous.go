@@ -36,12 +36,13 @@ func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error
 	if reg == nil {
 		return nil, nil
 	}
+	x := e.rdma(r)
 	free := -1
-	for i := range r.regMods {
-		if r.regMods[i] == reg {
-			return r.regs[i], nil
+	for i := range x.regMods {
+		if x.regMods[i] == reg {
+			return x.regs[i], nil
 		}
-		if r.regMods[i] == nil && free < 0 {
+		if x.regMods[i] == nil && free < 0 {
 			free = i
 		}
 	}
@@ -49,7 +50,7 @@ func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error
 	if err != nil {
 		return nil, fmt.Errorf("pml: register %d bytes with %s: %w", len(r.buf), s.mod.attrs.Name, err)
 	}
-	r.regs[free], r.regMods[free] = rg, reg
+	x.regs[free], x.regMods[free] = rg, reg
 	return rg, nil
 }
 
@@ -82,7 +83,8 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	nkeys := 0
 	if want := proto.rdmaCaps(); want != 0 {
 		switch {
-		case !p.hasCaps(want):
+		case !p.rdmaFits(want, len(r.buf)):
+			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
 			// rdma_read: the keys travel in the START. (rdma_write
@@ -98,8 +100,6 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	r.total = len(r.buf)
 	inline := min(s.inline, len(r.buf))
 	r.got = inline
-	e.msgSeq++
-	r.msgID = e.msgSeq
 	if proto == ProtoPipeline {
 		e.m.pipelineSends.Inc()
 	} else {
@@ -115,9 +115,12 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	e.sendFrame(p, s, h, e.scratch[:n], r.buf[:inline], flags, nil)
 }
 
-func (p *peer) hasCaps(want core.Caps) bool {
+// rdmaFits reports whether some subchannel can move size bytes by RDMA
+// with want and prefers to (its Attrs.RDMAMin/RDMAMax window).
+func (p *peer) rdmaFits(want core.Caps, size int) bool {
 	for _, s := range p.subs {
-		if s.rdma != nil && s.mod.attrs.Caps.Has(want) {
+		a := &s.mod.attrs
+		if s.rdma != nil && a.Caps.Has(want) && int64(size) >= a.RDMAMin && (a.RDMAMax == 0 || int64(size) <= a.RDMAMax) {
 			return true
 		}
 	}
@@ -204,6 +207,11 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		}
 		return
 	}
+	x := e.rdma(r)
+	if x.msgID == 0 {
+		e.msgSeq++
+		x.msgID = e.msgSeq
+	}
 	acc := core.AccessLocalWrite
 	if want == core.CapPut {
 		acc |= core.AccessRemoteRead
@@ -217,9 +225,9 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		if m := sp.sub.maxRDMA; m > 0 && int64(sp.len) > m {
 			ops[i] = int((int64(sp.len) + m - 1) / m)
 		}
-		r.stripes += ops[i]
+		x.stripes += ops[i]
 		r.refs += ops[i]
-		r.subs |= 1 << sp.sub.idx
+		x.subs |= 1 << sp.sub.idx
 	}
 	for i := 0; i < n; i++ {
 		sp := spans[i]
@@ -248,31 +256,33 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 // stripe's delivery time to the scheduling policy.
 func (e *engine) stripeDone(st *stripe, err error) {
 	r, p := st.req, st.peer
-	if err != nil && r.failed == nil {
-		r.failed = err
+	x := r.x
+	if err != nil && x.failed == nil {
+		x.failed = err
 	}
-	if !st.get && err == nil {
-		r.perSub[st.sub.idx] += len(st.op.Local)
-	}
-	r.stripes--
-	r.refs--
 	if err == nil {
-		e.schedEvent(p, st, r.stripes == 0)
+		x.perSub[st.sub.idx] += len(st.op.Local)
+		x.subEnd[st.sub.idx] = e.opts.Clock.Now()
 	}
+	x.stripes--
+	r.refs--
 	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
 	e.freeStrips = append(e.freeStrips, st)
-	if r.stripes > 0 {
+	if x.stripes > 0 {
 		return
 	}
 	if r.done {
 		e.maybeRecycle(r)
 		return
 	}
+	if x.failed == nil {
+		e.schedEvents(p, r)
+	}
 	if r.kind == reqRecv {
 		// rdma_read: FIN only after every read has completed (seed 004 §4.2).
-		if r.failed != nil {
+		if x.failed != nil {
 			e.sendFin(p, nil, r.remote, 0, finFailed)
-			e.finishRecv(r, fmt.Errorf("pml: rdma read from rank %d: %w", r.src, r.failed))
+			e.finishRecv(r, fmt.Errorf("pml: rdma read from rank %d: %w", r.src, x.failed))
 			return
 		}
 		r.got = r.accept
@@ -281,14 +291,14 @@ func (e *engine) stripeDone(st *stripe, err error) {
 		return
 	}
 	// rdma_write: one FIN on every subchannel that carried data.
-	if r.failed != nil {
+	if x.failed != nil {
 		e.sendFin(p, nil, r.remote, 0, finFailed)
-		e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, r.failed))
+		e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, x.failed))
 		return
 	}
 	for _, s := range p.subs {
-		if r.subs&(1<<s.idx) != 0 {
-			e.sendFin(p, s, r.remote, uint64(r.perSub[s.idx]), finOK)
+		if x.subs&(1<<s.idx) != 0 {
+			e.sendFin(p, s, r.remote, uint64(x.perSub[s.idx]), finOK)
 		}
 	}
 	e.m.bytesSent.Add(int64(r.accept))
@@ -417,7 +427,7 @@ func (e *engine) pump() int {
 		p := e.peers[r.peer]
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
-			chunk := min(s.mod.attrs.MaxSendSize-fragFixed, r.accept-r.got)
+			chunk := min(fragChunk(s.mod.attrs.MaxSendSize), r.accept-r.got)
 			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
 			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
 			if err != nil {
@@ -447,4 +457,15 @@ func (e *engine) pump() int {
 		r = next
 	}
 	return n
+}
+
+// fragChunk is the data carried by one pipeline fragment: the largest
+// power of two that fits with the fragment header, so that messages of
+// power-of-two sizes leave no small tail.
+func fragChunk(maxSend int) int {
+	c := 1
+	for c*2 <= maxSend-fragFixed {
+		c *= 2
+	}
+	return c
 }

@@ -1,6 +1,8 @@
 package pml
 
 import (
+	"time"
+
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -52,24 +54,48 @@ type Request struct {
 	status Status
 
 	// Protocol state.
-	proto   Protocol
-	psn     uint32
-	total   int    // message length
-	accept  int    // bytes the receiver takes: min(total, receive buffer)
-	got     int    // receive: bytes placed; send: bytes handed over
-	remote  uint64 // the peer's request id
-	subs    uint8  // bitmap of subchannels carrying RDMA data
-	stripes int    // stripes not yet completed
-	failed  error  // first error seen while stripes drain
-	regs    [maxSubchannels]core.Region
-	regMods [maxSubchannels]core.Registrar
-	perSub  [maxSubchannels]int // rdma_write: bytes put per subchannel
-	msgID   uint64
+	proto  Protocol
+	total  int    // message length
+	accept int    // bytes the receiver takes: min(total, receive buffer)
+	got    int    // receive: bytes placed; send: bytes handed over
+	remote uint64 // the peer's request id
+	x      *rdmaState
 
 	// List links: posted receives (per context) and pipeline pumping.
 	next, prev *Request
 	pumpNext   *Request
 	pumping    bool
+}
+
+// rdmaState is what a rendezvous needs beyond an eager message:
+// registrations, stripes and the completion filter's clocks. It lives
+// apart from Request so that an eager message does not clear it.
+type rdmaState struct {
+	subs    uint8 // bitmap of subchannels carrying RDMA data
+	stripes int   // stripes not yet completed
+	failed  error // first error seen while stripes drain
+	regs    [maxSubchannels]core.Region
+	regMods [maxSubchannels]core.Registrar
+	perSub  [maxSubchannels]int // RDMA bytes completed per subchannel
+	msgID   uint64
+	// The completion filter's clock per subchannel: when the first stripe
+	// was handed to the device and when the last one completed.
+	started  uint8
+	subStart [maxSubchannels]time.Duration
+	subEnd   [maxSubchannels]time.Duration
+}
+
+// rdma returns r's rendezvous state, taking it from the pool on first use.
+func (e *engine) rdma(r *Request) *rdmaState {
+	if r.x == nil {
+		if n := len(e.freeRDMA); n > 0 {
+			r.x = e.freeRDMA[n-1]
+			e.freeRDMA = e.freeRDMA[:n-1]
+		} else {
+			r.x = new(rdmaState)
+		}
+	}
+	return r.x
 }
 
 // id is how a peer names this request in control frames.
@@ -157,11 +183,15 @@ func (e *engine) maybeRecycle(r *Request) {
 	if r.refs > 0 || !r.done {
 		return
 	}
-	for i := range r.regs {
-		if r.regs[i] != nil {
-			_ = r.regMods[i].DeregisterMem(r.regs[i])
-			r.regs[i], r.regMods[i] = nil, nil
+	if x := r.x; x != nil {
+		for i := range x.regs {
+			if x.regs[i] != nil {
+				_ = x.regMods[i].DeregisterMem(x.regs[i])
+			}
 		}
+		*x = rdmaState{}
+		e.freeRDMA = append(e.freeRDMA, x)
+		r.x = nil
 	}
 	if !r.released {
 		return

@@ -227,17 +227,32 @@ func (p *peer) plan(want core.Caps, keys *[maxSubchannels]core.MemKey, haveKey u
 	}
 }
 
-// stripeDone feeds the completion filter's measurement of one stripe to
-// the scheduling policy's event batch.
-func (e *engine) schedEvent(p *peer, st *stripe, last bool) {
+// schedEvents reports a finished RDMA message to the scheduling policy:
+// per subchannel, the bytes it carried and its delivery time, from the
+// first stripe's hand-off to the device to the last stripe's completion
+// (seed 001 §4.5). The events of one message are consecutive; the last
+// carries Last.
+func (e *engine) schedEvents(p *peer, r *Request) {
 	if e.opts.Scheduler == nil {
 		return
 	}
-	s := &p.sched
-	s.events = append(s.events, core.SchedEvent{
-		Kind: core.SchedStripeDone, Peer: int32(p.rank), Sub: int32(st.sub.idx), Last: last,
-		Msg: st.req.msgID, Bytes: int64(len(st.op.Local)), Time: e.opts.Clock.Now() - st.start,
-	})
+	s, x := &p.sched, r.x
+	n := 0
+	for i := 0; i < s.n; i++ {
+		if x.subs&(1<<i) != 0 {
+			n++
+		}
+	}
+	for i := 0; i < s.n; i++ {
+		if x.subs&(1<<i) == 0 {
+			continue
+		}
+		n--
+		s.events = append(s.events, core.SchedEvent{
+			Kind: core.SchedStripeDone, Peer: int32(p.rank), Sub: int32(i), Last: n == 0,
+			Msg: x.msgID, Bytes: int64(x.perSub[i]), Time: x.subEnd[i] - x.subStart[i],
+		})
+	}
 }
 
 // pollScheduler hands batched stripe times to the policy and applies the

@@ -210,9 +210,15 @@ func newLink(n int, seed int64) *link {
 	return &link{slots: make([]slot, n), rng: rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))}
 }
 
-func (l *link) deliverAt(now time.Duration) time.Duration {
-	at := now + time.Duration(l.delay.Load())
-	if j := l.jitter.Load(); j > 0 {
+// deliverAt is when a frame sent now may be delivered; 0 means at once,
+// and then the clock is not read at all.
+func (l *link) deliverAt(c core.Clock) time.Duration {
+	d, j := l.delay.Load(), l.jitter.Load()
+	if d == 0 && j == 0 {
+		return 0
+	}
+	at := c.Now() + time.Duration(d)
+	if j > 0 {
 		at += time.Duration(l.rng.Int64N(j))
 	}
 	return at

@@ -109,6 +109,14 @@ func (m *Module) markLost(peer int) {
 	m.signal()
 }
 
+// Disconnect implements core.Disconnecter: it drops this rail's
+// connection to rank, so the peer learns of the failure too.
+func (m *Module) Disconnect(rank int, _ error) {
+	if rank >= 0 && rank < m.f.n && rank != m.rank && !m.lost[rank].Load() {
+		m.f.Drop(m.rail, m.rank, rank)
+	}
+}
+
 // Close implements core.Module.
 func (m *Module) Close() error {
 	m.closed.Store(true)
@@ -154,7 +162,7 @@ func (m *Module) signal() {
 // Progress implements core.Module.
 func (m *Module) Progress() int {
 	n := 0
-	now := m.f.clock.Now()
+	var now time.Duration // read only when a frame carries a delivery time
 	for src, l := range m.in {
 		if l == nil {
 			continue
@@ -165,8 +173,13 @@ func (m *Module) Progress() int {
 				break
 			}
 			s := &l.slots[head%uint64(len(l.slots))]
-			if s.at > now {
-				break
+			if s.at > 0 {
+				if now == 0 {
+					now = m.f.clock.Now()
+				}
+				if s.at > now {
+					break
+				}
 			}
 			h := &m.hdr
 			err := h.Decode(s.buf[:s.n], core.FrameLimits{Size: m.f.n, MaxPayload: m.attrs.MaxSendSize})
@@ -187,7 +200,7 @@ func (m *Module) Progress() int {
 		}
 	}
 	if len(m.comps) > 0 {
-		n += m.complete(now)
+		n += m.complete(m.f.clock.Now())
 	}
 	if m.anyLost.Load() {
 		m.anyLost.Store(false)
@@ -265,7 +278,7 @@ func (ep *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) 
 	h.Encode(s.buf)
 	copy(s.buf[core.HeaderSize+copy(s.buf[core.HeaderSize:], pre):], data)
 	s.n = core.HeaderSize + n
-	s.at = l.deliverAt(m.f.clock.Now())
+	s.at = l.deliverAt(m.f.clock)
 	s.solicited = flags&core.SendSolicited != 0
 	l.tail.Store(tail + 1)
 	m.sent.Inc()
@@ -338,7 +351,7 @@ func (ep *endpoint) rdma(op *core.RDMAOp, put bool) error {
 			copy(op.Local, buf)
 		}
 	}
-	m.comps = append(m.comps, completion{op: op, err: err, at: ep.out.deliverAt(m.f.clock.Now()), peer: ep.peer})
+	m.comps = append(m.comps, completion{op: op, err: err, at: ep.out.deliverAt(m.f.clock), peer: ep.peer})
 	if op.Solicited {
 		m.signal()
 	}

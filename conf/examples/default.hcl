@@ -39,3 +39,4 @@ job {
 
 # Messages to this rank.
 btl "self" "self" {}
+btl "sm" "local" {}

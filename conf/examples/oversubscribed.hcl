@@ -36,3 +36,4 @@ job {
 }
 
 btl "self" "self" {}
+btl "sm" "local" {}

@@ -1,0 +1,362 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Comm is what the benchmarks need of a communicator; *pml.Comm has it.
+type Comm interface {
+	Rank() int
+	Size() int
+	Isend(buf []byte, dest, tag int) (*pml.Request, error)
+	Irecv(buf []byte, source, tag int) (*pml.Request, error)
+	Send(buf []byte, dest, tag int) error
+	Recv(buf []byte, source, tag int) (pml.Status, error)
+	Wait(r *pml.Request) (pml.Status, error)
+	Waitall(rs []*pml.Request) error
+	Barrier() error
+	Alltoall(send, recv []byte, block int) error
+	Metrics() *core.Metrics
+}
+
+// Options configure a run. Zero fields take the benchmark's defaults.
+type Options struct {
+	// Sizes in bytes; nil means the benchmark's default list.
+	Sizes []int
+	// Iters and Warmup per size; 0 picks by size (osu's defaults).
+	Iters, Warmup int
+	// Window is the number of messages in flight for bw, bibw, msgrate.
+	Window int
+	// Compute is the overlap benchmark's W; 0 means twice the measured
+	// transfer time of each size.
+	Compute time.Duration
+	// JSON selects the JSON report.
+	JSON bool
+	// Out receives the report (rank 0 only).
+	Out io.Writer
+	// Progress, when set, receives a progress bar if the run takes more
+	// than a few seconds (rank 0 only).
+	Progress io.Writer
+	// Config is echoed in the JSON report ("config"): the stack and
+	// whatever else identifies the run.
+	Config map[string]any
+}
+
+// Field is one named value of a row.
+type Field struct {
+	Name  string
+	Value float64
+}
+
+// Row is the result for one size.
+type Row struct {
+	Size   int
+	Fields []Field
+}
+
+// Get returns the value of the field called name.
+func (r Row) Get(name string) (float64, bool) {
+	for _, f := range r.Fields {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return 0, false
+}
+
+// MarshalJSON writes {"size": B, "<field>": value, ...} in field order.
+func (r Row) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"size":%d`, r.Size)
+	for _, f := range r.Fields {
+		v := f.Value
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			fmt.Fprintf(&b, `,%q:null`, f.Name)
+			continue
+		}
+		fmt.Fprintf(&b, `,%q:%s`, f.Name, strconv.FormatFloat(v, 'g', 6, 64))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Report is the JSON document of a run.
+type Report struct {
+	Bench    string         `json:"bench"`
+	Ranks    int            `json:"ranks"`
+	Config   map[string]any `json:"config"`
+	Rows     []Row          `json:"rows"`
+	Counters map[string]any `json:"counters"`
+}
+
+// column describes how a field prints in the table.
+type column struct {
+	field, title, format string
+}
+
+// benchmark is one entry of the suite.
+type benchmark struct {
+	doc       string
+	minRanks  int
+	evenRanks bool
+	sizes     []int
+	columns   []column
+	// iters gives the default iterations for a size.
+	iters func(size int) int
+	run   func(b *runner, size int) (Row, error)
+}
+
+// powers lists powers of two from lo to hi.
+func powers(lo, hi int) []int {
+	var s []int
+	for n := lo; n <= hi; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+func bySize(small, large, cut int) func(int) int {
+	return func(n int) int {
+		if n <= cut {
+			return small
+		}
+		return large
+	}
+}
+
+var suite = map[string]*benchmark{
+	"latency": {
+		doc: "ping-pong between ranks 0 and 1: one-way latency", minRanks: 2,
+		sizes: append([]int{0}, powers(1, 4<<20)...), iters: bySize(10000, 1000, 8192),
+		columns: []column{{"lat_us", "Latency (us)", "%.2f"}},
+		run:     (*runner).latency,
+	},
+	"bw": {
+		doc: "rank 0 streams windows of messages to rank 1: bandwidth", minRanks: 2,
+		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192),
+		columns: []column{{"mbps", "Bandwidth (MB/s)", "%.2f"}},
+		run:     func(b *runner, n int) (Row, error) { return b.bandwidth(n, false) },
+	},
+	"bibw": {
+		doc: "ranks 0 and 1 stream windows to each other: bidirectional bandwidth", minRanks: 2,
+		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192),
+		columns: []column{{"mbps", "Bandwidth (MB/s)", "%.2f"}},
+		run:     func(b *runner, n int) (Row, error) { return b.bandwidth(n, true) },
+	},
+	"msgrate": {
+		doc: "pairs (i, i+N/2) stream windows of messages: messages per second", minRanks: 2, evenRanks: true,
+		sizes: []int{8}, iters: bySize(10000, 100, 8192),
+		columns: []column{{"msgs_per_s", "Messages/s", "%.0f"}, {"mbps", "MB/s", "%.2f"}},
+		run:     (*runner).msgrate,
+	},
+	"overlap": {
+		doc: "seed 004 §5.1: computation/communication overlap W/T on the sender and the receiver", minRanks: 2,
+		sizes: []int{64 << 10, 256 << 10, 1 << 20}, iters: bySize(200, 50, 64<<10),
+		columns: []column{{"compute_us", "W (us)", "%.1f"}, {"time_send_us", "T send (us)", "%.1f"},
+			{"overlap_send", "Overlap send", "%.3f"}, {"time_recv_us", "T recv (us)", "%.1f"}, {"overlap_recv", "Overlap recv", "%.3f"}},
+		run: (*runner).overlap,
+	},
+	"alltoall": {
+		doc: "Alltoall of the size per pair: time per call", minRanks: 2,
+		sizes: powers(1, 1<<20), iters: bySize(1000, 100, 8192),
+		columns: []column{{"lat_us", "Latency (us)", "%.2f"}},
+		run:     (*runner).alltoall,
+	},
+	"multi-pingpong": {
+		doc: "seed 003 §5.3: N/2 pairs ping-pong at once: mean and worst one-way latency", minRanks: 2, evenRanks: true,
+		sizes: []int{8, 256, 2048, 16384, 65536}, iters: bySize(10000, 1000, 8192),
+		columns: []column{{"lat_us", "Latency (us)", "%.2f"}, {"lat_max_us", "Worst pair (us)", "%.2f"}},
+		run:     (*runner).multiPingPong,
+	},
+}
+
+// Names lists the benchmarks.
+func Names() []string {
+	names := make([]string, 0, len(suite))
+	for n := range suite {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Doc describes a benchmark.
+func Doc(name string) string {
+	if b, ok := suite[name]; ok {
+		return b.doc
+	}
+	return ""
+}
+
+// ErrUnknown reports a benchmark name the suite does not have.
+var ErrUnknown = errors.New("unknown benchmark")
+
+// runner holds a run's state.
+type runner struct {
+	c      Comm
+	o      *Options
+	bench  *benchmark
+	sbuf   []byte
+	rbuf   []byte
+	ack    []byte
+	reqs   []*pml.Request
+	iters  int
+	warmup int
+}
+
+// Run runs the named benchmark on every rank and writes the report on rank
+// 0. Every rank of c must call it with the same options.
+func Run(c Comm, name string, o Options) (*Report, error) {
+	b, ok := suite[name]
+	if !ok {
+		return nil, fmt.Errorf("bench: %q: %w (have %s)", name, ErrUnknown, strings.Join(Names(), ", "))
+	}
+	if c.Size() < b.minRanks {
+		return nil, fmt.Errorf("bench: %s needs at least %d ranks, the job has %d", name, b.minRanks, c.Size())
+	}
+	if b.evenRanks && c.Size()%2 != 0 {
+		return nil, fmt.Errorf("bench: %s pairs ranks and needs an even number, the job has %d", name, c.Size())
+	}
+	sizes := o.Sizes
+	if len(sizes) == 0 {
+		sizes = b.sizes
+	}
+	if o.Window <= 0 {
+		o.Window = 64
+	}
+	maxSize := slices.Max(sizes)
+	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window)}
+	bufLen := maxSize
+	if name == "alltoall" {
+		bufLen = maxSize * c.Size()
+	}
+	r.sbuf, r.rbuf = make([]byte, bufLen), make([]byte, bufLen)
+	for i := range r.sbuf {
+		r.sbuf[i] = byte(i)
+	}
+	rep := &Report{Bench: name, Ranks: c.Size(), Config: o.Config, Rows: []Row{}}
+	if rep.Config == nil {
+		rep.Config = map[string]any{}
+	}
+	rep.Config["window"] = o.Window
+	bar := newBar(c.Rank() == 0, o.Progress, name, len(sizes))
+	defer bar.done()
+	for _, n := range sizes {
+		if n < 0 {
+			return nil, fmt.Errorf("bench: negative size %d", n)
+		}
+		r.iters, r.warmup = o.Iters, o.Warmup
+		if r.iters <= 0 {
+			r.iters = b.iters(n)
+		}
+		if r.warmup <= 0 {
+			r.warmup = max(r.iters/10, 2)
+		}
+		if err := c.Barrier(); err != nil {
+			return nil, fmt.Errorf("bench: barrier: %w", err)
+		}
+		row, err := b.run(r, n)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s, %d bytes: %w", name, n, err)
+		}
+		row.Size = n
+		rep.Rows = append(rep.Rows, row)
+		bar.step()
+	}
+	if err := c.Barrier(); err != nil {
+		return nil, fmt.Errorf("bench: barrier: %w", err)
+	}
+	rep.Counters = c.Metrics().Snapshot()
+	if c.Rank() != 0 || o.Out == nil {
+		return rep, nil
+	}
+	bar.done()
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		return rep, enc.Encode(rep)
+	}
+	return rep, writeTable(o.Out, rep, b)
+}
+
+func writeTable(w io.Writer, rep *Report, b *benchmark) error {
+	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, b.doc)
+	fmt.Fprintf(w, "# %d ranks", rep.Ranks)
+	keys := make([]string, 0, len(rep.Config))
+	for k := range rep.Config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, ", %s %v", k, rep.Config[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-10s", "# Size")
+	for _, c := range b.columns {
+		fmt.Fprintf(w, " %16s", c.title)
+	}
+	fmt.Fprintln(w)
+	for _, row := range rep.Rows {
+		fmt.Fprintf(w, "%-10d", row.Size)
+		for _, c := range b.columns {
+			v, _ := row.Get(c.field)
+			fmt.Fprintf(w, " %16s", fmt.Sprintf(c.format, v))
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// ParseSizes reads a size list: "8,1KiB,64k", or a range of powers of two
+// "1:4MiB" (osu's -m).
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(part, ":"); ok {
+			a, err := core.ParseSize(lo)
+			if err != nil {
+				return nil, err
+			}
+			b, err := core.ParseSize(hi)
+			if err != nil {
+				return nil, err
+			}
+			if a > b {
+				return nil, fmt.Errorf("size range %q runs backwards", part)
+			}
+			if a == 0 {
+				out = append(out, 0)
+				a = 1
+			}
+			for n := a; n <= b; n *= 2 {
+				out = append(out, int(n))
+			}
+			continue
+		}
+		n, err := core.ParseSize(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, int(n))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sizes in %q", s)
+	}
+	return out, nil
+}

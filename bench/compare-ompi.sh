@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Compare gobtl's shared-memory stack with Open MPI's ob1 + vader on this
+# host: install Open MPI if missing, build bench/c/osu.c (the same algorithms
+# as `gobtl bench`) and gobtl, then alternate the runs and print ratios.
+#   bench/compare-ompi.sh [-reps N] [-np N] [-c stack.hcl]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+	echo "compare-ompi: installing openmpi-bin libopenmpi-dev" >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+fi
+mkdir -p bin
+mpicc -O2 -o bin/osu-ompi bench/c/osu.c
+go build -o bin/gobtl ./cmd/gobtl
+exec go run ./bench/compare -gobtl bin/gobtl -osu bin/osu-ompi "$@"

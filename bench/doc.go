@@ -1,0 +1,25 @@
+// Package bench is gobtl's osu-style benchmark suite, run by `gobtl bench
+// NAME` under `gobtl run`. Every rank runs the same benchmark; rank 0
+// reports.
+//
+//   - latency: ping-pong between ranks 0 and 1, one-way time in µs
+//     (osu_latency);
+//   - bw: rank 0 sends a window of non-blocking messages, rank 1 answers
+//     the window with a 4-byte ack; MB/s with MB = 10^6 (osu_bw);
+//   - bibw: both directions at once (osu_bibw);
+//   - msgrate: pairs (i, i+N/2) stream windows of 64 messages, 8 bytes by
+//     default; messages per second over all pairs (osu_mbw_mr);
+//   - overlap: seed 004 §5.1. Sender overlap: the sender starts an Isend,
+//     computes for W µs without calling the library, then waits; the
+//     receiver blocks in Recv. Receiver overlap: the receiver starts an
+//     Irecv, computes W µs, waits; the sender blocks in Send. The ratio is
+//     W/T where T is the whole operation on the computing side;
+//   - alltoall: Comm.Alltoall of the size per pair, µs per call;
+//   - multi-pingpong: seed 003 §5.3 (IMB's multi-PingPong): N/2 pairs
+//     ping-pong at once; mean and worst one-way latency over the pairs.
+//
+// Output is an OSU-like table, or with JSON one object
+// {"bench", "ranks", "config", "rows": [{"size": B, ...}], "counters"}
+// with the metric fields lat_us, mbps, msgs_per_s, overlap_send and
+// overlap_recv, and the job's counters (rank 0's Metrics).
+package bench

@@ -1,0 +1,173 @@
+package boot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/launch"
+)
+
+// exchange has every rank put its own value, fence, and read everyone's.
+func exchange(t *testing.T, bs []core.Bootstrap) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(bs))
+	for i, b := range bs {
+		wg.Go(func() {
+			if err := b.Put("addr", []byte(fmt.Sprint("at-", b.Rank()))); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := b.Fence(ctx); err != nil {
+				errs[i] = err
+				return
+			}
+			for p := range b.Size() {
+				v, err := b.Get(ctx, p, "addr")
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if string(v) != fmt.Sprint("at-", p) {
+					errs[i] = fmt.Errorf("rank %d got %q from rank %d", b.Rank(), v, p)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAGroupFenceMakesEveryPutVisible(t *testing.T) {
+	bs := boot.Group(5, "g1")
+	exchange(t, bs)
+	exchange(t, bs) // fences repeat
+	if _, err := bs[0].Get(context.Background(), 1, "nothing"); err == nil {
+		t.Error("Get of a key nobody put succeeded")
+	}
+	if _, err := bs[0].Get(context.Background(), 9, "addr"); err == nil {
+		t.Error("Get from rank 9 of 5 succeeded")
+	}
+}
+
+func TestAGroupFenceFailsWhenAMemberCloses(t *testing.T) {
+	bs := boot.Group(2, "g2")
+	done := make(chan error)
+	go func() { done <- bs[0].Fence(context.Background()) }()
+	bs[1].(interface{ Close() error }).Close()
+	if err := <-done; !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("fence after a member closed: %v", err)
+	}
+}
+
+func dialAll(t *testing.T, n int, job string) (*launch.Server, []core.Bootstrap) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "boot.sock")
+	srv, err := launch.NewServer(path, n, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	bs := make([]core.Bootstrap, n)
+	for r := range n {
+		c, err := boot.Dial(context.Background(), path, r, n, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		bs[r] = c
+	}
+	return srv, bs
+}
+
+func TestClientsExchangeThroughTheServer(t *testing.T) {
+	_, bs := dialAll(t, 4, "job1")
+	exchange(t, bs)
+	exchange(t, bs)
+}
+
+func TestTheServerRefusesStrangers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "boot.sock")
+	srv, err := launch.NewServer(path, 2, "job2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	if _, err := boot.Dial(ctx, path, 0, 2, "other-job"); err == nil {
+		t.Error("a rank of another job was accepted")
+	}
+	if _, err := boot.Dial(ctx, path, 0, 3, "job2"); err == nil {
+		t.Error("a rank that believes in 3 ranks was accepted by a 2-rank server")
+	}
+	c, err := boot.Dial(ctx, path, 1, 2, "job2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := boot.Dial(ctx, path, 1, 2, "job2"); err == nil {
+		t.Error("rank 1 connected twice")
+	}
+}
+
+func TestAFenceFailsWhenTheLauncherGivesUp(t *testing.T) {
+	srv, bs := dialAll(t, 2, "job3")
+	done := make(chan error)
+	go func() { done <- bs[0].Fence(context.Background()) }()
+	// Fail may come before or after rank 0 enters the fence; both must fail it.
+	srv.Fail("rank 1 was killed by signal 9")
+	if err := <-done; !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("fence: %v", err)
+	}
+}
+
+func TestAFenceFailsWhenAPeerLeaves(t *testing.T) {
+	_, bs := dialAll(t, 3, "job4")
+	done := make(chan error, 2)
+	for r := range 2 {
+		go func() { done <- bs[r].Fence(context.Background()) }()
+	}
+	bs[2].(*boot.Client).Close()
+	for range 2 {
+		if err := <-done; !errors.Is(err, core.ErrPeerLost) {
+			t.Fatalf("fence: %v", err)
+		}
+	}
+}
+
+func TestAFenceEndsWithItsContext(t *testing.T) {
+	_, bs := dialAll(t, 2, "job5")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- bs[0].Fence(ctx) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("fence: %v", err)
+	}
+}
+
+func TestFromEnvWithoutALauncherIsNotAnError(t *testing.T) {
+	t.Setenv(boot.EnvBoot, "")
+	b, ok, err := boot.FromEnv(context.Background())
+	if b != nil || ok || err != nil {
+		t.Fatalf("FromEnv = %v, %v, %v", b, ok, err)
+	}
+	t.Setenv(boot.EnvBoot, "/nonexistent.sock")
+	t.Setenv(boot.EnvRank, "x")
+	if _, ok, err := boot.FromEnv(context.Background()); !ok || err == nil {
+		t.Fatalf("a bad rank was accepted: ok=%v err=%v", ok, err)
+	}
+}

@@ -1,0 +1,47 @@
+// Package boot is the client side of gobtl's job bootstrap: the
+// core.Bootstrap a rank gets from the launcher that started it.
+//
+// The shape is PMIx's: a rank knows its rank, the job's size and id, and
+// shares small address blobs with the other ranks through a key-value store
+// made consistent by a fence. Put only buffers locally; Fence sends what
+// was put since the last fence to the launcher's server and returns, once
+// every rank has fenced, with everything the other ranks put (a fence with
+// data collection, PMIx_Fence with PMIX_COLLECT_DATA). Get is then a local
+// lookup, so wire-up costs one round trip per fence however many keys the
+// transports publish.
+//
+// FromEnv connects to the server named by the environment `gobtl run` sets
+// (Env* below). Group builds an in-process bootstrap for tests that open
+// several ranks in one process.
+//
+// The wire protocol, spoken over a unix stream socket, is one JSON object
+// per line in each direction (Request, Reply); it is served by package
+// launch.
+package boot
+
+import "strings"
+
+// Environment variables set by the launcher for each rank.
+const (
+	// EnvRank is the rank of the process, in [0, EnvSize).
+	EnvRank = "GOBTL_RANK"
+	// EnvSize is the number of ranks in the job.
+	EnvSize = "GOBTL_SIZE"
+	// EnvJobID names the job on this host; shared-memory segments carry it.
+	EnvJobID = "GOBTL_JOBID"
+	// EnvBoot is the path of the launcher's bootstrap unix socket.
+	EnvBoot = "GOBTL_BOOT"
+	// EnvConfig is the stack file (HCL) the job was started with, if any.
+	EnvConfig = "GOBTL_CONFIG"
+	// EnvStderrTTY is "1" when the launcher's stderr is a terminal: a rank's
+	// own stderr is a pipe to the launcher, which forwards it untouched, so
+	// progress bars may still draw.
+	EnvStderrTTY = "GOBTL_STDERR_TTY"
+)
+
+// ShmPrefix is the prefix of every file a job's components create under
+// /dev/shm. Components name their segments ShmPrefix(job) + "<component>-..."
+// so that the launcher can remove whatever a crashed job left behind.
+func ShmPrefix(jobID string) string {
+	return "gobtl-" + strings.ReplaceAll(jobID, "/", "_") + "-"
+}

@@ -1,0 +1,6 @@
+//go:build !amd64
+
+package sm
+
+// copyOut copies src into dst.
+func copyOut(dst, src []byte) int { return copy(dst, src) }

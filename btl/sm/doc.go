@@ -1,0 +1,43 @@
+// Package sm is the shared-memory BTL: ranks on one host exchange frames
+// through files under /dev/shm that every rank maps, in the design of Open
+// MPI's vader (btl/sm since 5.0).
+//
+// Each rank owns one segment, named after the job (boot.ShmPrefix), that
+// holds what other ranks write to it and what it lends them:
+//
+//   - a fast box per sender: a single-producer ring of 64-byte-aligned
+//     slots carrying small frames inline. The receiver polls the slot at
+//     its read position and nothing else, so an idle box costs one cache
+//     line that stays in the receiver's cache; the sender zeroes the next
+//     slot header before it publishes the current one, so a stale slot is
+//     never mistaken for a new one, and it reads the receiver's position
+//     only when its cached copy says the ring is full.
+//   - a multi-producer FIFO of fragment descriptors: a bounded array queue
+//     (Vyukov's) in which senders claim cells with a CAS and the receiver
+//     reads the cell at its position. Frames too large for a fast box, or
+//     sent while a box is full, travel in fragments that live in the
+//     sender's segment; the receiver marks a fragment done after its
+//     handler ran and the sender takes it back.
+//   - a list of the senders whose fast boxes are in use, so that polling
+//     touches the boxes of active peers only: one line for the FIFO plus
+//     one per active peer.
+//
+// Every frame carries a per-pair sequence number (in the slot header or
+// the fragment header), so frames from one sender are delivered in the
+// order they were sent whichever path each took.
+//
+// Rendezvous data moves with one copy by cross-memory attach:
+// process_vm_readv and process_vm_writev are the RDMA Get and Put, and a
+// MemKey carries the owner's pid and the buffer's address. Whether CMA
+// works is decided at start (Yama's ptrace_scope, a container's seccomp
+// filter that refuses the calls — Open MPI issue #4948) and checked once
+// per peer; without it the module offers no RDMA and the PML's
+// copy-in/copy-out pipeline through the FIFO's fragments carries large
+// messages. The single_copy parameter chooses: "cma", "none" or "auto".
+//
+// Liveness: each peer's process is watched through a pidfd, polled from
+// Progress when it has been idle for a while, and a segment states whether
+// its owner closed cleanly or failed. A peer that dies without closing is
+// reported through OnPeerLost; a peer that closed makes later sends fail
+// with ErrPeerLost.
+package sm

@@ -1,0 +1,150 @@
+package sm
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// A fast box is a byte ring in the receiver's segment written by one
+// sender. A slot is a 64-bit header word followed by a frame, padded to a
+// cache line:
+//
+//	header = frame length (low 32 bits) | per-pair sequence number << 32
+//
+// A zero header means "nothing yet"; the length skipLen means "the rest of
+// the ring is unused, continue at its start". Positions are byte counters
+// that only grow; the ring index is the position modulo the ring size.
+//
+// Invariants that make the ring safe without any lock:
+//   - the sender writes only between its position and the receiver's
+//     published position plus the ring size (minus one line of reserve);
+//   - before it publishes a slot's header, the sender zeroes the header
+//     word of the slot that follows, which the reserve keeps free, so the
+//     receiver reading past the newest slot always finds a zero;
+//   - the header is published with a release store after the frame is
+//     written, and read with an atomic load before the frame is read.
+const skipLen = 0xFFFFFFFF
+
+// slotHdr is the bytes a slot adds in front of a frame.
+const slotHdr = 8
+
+func slotBytes(frameLen int) uint64 { return uint64(align(slotHdr+frameLen, slotAlign)) }
+
+// slotAlign packs small frames several to a cache line.
+const slotAlign = 16
+
+// outBox is the sender's side of a fast box.
+type outBox struct {
+	ring  []byte
+	mask  uint64
+	size  uint64
+	headp *uint64 // the receiver's published read position
+	tail  uint64  // next write position
+	head  uint64  // last read of *headp
+}
+
+// boxOf finds sender's fast box in seg: its ring, the ring's size and the
+// receiver's published read position.
+func boxOf(seg *segment, sender int) (ring []byte, size uint64, headp *uint64) {
+	off := seg.lay.fbox(sender)
+	return seg.mem[off+cacheLine : off+cacheLine+seg.lay.fboxSize], uint64(seg.lay.fboxSize), seg.u64(off)
+}
+
+func (o *outBox) init(seg *segment, sender int) {
+	o.ring, o.size, o.headp = boxOf(seg, sender)
+	o.mask = o.size - 1
+	// A new box starts where the receiver is: zero unless this sender
+	// reconnects to a box it used before.
+	o.head = atomic.LoadUint64(o.headp)
+	o.tail = o.head
+}
+
+func (o *outBox) word(idx uint64) *uint64 { return (*uint64)(unsafe.Pointer(&o.ring[idx])) }
+
+// put writes one frame (header h, then pre and data) and publishes it with
+// sequence number seq. It reports false when the ring has no room; the
+// caller sends the frame another way.
+func (o *outBox) put(h *core.Header, pre, data []byte, seq uint32) bool {
+	n := core.HeaderSize + len(pre) + len(data)
+	need := slotBytes(n)
+	idx := o.tail & o.mask
+	skip := uint64(0)
+	if idx+need > o.size {
+		skip = o.size - idx
+	}
+	if o.size-(o.tail-o.head) < skip+need+cacheLine {
+		o.head = atomic.LoadUint64(o.headp)
+		if o.size-(o.tail-o.head) < skip+need+cacheLine {
+			return false
+		}
+	}
+	if skip > 0 {
+		*o.word(0) = 0
+		atomic.StoreUint64(o.word(idx), skipLen)
+		o.tail += skip
+		idx = 0
+	}
+	b := o.ring[idx+slotHdr : idx+slotHdr+uint64(n)]
+	h.Encode(b)
+	k := copy(b[core.HeaderSize:], pre)
+	copy(b[core.HeaderSize+k:], data)
+	*o.word((idx + need) & o.mask) = 0
+	storeRelease64(o.word(idx), uint64(n)|uint64(seq)<<32)
+	o.tail += need
+	return true
+}
+
+// inBox is the receiver's side of a fast box.
+type inBox struct {
+	ring      []byte
+	mask      uint64
+	size      uint64
+	headp     *uint64
+	head      uint64 // next read position
+	published uint64 // last value stored to *headp
+	maxFrame  uint32
+}
+
+func (in *inBox) init(seg *segment, sender, maxFrame int) {
+	in.ring, in.size, in.headp = boxOf(seg, sender)
+	in.mask = in.size - 1
+	in.head = atomic.LoadUint64(in.headp)
+	in.published = in.head
+	in.maxFrame = uint32(maxFrame)
+}
+
+// peek returns the frame at the read position and its sequence number, or
+// ok=false when there is none. A slot that cannot be valid (a length beyond
+// the box's limit) returns bad=true.
+func (in *inBox) peek() (frame []byte, seq uint32, ok, bad bool) {
+	for {
+		idx := in.head & in.mask
+		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&in.ring[idx])))
+		if w == 0 {
+			return nil, 0, false, false
+		}
+		n := uint32(w)
+		if n == skipLen {
+			in.head += in.size - idx
+			continue
+		}
+		if n < core.HeaderSize || n > in.maxFrame || idx+slotHdr+uint64(n) > in.size {
+			return nil, 0, false, true
+		}
+		return in.ring[idx+slotHdr : idx+slotHdr+uint64(n)], uint32(w >> 32), true, false
+	}
+}
+
+// advance consumes the frame returned by peek.
+func (in *inBox) advance(frameLen int) { in.head += slotBytes(frameLen) }
+
+// publish lets the sender see the space consumed so far.
+func (in *inBox) publish() {
+	if in.head != in.published {
+		// Release: the sender may reuse the space only after our reads of it.
+		storeRelease64(in.headp, in.head)
+		in.published = in.head
+	}
+}

@@ -1,0 +1,626 @@
+package sm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// batch bounds the frames taken from one fast box or the FIFO in one
+// Progress, so that one busy sender cannot starve the others.
+const batch = 64
+
+// Module is the shared-memory BTL module of one rank. Like every module it
+// is driven by one goroutine at a time: the PML serializes Send, Put, Get
+// and Progress.
+type Module struct {
+	cfg      config
+	attrs    core.Attrs
+	rank     int
+	size     int
+	boot     core.Bootstrap
+	bootKey  string
+	log      zerolog.Logger
+	clock    core.Clock
+	host     hostID
+	seg      *segment
+	handlers core.Handlers
+	rxHdr    core.Header // decoded here, not on the stack, so handlers do not make it escape
+	lim      core.FrameLimits
+	fboxMax  int // largest frame (header included) through a fast box
+	maxFrame int // largest frame through a fragment
+
+	peers []*peer // by rank, nil until connected
+
+	// Receive side, all in our own segment.
+	fifo       fifoIn
+	in         []inBox  // by sender
+	expect     []uint32 // next sequence number by sender
+	rxDead     []bool   // senders whose frames are dropped
+	activeN    *uint32
+	activeSeen int
+	active     []int
+
+	// Send side: fragments in our segment.
+	free      []int32
+	inflight  [][]int32 // by destination, oldest first
+	inflightN int
+
+	cma       cmaInfo
+	pid       int
+	regions   []*region // recycled registrations
+	regGen    uint64
+	rdmaDone  []rdmaCompletion
+	rdmaSpare []rdmaCompletion
+
+	onLost     func(rank int, err error)
+	lost       []lostPeer
+	inProgress bool
+	ticks      uint32
+	lastCheck  time.Duration
+	checkSoon  bool
+	pollFds    []unix.PollFd
+	pollPeers  []*peer
+	closed     bool
+	note       notifier
+
+	st stats
+}
+
+type lostPeer struct {
+	rank int
+	err  error
+}
+
+// hostID tells whether two ranks share this host's /dev/shm.
+type hostID struct {
+	Boot string `json:"boot"` // kernel boot id
+	Dev  uint64 `json:"dev"`  // device and inode of the segment directory
+	Ino  uint64 `json:"ino"`
+}
+
+// blob is what a rank publishes through the bootstrap.
+type blob struct {
+	Host  hostID `json:"host"`
+	Pid   int    `json:"pid"`
+	Path  string `json:"path"`
+	CMA   bool   `json:"cma"`
+	Probe uint64 `json:"probe"` // address of a word peers read to test CMA
+	Magic uint64 `json:"magic"` // its value
+}
+
+func localHost(dir string) (hostID, error) {
+	var h hostID
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return h, fmt.Errorf("sm: boot id: %w", err)
+	}
+	h.Boot = string(b)
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return h, fmt.Errorf("sm: segment directory: %w", err)
+	}
+	h.Dev, h.Ino = st.Dev, st.Ino
+	return h, nil
+}
+
+func newModule(env core.BTLEnv, cfg config) (*Module, error) {
+	b := env.Boot
+	if b == nil {
+		return nil, errors.New("sm: no bootstrap")
+	}
+	clock := env.Clock
+	if clock == nil {
+		clock = core.SystemClock
+	}
+	m := &Module{
+		cfg:      cfg,
+		rank:     b.Rank(),
+		size:     b.Size(),
+		boot:     b,
+		bootKey:  "btl.sm." + env.Instance,
+		log:      env.Log.With().Str("btl", "sm").Int("rank", b.Rank()).Logger(),
+		clock:    clock,
+		pid:      os.Getpid(),
+		fboxMax:  core.HeaderSize + cfg.fboxMax,
+		maxFrame: core.HeaderSize + cfg.maxSend,
+	}
+	m.lim = core.FrameLimits{Size: m.size, MaxPayload: cfg.maxSend}
+	m.st.init(env.Metrics, env.Instance)
+	host, err := localHost(cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	m.host = host
+
+	m.cma = detectCMA(cfg.singleCopy)
+	if cfg.singleCopy == singleCopyCMA && !m.cma.ok {
+		return nil, fmt.Errorf("sm: single_copy = \"cma\" but CMA cannot work here: %s", m.cma.why)
+	}
+	if cfg.singleCopy == singleCopyAuto && !m.cma.ok {
+		m.log.Info().Str("reason", m.cma.why).Msg("single-copy CMA unavailable; large messages use the copy pipeline")
+	}
+
+	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
+	name := boot.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
+	if env.Instance != "" {
+		name = boot.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
+	}
+	path := filepath.Join(cfg.dir, name)
+	seg, err := createSegment(path, m.rank, os.Getpid(), lay)
+	if err != nil {
+		return nil, err
+	}
+	m.seg = seg
+	m.fifo.init(seg)
+	m.in = make([]inBox, m.size)
+	for s := range m.in {
+		m.in[s].init(seg, s, lay.fboxSize-slotHdr)
+	}
+	m.expect = make([]uint32, m.size)
+	m.rxDead = make([]bool, m.size)
+	m.activeN = seg.u32(offActiveN)
+	m.peers = make([]*peer, m.size)
+	m.free = make([]int32, 0, cfg.frags)
+	for i := cfg.frags - 1; i >= 0; i-- {
+		m.free = append(m.free, int32(i))
+	}
+	m.inflight = make([][]int32, m.size)
+
+	caps := core.CapSend | core.CapLocalOnly | core.CapNotify
+	if m.cma.ok {
+		caps |= core.CapPut | core.CapGet
+	}
+	m.attrs = core.Attrs{
+		Component:      "sm",
+		Name:           "sm" + instanceSuffix(env.Instance),
+		EagerLimit:     cfg.eagerLimit,
+		MaxSendSize:    cfg.maxSend,
+		RndvEagerLimit: cfg.rndvEager,
+		RDMAMin:        cfg.rdmaMin,
+		RDMAMax:        cfg.rdmaMax,
+		Bandwidth:      cfg.bandwidth,
+		Latency:        cfg.latency,
+		Exclusivity:    cfg.exclusivity,
+		Caps:           caps,
+	}
+
+	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
+	enc, _ := json.Marshal(bl)
+	if err := b.Put(m.bootKey, enc); err != nil {
+		m.abandon()
+		return nil, fmt.Errorf("sm: publish address: %w", err)
+	}
+	return m, nil
+}
+
+func instanceSuffix(inst string) string {
+	if inst == "" {
+		return ""
+	}
+	return ":" + inst
+}
+
+// Attrs describes the module.
+func (m *Module) Attrs() core.Attrs { return m.attrs }
+
+// Register installs the handler for frames of type t.
+func (m *Module) Register(t core.FrameType, h core.Handler) error {
+	if err := m.handlers.Register(t, h); err != nil {
+		return fmt.Errorf("sm: %w", err)
+	}
+	return nil
+}
+
+// OnPeerLost installs the function Progress calls when a peer dies.
+func (m *Module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
+
+// Endpoint connects to rank (once) and returns its endpoint. Ranks on
+// other hosts, or behind another /dev/shm, are unreachable.
+func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	p, err := m.connect(rank)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (m *Module) connect(rank int) (*peer, error) {
+	if m.closed {
+		return nil, fmt.Errorf("sm: endpoint %d: %w", rank, core.ErrClosed)
+	}
+	if rank < 0 || rank >= m.size {
+		return nil, fmt.Errorf("sm: rank %d is out of range [0,%d): %w", rank, m.size, core.ErrUnreachable)
+	}
+	if p := m.peers[rank]; p != nil {
+		return p, nil
+	}
+	raw, err := m.boot.Get(context.Background(), rank, m.bootKey)
+	if err != nil {
+		return nil, fmt.Errorf("sm: rank %d published no address: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	var bl blob
+	if err := json.Unmarshal(raw, &bl); err != nil {
+		return nil, fmt.Errorf("sm: rank %d published a bad address: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	if bl.Host != m.host {
+		return nil, fmt.Errorf("sm: rank %d is on another host or behind another %s: %w", rank, m.cfg.dir, core.ErrUnreachable)
+	}
+	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1}
+	if rank == m.rank {
+		p.seg = m.seg
+	} else {
+		if p.seg, err = openSegment(bl.Path, rank, m.size); err != nil {
+			return nil, fmt.Errorf("%w: %w", err, core.ErrUnreachable)
+		}
+		if bl.Pid != os.Getpid() {
+			fd, err := unix.PidfdOpen(bl.Pid, 0)
+			switch {
+			case err == nil:
+				p.pidfd = fd
+			case errors.Is(err, syscall.ESRCH):
+				p.seg.unmap()
+				return nil, fmt.Errorf("sm: rank %d (pid %d) is gone: %w", rank, bl.Pid, core.ErrPeerLost)
+			default:
+				// Without pidfds (old kernels) deaths are noticed only
+				// through the launcher.
+				m.log.Debug().Err(err).Int("peer", rank).Msg("no pidfd; peer death detection off")
+			}
+		}
+	}
+	p.out.init(p.seg, m.rank)
+	p.fifo.init(p.seg)
+	p.cma = m.cma.ok && bl.CMA && m.cma.probe(bl.Pid, bl.Probe, bl.Magic)
+	if m.cma.ok && !p.cma {
+		m.log.Warn().Int("peer", rank).Msg("CMA does not reach this peer; RDMA to it fails")
+	}
+	m.peers[rank] = p
+	if p.pidfd >= 0 {
+		m.pollFds = append(m.pollFds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
+		m.pollPeers = append(m.pollPeers, p)
+	}
+	return p, nil
+}
+
+// Progress delivers arrived frames and completions.
+func (m *Module) Progress() int {
+	if m.inProgress || m.closed {
+		return 0
+	}
+	m.inProgress = true
+	n := 0
+	if len(m.rdmaDone) > 0 {
+		n += m.completeRDMA()
+	}
+	if c := int(atomic.LoadUint32(m.activeN)); c != m.activeSeen {
+		m.refreshActive(c)
+	}
+	for _, s := range m.active {
+		n += m.pollBox(s, batch)
+	}
+	n += m.pollFifo()
+	if m.inflightN > 0 {
+		m.reclaim()
+	}
+	// Every 16th call looks at the clock: cheap when polling fast (a
+	// clock read per 16 polls), and timely when the caller sleeps between
+	// polls.
+	m.ticks++
+	if m.ticks&15 == 0 || m.checkSoon {
+		m.housekeeping()
+	}
+	if len(m.lost) > 0 {
+		n += m.reportLost()
+	}
+	m.inProgress = false
+	return n
+}
+
+// refreshActive reads senders that announced themselves since last time.
+// A sender bumps the count before it writes its entry, so an entry may
+// still read zero: stop there and pick it up next time.
+func (m *Module) refreshActive(c int) {
+	for m.activeSeen < c && m.activeSeen < m.size {
+		v := atomic.LoadUint32(m.seg.u32(m.seg.lay.activeOff + 4*m.activeSeen))
+		if v == 0 {
+			return
+		}
+		s := int(v) - 1
+		if s < m.size && !m.rxDead[s] {
+			m.active = append(m.active, s)
+		}
+		m.activeSeen++
+	}
+}
+
+// pollBox delivers up to max in-order frames from sender s's fast box.
+func (m *Module) pollBox(s, max int) int {
+	in := &m.in[s]
+	n := 0
+	for n < max {
+		frame, seq, ok, bad := in.peek()
+		if bad {
+			m.failPeer(s, fmt.Errorf("sm: corrupt fast-box slot from rank %d: %w", s, core.ErrBadFrame))
+			break
+		}
+		if !ok || seq != m.expect[s] {
+			break // empty, or the next frame of s is in the FIFO
+		}
+		m.deliver(s, frame)
+		in.advance(len(frame))
+		m.expect[s]++
+		n++
+		if m.rxDead[s] {
+			break
+		}
+	}
+	in.publish()
+	m.st.fboxRecvs += uint64(n)
+	return n
+}
+
+func (m *Module) pollFifo() int {
+	n := 0
+	for n < batch {
+		d, ok := m.fifo.peek()
+		if !ok {
+			break
+		}
+		m.fifo.pop()
+		s, off := splitDesc(d)
+		if s < 0 || s >= m.size {
+			m.log.Error().Uint64("descriptor", d).Msg("FIFO descriptor names no rank; dropped")
+			m.st.badFrames++
+			continue
+		}
+		if m.rxDead[s] {
+			continue
+		}
+		p := m.peers[s]
+		if p == nil {
+			var err error
+			if p, err = m.connect(s); err != nil {
+				m.failPeer(s, fmt.Errorf("sm: map the segment of rank %d to read its fragment: %w", s, err))
+				continue
+			}
+		}
+		lay := &p.seg.lay
+		if off < lay.fragOff || (off-lay.fragOff)%lay.fragStride != 0 || off+lay.fragStride > len(p.seg.mem) {
+			m.failPeer(s, fmt.Errorf("sm: rank %d sent fragment offset %d outside its fragments: %w", s, off, core.ErrBadFrame))
+			continue
+		}
+		seq := atomic.LoadUint32(p.seg.u32(off + fragOffSeq))
+		ln := int(atomic.LoadUint32(p.seg.u32(off + fragOffLen)))
+		pad := int(atomic.LoadUint32(p.seg.u32(off + fragOffFrame)))
+		if seq != m.expect[s] {
+			// Frames sent before this one through the fast box are
+			// visible: the sender published them before it pushed this.
+			m.pollBox(s, int(seq-m.expect[s]))
+			if seq != m.expect[s] {
+				m.failPeer(s, fmt.Errorf("sm: rank %d fragment has sequence %d, expected %d: %w", s, seq, m.expect[s], core.ErrBadFrame))
+				continue
+			}
+		}
+		if ln < core.HeaderSize || pad >= cacheLine || fragHdr+pad+ln > lay.fragStride {
+			m.failPeer(s, fmt.Errorf("sm: rank %d fragment of %d bytes at %d: %w", s, ln, pad, core.ErrBadFrame))
+			continue
+		}
+		start := off + fragHdr + pad
+		m.deliver(s, p.seg.mem[start:start+ln])
+		storeRelease32(p.seg.u32(off+fragOffDone), 1)
+		m.expect[s]++
+		n++
+	}
+	m.st.fifoRecvs += uint64(n)
+	return n
+}
+
+// deliver checks a frame from s and hands it to its handler.
+func (m *Module) deliver(s int, frame []byte) {
+	h := &m.rxHdr
+	if err := h.Decode(frame, m.lim); err != nil {
+		m.failPeer(s, fmt.Errorf("sm: from rank %d: %w", s, err))
+		return
+	}
+	if int(h.Src) != s {
+		m.failPeer(s, fmt.Errorf("sm: frame from rank %d claims source %d: %w", s, h.Src, core.ErrBadFrame))
+		return
+	}
+	if err := m.handlers.Dispatch(h, frame[core.HeaderSize:core.HeaderSize+int(h.Length)]); err != nil {
+		m.failPeer(s, fmt.Errorf("sm: %w", err))
+	}
+}
+
+// reclaim takes back fragments their receivers are done with. Receivers
+// finish one sender's fragments in order, so only the oldest of each
+// destination needs looking at.
+func (m *Module) reclaim() {
+	for d, q := range m.inflight {
+		k := 0
+		for k < len(q) && atomic.LoadUint32(m.seg.u32(m.seg.lay.frag(int(q[k]))+fragOffDone)) != 0 {
+			m.free = append(m.free, q[k])
+			k++
+		}
+		if k > 0 {
+			m.inflightN -= k
+			m.inflight[d] = append(q[:0], q[k:]...)
+		}
+	}
+}
+
+// failPeer stops talking to s and reports it lost.
+func (m *Module) failPeer(s int, err error) {
+	if m.rxDead[s] {
+		return
+	}
+	m.rxDead[s] = true
+	if errors.Is(err, core.ErrBadFrame) {
+		m.st.badFrames++
+	}
+	m.log.Error().Err(err).Int("peer", s).Msg("peer lost")
+	for i, a := range m.active {
+		if a == s {
+			m.active = append(m.active[:i], m.active[i+1:]...)
+			break
+		}
+	}
+	if p := m.peers[s]; p != nil && p.dead == nil {
+		p.dead = err
+	}
+	m.dropInflight(s)
+	m.lost = append(m.lost, lostPeer{s, err})
+}
+
+// dropInflight gives back the fragments a lost receiver will never finish.
+func (m *Module) dropInflight(d int) {
+	m.free = append(m.free, m.inflight[d]...)
+	m.inflightN -= len(m.inflight[d])
+	m.inflight[d] = m.inflight[d][:0]
+}
+
+func (m *Module) reportLost() int {
+	lost := m.lost
+	m.lost = nil
+	m.st.peersLost += uint64(len(lost))
+	if m.onLost != nil {
+		for _, l := range lost {
+			m.onLost(l.rank, l.err)
+		}
+	}
+	return len(lost)
+}
+
+// housekeeping runs every 16 Progress calls: it publishes the counters
+// and, at the liveness interval, checks on the peers.
+func (m *Module) housekeeping() {
+	m.st.flush()
+	now := m.clock.Now()
+	if !m.checkSoon && now-m.lastCheck < m.cfg.liveness {
+		return
+	}
+	m.checkSoon = false
+	m.lastCheck = now
+	m.checkPeers()
+}
+
+// checkPeers looks at every connected peer: a segment its owner marked
+// failed, or a process that exited without closing, is a lost peer; a
+// segment marked closed ends sends to it quietly.
+func (m *Module) checkPeers() {
+	if len(m.pollFds) > 0 {
+		for i := range m.pollFds {
+			m.pollFds[i].Revents = 0
+		}
+		if _, err := unix.Poll(m.pollFds, 0); err != nil && !errors.Is(err, syscall.EINTR) {
+			m.log.Debug().Err(err).Msg("poll pidfds")
+		}
+	}
+	for i, p := range m.pollPeers {
+		if p.dead != nil {
+			continue
+		}
+		exited := m.pollFds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
+		m.checkPeer(p, exited)
+	}
+	// Peers in this process (tests) have no pidfd; their segment tells.
+	for _, p := range m.peers {
+		if p != nil && p.pidfd < 0 && p.dead == nil && p.rank != m.rank {
+			m.checkPeer(p, false)
+		}
+	}
+}
+
+func (m *Module) checkPeer(p *peer, exited bool) {
+	switch p.seg.state() {
+	case stateClosed:
+		p.dead = fmt.Errorf("sm: rank %d closed: %w", p.rank, core.ErrPeerLost)
+		m.dropInflight(p.rank)
+	case stateFailed:
+		m.failPeer(p.rank, fmt.Errorf("sm: rank %d failed: %w", p.rank, core.ErrPeerLost))
+	default:
+		if exited {
+			m.failPeer(p.rank, fmt.Errorf("sm: rank %d (pid %d) died: %w", p.rank, p.pid, core.ErrPeerLost))
+		}
+	}
+}
+
+// Close announces that this rank is leaving, waits (up to close_timeout)
+// for receivers to consume fragments in flight, and releases the segment.
+func (m *Module) Close() error {
+	if m.closed {
+		return nil
+	}
+	atomic.StoreUint32(m.seg.u32(offState), stateClosed)
+	deadline := time.Now().Add(m.cfg.closeTimeout)
+	pause := 20 * time.Microsecond
+	for m.inflightN > 0 && time.Now().Before(deadline) {
+		m.reclaim()
+		m.checkPeers()
+		if m.inflightN == 0 {
+			break
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Millisecond)
+	}
+	if m.inflightN > 0 {
+		m.log.Warn().Int("fragments", m.inflightN).Msg("closing with fragments not yet consumed")
+	}
+	m.closed = true
+	m.st.flush()
+	m.stopNotifications()
+	return m.release()
+}
+
+// Abort marks this rank failed, as if the process had died: peers report
+// it lost at their next liveness check. The module is closed.
+func (m *Module) Abort() {
+	if m.closed {
+		return
+	}
+	atomic.StoreUint32(m.seg.u32(offState), stateFailed)
+	m.closed = true
+	m.stopNotifications()
+	m.release()
+}
+
+// abandon undoes a half-made module.
+func (m *Module) abandon() {
+	m.closed = true
+	m.release()
+}
+
+func (m *Module) release() error {
+	var first error
+	if err := os.Remove(m.seg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		first = fmt.Errorf("sm: remove segment: %w", err)
+	}
+	for _, p := range m.peers {
+		if p == nil {
+			continue
+		}
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+		}
+		if p.seg != m.seg {
+			p.seg.unmap()
+		}
+		if p.dead == nil {
+			p.dead = fmt.Errorf("sm: %w", core.ErrClosed)
+		}
+	}
+	if err := m.seg.unmap(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}

@@ -1,0 +1,115 @@
+package sm
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// peer is the endpoint of one rank: our side of its fast box for us, its
+// FIFO, and what we know of its process.
+type peer struct {
+	m         *Module
+	rank      int
+	seg       *segment
+	out       outBox
+	fifo      fifoOut
+	seq       uint32 // sequence number of the next frame to it
+	announced bool   // we are on its active-sender list
+	pid       int
+	pidfd     int
+	cma       bool
+	dead      error // set once sends to it must fail
+}
+
+var (
+	_ core.Endpoint = (*peer)(nil)
+	_ core.RDMA     = (*peer)(nil)
+)
+
+// Rank is the peer's rank.
+func (p *peer) Rank() int { return p.rank }
+
+// Send copies the frame into the peer's fast box when it fits and the box
+// has room, otherwise into one of our fragments queued on the peer's FIFO.
+// It returns ErrNoResources when neither has room.
+func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
+	if p.dead != nil {
+		return p.dead
+	}
+	m := p.m
+	n := len(pre) + len(data)
+	h.Length = uint32(n)
+	h.Credits = 0
+	h.Flags &^= core.FlagBacklog
+	if core.HeaderSize+n <= m.fboxMax {
+		if !p.announced {
+			p.announce()
+		}
+		if p.out.put(&h, pre, data, p.seq) {
+			p.seq++
+			m.st.fboxSends++
+			if flags&core.SendSolicited != 0 {
+				wake(p.seg)
+			}
+			return nil
+		}
+		m.st.fboxFull++
+	}
+	if n > m.cfg.maxSend {
+		return fmt.Errorf("sm: send of %d bytes to rank %d exceeds max_send_size %d", n, p.rank, m.cfg.maxSend)
+	}
+	if err := p.sendFrag(&h, pre, data); err != nil {
+		return err
+	}
+	if flags&core.SendSolicited != 0 {
+		wake(p.seg)
+	}
+	return nil
+}
+
+// announce puts us on the peer's list of senders whose boxes it polls.
+func (p *peer) announce() {
+	seg := p.seg
+	i := atomic.AddUint32(seg.u32(offActiveN), 1) - 1
+	if int(i) < seg.lay.size {
+		atomic.StoreUint32(seg.u32(seg.lay.activeOff+4*int(i)), uint32(p.m.rank+1))
+	}
+	p.announced = true
+}
+
+func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
+	m := p.m
+	if len(m.free) == 0 {
+		m.reclaim()
+		if len(m.free) == 0 {
+			m.st.noResources++
+			m.checkSoon = true
+			return fmt.Errorf("sm: rank %d: all %d fragments in flight: %w", p.rank, m.cfg.frags, core.ErrNoResources)
+		}
+	}
+	idx := m.free[len(m.free)-1]
+	off := m.seg.lay.frag(int(idx))
+	n := core.HeaderSize + len(pre) + len(data)
+	pad := (cacheLine - (core.HeaderSize+len(pre))%cacheLine) % cacheLine
+	b := m.seg.mem[off+fragHdr+pad : off+fragHdr+pad+n]
+	h.Encode(b)
+	k := copy(b[core.HeaderSize:], pre)
+	copyOut(b[core.HeaderSize+k:], data)
+	*m.seg.u32(off + fragOffSeq) = p.seq
+	*m.seg.u32(off + fragOffLen) = uint32(n)
+	*m.seg.u32(off + fragOffFrame) = uint32(pad)
+	*m.seg.u32(off + fragOffDone) = 0
+	if !p.fifo.push(makeDesc(m.rank, off)) {
+		m.st.noResources++
+		m.checkSoon = true
+		return fmt.Errorf("sm: rank %d: FIFO full: %w", p.rank, core.ErrNoResources)
+	}
+	m.free = m.free[:len(m.free)-1]
+	m.inflight[p.rank] = append(m.inflight[p.rank], idx)
+	m.inflightN++
+	p.seq++
+	m.st.fragSends++
+	return nil
+}

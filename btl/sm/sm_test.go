@@ -1,0 +1,251 @@
+package sm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
+	"github.com/rs/zerolog"
+)
+
+var testJob int
+
+// openPair opens n ranks in this process with params overriding defaults.
+func openRanks(t testing.TB, n int, params map[string]string) ([]*Module, *core.Metrics) {
+	t.Helper()
+	testJob++
+	boots := boot.Group(n, fmt.Sprintf("smtest%d-%d", os.Getpid(), testJob))
+	metrics := core.NewMetrics()
+	mods := make([]*Module, n)
+	for r := range n {
+		p := core.MustParams(Params)
+		for k, v := range params {
+			if err := p.SetText(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ms, err := Open(core.BTLEnv{Params: p, Boot: boots[r], Log: zerolog.Nop(), Metrics: metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mods[r] = ms[0].(*Module)
+		t.Cleanup(func() { mods[r].Close() })
+	}
+	var wg sync.WaitGroup
+	for _, b := range boots {
+		wg.Go(func() { b.Fence(context.Background()) })
+	}
+	wg.Wait()
+	return mods, metrics
+}
+
+func progressUntil(t *testing.T, mods []*Module, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 10_000_000 {
+			t.Fatal("condition never held")
+		}
+		for _, m := range mods {
+			m.Progress()
+		}
+	}
+}
+
+func TestACorruptSlotFailsThePeerAndIsNeverDelivered(t *testing.T) {
+	mods, metrics := openRanks(t, 2, nil)
+	delivered := 0
+	mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { delivered++ })
+	var lostErr error
+	mods[1].OnPeerLost(func(r int, err error) { lostErr = err })
+	ep, _ := mods[0].Endpoint(1)
+	ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, []byte("good"), nil, 0)
+	progressUntil(t, mods, func() bool { return delivered == 1 })
+
+	// The next frame's header gets a version nobody speaks.
+	p := mods[0].peers[1]
+	idx := p.out.tail & p.out.mask
+	ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, []byte("bad"), nil, 0)
+	p.out.ring[idx+slotHdr] = 99
+	progressUntil(t, mods, func() bool { return lostErr != nil })
+	if !errors.Is(lostErr, core.ErrBadFrame) || delivered != 1 {
+		t.Fatalf("lost with %v after %d deliveries", lostErr, delivered)
+	}
+	mods[1].st.flush()
+	if n := metrics.Counter("sm.bad_frames").Load(); n != 1 {
+		t.Errorf("sm.bad_frames = %d", n)
+	}
+}
+
+func TestAFrameClaimingAnotherSourceIsBad(t *testing.T) {
+	mods, _ := openRanks(t, 3, nil)
+	delivered := 0
+	mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { delivered++ })
+	var lost []int
+	mods[1].OnPeerLost(func(r int, err error) { lost = append(lost, r) })
+	ep, _ := mods[0].Endpoint(1)
+	ep.Send(core.Header{Type: core.TypeUserBase, Src: 2}, []byte("I am rank 2"), nil, 0)
+	progressUntil(t, mods, func() bool { return len(lost) > 0 })
+	if lost[0] != 0 || delivered != 0 {
+		t.Fatalf("lost %v, delivered %d", lost, delivered)
+	}
+}
+
+func TestManyProducersShareOneFIFOInOrder(t *testing.T) {
+	mods, _ := openRanks(t, 1, nil)
+	seg := mods[0].seg
+	const producers, each = 4, 20000
+	var in fifoIn
+	in.init(seg)
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			var out fifoOut
+			out.init(seg)
+			for i := 0; i < each; {
+				if out.push(makeDesc(p, i)) {
+					i++
+				}
+			}
+		})
+	}
+	next := make([]int, producers)
+	for got := 0; got < producers*each; {
+		d, ok := in.peek()
+		if !ok {
+			continue
+		}
+		in.pop()
+		s, off := splitDesc(d)
+		if off != next[s] {
+			t.Fatalf("producer %d: got %d, want %d", s, off, next[s])
+		}
+		next[s]++
+		got++
+	}
+	wg.Wait()
+	if _, ok := in.peek(); ok {
+		t.Fatal("the FIFO holds more than was pushed")
+	}
+}
+
+func TestSegmentsAreRemovedAtCloseAndAbort(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	paths := []string{mods[0].seg.path, mods[1].seg.path}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("segment missing while open: %v", err)
+		}
+	}
+	mods[0].Close()
+	mods[1].Abort()
+	for _, p := range paths {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists: %v", filepath.Base(p), err)
+		}
+	}
+}
+
+func TestARankBehindAnotherShmIsUnreachable(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	mods[0].host.Boot = "another machine"
+	if _, err := mods[0].Endpoint(1); !errors.Is(err, core.ErrUnreachable) {
+		t.Fatalf("Endpoint: %v, want ErrUnreachable", err)
+	}
+}
+
+func TestBadParametersAreRefused(t *testing.T) {
+	for _, params := range []map[string]string{
+		{"fastbox_size": "4KiB", "fastbox_max": "4KiB"},
+		{"eager_limit": "64KiB", "max_send_size": "32KiB"},
+		{"rndv_eager_limit": "1MiB"},
+	} {
+		p := core.MustParams(Params)
+		for k, v := range params {
+			if err := p.SetText(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := configFrom(p); err == nil {
+			t.Errorf("%v accepted", params)
+		}
+	}
+	p := core.MustParams(Params)
+	if err := p.SetText("fastbox_size", "48KiB"); err == nil {
+		t.Error("a fast box that is not a power of two was accepted")
+	}
+}
+
+func TestSingleCopyNoneOffersNoRDMA(t *testing.T) {
+	mods, _ := openRanks(t, 2, map[string]string{"single_copy": "none"})
+	if c := mods[0].Attrs().Caps; c&(core.CapGet|core.CapPut) != 0 {
+		t.Fatalf("caps %v", c)
+	}
+	ep, _ := mods[0].Endpoint(1)
+	err := ep.(core.RDMA).Get(&core.RDMAOp{Local: make([]byte, 8)})
+	if !errors.Is(err, core.ErrNotSupported) {
+		t.Fatalf("Get without CMA: %v", err)
+	}
+}
+
+type countDone struct{ n int }
+
+func (c *countDone) RDMADone(*core.RDMAOp, error) { c.n++ }
+
+func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	mods, _ := openRanks(t, 2, map[string]string{"single_copy": "cma"})
+	got := 0
+	mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+	ep, _ := mods[0].Endpoint(1)
+	big := make([]byte, 16<<10) // beyond fastbox_max: a fragment
+	frag := func() {
+		want := got + 1
+		for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0) != nil {
+			mods[0].Progress()
+			mods[1].Progress()
+		}
+		for got < want {
+			mods[1].Progress()
+		}
+	}
+	frag()
+	if a := testing.AllocsPerRun(1000, frag); a != 0 {
+		t.Errorf("a fragment send and delivery allocate %.2f times", a)
+	}
+
+	remote := make([]byte, 1<<20)
+	rg, _ := mods[1].RegisterMem(remote, core.AccessRemoteRead)
+	local := make([]byte, 1<<20)
+	done := &countDone{}
+	op := &core.RDMAOp{Local: local, Remote: rg.Key(), Done: done}
+	rdma := ep.(core.RDMA)
+	get := func() {
+		want := done.n + 1
+		if err := rdma.Get(op); err != nil {
+			t.Fatal(err)
+		}
+		for done.n < want {
+			mods[0].Progress()
+		}
+	}
+	get()
+	if a := testing.AllocsPerRun(200, get); a != 0 {
+		t.Errorf("a CMA get allocates %.2f times", a)
+	}
+	reg := func() {
+		r, _ := mods[0].RegisterMem(local, core.AccessLocalWrite)
+		mods[0].DeregisterMem(r)
+	}
+	reg()
+	if a := testing.AllocsPerRun(1000, reg); a != 0 {
+		t.Errorf("RegisterMem+DeregisterMem allocate %.2f times", a)
+	}
+}

@@ -1,0 +1,50 @@
+package sm
+
+import "github.com/gobtl/gobtl/core"
+
+// stats are plain counters on the data path, published to the job's
+// Metrics from housekeeping and Close so that no frame pays for an atomic
+// add.
+type stats struct {
+	fboxSends, fboxRecvs, fboxFull    uint64
+	fragSends, fifoRecvs, noResources uint64
+	cmaGets, cmaPuts, cmaBytes        uint64
+	badFrames, peersLost              uint64
+	published                         [11]uint64
+	counters                          [11]*core.Counter
+}
+
+var statNames = [11]string{
+	"fastbox_sends", "fastbox_recvs", "fastbox_full",
+	"fifo_sends", "fifo_recvs", "no_resources",
+	"cma_gets", "cma_puts", "cma_bytes",
+	"bad_frames", "peers_lost",
+}
+
+func (s *stats) init(m *core.Metrics, instance string) {
+	if m == nil {
+		return
+	}
+	for i, n := range statNames {
+		s.counters[i] = m.Counter(core.MetricName("sm", instance, n))
+	}
+}
+
+func (s *stats) values() [11]uint64 {
+	return [11]uint64{s.fboxSends, s.fboxRecvs, s.fboxFull, s.fragSends, s.fifoRecvs, s.noResources,
+		s.cmaGets, s.cmaPuts, s.cmaBytes, s.badFrames, s.peersLost}
+}
+
+// flush adds what changed since the last flush to the metrics.
+func (s *stats) flush() {
+	if s.counters[0] == nil {
+		return
+	}
+	v := s.values()
+	for i := range v {
+		if d := v[i] - s.published[i]; d != 0 {
+			s.counters[i].Add(int64(d))
+			s.published[i] = v[i]
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/gobtl/gobtl/bench"
+	"github.com/gobtl/gobtl/boot"
+	"github.com/spf13/cobra"
+)
+
+var benchFlags struct {
+	sizes   string
+	iters   int
+	warmup  int
+	window  int
+	compute time.Duration
+	json    bool
+	config  string
+	profile string
+}
+
+var benchCmd = &cobra.Command{
+	Use:   "bench NAME",
+	Short: "run an osu-style benchmark (under gobtl run)",
+	Long: `Bench runs one benchmark of the osu-style suite on every rank of the job; rank 0
+prints an OSU-like table, or with --json one JSON object. Start it under the
+launcher:
+
+  gobtl run -np 2 -- gobtl bench latency
+  gobtl run -np 2 -- gobtl bench bw --sizes 64KiB,1MiB,4MiB --json
+
+Benchmarks:
+` + benchList(),
+	Args: cobra.ExactArgs(1),
+	RunE: func(cmd *cobra.Command, args []string) error {
+		o := bench.Options{
+			Iters: benchFlags.iters, Warmup: benchFlags.warmup, Window: benchFlags.window,
+			Compute: benchFlags.compute, JSON: benchFlags.json, Out: os.Stdout,
+		}
+		if benchFlags.sizes != "" {
+			s, err := bench.ParseSizes(benchFlags.sizes)
+			if err != nil {
+				return fmt.Errorf("bench: --sizes: %w", err)
+			}
+			o.Sizes = s
+		}
+		if os.Getenv(boot.EnvStderrTTY) == "1" {
+			o.Progress = os.Stderr
+		} else if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			o.Progress = os.Stderr
+		}
+		comm, config, err := openComm(context.Background(), benchFlags.config)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer comm.Close()
+		if benchFlags.profile != "" {
+			f, err := os.Create(fmt.Sprintf("%s.%d", benchFlags.profile, comm.Rank()))
+			if err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("bench: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		o.Config = config
+		_, err = bench.Run(comm, args[0], o)
+		return err
+	},
+}
+
+func benchList() string {
+	var b strings.Builder
+	for _, n := range bench.Names() {
+		fmt.Fprintf(&b, "  %-15s %s\n", n, bench.Doc(n))
+	}
+	return b.String()
+}
+
+func init() {
+	f := benchCmd.Flags()
+	f.StringVar(&benchFlags.sizes, "sizes", "", `message sizes: a list "8,1KiB,64k" or a range of powers of two "1:4MiB" (default: per benchmark)`)
+	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu)")
+	f.IntVar(&benchFlags.warmup, "warmup", 0, "untimed iterations per size (default: a tenth of --iters)")
+	f.IntVar(&benchFlags.window, "window", 64, "messages in flight for bw, bibw and msgrate")
+	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time)")
+	f.BoolVar(&benchFlags.json, "json", false, "print one JSON object instead of a table")
+	f.StringVarP(&benchFlags.config, "config", "c", "", "stack file (default: $GOBTL_CONFIG, else the default stack)")
+	f.StringVar(&benchFlags.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.<rank>")
+	rootCmd.AddCommand(benchCmd)
+}

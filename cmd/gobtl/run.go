@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/launch"
+	"github.com/spf13/cobra"
+)
+
+const runUsage = `run -np N [-c stack.hcl] [--tag-output] [--timeout D] [--] prog [args...]`
+
+var runCmd = &cobra.Command{
+	Use:   runUsage,
+	Short: "launch N ranks of a program on this host",
+	Long: `Run starts N ranks of prog on this host, serves their bootstrap (rank, size and a
+key-value exchange with a fence, over a unix socket), forwards their output and
+returns the first non-zero exit status. When a rank fails the others are stopped
+(SIGTERM, then SIGKILL after a second) and the launcher says which rank failed
+and how. Ctrl-C stops the job.
+
+  -np N, -n N         number of ranks (required)
+  -c, --config FILE   stack file (HCL) for gobtl.Init, passed as GOBTL_CONFIG
+  --tag-output        prefix every output line with [rank]
+  --timeout D         stop the job after D (e.g. 30s, 5m); exit status 124
+
+Each rank sees GOBTL_RANK, GOBTL_SIZE, GOBTL_JOBID, GOBTL_BOOT and, with -c,
+GOBTL_CONFIG.`,
+	// -np is not a pflag-style flag, so run parses its own arguments.
+	DisableFlagParsing: true,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		cfg, help, err := parseRunArgs(args)
+		if help {
+			return cmd.Help()
+		}
+		if err != nil {
+			return fmt.Errorf("run: %w\nusage: gobtl %s", err, runUsage)
+		}
+		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		defer cancel()
+		if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
+			// A pipe or file goes to rank 0; a terminal does not, since
+			// ranks run in their own process groups and would be stopped
+			// reading it.
+			cfg.Stdin = os.Stdin
+		}
+		if cfg.Prog == "gobtl" {
+			// `gobtl run -- gobtl bench ...`: this very command, even when
+			// it is not on PATH (bin/gobtl in a checkout).
+			if _, err := exec.LookPath(cfg.Prog); err != nil {
+				if self, err := os.Executable(); err == nil {
+					cfg.Prog = self
+				}
+			}
+		}
+		res, err := launch.Run(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if res.Status != 0 {
+			return exitError{res.Status}
+		}
+		return nil
+	},
+}
+
+func init() { rootCmd.AddCommand(runCmd) }
+
+// parseRunArgs reads the launcher's flags up to the program name.
+func parseRunArgs(args []string) (cfg launch.Config, help bool, err error) {
+	value := func(i *int, name string) (string, error) {
+		a := args[*i]
+		if k := strings.IndexByte(a, '='); k >= 0 {
+			return a[k+1:], nil
+		}
+		if *i+1 >= len(args) {
+			return "", fmt.Errorf("%s needs a value", name)
+		}
+		*i++
+		return args[*i], nil
+	}
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		name := a
+		if k := strings.IndexByte(a, '='); k >= 0 {
+			name = a[:k]
+		}
+		switch name {
+		case "--":
+			i++
+			goto prog
+		case "-h", "--help", "-help":
+			return cfg, true, nil
+		case "-np", "--np", "-n", "-N":
+			v, err := value(&i, name)
+			if err != nil {
+				return cfg, false, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return cfg, false, fmt.Errorf("%s %q: want a positive number of ranks", name, v)
+			}
+			cfg.NP = n
+		case "-c", "--config":
+			v, err := value(&i, name)
+			if err != nil {
+				return cfg, false, err
+			}
+			cfg.StackFile = v
+		case "--tag-output", "-tag-output":
+			cfg.TagOutput = true
+		case "--timeout", "-timeout":
+			v, err := value(&i, name)
+			if err != nil {
+				return cfg, false, err
+			}
+			d, err := core.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return cfg, false, fmt.Errorf("%s %q: want a positive duration like 30s", name, v)
+			}
+			cfg.Timeout = d
+		default:
+			if strings.HasPrefix(a, "-") {
+				return cfg, false, fmt.Errorf("unknown flag %s", a)
+			}
+			goto prog
+		}
+	}
+prog:
+	if i >= len(args) {
+		return cfg, false, fmt.Errorf("no program to run")
+	}
+	if cfg.NP == 0 {
+		return cfg, false, fmt.Errorf("-np N is required")
+	}
+	cfg.Prog, cfg.Args = args[i], args[i+1:]
+	return cfg, false, nil
+}

@@ -1,0 +1,18 @@
+// Package launch starts and supervises the ranks of a job on this host:
+// the engine behind `gobtl run`, in the role of Open MPI's mpirun with its
+// embedded PMIx server.
+//
+// Run spawns N processes with the environment package boot reads (rank,
+// size, job id, bootstrap socket, stack file), serves the key-value
+// exchange with a fence over a unix socket (Server), forwards the ranks'
+// output, and watches them. The first rank that fails — a non-zero exit,
+// a signal, or an explicit abort through the bootstrap — decides the job's
+// exit status; the others get SIGTERM and, after a grace period, SIGKILL,
+// so the job is gone within about two seconds. An interrupt (ctx canceled)
+// or the timeout stops the job the same way. Afterwards the launcher
+// removes the job's shared-memory files (boot.ShmPrefix) that crashed
+// ranks could not.
+//
+// The launcher shares the machine's cores with the ranks, so it never
+// polls: every wait is a blocking read, a process wait or a timer.
+package launch

@@ -1,0 +1,430 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gobtl/gobtl/boot"
+)
+
+// Config describes a job.
+type Config struct {
+	// NP is the number of ranks.
+	NP int
+	// Prog and Args are the program every rank runs; Prog is looked up in
+	// PATH.
+	Prog string
+	Args []string
+	// StackFile is passed to the ranks as boot.EnvConfig when set.
+	StackFile string
+	// TagOutput prefixes every line a rank prints with "[rank] ".
+	TagOutput bool
+	// Timeout stops the job when it runs longer; 0 means no limit.
+	Timeout time.Duration
+	// Grace is how long a rank has between SIGTERM and SIGKILL when the job
+	// is stopped; 0 means one second.
+	Grace time.Duration
+	// Env is added to every rank's environment (after the launcher's own).
+	Env []string
+	// Stdout and Stderr receive the ranks' output; nil means the
+	// launcher's. Stdin goes to rank 0 when it is not nil; the other ranks
+	// read /dev/null.
+	Stdout, Stderr io.Writer
+	Stdin          *os.File
+	// Report receives the launcher's own messages (which rank failed and
+	// how); nil means Stderr.
+	Report io.Writer
+	// ShmDir is where components create shared-memory files; "" means
+	// /dev/shm.
+	ShmDir string
+}
+
+// Exit says how one rank ended.
+type Exit struct {
+	Rank   int
+	Pid    int
+	Code   int            // exit status, -1 when killed by a signal
+	Signal syscall.Signal // the signal that killed it, if any
+	Abort  string         // the rank's abort message, if it aborted
+	Err    error          // the process could not be started or waited for
+}
+
+func (e Exit) String() string {
+	who := fmt.Sprintf("rank %d", e.Rank)
+	if e.Pid > 0 {
+		who += fmt.Sprintf(" (pid %d)", e.Pid)
+	}
+	switch {
+	case e.Abort != "":
+		return fmt.Sprintf("%s aborted: %s", who, e.Abort)
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", who, e.Err)
+	case e.Signal != 0:
+		return fmt.Sprintf("%s was killed by signal %d (%v)", who, int(e.Signal), e.Signal)
+	}
+	return fmt.Sprintf("%s exited with status %d", who, e.Code)
+}
+
+// Status is the shell-style status of the exit: the code, or 128 plus the
+// signal number.
+func (e Exit) Status() int {
+	switch {
+	case e.Signal != 0:
+		return 128 + int(e.Signal)
+	case e.Code > 0:
+		return e.Code
+	}
+	return 1
+}
+
+func (e Exit) failed() bool { return e.Code != 0 || e.Signal != 0 || e.Abort != "" || e.Err != nil }
+
+// Result is how a job ended.
+type Result struct {
+	// Status is the launcher's exit status: 0 when every rank exited 0,
+	// otherwise the first failing rank's Status, 124 after the timeout and
+	// 130 after an interrupt.
+	Status int
+	// First is the first rank that failed, if any.
+	First *Exit
+	// Exits holds every rank's end, by rank.
+	Exits []Exit
+	// Reason says in words why the job stopped early ("" if it did not).
+	Reason string
+}
+
+// StatusTimeout and StatusInterrupted are the launcher's own exit statuses.
+const (
+	StatusTimeout     = 124
+	StatusInterrupted = 130
+)
+
+// NewJobID returns a fresh job id: random, so that two jobs on one host
+// never share a segment name.
+func NewJobID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+type rankProc struct {
+	rank int
+	cmd  *exec.Cmd
+	pid  int
+}
+
+// Run starts the job and waits for it to end. Canceling ctx stops the job
+// (Ctrl-C). The error is for failures of the launcher itself (no such
+// program, no socket); how the ranks ended is in Result.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.NP <= 0 {
+		return Result{}, fmt.Errorf("launch: -np %d: need at least one rank", cfg.NP)
+	}
+	if cfg.Prog == "" {
+		return Result{}, errors.New("launch: no program to run")
+	}
+	prog, err := exec.LookPath(cfg.Prog)
+	if err != nil {
+		return Result{}, fmt.Errorf("launch: %w", err)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Second
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Report == nil {
+		cfg.Report = cfg.Stderr
+	}
+	if cfg.ShmDir == "" {
+		cfg.ShmDir = "/dev/shm"
+	}
+	stack := cfg.StackFile
+	if f, ok := cfg.Stderr.(*os.File); ok && !cfg.TagOutput {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			cfg.Env = append(cfg.Env, boot.EnvStderrTTY+"=1")
+		}
+	}
+	if stack != "" {
+		if stack, err = filepath.Abs(stack); err != nil {
+			return Result{}, fmt.Errorf("launch: stack file: %w", err)
+		}
+		if _, err := os.Stat(stack); err != nil {
+			return Result{}, fmt.Errorf("launch: stack file: %w", err)
+		}
+	}
+
+	job := NewJobID()
+	dir, err := os.MkdirTemp("", "gobtl-"+job+"-")
+	if err != nil {
+		return Result{}, fmt.Errorf("launch: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "boot.sock")
+	srv, err := NewServer(sock, cfg.NP, job)
+	if err != nil {
+		return Result{}, err
+	}
+	defer srv.Close()
+	defer removeShm(cfg.ShmDir, job)
+
+	stdout := &lockedWriter{w: cfg.Stdout}
+	stderr := &lockedWriter{w: cfg.Stderr}
+	if cfg.Stdout == cfg.Stderr {
+		stderr = stdout
+	}
+	var fwd sync.WaitGroup
+	exits := make(chan Exit, cfg.NP)
+	procs := make([]*rankProc, 0, cfg.NP)
+
+	base := append(os.Environ(), cfg.Env...)
+	for r := range cfg.NP {
+		env := append(base[:len(base):len(base)],
+			boot.EnvRank+"="+strconv.Itoa(r),
+			boot.EnvSize+"="+strconv.Itoa(cfg.NP),
+			boot.EnvJobID+"="+job,
+			boot.EnvBoot+"="+sock,
+		)
+		if stack != "" {
+			env = append(env, boot.EnvConfig+"="+stack)
+		}
+		p, err := start(prog, cfg, r, env, stdout, stderr, &fwd)
+		if err != nil {
+			// Stop what already runs; the ranks that started wait on a
+			// fence that will never complete.
+			srv.Fail("the launcher could not start every rank")
+			signalAll(procs, syscall.SIGKILL)
+			for range procs {
+				<-exits
+			}
+			return Result{}, err
+		}
+		procs = append(procs, p)
+		go func() { exits <- wait(p) }()
+	}
+
+	res := supervise(ctx, cfg, srv, procs, exits)
+	// Output that is still in the pipes belongs to the job; a descendant
+	// that keeps a pipe open does not hold the launcher.
+	done := make(chan struct{})
+	go func() { fwd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+	if res.First != nil || res.Reason != "" {
+		if res.Reason != "" {
+			fmt.Fprintf(cfg.Report, "gobtl run: %s\n", res.Reason)
+		}
+		if res.First != nil {
+			fmt.Fprintf(cfg.Report, "gobtl run: %v; job of %d ranks stopped\n", *res.First, cfg.NP)
+		}
+	}
+	return res, nil
+}
+
+// supervise waits for every rank to end, stopping the job at the first
+// failure, interrupt or timeout.
+func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, exits <-chan Exit) Result {
+	res := Result{Exits: make([]Exit, len(procs))}
+	var timeout <-chan time.Time
+	if cfg.Timeout > 0 {
+		t := time.NewTimer(cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var kill <-chan time.Time // armed when the job is being stopped
+	stopping := false
+	stop := func(why string) {
+		if stopping {
+			return
+		}
+		stopping = true
+		srv.Fail(why)
+		signalAll(procs, syscall.SIGTERM)
+		kill = time.After(cfg.Grace)
+	}
+	alive := len(procs)
+	aborts := srv.Aborts()
+	ctxDone := ctx.Done()
+	for alive > 0 {
+		select {
+		case e := <-exits:
+			alive--
+			procs[e.Rank].pid = 0 // reaped: never signal a reused pid
+			res.Exits[e.Rank] = e
+			if e.failed() && res.First == nil && res.Reason == "" {
+				ee := e
+				res.First = &ee
+				res.Status = e.Status()
+				stop(e.String())
+			}
+		case a := <-aborts:
+			if res.First == nil && res.Reason == "" {
+				ee := Exit{Rank: a.Rank, Pid: procs[a.Rank].cmd.Process.Pid, Abort: a.Msg}
+				res.First = &ee
+				res.Status = ee.Status()
+				stop(ee.String())
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			if res.First == nil && res.Reason == "" {
+				res.Reason = "interrupted; stopping the job"
+				res.Status = StatusInterrupted
+			}
+			stop("the job was interrupted")
+		case <-timeout:
+			if res.First == nil && res.Reason == "" {
+				res.Reason = fmt.Sprintf("timed out after %v; stopping the job", cfg.Timeout)
+				res.Status = StatusTimeout
+			}
+			stop("the job timed out")
+		case <-kill:
+			kill = nil
+			signalAll(procs, syscall.SIGKILL)
+		}
+	}
+	return res
+}
+
+func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lockedWriter, fwd *sync.WaitGroup) (*rankProc, error) {
+	cmd := exec.Command(prog, cfg.Args...)
+	cmd.Env = env
+	// Each rank leads its own process group: a terminal's Ctrl-C reaches
+	// only the launcher, which stops the ranks in order; and the ranks die
+	// with the launcher even if it is killed outright.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if rank == 0 && cfg.Stdin != nil {
+		cmd.Stdin = cfg.Stdin
+	}
+	var closeAfter []*os.File
+	for _, out := range []struct {
+		dst  *lockedWriter
+		slot *io.Writer
+	}{{stdout, &cmd.Stdout}, {stderr, &cmd.Stderr}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("launch: rank %d: %w", rank, err)
+		}
+		*out.slot = w
+		closeAfter = append(closeAfter, w)
+		fwd.Add(1)
+		go func() {
+			defer fwd.Done()
+			defer r.Close()
+			forward(r, out.dst, rank, cfg.TagOutput)
+		}()
+	}
+	err := cmd.Start()
+	for _, f := range closeAfter {
+		f.Close() // the child holds its own copies
+	}
+	if err != nil {
+		return nil, fmt.Errorf("launch: rank %d: %w", rank, err)
+	}
+	return &rankProc{rank: rank, cmd: cmd, pid: cmd.Process.Pid}, nil
+}
+
+func wait(p *rankProc) Exit {
+	e := Exit{Rank: p.rank, Pid: p.cmd.Process.Pid}
+	err := p.cmd.Wait()
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		e.Code, e.Signal = -1, ws.Signal()
+	case ok:
+		e.Code = ws.ExitStatus()
+	case err != nil:
+		e.Err = err
+	}
+	return e
+}
+
+// signalAll signals the process group of every rank that has not been
+// reaped.
+func signalAll(procs []*rankProc, sig syscall.Signal) {
+	for _, p := range procs {
+		if p.pid > 0 {
+			syscall.Kill(-p.pid, sig)
+		}
+	}
+}
+
+// removeShm deletes the job's shared-memory files.
+func removeShm(dir, job string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, boot.ShmPrefix(job)+"*"))
+	for _, m := range matches {
+		os.Remove(m)
+	}
+}
+
+// lockedWriter serializes the ranks' writes to one stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// forward copies a rank's output. Tagged output goes line by line with the
+// rank in front; untagged output goes as it comes, so that progress bars
+// that redraw a line still work.
+func forward(r io.Reader, dst *lockedWriter, rank int, tag bool) {
+	buf := make([]byte, 32<<10)
+	if !tag {
+		io.CopyBuffer(dst, r, buf)
+		return
+	}
+	prefix := "[" + strconv.Itoa(rank) + "] "
+	var partial []byte
+	var out strings.Builder
+	for {
+		n, err := r.Read(buf)
+		data := buf[:n]
+		out.Reset()
+		for len(data) > 0 {
+			i := strings.IndexByte(string(data), '\n')
+			if i < 0 {
+				partial = append(partial, data...)
+				break
+			}
+			out.WriteString(prefix)
+			out.Write(partial)
+			out.Write(data[:i+1])
+			partial = partial[:0]
+			data = data[i+1:]
+		}
+		if err != nil && len(partial) > 0 {
+			out.WriteString(prefix)
+			out.Write(partial)
+			out.WriteByte('\n')
+		}
+		if out.Len() > 0 {
+			dst.Write([]byte(out.String()))
+		}
+		if err != nil {
+			return
+		}
+	}
+}

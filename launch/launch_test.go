@@ -1,0 +1,229 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/boot"
+)
+
+// The test binary doubles as the rank program: with envRole set, TestMain
+// runs the named role instead of the tests.
+const envRole = "GOBTL_LAUNCH_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(rankMain(role))
+	}
+	os.Exit(m.Run())
+}
+
+func rankMain(role string) int {
+	ctx := context.Background()
+	b, ok, err := boot.FromEnv(ctx)
+	if !ok || err != nil {
+		fmt.Fprintln(os.Stderr, "no bootstrap:", ok, err)
+		return 2
+	}
+	r := b.Rank()
+	switch role {
+	case "exchange":
+		// Two rounds, so that the second fence carries only new puts.
+		for round := range 2 {
+			b.Put(fmt.Sprintf("k%d", round), []byte(fmt.Sprintf("r%d-%d", r, round)))
+			if err := b.Fence(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "fence:", err)
+				return 1
+			}
+		}
+		var got []string
+		for p := range b.Size() {
+			for round := range 2 {
+				v, err := b.Get(ctx, p, fmt.Sprintf("k%d", round))
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "get:", err)
+					return 1
+				}
+				got = append(got, string(v))
+			}
+		}
+		fmt.Printf("rank %d sees %s\n", r, strings.Join(got, ","))
+		return 0
+	case "fail-in-fence":
+		// Rank 1 exits 3 while the others wait in a fence that can never
+		// complete; the launcher must fail that fence and stop them.
+		if r == 1 {
+			return 3
+		}
+		b.Fence(ctx) // fails when the launcher gives up (see package boot's tests)
+		select {}    // wait to be stopped
+	case "sigkill":
+		f, err := os.Create(filepath.Join(os.Getenv("TEST_SHM"), boot.ShmPrefix(b.JobID())+fmt.Sprintf("seg-%d", r)))
+		if err != nil {
+			return 1
+		}
+		f.Close()
+		b.Fence(ctx) // every segment exists before anyone dies
+		if r == 1 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		select {}
+	case "ignore-term":
+		// A rank that ignores SIGTERM still goes, by SIGKILL.
+		signal.Ignore(syscall.SIGTERM)
+		b.Fence(ctx)
+		if r == 0 {
+			return 5
+		}
+		select {}
+	case "abort":
+		if r == 2 {
+			b.Abort("bad frame from rank 0")
+		}
+		select {}
+	case "sleep":
+		select {}
+	}
+	return 99
+}
+
+func runRole(t *testing.T, role string, np int, mod func(*Config)) (Result, string, time.Duration) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cfg := Config{
+		NP: np, Prog: exe, Args: []string{"-test.run=^$"},
+		Env:    []string{envRole + "=" + role},
+		Stdout: &out, Stderr: &out,
+		ShmDir: t.TempDir(),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	cfg.Env = append(cfg.Env, "TEST_SHM="+cfg.ShmDir)
+	start := time.Now()
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res, out.String(), time.Since(start)
+}
+
+func TestEveryRankSeesEveryPutAfterTheFence(t *testing.T) {
+	res, out, _ := runRole(t, "exchange", 4, func(c *Config) { c.TagOutput = true })
+	if res.Status != 0 {
+		t.Fatalf("status %d, output:\n%s", res.Status, out)
+	}
+	want := "r0-0,r0-1,r1-0,r1-1,r2-0,r2-1,r3-0,r3-1"
+	for r := range 4 {
+		line := fmt.Sprintf("[%d] rank %d sees %s\n", r, r, want)
+		if !strings.Contains(out, line) {
+			t.Errorf("missing %q in output:\n%s", line, out)
+		}
+	}
+}
+
+func TestAFailingRankStopsTheJobAndGivesItsStatus(t *testing.T) {
+	res, out, took := runRole(t, "fail-in-fence", 3, nil)
+	if res.Status != 3 || res.First == nil || res.First.Rank != 1 {
+		t.Fatalf("status %d first %+v, output:\n%s", res.Status, res.First, out)
+	}
+	if !strings.Contains(out, "rank 1 (pid") || !strings.Contains(out, "exited with status 3") {
+		t.Errorf("report does not name rank 1 and its status:\n%s", out)
+	}
+	t.Logf("job stopped %v after start", took)
+}
+
+func TestAKilledRankIsNamedAndItsSegmentsRemoved(t *testing.T) {
+	shm := t.TempDir()
+	res, out, took := runRole(t, "sigkill", 2, func(c *Config) { c.ShmDir = shm })
+	if res.Status != 128+9 || res.First == nil || res.First.Rank != 1 || res.First.Signal != syscall.SIGKILL {
+		t.Fatalf("status %d first %+v, output:\n%s", res.Status, res.First, out)
+	}
+	if !strings.Contains(out, "rank 1") || !strings.Contains(out, "signal 9") {
+		t.Errorf("report does not name rank 1 and signal 9:\n%s", out)
+	}
+	left, _ := filepath.Glob(filepath.Join(shm, "*"))
+	if len(left) != 0 {
+		t.Errorf("files left in the shm dir: %v", left)
+	}
+	t.Logf("job stopped %v after start", took)
+}
+
+func TestARankThatIgnoresSIGTERMIsKilledAfterTheGrace(t *testing.T) {
+	res, out, _ := runRole(t, "ignore-term", 2, func(c *Config) { c.Grace = 50 * time.Millisecond })
+	if res.Status != 5 || res.Exits[1].Signal != syscall.SIGKILL {
+		t.Fatalf("status %d exits %+v, output:\n%s", res.Status, res.Exits, out)
+	}
+}
+
+func TestAnAbortThroughTheBootstrapStopsTheJob(t *testing.T) {
+	res, out, _ := runRole(t, "abort", 3, nil)
+	if res.Status == 0 || res.First == nil || res.First.Rank != 2 || res.First.Abort == "" {
+		t.Fatalf("status %d first %+v, output:\n%s", res.Status, res.First, out)
+	}
+	if !strings.Contains(out, "rank 2") || !strings.Contains(out, "aborted: bad frame from rank 0") {
+		t.Errorf("report does not carry the abort:\n%s", out)
+	}
+}
+
+func TestTheTimeoutStopsAJobThatHangs(t *testing.T) {
+	res, out, _ := runRole(t, "sleep", 2, func(c *Config) { c.Timeout = 100 * time.Millisecond })
+	if res.Status != StatusTimeout || !strings.Contains(out, "timed out after 100ms") {
+		t.Fatalf("status %d, output:\n%s", res.Status, out)
+	}
+}
+
+func TestCancelingTheContextStopsTheJob(t *testing.T) {
+	exe, _ := os.Executable()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	done := make(chan Result)
+	go func() {
+		res, err := Run(ctx, Config{NP: 2, Prog: exe, Args: []string{"-test.run=^$"},
+			Env: []string{envRole + "=sleep"}, Stdout: &out, Stderr: &out, ShmDir: t.TempDir()})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	cancel()
+	res := <-done
+	if res.Status != StatusInterrupted {
+		t.Fatalf("status %d, output:\n%s", res.Status, out.String())
+	}
+}
+
+func TestBadConfigurationsAreErrors(t *testing.T) {
+	for _, c := range []Config{
+		{NP: 0, Prog: "true"},
+		{NP: 1},
+		{NP: 1, Prog: "no-such-program-gobtl"},
+		{NP: 1, Prog: "true", StackFile: "/no/such/stack.hcl"},
+	} {
+		if _, err := Run(context.Background(), c); err == nil {
+			t.Errorf("Run(%+v) succeeded", c)
+		}
+	}
+}
+
+func TestTaggedOutputPrefixesEveryLine(t *testing.T) {
+	var buf bytes.Buffer
+	w := &lockedWriter{w: &buf}
+	forward(strings.NewReader("one\ntwo\nthree-no-newline"), w, 7, true)
+	want := "[7] one\n[7] two\n[7] three-no-newline\n"
+	if buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}

@@ -1,0 +1,252 @@
+package launch
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gobtl/gobtl/boot"
+)
+
+// Abort is a rank's report of a fatal error through the bootstrap.
+type Abort struct {
+	Rank int
+	Msg  string
+}
+
+// Server serves the bootstrap protocol of package boot for one job: it
+// checks each rank's hello, gathers puts until every rank has fenced, then
+// answers every rank with the round's puts of all ranks.
+type Server struct {
+	size int
+	job  string
+	ln   *net.UnixListener
+
+	aborts chan Abort
+
+	mu      sync.Mutex
+	conns   map[int]*serverConn // by rank, after hello
+	round   map[int]map[string][]byte
+	waiting []*serverConn // ranks inside the current fence
+	left    map[int]bool  // ranks whose session ended
+	failed  string        // set by Fail: every fence fails with it
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type serverConn struct {
+	conn net.Conn
+	rank int
+	wmu  sync.Mutex
+	enc  *json.Encoder
+}
+
+func (c *serverConn) send(rep *Reply) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	// A rank that does not read its socket must not stall the launcher.
+	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if c.enc.Encode(rep) != nil {
+		c.conn.Close()
+	}
+}
+
+// Reply is the wire reply (boot.Reply).
+type Reply = boot.Reply
+
+// NewServer listens on the unix socket path for the ranks of a job.
+func NewServer(path string, size int, job string) (*Server, error) {
+	addr, err := net.ResolveUnixAddr("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap socket %s: %w", path, err)
+	}
+	ln, err := net.ListenUnix("unix", addr)
+	if err != nil {
+		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)
+	}
+	s := &Server{
+		size: size, job: job, ln: ln,
+		aborts: make(chan Abort, size),
+		conns:  map[int]*serverConn{},
+		round:  map[int]map[string][]byte{},
+		left:   map[int]bool{},
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Aborts delivers the ranks' abort reports.
+func (s *Server) Aborts() <-chan Abort { return s.aborts }
+
+// Fail ends the exchange: the current fence and every later one fail with
+// msg (a rank died, the job is stopping), so no rank waits on a fence that
+// cannot complete.
+func (s *Server) Fail(msg string) {
+	s.mu.Lock()
+	if s.failed == "" {
+		s.failed = msg
+	}
+	waiting := s.waiting
+	s.waiting = nil
+	s.mu.Unlock()
+	for _, c := range waiting {
+		c.send(&Reply{Op: boot.OpFence, Err: msg})
+	}
+}
+
+// Close stops serving and closes every session.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*serverConn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	err := s.ln.Close()
+	for _, c := range conns {
+		c.conn.Close()
+	}
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(conn)
+	}
+}
+
+func (s *Server) serve(conn net.Conn) {
+	defer s.wg.Done()
+	defer conn.Close()
+	c := &serverConn{conn: conn, rank: -1, enc: json.NewEncoder(conn)}
+	dec := json.NewDecoder(bufio.NewReader(conn))
+	for {
+		var req boot.Request
+		if err := dec.Decode(&req); err != nil {
+			s.leave(c, err)
+			return
+		}
+		if c.rank < 0 && req.Op != boot.OpHello {
+			c.send(&Reply{Op: req.Op, Err: "the first request must be hello"})
+			return
+		}
+		switch req.Op {
+		case boot.OpHello:
+			if err := s.hello(c, &req); err != nil {
+				c.send(&Reply{Op: req.Op, Err: err.Error()})
+				return
+			}
+			c.send(&Reply{Op: boot.OpHello, Size: s.size})
+		case boot.OpFence:
+			s.fence(c, req.Puts)
+		case boot.OpAbort:
+			select {
+			case s.aborts <- Abort{Rank: c.rank, Msg: req.Msg}:
+			default: // one report per rank is plenty
+			}
+		default:
+			c.send(&Reply{Op: req.Op, Err: fmt.Sprintf("unknown operation %q", req.Op)})
+			return
+		}
+	}
+}
+
+func (s *Server) hello(c *serverConn, req *boot.Request) error {
+	if req.Job != s.job {
+		return fmt.Errorf("job %q is not this launcher's job %q", req.Job, s.job)
+	}
+	if req.Rank < 0 || req.Rank >= s.size {
+		return fmt.Errorf("rank %d is out of range [0,%d)", req.Rank, s.size)
+	}
+	if c.rank >= 0 {
+		return errors.New("hello sent twice")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.conns[req.Rank]; dup {
+		return fmt.Errorf("rank %d is already connected", req.Rank)
+	}
+	c.rank = req.Rank
+	s.conns[req.Rank] = c
+	return nil
+}
+
+func (s *Server) fence(c *serverConn, puts map[string][]byte) {
+	s.mu.Lock()
+	if s.failed != "" {
+		msg := s.failed
+		s.mu.Unlock()
+		c.send(&Reply{Op: boot.OpFence, Err: msg})
+		return
+	}
+	for r := range s.left {
+		msg := fmt.Sprintf("rank %d left the bootstrap and cannot fence", r)
+		s.mu.Unlock()
+		c.send(&Reply{Op: boot.OpFence, Err: msg})
+		return
+	}
+	if _, again := s.round[c.rank]; again {
+		s.mu.Unlock()
+		c.send(&Reply{Op: boot.OpFence, Err: "fence entered twice"})
+		return
+	}
+	if puts == nil {
+		puts = map[string][]byte{}
+	}
+	s.round[c.rank] = puts
+	s.waiting = append(s.waiting, c)
+	if len(s.round) < s.size {
+		s.mu.Unlock()
+		return
+	}
+	rep := &Reply{Op: boot.OpFence, KV: s.round}
+	waiting := s.waiting
+	s.round = map[int]map[string][]byte{}
+	s.waiting = nil
+	s.mu.Unlock()
+	for _, w := range waiting {
+		w.send(rep)
+	}
+}
+
+// leave records that a session ended; fences it was needed for fail.
+func (s *Server) leave(c *serverConn, err error) {
+	if c.rank < 0 {
+		return
+	}
+	s.mu.Lock()
+	s.left[c.rank] = true
+	delete(s.conns, c.rank)
+	waiting := s.waiting
+	if len(waiting) > 0 {
+		s.waiting = nil
+		s.round = map[int]map[string][]byte{}
+	}
+	s.mu.Unlock()
+	msg := fmt.Sprintf("rank %d left the bootstrap during a fence", c.rank)
+	for _, w := range waiting {
+		if w != c {
+			w.send(&Reply{Op: boot.OpFence, Err: msg})
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package pml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/gobtl/gobtl/btl/inproc"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/policies/sched"
+)
+
+func schedPolicy(t tester, name string, set map[string]string) core.Scheduler {
+	p := core.MustParams(sched.Params(name))
+	for k, v := range set {
+		if err := p.SetText(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pol, err := sched.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// Random mixes of sizes over 1–4 subchannels with random per-frame delays
+// and every scheduling policy: every message arrives once, in order,
+// intact; a striped message completes exactly once on both sides; the
+// weights stay non-negative and sum to the total.
+func TestMultirailRandomMixes(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		nsub := rapid.IntRange(1, 4).Draw(rt, "subchannels")
+		policyName := rapid.SampledFrom(sched.Names).Draw(rt, "policy")
+		proto := rapid.SampledFrom([]Protocol{ProtoRead, ProtoWrite, ProtoReadAsync}).Draw(rt, "proto")
+		rails := make([]inproc.RailOptions, nsub)
+		for i := range rails {
+			rails[i].MaxRDMA = int64(rapid.SampledFrom([]int{0, 32 << 10}).Draw(rt, "maxrdma"))
+		}
+		w := newWorld(rt, 2, rails, Options{Protocol: proto}, func(_ int, o *Options) {
+			o.Scheduler = schedPolicy(rt, policyName, map[string]string{"stripe_threshold": "32KiB", "min_stripe": "4KiB", "window": "3"})
+		})
+		defer w.close()
+		for i := 0; i < nsub; i++ {
+			w.f.Jitter(i, time.Duration(rapid.IntRange(0, 200).Draw(rt, "jitter"))*time.Microsecond)
+		}
+		sizes := rapid.SliceOfN(rapid.SampledFrom([]int{0, 7, 4096, 5000, 40 << 10, 300 << 10, 1 << 20}), 1, 20).Draw(rt, "sizes")
+		w.run(rt, func(c *Comm) error {
+			peer := 1 - c.Rank()
+			var reqs []*Request
+			var bufs [][]byte
+			for i, n := range sizes {
+				b := make([]byte, n)
+				r, err := c.Irecv(b, peer, 0)
+				if err != nil {
+					return err
+				}
+				reqs, bufs = append(reqs, r), append(bufs, b)
+				s, err := c.Isend(pattern(make([]byte, n), 7*i+c.Rank()), peer, 0)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, s)
+			}
+			if err := c.Waitall(reqs); err != nil {
+				return err
+			}
+			for i, n := range sizes {
+				if !bytes.Equal(bufs[i], pattern(make([]byte, n), 7*i+peer)) {
+					return fmt.Errorf("message %d (%d B) wrong", i, n)
+				}
+			}
+			ws := c.Weights(peer)
+			var sum float64
+			for _, v := range ws {
+				if v < 0 || math.IsNaN(v) {
+					return fmt.Errorf("weights %v", ws)
+				}
+				sum += v
+			}
+			if math.Abs(sum-100) > 1e-6 {
+				return fmt.Errorf("weights %v sum to %v", ws, sum)
+			}
+			return nil
+		})
+		for _, c := range w.comms {
+			// Exactly once: every request was recycled once, none is left
+			// pending or referenced.
+			c.e.mu.Lock()
+			for _, r := range c.e.reqs {
+				if r.refs != 0 || (!r.done && r.gen != 0 && !r.released) {
+					c.e.mu.Unlock()
+					rt.Fatalf("rank %d: request left behind: done %v refs %d rdma %v", c.Rank(), r.done, r.refs, r.x)
+				}
+			}
+			c.e.mu.Unlock()
+		}
+	})
+}
+
+func TestStripingUsesEverySubchannel(t *testing.T) {
+	w := newWorld(t, 2, []inproc.RailOptions{{}, {}, {}}, Options{}, func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "even_striping", nil) })
+	w.run(t, func(c *Comm) error {
+		buf := make([]byte, 3<<20)
+		if c.Rank() == 0 {
+			return c.Send(pattern(buf, 1), 1, 0)
+		}
+		_, err := c.Recv(buf, 0, 0)
+		if err == nil && !bytes.Equal(buf, pattern(make([]byte, len(buf)), 1)) {
+			err = errors.New("wrong data")
+		}
+		return err
+	})
+	if n := w.comms[1].Metrics().Counter("pml.stripes").Load(); n != 3 {
+		t.Fatalf("receiver issued %d stripes for a 3 MiB message over 3 rails, want 3", n)
+	}
+}
+
+func TestAdaptiveStripingLearnsUnequalRails(t *testing.T) {
+	// Rail 1 completes every operation 2 ms late: adaptive striping must
+	// move most of the weight to rail 0.
+	w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{}, func(_ int, o *Options) {
+		o.Scheduler = schedPolicy(t, "adaptive_striping", map[string]string{"alpha": "0.5"})
+	})
+	w.f.Delay(1, 0, 1, 2*time.Millisecond, true)
+	w.run(t, func(c *Comm) error {
+		buf := make([]byte, 1<<20)
+		for i := 0; i < 20; i++ {
+			if c.Rank() == 0 {
+				if err := c.Send(buf, 1, 0); err != nil {
+					return err
+				}
+			} else if _, err := c.Recv(buf, 0, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ws := w.comms[1].Weights(0) // the receiver reads, so it learns
+	if ws[0] < 4*ws[1] {
+		t.Fatalf("weights %v: the slow rail keeps too much", ws)
+	}
+}
+
+func TestSubchannelFailureMidMessageFailsTheRequest(t *testing.T) {
+	for _, proto := range []Protocol{ProtoRead, ProtoWrite} {
+		t.Run(proto.String(), func(t *testing.T) {
+			w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{Protocol: proto, FinalizeTimeout: 100 * time.Millisecond},
+				func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "even_striping", nil) })
+			w.noFinalize = true
+			// Rail 1's operations take long enough to drop it mid-message.
+			w.f.Delay(1, 0, 1, 50*time.Millisecond, true)
+			w.run(t, func(c *Comm) error {
+				buf := make([]byte, 4<<20)
+				var r *Request
+				var err error
+				if c.Rank() == 0 {
+					r, err = c.Isend(buf, 1, 0)
+				} else {
+					r, err = c.Irecv(buf, 0, 0)
+				}
+				if err != nil {
+					return err
+				}
+				if c.Rank() == 1 {
+					time.AfterFunc(20*time.Millisecond, func() { w.f.Drop(1, 0, 1) })
+				}
+				_, err = c.Wait(r)
+				if !errors.Is(err, core.ErrPeerLost) {
+					return fmt.Errorf("striped %v over a failing subchannel: %v, want ErrPeerLost", proto, err)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -1,0 +1,12 @@
+//go:build !linux
+
+package pml
+
+import (
+	"runtime"
+	"time"
+)
+
+func osYield() { runtime.Gosched() }
+
+func osSleep(d time.Duration) { time.Sleep(d) }

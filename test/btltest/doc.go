@@ -1,0 +1,35 @@
+// Package btltest is the conformance suite every BTL must pass, in the
+// spirit of Open MPI's btl/template: a transport that passes it can be
+// driven by the PML.
+//
+// Run opens a job's worth of modules of one registered component inside
+// the test process, connected by an in-process bootstrap (boot.Group),
+// and checks the contract of core.Module and core.Endpoint:
+//
+//   - attributes are consistent and endpoints are reachable by rank;
+//   - frames of every size from 0 to MaxSendSize arrive intact, with the
+//     header's match fields as sent, split between pre and data anywhere;
+//   - frames from one sender arrive in the order sent, whatever their
+//     sizes, also with several senders to one receiver;
+//   - handlers may send (to the sender, to a third rank, to themselves)
+//     from inside Progress;
+//   - a receiver that does not progress makes Send return ErrNoResources
+//     within a bounded amount of data, and nothing is lost when it resumes;
+//   - Put and Get (when the module has the capability) move every size at
+//     any offset and complete inside Progress; keys out of range fail;
+//   - a module with a notifier wakes an armed waiter for a solicited frame
+//     or RDMA completion, at once when one is pending, and once per Arm;
+//   - a peer that dies is reported through OnPeerLost with ErrPeerLost, and
+//     sends to it fail;
+//   - Close releases the module; using it afterwards is an error, not a
+//     crash;
+//   - the eager path (Send plus the Progress that delivers it) allocates
+//     nothing.
+//
+// A transport test calls Run with its component name and the parameters
+// to open it with:
+//
+//	func TestConformance(t *testing.T) {
+//		btltest.Run(t, btltest.Config{Component: "sm", Kill: ...})
+//	}
+package btltest

@@ -1,0 +1,5 @@
+//go:build race
+
+package btltest
+
+const raceEnabled = true

@@ -1,0 +1,487 @@
+package mp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+const envRole = "GOBTL_MPTEST_ROLE"
+
+var gobtlBin string
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(envRole); role != "" {
+		os.Exit(rankMain(role))
+	}
+	dir, err := os.MkdirTemp("", "gobtl-mptest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gobtlBin = filepath.Join(dir, "gobtl")
+	out, err := exec.Command("go", "build", "-o", gobtlBin, "github.com/gobtl/gobtl/cmd/gobtl").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build gobtl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// openComm is how a rank program starts: the same call every gobtl
+// program makes; the stack comes from `gobtl run -c`.
+func openComm() (*gobtl.Comm, error) { return gobtl.Init(context.Background(), gobtl.Options{}) }
+
+// counter sums the counters whose names end in "."+name (one per module
+// instance: sm.<instance>.cma_gets).
+func counter(m *core.Metrics, name string) int64 {
+	var n int64
+	for k, v := range m.Snapshot() {
+		if strings.HasSuffix(k, "."+name) {
+			if c, ok := v.(int64); ok {
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// stackFile writes a stack for one test: the PML protocol and sm
+// parameters.
+func stackFile(t *testing.T, protocol string, sm map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "job {\n  protocol = %q\n}\nbtl \"sm\" \"sm\" {\n", protocol)
+	for k, v := range sm {
+		fmt.Fprintf(&b, "  %s = %q\n", k, v)
+	}
+	b.WriteString("}\n")
+	path := filepath.Join(t.TempDir(), "stack.hcl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
+}
+
+// pattern fills b from seed; the receiver recomputes it to check every byte.
+func pattern(b []byte, seed uint64) []byte {
+	x := seed*0x9E3779B97F4A7C15 | 1
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i], b[i+1], b[i+2], b[i+3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+		b[i+4], b[i+5], b[i+6], b[i+7] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
+	}
+	for ; i < len(b); i++ {
+		b[i] = byte(x >> (8 * (i & 7)))
+	}
+	return b
+}
+
+// msgSize picks a size from 0 B to max, spread evenly over the powers of
+// two so that every protocol sees traffic: eager, fragments, rendezvous.
+func msgSize(rng *rand.Rand, max int) int {
+	if rng.IntN(20) == 0 {
+		return 0
+	}
+	bits := rng.Float64() * float64(63-leadingZeros(uint64(max)))
+	return min(max, int(float64(uint64(1)<<uint(bits))*(1+rng.Float64())))
+}
+
+func leadingZeros(x uint64) int {
+	n := 0
+	for i := 63; i >= 0 && x&(1<<uint(i)) == 0; i-- {
+		n++
+	}
+	return n
+}
+
+func seedOf(src, dst, k int) uint64 { return uint64(src)<<40 | uint64(dst)<<20 | uint64(k) }
+
+func rankMain(role string) int {
+	c, err := openComm()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		return 2
+	}
+	defer c.Close()
+	fmt.Fprintf(os.Stderr, "job %s rank %d pid %d\n", os.Getenv(boot.EnvJobID), c.Rank(), os.Getpid())
+	switch role {
+	case "exchange":
+		if err := exchange(c); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
+			return 1
+		}
+		return 0
+	case "peer-death":
+		// Rank 1 dies while rank 0 waits for a message from it; rank 0
+		// outlives the launcher's SIGTERM long enough to see its receive
+		// fail with ErrPeerLost (sm notices through rank 1's pidfd).
+		signal.Ignore(syscall.SIGTERM)
+		if err := c.Barrier(); err != nil {
+			return 3
+		}
+		if c.Rank() == 1 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		start := time.Now()
+		_, err := c.Recv(make([]byte, 8), 1, 0)
+		fmt.Printf("rank %d: receive from the dead rank 1 ended after %v: peer lost %v: %v\n",
+			c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
+		return 0
+	case "sigkill":
+		// A ring that never ends; rank 1 dies in the middle of it.
+		buf := make([]byte, 64<<10)
+		for i := 0; ; i++ {
+			if c.Rank() == 1 && i == 200 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+			r, _ := c.Irecv(buf, prev, 0)
+			if err := c.Send(buf[:1000+i%(60<<10)], next, 0); err != nil {
+				fmt.Fprintln(os.Stderr, "send:", err)
+				return 3
+			}
+			if _, err := c.Wait(r); err != nil {
+				fmt.Fprintln(os.Stderr, "recv:", err)
+				return 3
+			}
+		}
+	}
+	return 99
+}
+
+// exchange runs the phases named by MPTEST_PHASES on every rank and checks
+// every byte that arrives.
+func exchange(c *gobtl.Comm) error {
+	me, n := c.Rank(), c.Size()
+	maxSize := envInt("MPTEST_MAX", 8<<20)
+	var got uint32
+	var msgs, bytes int
+	check := func(buf []byte, st pml.Status, seed uint64, size int, what string) error {
+		if st.Count != size {
+			return fmt.Errorf("%s: %d bytes arrived, %d sent", what, st.Count, size)
+		}
+		want := pattern(make([]byte, size), seed)
+		if !slicesEqual(buf[:size], want) {
+			return fmt.Errorf("%s: %d bytes differ from what was sent", what, size)
+		}
+		got = crc32.Update(got, crc32.IEEETable, buf[:size])
+		msgs++
+		bytes += size
+		return nil
+	}
+
+	// Phase 1, all pairs: every rank sends `rounds` messages of random size
+	// to every other rank, all posted before any wait.
+	rounds := envInt("MPTEST_ROUNDS", 20)
+	size := func(src, dst, k int) int {
+		return msgSize(rand.New(rand.NewPCG(seedOf(src, dst, k), 7)), maxSize)
+	}
+	var reqs []*pml.Request
+	recvBufs := map[[2]int][]byte{}
+	for k := range rounds {
+		for p := range n {
+			if p == me {
+				continue
+			}
+			b := make([]byte, size(p, me, k))
+			recvBufs[[2]int{p, k}] = b
+			r, err := c.Irecv(b, p, k)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+	}
+	for k := range rounds {
+		for p := range n {
+			if p == me {
+				continue
+			}
+			r, err := c.Isend(pattern(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+	}
+	if err := c.Waitall(reqs); err != nil {
+		return fmt.Errorf("all-pairs: %w", err)
+	}
+	for key, b := range recvBufs {
+		st := pml.Status{Count: len(b)}
+		if err := check(b, st, seedOf(key[0], me, key[1]), size(key[0], me, key[1]), fmt.Sprintf("all-pairs from %d round %d", key[0], key[1])); err != nil {
+			return err
+		}
+	}
+
+	// Phase 2, thousands in flight: small and medium messages around the
+	// ring, received with AnySource-free and AnySource receives mixed.
+	inflight := envInt("MPTEST_INFLIGHT", 2000)
+	next, prev := (me+1)%n, (me+n-1)%n
+	small := func(src, k int) int {
+		return msgSize(rand.New(rand.NewPCG(seedOf(src, 0, k), 9)), 64<<10)
+	}
+	reqs = reqs[:0]
+	rb := make([][]byte, inflight)
+	for k := range inflight {
+		rb[k] = make([]byte, small(prev, k))
+		r, err := c.Irecv(rb[k], prev, 1<<20+k)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	for k := range inflight {
+		r, err := c.Isend(pattern(make([]byte, small(me, k)), seedOf(me, 0, k)), next, 1<<20+k)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	if err := c.Waitall(reqs); err != nil {
+		return fmt.Errorf("ring in flight: %w", err)
+	}
+	for k := range inflight {
+		if err := check(rb[k], pml.Status{Count: len(rb[k])}, seedOf(prev, 0, k), small(prev, k), fmt.Sprintf("ring message %d", k)); err != nil {
+			return err
+		}
+	}
+
+	// Phase 3, a token ring of random sizes with blocking calls, the
+	// receiver taking any source.
+	buf := make([]byte, maxSize)
+	for k := range envInt("MPTEST_TOKENS", 30) {
+		sz := size(0, 0, 1000+k)
+		if me == 0 {
+			if err := c.Send(pattern(make([]byte, sz), uint64(k)), next, 7); err != nil {
+				return err
+			}
+		}
+		st, err := c.Recv(buf, pml.AnySource, 7)
+		if err != nil {
+			return fmt.Errorf("token %d: %w", k, err)
+		}
+		if st.Source != prev {
+			return fmt.Errorf("token %d came from %d, not %d", k, st.Source, prev)
+		}
+		if err := check(buf, st, uint64(k), sz, fmt.Sprintf("token %d", k)); err != nil {
+			return err
+		}
+		if me != 0 {
+			if err := c.Send(buf[:sz], next, 7); err != nil {
+				return err
+			}
+		}
+	}
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	m := c.Metrics()
+	fmt.Printf("rank %d: %d messages, %d bytes, crc32 %08x, cma_gets %d cma_puts %d rndv %d pipeline %d\n", me, msgs, bytes, got,
+		counter(m, "cma_gets"), counter(m, "cma_puts"), counter(m, "rndv_sends"), counter(m, "pipeline_sends"))
+	return nil
+}
+
+func slicesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == string(b) }
+
+// gobtlRun runs `gobtl run` with the test binary as the program.
+func gobtlRun(t *testing.T, np int, env []string, runArgs ...string) (stdout, stderr string, err error, took time.Duration) {
+	t.Helper()
+	exe, _ := os.Executable()
+	args := append([]string{"run", "-np", strconv.Itoa(np)}, runArgs...)
+	args = append(args, "--", exe, "-test.run=^$")
+	cmd := exec.Command(gobtlBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	start := time.Now()
+	err = cmd.Run()
+	return o.String(), e.String(), err, time.Since(start)
+}
+
+var counterRE = regexp.MustCompile(`(cma_gets|cma_puts|rndv|pipeline) (\d+)`) // as rankMain prints them
+
+var jobLine = regexp.MustCompile(`job ([0-9a-f]+) rank`)
+
+// shmLeft lists the job's files left in /dev/shm.
+func shmLeft(stderr string) []string {
+	m := jobLine.FindStringSubmatch(stderr)
+	if m == nil {
+		return nil
+	}
+	left, _ := filepath.Glob(filepath.Join("/dev/shm", boot.ShmPrefix(m[1])+"*"))
+	return left
+}
+
+func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
+	type stack struct{ protocol, singleCopy string }
+	stacks := []stack{
+		{"rdma_read", "cma"}, {"rdma_write", "cma"}, {"rdma_read_async", "cma"}, {"pipeline", "cma"},
+		{"rdma_read", "none"}, // no RDMA: the PML falls back to the pipeline
+	}
+	for _, np := range []int{2, 4} {
+		for _, s := range stacks {
+			t.Run(fmt.Sprintf("np%d/%s/%s", np, s.protocol, s.singleCopy), func(t *testing.T) {
+				env := []string{envRole + "=exchange"}
+				if testing.Short() {
+					env = append(env, "MPTEST_ROUNDS=4", "MPTEST_INFLIGHT=300", "MPTEST_TOKENS=8")
+				}
+				stack := stackFile(t, s.protocol, map[string]string{"single_copy": s.singleCopy})
+				out, errOut, err, took := gobtlRun(t, np, env, "--timeout", "120s", "-c", stack)
+				if err != nil {
+					t.Fatalf("gobtl run: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+				}
+				if c := strings.Count(out, "messages,"); c != np {
+					t.Fatalf("%d of %d ranks reported:\n%s", c, np, out)
+				}
+				// The counters say which path carried the large messages.
+				sum := map[string]int{}
+				for _, m := range counterRE.FindAllStringSubmatch(out, -1) {
+					n, _ := strconv.Atoi(m[2])
+					sum[m[1]] += n
+				}
+				want := map[string]bool{ // counter -> must be non-zero
+					"cma_gets": s.singleCopy == "cma" && strings.HasPrefix(s.protocol, "rdma_read"),
+					"cma_puts": s.singleCopy == "cma" && s.protocol == "rdma_write",
+					"rndv":     s.singleCopy == "cma" && s.protocol != "pipeline",
+					"pipeline": s.singleCopy == "none" || s.protocol == "pipeline",
+				}
+				for c, nonzero := range want {
+					if (sum[c] > 0) != nonzero {
+						t.Errorf("%s = %d over the ranks, want it %s", c, sum[c], map[bool]string{true: "non-zero", false: "zero"}[nonzero])
+					}
+				}
+				if left := shmLeft(errOut); len(left) > 0 {
+					t.Errorf("left in /dev/shm: %v", left)
+				}
+				t.Logf("%v\n%s", took, out)
+			})
+		}
+	}
+}
+
+func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
+	for _, np := range []int{2, 4} {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			out, errOut, err, took := gobtlRun(t, np, []string{envRole + "=sigkill"})
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() == 0 {
+				t.Fatalf("gobtl run exited with %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+			}
+			if !strings.Contains(errOut, "gobtl run: rank 1 (pid") || !strings.Contains(errOut, "killed by signal 9") {
+				t.Errorf("the launcher does not name rank 1 and SIGKILL:\n%s", errOut)
+			}
+			if took > 5*time.Second {
+				t.Errorf("the job took %v to stop", took)
+			}
+			if left := shmLeft(errOut); len(left) > 0 {
+				t.Errorf("left in /dev/shm: %v", left)
+			}
+			if jobLine.FindStringSubmatch(errOut) == nil {
+				t.Errorf("no rank announced its job:\n%s", errOut)
+			}
+			t.Logf("stopped after %v, status %d", took, ee.ExitCode())
+		})
+	}
+}
+
+func TestSurvivorsSeeADeadPeerAsLost(t *testing.T) {
+	stack := stackFile(t, "rdma_read", map[string]string{"liveness_interval": "20ms"})
+	out, errOut, err, _ := gobtlRun(t, 2, []string{envRole + "=peer-death"}, "-c", stack)
+	if err == nil {
+		t.Fatalf("the job succeeded although rank 1 died\n%s%s", out, errOut)
+	}
+	if !strings.Contains(out, "rank 0: receive from the dead rank 1 ended") || !strings.Contains(out, "peer lost true") {
+		t.Fatalf("rank 0 did not see rank 1 lost:\nstdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	t.Log(strings.TrimSpace(out))
+}
+
+func TestBenchmarksPrintValidJSON(t *testing.T) {
+	cases := []struct {
+		name, sizes string
+		np          int
+		fields      []string
+	}{
+		{"latency", "0,8,1MiB", 2, []string{"lat_us"}},
+		{"bw", "8,64KiB", 2, []string{"mbps"}},
+		{"bibw", "8,64KiB", 2, []string{"mbps"}},
+		{"msgrate", "8", 2, []string{"msgs_per_s", "mbps"}},
+		{"overlap", "64KiB,1MiB", 2, []string{"overlap_send", "overlap_recv"}},
+		{"alltoall", "8,4KiB", 4, []string{"lat_us"}},
+		{"multi-pingpong", "8,2KiB", 4, []string{"lat_us", "lat_max_us"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(gobtlBin, "run", "-np", strconv.Itoa(tc.np), "--timeout", "60s", "--",
+				gobtlBin, "bench", tc.name, "--json", "--sizes", tc.sizes, "--iters", "20", "--warmup", "2")
+			var o, e bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &o, &e
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
+			}
+			var rep struct {
+				Bench    string                       `json:"bench"`
+				Ranks    int                          `json:"ranks"`
+				Config   map[string]any               `json:"config"`
+				Rows     []map[string]json.RawMessage `json:"rows"`
+				Counters map[string]any               `json:"counters"`
+			}
+			dec := json.NewDecoder(&o)
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&rep); err != nil {
+				t.Fatalf("not one JSON report: %v\n%s", err, o.String())
+			}
+			if dec.More() {
+				t.Fatalf("more than one JSON value on stdout:\n%s", o.String())
+			}
+			sizes := strings.Split(tc.sizes, ",")
+			if rep.Bench != tc.name || rep.Ranks != tc.np || len(rep.Rows) != len(sizes) || rep.Config == nil || len(rep.Counters) == 0 {
+				t.Fatalf("report %+v", rep)
+			}
+			for _, row := range rep.Rows {
+				if _, ok := row["size"]; !ok {
+					t.Errorf("row without size: %v", row)
+				}
+				for _, f := range tc.fields {
+					var v float64
+					if err := json.Unmarshal(row[f], &v); err != nil || !(v > 0) {
+						t.Errorf("row %v: field %s = %s", row["size"], f, row[f])
+					}
+				}
+			}
+		})
+	}
+}
