@@ -22,7 +22,12 @@ import (
 	"github.com/gobtl/gobtl"
 )
 
-var testpolicyBin string
+var (
+	testpolicyBin string
+	// builtinDir holds every plugins/<name> wrapper of a built-in policy.
+	builtinDir string
+	builtins   []string
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gobtl-plugin-jobs-")
@@ -38,6 +43,19 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command(gobin, "build", "-o", testpolicyBin, "../../plugins/internal/testplugins/testpolicy").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building testpolicy: %v\n%s", err, out)
 		os.Exit(1)
+	}
+	mains, _ := filepath.Glob("../../plugins/*/main.go")
+	builtinDir = filepath.Join(dir, "builtin")
+	args := []string{"build", "-o", builtinDir + string(filepath.Separator)}
+	for _, m := range mains {
+		builtins = append(builtins, filepath.Base(filepath.Dir(m)))
+		args = append(args, "./"+filepath.ToSlash(filepath.Dir(m)))
+	}
+	if len(mains) > 0 {
+		if out, err := exec.Command(gobin, args...).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building the built-in policies' plugins: %v\n%s", err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
