@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gobtl/gobtl/internal/testbuild"
 	"github.com/rs/zerolog"
 )
 
@@ -24,7 +22,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := goBuild(dir, "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto"); err != nil {
+	if err := testbuild.Go("", dir+string(filepath.Separator), "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -33,27 +31,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// goBuild builds main packages into dir, named after their directories.
-func goBuild(dir string, pkgs ...string) error {
-	return goBuildIn("", dir+string(filepath.Separator), pkgs...)
-}
-
-// goBuildIn runs go build -o out pkgs in directory wd (its own module, if
-// it has a go.mod).
-func goBuildIn(wd, out string, pkgs ...string) error {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(gobin, append([]string{"build", "-o", out}, pkgs...)...)
-	cmd.Dir = wd
-	outb, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build %s (in %q): %v\n%s", strings.Join(pkgs, " "), wd, err, outb)
-	}
-	return nil
 }
 
 func testBin(name string) string { return filepath.Join(binDir, name) }

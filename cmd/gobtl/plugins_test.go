@@ -1,10 +1,11 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gobtl/gobtl/internal/testbuild"
 )
 
 // buildTestPolicy builds gobtl's test policy plugin into a fresh directory.
@@ -12,8 +13,8 @@ func buildTestPolicy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "testpolicy")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../plugins/internal/testplugins/testpolicy").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := testbuild.Go("", bin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -2,17 +2,18 @@ package conformance
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gobtl/gobtl/internal/testbuild"
 )
 
 // TestEveryBuiltinPluginConforms builds every plugins/<name> wrapper of a
 // built-in policy and runs the suite on it, as `gobtl plugins verify`
 // would.
 func TestEveryBuiltinPluginConforms(t *testing.T) {
-	mains, err := filepath.Glob("../*/main.go")
+	mains, err := testbuild.Mains("..", "*/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,15 +21,11 @@ func TestEveryBuiltinPluginConforms(t *testing.T) {
 		t.Skip("no built-in policy plugin wrappers")
 	}
 	dir := t.TempDir()
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	for _, m := range mains {
-		args = append(args, "./"+filepath.ToSlash(filepath.Dir(m)))
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := testbuild.Go("..", dir+string(filepath.Separator), mains...); err != nil {
+		t.Fatal(err)
 	}
 	for _, m := range mains {
-		name := filepath.Base(filepath.Dir(m))
+		name := filepath.Base(m)
 		t.Run(name, func(t *testing.T) {
 			r, err := Verify(context.Background(), filepath.Join(dir, name), Options{Events: 2000})
 			if err != nil {

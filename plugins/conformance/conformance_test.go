@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gobtl/gobtl/internal/testbuild"
 )
 
 var testpolicy string
@@ -21,13 +21,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	testpolicy = filepath.Join(dir, "testpolicy")
-	if out, err := exec.Command(gobin, "build", "-o", testpolicy, "../internal/testplugins/testpolicy").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building testpolicy: %v\n%s", err, out)
+	if err := testbuild.Go("", testpolicy, "../internal/testplugins/testpolicy"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

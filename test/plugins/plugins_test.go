@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/testbuild"
 )
 
 var (
@@ -35,25 +35,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	testpolicyBin = filepath.Join(dir, "testpolicy")
-	if out, err := exec.Command(gobin, "build", "-o", testpolicyBin, "../../plugins/internal/testplugins/testpolicy").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building testpolicy: %v\n%s", err, out)
+	if err := testbuild.Go("", testpolicyBin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	mains, _ := filepath.Glob("../../plugins/*/main.go")
+	mains, _ := testbuild.Mains("../../plugins", "*/main.go")
 	builtinDir = filepath.Join(dir, "builtin")
-	args := []string{"build", "-o", builtinDir + string(filepath.Separator)}
 	for _, m := range mains {
-		builtins = append(builtins, filepath.Base(filepath.Dir(m)))
-		args = append(args, "./"+filepath.ToSlash(filepath.Dir(m)))
+		builtins = append(builtins, filepath.Base(m))
 	}
 	if len(mains) > 0 {
-		if out, err := exec.Command(gobin, args...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building the built-in policies' plugins: %v\n%s", err, out)
+		if err := testbuild.Go("../../plugins", builtinDir+string(filepath.Separator), mains...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
