@@ -1,10 +1,12 @@
 package plugins
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rs/zerolog"
@@ -142,3 +144,32 @@ func (l *zlog) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// lineLog logs each line written to it: what a plugin prints on its
+// stdout or stderr after the handshake (go-plugin streams both to the
+// host), tagged with the stream.
+type lineLog struct {
+	log    zerolog.Logger
+	stream string
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Info().Str("stream", l.stream).Msg(string(bytes.TrimRight(l.buf[:i], "\r")))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 4096 { // a line that never ends
+		l.log.Info().Str("stream", l.stream).Msg(string(l.buf))
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}

@@ -599,3 +599,14 @@ func TestABodyDecodedOnceThePluginRuns(t *testing.T) {
 		t.Fatalf("the decoded body did not reach the plugin: mode silent answered %+v", out)
 	}
 }
+
+func TestWhatAPluginPrintsReachesTheLog(t *testing.T) {
+	log, logs := testLogger()
+	p := openTest(t, core.KindFlowControl, map[string]string{"mode": "chatty"}, "", Options{Log: log})
+	fc := p.FlowControl()
+	fc.Setup(ibInfo)
+	fc.Observe([]core.FlowEvent{{Value: 1}}, nil)
+	waitFor(t, "the plugin's stdout in the log", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), `"stream":"stdout"`) && strings.Contains(logs.String(), "testpolicy: batch 1")
+	})
+}

@@ -137,6 +137,8 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		StartTimeout:     o.startTimeout,
 		Logger:           newZlog(o.log, filepath.Base(path)),
 		Stderr:           p.stderr,
+		SyncStdout:       &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stdout"},
+		SyncStderr:       &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stderr"},
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(wire.MaxMessage), grpc.MaxCallSendMsgSize(wire.MaxMessage))},
 	})

@@ -7,6 +7,7 @@ package testpolicy
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,9 +18,10 @@ import (
 )
 
 var params = []core.Param{
-	{Name: "mode", Type: core.ParamString, Default: "echo", Enum: []string{"echo", "good", "bad", "hang", "crash", "panic", "refuse", "silent"},
+	{Name: "mode", Type: core.ParamString, Default: "echo", Enum: []string{"echo", "good", "bad", "hang", "crash", "panic", "refuse", "silent", "chatty"},
 		Doc: "echo: one decision per event carrying its value; good: a well-behaved policy; bad: invalid decisions; " +
-			"hang, crash, panic: misbehave after `after` batches; refuse: refuse every Setup; silent: never decide"},
+			"hang, crash, panic: misbehave after `after` batches; refuse: refuse every Setup; silent: never decide; " +
+			"chatty: echo, printing a line per batch on stdout"},
 	{Name: "after", Type: core.ParamInt, Default: "0", Doc: "batches answered before hang, crash or panic"},
 	{Name: "before", Type: core.ParamString, Default: "echo", Enum: []string{"echo", "good"}, Doc: "how hang, crash and panic answer until they trip"},
 	{Name: "step", Type: core.ParamInt, Default: "1", Doc: "must be positive (tests the plugin-side Check)",
@@ -41,6 +43,9 @@ type base struct {
 // trip misbehaves once `after` batches have been answered.
 func (b *base) trip() {
 	b.batches++
+	if b.mode == "chatty" {
+		fmt.Printf("testpolicy: batch %d\n", b.batches)
+	}
 	if b.batches <= b.after {
 		return
 	}
@@ -60,6 +65,8 @@ func newBase(p core.Params) base {
 	switch b.mode {
 	case "hang", "crash", "panic":
 		b.answer = p.String("before")
+	case "chatty":
+		b.answer = "echo"
 	}
 	return b
 }
