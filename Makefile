@@ -28,6 +28,7 @@ test: build plugins lint
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
 	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
+	$(GO) test -race ./btl/extoll/...
 	$(GO) test -race ./plugins/
 	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz-smoke
@@ -35,6 +36,7 @@ test: build plugins lint
 fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
+	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 5s ./btl/extoll/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
@@ -59,3 +61,10 @@ run: build plugins
 
 clean:
 	rm -rf $(BIN)
+
+# EXTOLL flow-control experiments (seed 003 §5.3, §7): tables next to the
+# paper's trends. EXTOLL_EXP="--quick" for a short run.
+.PHONY: experiments experiments-extoll
+experiments: experiments-extoll
+experiments-extoll: build
+	$(BIN)/gobtl extoll experiments $(EXTOLL_EXP)

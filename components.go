@@ -5,8 +5,12 @@ package gobtl
 // database/sql driver pattern. Add a blank import here when a component
 // lands.
 import (
+	_ "github.com/gobtl/gobtl/btl/extoll"
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/btl/sm"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/none"
 	_ "github.com/gobtl/gobtl/policies/sched"
 )

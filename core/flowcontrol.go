@@ -38,7 +38,11 @@ type FlowSetup struct {
 	// RNRRetry (7 = infinite) and MinRNRTimer for the hardware scheme.
 	RNRRetry    int
 	MinRNRTimer time.Duration
-	// CreditSlots per peer for EXTOLL (seed 003 §5).
+	// CreditSlots per peer for EXTOLL (seed 003 §5). On EXTOLL,
+	// InitialPosted is a sender's credit quota (0: an equal share of the
+	// data region), MaxPosted caps a quota (0: no cap), FlowSetPosted sets
+	// a sender's intended quota, and CreditThreshold is the static
+	// threshold (0: Equation 1).
 	CreditSlots int
 	// Dynamic enables EXTOLL's dynamic region (seed 003 §6).
 	Dynamic bool
@@ -57,6 +61,13 @@ const (
 	// FlowStall: a local send to Peer waited in the backlog; Value is the
 	// backlog depth.
 	FlowStall
+	// FlowMonitor: Peer reached a monitoring point — it has used the credits
+	// granted to it since the last one (seed 003 §6.4). Posted is its
+	// intended quota, Value the credits it holds now.
+	FlowMonitor
+	// FlowQuota: the engine set Peer's quota to Posted, applying or clamping
+	// a decision; a policy that keeps a copy of the quotas resyncs from it.
+	FlowQuota
 )
 
 // FlowEvent is something the credit engine saw.
@@ -78,6 +89,11 @@ const (
 	FlowSetPosted FlowDecisionKind = iota + 1
 	// FlowSetThreshold sets the explicit-credit threshold to Value.
 	FlowSetThreshold
+	// FlowReclaim asks Peer to give back the credits it holds beyond its
+	// quota (EXTOLL's compulsory credit return, seed 003 §6.1). The engine
+	// sends the request only if Peer holds more than its quota and has no
+	// request outstanding.
+	FlowReclaim
 )
 
 // FlowDecision is a proposal the credit engine checks and applies.

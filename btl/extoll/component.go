@@ -1,0 +1,275 @@
+package extoll
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobtl/gobtl/btl/extoll/nic"
+	"github.com/gobtl/gobtl/btl/extoll/softnic"
+	"github.com/gobtl/gobtl/btl/extoll/velo"
+	"github.com/gobtl/gobtl/core"
+)
+
+// Name is the component name.
+const Name = "extoll"
+
+// Exclusivity of EXTOLL modules: a network, below shared memory.
+const Exclusivity = 50
+
+// DefaultFlowControl is the policy used when the job configures none.
+const DefaultFlowControl = "extoll_dynamic"
+
+// Params is the HCL schema of btl "extoll".
+var Params = []core.Param{
+	{Name: "slots_per_peer", Type: core.ParamInt, Default: "58", Check: atLeast(1),
+		Doc: "mailbox slots per rank of the job, credit region included (seed 003 §5.3: 58 gives a low overhead)"},
+	{Name: "mailbox_slots", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+		Doc: "total mailbox slots; overrides slots_per_peer when set"},
+	{Name: "piggyback", Type: core.ParamBool, Default: "true",
+		Doc: "piggyback credits on data packets with room (seed 003 §5.4)"},
+	{Name: "eager_limit", Type: core.ParamSize, Default: "2KiB",
+		Doc: "largest message sent eagerly as VELO packets; larger ones go by RMA get (seed 003 §3)"},
+	{Name: "max_send_size", Type: core.ParamSize, Default: "2KiB",
+		Doc: "largest frame payload (at least eager_limit and 344 bytes for a rendezvous start)"},
+	{Name: "max_reads", Type: core.ParamInt, Default: "16", Check: atLeast(1),
+		Doc: "outstanding RMA gets per endpoint"},
+	{Name: "backlog", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+		Doc: "packets that may wait for credits per destination; 0 means four of the largest trains"},
+	{Name: "stall_timeout", Type: core.ParamDuration, Default: "30s",
+		Doc: "how long a send may block on a full mailbox (only without flow control) before failing with core.ErrStalled; 0 blocks forever, as the hardware does"},
+	{Name: "transport", Type: core.ParamString, Default: "auto", Enum: []string{"auto", "shm", "tcp"},
+		Doc: "how packets reach a peer: shared memory on this host and TCP elsewhere (auto), or always one of them"},
+	{Name: "listen", Type: core.ParamString, Default: "127.0.0.1",
+		Doc: "address the TCP engines listen on and publish; the host's address between hosts"},
+	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox files"},
+	{Name: "socket_buffer", Type: core.ParamSize, Default: "16KiB",
+		Doc: "TCP socket buffers, the slack between a full mailbox and a blocked remote sender"},
+	{Name: "node_size", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+		Doc: "pretend every node_size consecutive ranks are one node (experiments on one host); 0 uses real hosts"},
+	{Name: "local_peers", Type: core.ParamString, Default: "extoll", Enum: []string{"extoll", "exclude"},
+		Doc: "exclude leaves ranks of the same node to another BTL such as sm; they then use no credits (seed 003 §7.2)"},
+	{Name: "bandwidth", Type: core.ParamRate, Default: "1GB/s", Doc: "bandwidth the module reports to the scheduler"},
+	{Name: "latency", Type: core.ParamDuration, Default: "2us", Doc: "latency the module reports"},
+}
+
+func atLeast(n int64) func(any) error {
+	return func(v any) error {
+		if v.(int64) < n {
+			return fmt.Errorf("must be at least %d", n)
+		}
+		return nil
+	}
+}
+
+func init() {
+	core.Register(&core.Component{
+		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: open,
+		Doc: "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
+	})
+}
+
+func open(env core.BTLEnv) ([]core.Module, error) {
+	p := env.Params
+	boot := env.Boot
+	rank, size := boot.Rank(), boot.Size()
+	key := "extoll." + env.Instance
+	slots := p.Int("mailbox_slots")
+	if slots == 0 {
+		slots = p.Int("slots_per_peer") * size
+	}
+	tr, err := softnic.ParseTransport(p.String("transport"))
+	if err != nil {
+		return nil, err
+	}
+	host := ""
+	nodeSize := p.Int("node_size")
+	if nodeSize > 0 {
+		host = fmt.Sprintf("%s/node%d", hostID(), rank/nodeSize)
+	}
+	pol := env.FlowControl
+	if pol == nil {
+		c, ok := core.Lookup(core.KindFlowControl, DefaultFlowControl)
+		if !ok {
+			return nil, fmt.Errorf("extoll: no flow_control policy configured and %q is not linked in", DefaultFlowControl)
+		}
+		x, err := c.NewPolicy(core.MustParams(c.Params))
+		if err != nil {
+			return nil, err
+		}
+		pol = x.(core.FlowControl)
+	}
+	cfg := Config{
+		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
+		Slots: slots, Policy: pol, Piggyback: p.Bool("piggyback"),
+		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
+		MaxReads: p.Int("max_reads"), Backlog: p.Int("backlog"),
+		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),
+		Clock: env.Clock, Metrics: env.Metrics, Log: env.Log,
+		Device: softnic.Config{
+			Dir: p.String("shm_dir"), ListenHost: p.String("listen"), HostID: host,
+			Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
+			Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
+				b, err := lookup(ctx, boot, r, key)
+				if err != nil {
+					return softnic.Addr{}, err
+				}
+				return softnic.DecodeAddr(b)
+			},
+		},
+	}
+	if nodeSize > 0 && p.String("local_peers") == "exclude" {
+		node := rank / nodeSize
+		cfg.Reachable = func(r int) bool { return r/nodeSize != node }
+	}
+	m, addr, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := boot.Put(key, addr.Encode()); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("extoll: publish address: %w", err)
+	}
+	// The job fences after opening its BTLs (the modex); connections are
+	// made at first use, after it.
+	return []core.Module{m}, nil
+}
+
+// Config opens a module directly (tests, embedding without HCL).
+type Config struct {
+	Rank, Size  int
+	Instance    string
+	JobID       string
+	Slots       int
+	Policy      core.FlowControl
+	Piggyback   bool
+	EagerLimit  int
+	MaxSendSize int
+	MaxReads    int
+	Backlog     int
+	Bandwidth   float64
+	Latency     time.Duration
+	Reachable   func(rank int) bool
+	Clock       core.Clock
+	Metrics     *core.Metrics
+	Log         zerolog.Logger
+	Device      softnic.Config
+}
+
+// Open opens a module on a software device and returns it with the
+// address peers must be told.
+func Open(cfg Config) (*Module, softnic.Addr, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = core.NewMetrics()
+	}
+	prefix := core.MetricName(Name, cfg.Instance)
+	dc := cfg.Device
+	dc.Rank, dc.Size, dc.JobID, dc.Name, dc.Slots = cfg.Rank, cfg.Size, cfg.JobID, cfg.Instance, cfg.Slots
+	dc.Clock, dc.Metrics, dc.Prefix = cfg.Clock, cfg.Metrics, prefix
+	dev, err := softnic.Open(dc)
+	if err != nil {
+		return nil, softnic.Addr{}, fmt.Errorf("extoll: %w", err)
+	}
+	m, err := New(dev, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, softnic.Addr{}, err
+	}
+	dev.SetExtra(m.eng.Layout())
+	m.peerLayout = func(rank int) (string, bool) {
+		a, ok := dev.PeerAddr(rank)
+		return a.Extra, ok
+	}
+	return m, dev.Addr(), nil
+}
+
+// minSendSize fits a rendezvous start with the PML's largest key list
+// (24 fixed bytes and 8 keys of 40).
+const minSendSize = 24 + 8*40
+
+// New builds a module on any device.
+func New(dev Device, cfg Config) (*Module, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = core.SystemClock
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = core.NewMetrics()
+	}
+	if cfg.EagerLimit <= 0 {
+		cfg.EagerLimit = 2048
+	}
+	if cfg.MaxSendSize < cfg.EagerLimit {
+		cfg.MaxSendSize = max(cfg.EagerLimit, 2048)
+	}
+	if cfg.MaxSendSize < minSendSize {
+		return nil, fmt.Errorf("extoll: max_send_size %d is below the %d bytes a rendezvous start needs", cfg.MaxSendSize, minSendSize)
+	}
+	train := trainLen(cfg.MaxSendSize)
+	backlog := cfg.Backlog
+	if backlog == 0 {
+		backlog = 4 * train
+	}
+	if backlog < train {
+		return nil, fmt.Errorf("extoll: a backlog of %d packets cannot hold one %d-packet train", backlog, train)
+	}
+	prefix := core.MetricName(Name, cfg.Instance)
+	eng, err := velo.New(dev, velo.Config{
+		Rank: cfg.Rank, Size: cfg.Size, Slots: dev.Slots(), Policy: cfg.Policy, Piggyback: cfg.Piggyback,
+		Backlog: backlog, Clock: cfg.Clock, Metrics: cfg.Metrics, Prefix: prefix, Log: cfg.Log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("extoll: %w", err)
+	}
+	name := "extoll"
+	if cfg.Instance != "" {
+		name += ":" + cfg.Instance
+	}
+	bw := cfg.Bandwidth
+	if bw <= 0 {
+		bw = 1e9
+	}
+	c := func(n string) *core.Counter { return cfg.Metrics.Counter(core.MetricName(prefix, n)) }
+	m := &Module{
+		dev: dev, eng: eng, log: cfg.Log, rank: cfg.Rank, size: cfg.Size, metrics: cfg.Metrics,
+		eps: make([]*endpoint, cfg.Size), lost: make([]error, cfg.Size), reachable: cfg.Reachable,
+		pkts: make([]nic.Slot, train), rx: make([]reassembly, cfg.Size), maxRx: cfg.MaxSendSize,
+		framesOut: c("frames_out"), framesIn: c("frames_in"), bytesOut: c("bytes_out"), bytesIn: c("bytes_in"),
+		badFrames: c("bad_frames"), targetNotes: c("rma_target_notifications"),
+	}
+	m.attrs = core.Attrs{
+		Component: Name, Name: name,
+		EagerLimit: cfg.EagerLimit, MaxSendSize: cfg.MaxSendSize, RndvEagerLimit: 0,
+		MaxReads: cfg.MaxReads, Bandwidth: bw, Latency: cfg.Latency, Exclusivity: Exclusivity,
+		Caps: core.CapSend | core.CapPut | core.CapGet,
+	}
+	return m, nil
+}
+
+func hostID() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// lookup gets what rank published under key, retrying until the fence
+// that makes it visible has happened or ctx ends.
+func lookup(ctx context.Context, boot core.Bootstrap, rank int, key string) ([]byte, error) {
+	d := 100 * time.Microsecond
+	for {
+		b, err := boot.Get(ctx, rank, key)
+		if err == nil {
+			return b, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("look up rank %d's %s: %w (last: %v)", rank, key, ctx.Err(), err)
+		case <-time.After(d):
+			d = min(2*d, 10*time.Millisecond)
+		}
+	}
+}

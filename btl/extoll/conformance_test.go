@@ -1,0 +1,40 @@
+package extoll_test
+
+import (
+	"testing"
+
+	"github.com/gobtl/gobtl/btl/extoll"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/test/btltest"
+
+	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+)
+
+// The BTL conformance suite, over each transport of the software device.
+// Flow control is the default (extoll_dynamic): the suite's back-pressure
+// test needs Send to push back, which credits do and a blocking mailbox
+// without them does not.
+func TestConformance(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		params  map[string]string
+		noAlloc bool
+	}{
+		{"shm", map[string]string{"transport": "shm"}, false},
+		// The allocation check runs with GOMAXPROCS=1 and a spinning
+		// poller: every packet then waits for the network engine goroutine
+		// to be preempted in (~10 ms a hop). The path above the device is
+		// the one checked over shm.
+		{"tcp", map[string]string{"transport": "tcp"}, true},
+		{"small mailbox, no piggyback", map[string]string{"slots_per_peer": "4", "piggyback": "false"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			btltest.Run(t, btltest.Config{
+				Component:    extoll.Name,
+				Params:       c.params,
+				Kill:         func(m core.Module) { m.(*extoll.Module).Abort() },
+				NoAllocCheck: c.noAlloc,
+			})
+		})
+	}
+}

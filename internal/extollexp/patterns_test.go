@@ -1,0 +1,40 @@
+package extollexp
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPatternsRunInProcess(t *testing.T) {
+	for _, st := range []Stack{Reference(), {Scheme: "extoll_static", SlotsPerPeer: 20, CreditSlots: 2}, {Scheme: "extoll_dynamic", SlotsPerPeer: 12, CreditSlots: 2}} {
+		for _, sp := range []Spec{
+			{Pattern: "multipingpong", Iters: 5},
+			{Pattern: "alltoall", Iters: 3, Active: 2},
+			{Pattern: "phases", Iters: 2, Phases: []int{4, 2, 4}, Groups: []int{0, 2}},
+		} {
+			o, err := InProcess(4, st, sp)
+			if err != nil {
+				t.Fatalf("%v %s: %v", st, sp.Pattern, err)
+			}
+			if o.UsPerIter <= 0 || o.Counters["frames_out"] == 0 {
+				t.Fatalf("%v %s: %+v", st, sp.Pattern, o)
+			}
+			if sp.Pattern == "phases" && len(o.Credits) != 6 {
+				t.Fatalf("%d credit samples", len(o.Credits))
+			}
+		}
+	}
+}
+
+func TestExperimentsPrintTheirTables(t *testing.T) {
+	var out strings.Builder
+	err := Experiments(Options{Ranks: 4, Run: InProcess, Mode: "test", Quick: true, Only: []string{"memory", "phases", "none"}, Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Table 3", "256K", "Multi-phase", "steals", "stalled, as the hardware would"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package extollexp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/extoll"
+	"github.com/gobtl/gobtl/btl/extoll/softnic"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
+	extollstatic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
+	"github.com/gobtl/gobtl/policies/flowcontrol/none"
+)
+
+// Stack is the EXTOLL configuration of one run.
+type Stack struct {
+	// Scheme is "none", "extoll_static" or "extoll_dynamic".
+	Scheme       string `json:"scheme"`
+	SlotsPerPeer int    `json:"slots_per_peer"`
+	CreditSlots  int    `json:"credit_slots"`
+	Piggyback    bool   `json:"piggyback"`
+	// StallTimeout bounds a send blocked on a full mailbox (scheme none).
+	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
+	// NodeSize > 0 pretends every NodeSize ranks are a node whose ranks talk
+	// over btl/sm and use no EXTOLL credits (seed 003 §7.2); processes only.
+	NodeSize int `json:"node_size,omitempty"`
+}
+
+// Reference is the paper's baseline: no flow control and a mailbox no
+// pattern here can fill.
+func Reference() Stack { return Stack{Scheme: "none", SlotsPerPeer: 1024} }
+
+func (s Stack) String() string {
+	if s.Scheme == "none" {
+		return fmt.Sprintf("none/%d slots", s.SlotsPerPeer)
+	}
+	nodes := ""
+	if s.NodeSize > 0 {
+		nodes = fmt.Sprintf("/nodes of %d", s.NodeSize)
+	}
+	pb := ""
+	if s.Piggyback {
+		pb = "+pb"
+	}
+	return fmt.Sprintf("%s/%d slots/k=%d%s%s", strings.TrimPrefix(s.Scheme, "extoll_"), s.SlotsPerPeer, s.CreditSlots, pb, nodes)
+}
+
+// nodes is the EXTOLL block's lines for simulated nodes, and the sm block.
+func (s Stack) nodes() string {
+	if s.NodeSize <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("  node_size      = %d\n  local_peers    = \"exclude\"\n}\n\nbtl \"sm\" \"sm\" {\n  node_size = %d\n", s.NodeSize, s.NodeSize)
+}
+
+func (s Stack) stall() time.Duration {
+	if s.StallTimeout > 0 {
+		return s.StallTimeout
+	}
+	return 60 * time.Second
+}
+
+func (s Stack) policy() (core.FlowControl, error) {
+	switch s.Scheme {
+	case "none":
+		return none.Policy{}, nil
+	case "extoll_static":
+		return &extollstatic.Policy{CreditSlots: s.CreditSlots}, nil
+	case "extoll_dynamic":
+		return &extolldynamic.Policy{CreditSlots: s.CreditSlots}, nil
+	}
+	return nil, fmt.Errorf("unknown scheme %q", s.Scheme)
+}
+
+// HCL is the stack file for a run under `gobtl run`.
+func (s Stack) HCL() string {
+	pol := fmt.Sprintf("policy \"flow_control\" {\n  builtin = %q\n", s.Scheme)
+	if s.Scheme != "none" {
+		pol += fmt.Sprintf("  credit_slots = %d\n", s.CreditSlots)
+	}
+	pol += "}\n"
+	return fmt.Sprintf(`job {
+  protocol = "rdma_read"
+  progress {
+    spin      = %d
+    yield     = %d
+    sleep     = %q
+    max_sleep = %q
+  }
+}
+
+btl "self" "self" {}
+
+btl "extoll" "x" {
+  slots_per_peer = %d
+  piggyback      = %v
+  stall_timeout  = %q
+%s}
+
+%s`, backoff.Spin, backoff.Yield, backoff.Sleep.String(), backoff.MaxSleep.String(), s.SlotsPerPeer, s.Piggyback, s.stall().String(), s.nodes(), pol)
+}
+
+// InProcess runs spec on n ranks that are goroutines of this process, each
+// with its own EXTOLL module (mailbox in /dev/shm) and pml communicator.
+func InProcess(n int, st Stack, spec Spec) (*Outcome, error) { return inProcess(n, st, spec, nil) }
+
+func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core.Metrics)) (*Outcome, error) {
+	if st.NodeSize > 0 {
+		return nil, errors.New("simulated nodes need btl/sm between processes; run under gobtl run")
+	}
+	var mu sync.Mutex
+	addrs := map[int]softnic.Addr{}
+	resolve := func(ctx context.Context, r int) (softnic.Addr, error) {
+		for {
+			mu.Lock()
+			a, ok := addrs[r]
+			mu.Unlock()
+			if ok {
+				return a, nil
+			}
+			select {
+			case <-ctx.Done():
+				return softnic.Addr{}, ctx.Err()
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}
+	job := fmt.Sprintf("exp%d-%d", os.Getpid(), time.Now().UnixNano())
+	comms := make([]*pml.Comm, n)
+	mods := make([]*extoll.Module, n)
+	reg := make([]*core.Metrics, n)
+	for r := range n {
+		pol, err := st.policy()
+		if err != nil {
+			return nil, err
+		}
+		reg[r] = core.NewMetrics()
+		m, addr, err := extoll.Open(extoll.Config{
+			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
+			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve},
+		})
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		addrs[r] = addr
+		mu.Unlock()
+		mods[r] = m
+	}
+	for r, m := range mods {
+		// A job-wide stall bound ends ranks blocked in receives when the
+		// run without flow control stalls (their senders fail first).
+		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r], StallTimeout: 2 * st.stall(), Backoff: backoff})
+		if err != nil {
+			return nil, err
+		}
+		comms[r] = c
+	}
+	defer func() {
+		// Close finalizes, which is collective: together. (Ranks close on
+		// their own when they finish; this is for runs that failed.)
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			if c != nil {
+				wg.Go(func() { c.Close() })
+			}
+		}
+		wg.Wait()
+	}()
+	if opened != nil {
+		opened(mods, reg)
+	}
+	outs := make(chan *Outcome, n)
+	errs0 := make(chan error, n)
+	for _, c := range comms {
+		go func() {
+			o, err := Run(c, spec)
+			// Close at once, as a process would exit: it drains what still
+			// waits for credits while the others progress. (A rank that
+			// just stopped progressing would strand those packets.)
+			c.Close()
+			if err != nil {
+				errs0 <- fmt.Errorf("rank %d: %w", c.Rank(), err)
+				return
+			}
+			outs <- o
+		}()
+	}
+	var res *Outcome
+	var errs []error
+	for range n {
+		select {
+		case err := <-errs0:
+			errs = append(errs, err)
+		case o := <-outs:
+			if o != nil {
+				res = o
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return res, nil
+}
+
+// backoff is how waiting ranks poll in the experiments: ranks outnumber
+// the cores, so a waiter gives its core away almost at once (the stack
+// file's progress block says the same for runs under gobtl run).
+var backoff = pml.Backoff{Spin: 20, Yield: 20, Sleep: 20 * time.Microsecond, MaxSleep: 200 * time.Microsecond}

@@ -1,0 +1,268 @@
+// Package extolldynamic (directory extoll_dynamic) is the dynamic credit
+// flow control of seed 003 §6 for the EXTOLL BTL's VELO mailbox: the
+// policy half, which watches how active each sender is and moves credit
+// quota from idle senders to busy ones.
+//
+// The mailbox keeps the static scheme's credit region; of its data region
+// only the static region — credit_slots per sender, the least quota a
+// sender ever has (Equation 2) — is handed out at start. The rest, the
+// dynamic region, is granted at run time: each sender has an intended
+// credit quota (at first an equal share of the data region), and the
+// mechanism in btl/extoll/velo returns credits by Equation 1 applied to
+// it, out of a shared pool of free slots.
+//
+// A sender reaches a monitoring point when it has used the credits granted
+// since the last one (every credit_slots+1 thresholds, §6.4). The receiver
+// keeps its senders in four activity lists — high, medium, low and null —
+// and at a monitoring point (Figure 12) promotes the sender one list up.
+// A sender already in the high list (or in the null list, which is treated
+// the same, so that a sender reduced to its static slots recovers fast)
+// goes to the front of the high list, after the lists shift down a level
+// if the low list is empty, and then steals from the oldest sender of the
+// low list (Figure 13):
+//
+//	cred = max(credit_slots + 1, |cq_mon - cq_vic| div 2)   (Equation 6)
+//
+// never taking the victim below its static slots. A victim left with only
+// its static slots moves to the null list and is asked, by a compulsory
+// credit return request, to give back the credits it holds beyond them;
+// otherwise it moves to the front of the medium list, so that the next
+// steal takes from another low-activity sender.
+//
+// The policy proposes quota changes (FlowSetPosted for the victim, then
+// for the monitored sender) and reclaims (FlowReclaim); the mechanism
+// checks each one — the victim keeps its static slots, quota grows only
+// out of unassigned slots, a reclaim goes out only to a sender holding
+// more than its quota and not already asked — and reports with FlowQuota
+// any value it clamped, from which the policy resyncs its copy.
+//
+// Pure logic: no I/O, no goroutines, no clock.
+package extolldynamic
+
+import (
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/policies/flowcontrol/internal/mailboxsplit"
+)
+
+// Name is the component name.
+const Name = "extoll_dynamic"
+
+// Activity lists.
+const (
+	High = iota
+	Medium
+	Low
+	Null
+	lists
+)
+
+// Policy is the dynamic scheme's control: activity lists and stealing.
+type Policy struct {
+	// CreditSlots per peer (§7: 2); also each sender's static slots.
+	CreditSlots int
+	// MaxQuota caps a sender's quota when positive (§7.4.1 tried 62).
+	MaxQuota int
+
+	static   int
+	intended []int
+	// Four intrusive doubly linked lists over the senders; heads[l] and
+	// tails[l] per list, with the role of the three activity lists rotating
+	// when they shift (level maps a role to a list).
+	next, prev []int32
+	in         []uint8
+	heads      [lists]int32
+	tails      [lists]int32
+	level      [lists]uint8
+
+	// Steals, Stolen and Reclaims count what the policy proposed.
+	Steals, Stolen, Reclaims int
+}
+
+// Setup gives every sender an equal intended quota and puts all of them in
+// the low list, in increasing rank order (§6.3).
+func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
+	quota, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
+	if err != nil {
+		return core.FlowSetup{}, err
+	}
+	k, n := p.CreditSlots, info.Peers
+	if p.MaxQuota > 0 {
+		quota = min(quota, max(p.MaxQuota, k))
+	}
+	p.static = k
+	p.intended = make([]int, n)
+	p.next = make([]int32, n)
+	p.prev = make([]int32, n)
+	p.in = make([]uint8, n)
+	for l := range p.heads {
+		p.heads[l], p.tails[l], p.level[l] = -1, -1, uint8(l)
+	}
+	for i := range n {
+		p.intended[i] = quota
+		p.pushBack(p.list(Low), i)
+	}
+	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, Dynamic: true, InitialPosted: quota, MaxPosted: p.MaxQuota}, nil
+}
+
+// Observe runs the activity control of Figures 12 and 13 for each
+// monitoring point in the batch.
+func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
+	for _, ev := range events {
+		s := int(ev.Peer)
+		if s < 0 || s >= len(p.intended) {
+			continue
+		}
+		switch ev.Kind {
+		case core.FlowQuota:
+			p.intended[s] = int(ev.Posted)
+		case core.FlowMonitor:
+			p.intended[s] = int(ev.Posted)
+			out = p.monitor(s, out)
+		}
+	}
+	return out
+}
+
+// monitor is Figure 12.
+func (p *Policy) monitor(m int, out []core.FlowDecision) []core.FlowDecision {
+	switch p.role(m) {
+	case Low:
+		p.moveFront(p.list(Medium), m)
+		return out
+	case Medium:
+		p.moveFront(p.list(High), m)
+		return out
+	}
+	// High, or Null — treated as high so that it recovers credits quickly.
+	if p.heads[p.list(Low)] < 0 {
+		// Shift: high becomes medium, medium becomes low, a new empty
+		// high list (the empty low list) takes the top.
+		p.level[High], p.level[Medium], p.level[Low] = p.level[Low], p.level[High], p.level[Medium]
+	}
+	p.moveFront(p.list(High), m)
+	return p.steal(m, out)
+}
+
+// steal is Figure 13: take from the oldest low-activity sender.
+func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
+	low := p.list(Low)
+	v := int(p.tails[low])
+	if v < 0 {
+		return out
+	}
+	cm, cv := p.intended[m], p.intended[v]
+	cred := max(p.CreditSlots+1, abs(cm-cv)/2) // Equation 6
+	cred = min(cred, cv-p.static)              // never the static slots
+	if p.MaxQuota > 0 {
+		cred = min(cred, max(p.MaxQuota-cm, 0))
+	}
+	if cred > 0 {
+		p.intended[v] -= cred
+		p.intended[m] += cred
+		p.Steals++
+		p.Stolen += cred
+		out = append(out,
+			core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(v), Value: int64(p.intended[v])},
+			core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(m), Value: int64(p.intended[m])})
+	}
+	if p.intended[v] <= p.static {
+		// Nothing left to give: to the null list, and ask for the credits
+		// it still holds beyond its quota (the mechanism sends the request
+		// only if it holds more).
+		p.moveFront(p.list(Null), v)
+		p.Reclaims++
+		return append(out, core.FlowDecision{Kind: core.FlowReclaim, Peer: int32(v)})
+	}
+	p.moveFront(p.list(Medium), v)
+	return out
+}
+
+// Role returns the activity list a sender is in (High, Medium, Low, Null).
+func (p *Policy) Role(s int) int { return p.role(s) }
+
+// Intended returns the policy's copy of a sender's intended quota.
+func (p *Policy) Intended(s int) int { return p.intended[s] }
+
+// Members lists a role's senders from front to back.
+func (p *Policy) Members(role int) []int {
+	var out []int
+	for i := p.heads[p.list(role)]; i >= 0; i = p.next[i] {
+		out = append(out, int(i))
+	}
+	return out
+}
+
+// list is the physical list that plays role.
+func (p *Policy) list(role int) int { return int(p.level[role]) }
+
+func (p *Policy) role(s int) int {
+	for r := range lists {
+		if p.level[r] == p.in[s] {
+			return r
+		}
+	}
+	panic("unreachable")
+}
+
+func (p *Policy) unlink(s int) {
+	l := p.in[s]
+	if p.prev[s] >= 0 {
+		p.next[p.prev[s]] = p.next[s]
+	} else {
+		p.heads[l] = p.next[s]
+	}
+	if p.next[s] >= 0 {
+		p.prev[p.next[s]] = p.prev[s]
+	} else {
+		p.tails[l] = p.prev[s]
+	}
+}
+
+func (p *Policy) moveFront(l, s int) {
+	p.unlink(s)
+	p.in[s] = uint8(l)
+	p.prev[s], p.next[s] = -1, p.heads[l]
+	if p.heads[l] >= 0 {
+		p.prev[p.heads[l]] = int32(s)
+	} else {
+		p.tails[l] = int32(s)
+	}
+	p.heads[l] = int32(s)
+}
+
+// pushBack appends s, not yet in any list, to l.
+func (p *Policy) pushBack(l, s int) {
+	p.in[s] = uint8(l)
+	p.next[s], p.prev[s] = -1, p.tails[l]
+	if p.tails[l] >= 0 {
+		p.next[p.tails[l]] = int32(s)
+	} else {
+		p.heads[l] = int32(s)
+	}
+	p.tails[l] = int32(s)
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// Params is the schema of the policy's HCL block.
+var Params = []core.Param{
+	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "credit slots per peer, also each sender's static slots (seed 003 §7 uses 2)", Check: mailboxsplit.AtLeast(1)},
+	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap (seed 003 §7.4.1 tried 62)", Check: mailboxsplit.AtLeast(0)},
+}
+
+func init() {
+	core.Register(&core.Component{
+		Kind:   core.KindFlowControl,
+		Name:   Name,
+		Doc:    "EXTOLL dynamic credit flow control (seed 003 §6): static plus dynamic region, activity lists, credit stealing by Equation 6, compulsory credit returns.",
+		Params: Params,
+		NewPolicy: func(p core.Params) (any, error) {
+			return &Policy{CreditSlots: p.Int("credit_slots"), MaxQuota: p.Int("max_quota")}, nil
+		},
+	})
+}
