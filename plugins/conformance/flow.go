@@ -133,7 +133,18 @@ func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
 	for i := range es {
 		st.now += time.Duration(rng.IntN(100_000))
 		p := rng.IntN(st.info.Peers)
-		e := core.FlowEvent{Kind: core.FlowEventKind(1 + rng.IntN(4)), Peer: int32(p), Posted: int32(st.posted[p]), At: st.now}
+		e := core.FlowEvent{Peer: int32(p), Posted: int32(st.posted[p]), At: st.now}
+		// EXTOLL's engine reports monitoring points and quotas (seed 003
+		// §6.4) most of the time; other transports' policies get a few
+		// too, and must ignore what is not for them.
+		switch r := rng.IntN(20); {
+		case r < 8 && st.info.Transport == "extoll" || r == 0:
+			e.Kind, e.Value = core.FlowMonitor, int64(rng.IntN(st.posted[p]+1))
+		case r < 10 && st.info.Transport == "extoll" || r == 1:
+			e.Kind = core.FlowQuota
+		default:
+			e.Kind = core.FlowEventKind(1 + rng.IntN(4))
+		}
 		switch e.Kind {
 		case core.FlowBacklogged:
 			e.Value = int64(1 + rng.IntN(32))
@@ -177,6 +188,10 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 				continue
 			}
 			st.threshold = int(d.Value)
+		case core.FlowReclaim:
+			if d.Peer < 0 || int(d.Peer) >= st.info.Peers {
+				v.add("reclaim from peer %d of %d", d.Peer, st.info.Peers)
+			}
 		default:
 			v.add("unknown flow decision kind %d", d.Kind)
 		}
