@@ -10,12 +10,15 @@ import (
 )
 
 // flowInfos are the transports a flow-control policy is set up for: an
-// InfiniBand HCA with unbounded receive buffers, and an EXTOLL mailbox of
-// 1024 slots shared by 8 senders (seed 003 §5). A policy may refuse a
-// transport it is not for; it must accept at least one.
+// InfiniBand HCA with unbounded receive buffers, and EXTOLL mailboxes
+// shared by their senders (seed 003 §5). A policy may refuse a transport
+// it is not for; it must accept at least one.
 var flowInfos = []core.FlowInfo{
 	{Transport: "ib", Peers: 8, BufferSize: 2048},
 	{Transport: "extoll", Peers: 8, BufferSize: 64, Buffers: 1024},
+	// Two ranks with btl "extoll"'s default 58 slots per peer: a pool
+	// small enough for a growing policy to hit its bounds.
+	{Transport: "extoll", Peers: 2, BufferSize: 64, Buffers: 116},
 }
 
 type flowModel struct{}

@@ -8,15 +8,20 @@
 // buffers when its messages arrive marked "went through the backlog", and
 // leaves shrinking to future work; aimd does both:
 //
-//   - a frame from a peer carrying the backlog bit (FlowBacklogged) adds
-//     `step` buffers for that peer, up to `max`;
+//   - a peer that wants more — a frame carrying the backlog bit on
+//     InfiniBand (FlowBacklogged), a sender that used up its credits on
+//     EXTOLL (FlowMonitor, seed 003 §6.4) — gets `step` more buffers, up
+//     to `max`;
 //   - a peer quiet for at least `idle_after` (FlowIdle) has its buffers
 //     multiplied by `decrease`, never below `initial`.
 //
 // On a transport whose buffers are a fixed pool (EXTOLL's mailbox, seed
-// 003), a peer only grows into buffers no other peer holds, so the policy
-// never promises credits beyond what exists. The mechanism checks every
-// decision anyway: the policy proposes, the mechanism disposes.
+// 003), a peer only grows into buffers no other peer holds; when none are
+// left, the peer holding the most gives up a `decrease` share of its own
+// (multiplicative decrease under contention, where seed 003 §6 steals by
+// Equation 6). So the policy never promises credits beyond what exists —
+// and the mechanism checks every decision anyway: the policy proposes,
+// the mechanism disposes.
 package main
 
 import (
@@ -79,8 +84,15 @@ func (a *aimd) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 		return core.FlowSetup{}, fmt.Errorf("aimd: %d peers", info.Peers)
 	}
 	a.budget = info.Buffers
+	creditSlots := 0
+	if info.Transport == "extoll" {
+		// EXTOLL keeps a credit slot per peer for credit packets (seed 003
+		// §5); the rest of the mailbox is for data.
+		creditSlots = 1
+		a.budget -= creditSlots * info.Peers
+	}
 	maxPosted := a.max
-	if a.budget > 0 {
+	if info.Buffers > 0 {
 		if a.initial*info.Peers > a.budget {
 			return core.FlowSetup{}, fmt.Errorf("aimd: %d peers × %d initial buffers exceed the %d that exist", info.Peers, a.initial, a.budget)
 		}
@@ -101,7 +113,9 @@ func (a *aimd) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 		RNRRetry:        7,
 	}
 	if info.Transport == "extoll" {
-		s.CreditSlots = 1
+		// The engine applies FlowSetPosted (a sender's quota) and reports
+		// monitoring points only in its dynamic mode.
+		s.CreditSlots, s.Dynamic = creditSlots, true
 	}
 	a.limit = maxPosted
 	return s, nil
@@ -114,25 +128,52 @@ func (a *aimd) Observe(events []core.FlowEvent, out []core.FlowDecision) []core.
 		if p < 0 || p >= len(a.posted) {
 			continue // not a peer we were set up for
 		}
-		want := a.posted[p]
 		switch e.Kind {
-		case core.FlowBacklogged:
-			want = min(want+a.step, a.limit)
-			if a.budget > 0 {
-				want = min(want, a.posted[p]+a.budget-a.total)
-			}
+		case core.FlowBacklogged, core.FlowMonitor:
+			// A frame that waited in the backlog (InfiniBand), or a sender
+			// that used up the credits granted since its last monitoring
+			// point (EXTOLL, seed 003 §6.4): it wants more.
+			out = a.grow(p, out)
 		case core.FlowIdle:
 			if time.Duration(e.Value) >= a.idleAfter {
-				want = max(a.initial, int(float64(want)*a.decrease))
+				out = a.set(p, max(a.initial, int(float64(a.posted[p])*a.decrease)), out)
 			}
-		}
-		if want != a.posted[p] {
-			a.total += want - a.posted[p]
-			a.posted[p] = want
-			out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: int64(want)})
+		case core.FlowQuota:
+			// The engine clamped a proposal: take its value as the truth.
+			a.total += int(e.Posted) - a.posted[p]
+			a.posted[p] = int(e.Posted)
 		}
 	}
 	return out
+}
+
+// grow adds step buffers for p. On a fixed pool with none left, the peer
+// holding the most gives up a multiplicative share first.
+func (a *aimd) grow(p int, out []core.FlowDecision) []core.FlowDecision {
+	want := min(a.posted[p]+a.step, a.limit)
+	if a.budget > 0 && want-a.posted[p] > a.budget-a.total {
+		v := -1
+		for i, n := range a.posted {
+			if i != p && n > a.initial && (v < 0 || n > a.posted[v]) {
+				v = i
+			}
+		}
+		if v >= 0 {
+			out = a.set(v, max(a.initial, int(float64(a.posted[v])*a.decrease)), out)
+		}
+		want = min(want, a.posted[p]+a.budget-a.total)
+	}
+	return a.set(p, want, out)
+}
+
+// set proposes n buffers for p, if that is a change.
+func (a *aimd) set(p, n int, out []core.FlowDecision) []core.FlowDecision {
+	if n == a.posted[p] {
+		return out
+	}
+	a.total += n - a.posted[p]
+	a.posted[p] = n
+	return append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(p), Value: int64(n)})
 }
 
 func main() {
