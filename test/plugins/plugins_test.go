@@ -24,19 +24,24 @@ import (
 
 var (
 	testpolicyBin string
+	gobtlBin      string
 	// builtinDir holds every plugins/<name> wrapper of a built-in policy.
 	builtinDir string
 	builtins   []string
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envRole) != "" {
+		os.Exit(rankMain())
+	}
 	dir, err := os.MkdirTemp("", "gobtl-plugin-jobs-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	testpolicyBin = filepath.Join(dir, "testpolicy")
-	if err := testbuild.Go("", testpolicyBin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
+	gobtlBin = filepath.Join(dir, "gobtl")
+	if err := testbuild.Go("", dir+string(filepath.Separator), "../../plugins/internal/testplugins/testpolicy", "../../cmd/gobtl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
