@@ -21,6 +21,10 @@ import (
 const (
 	maxInflight = 64
 	maxPending  = 1 << 16
+	fullBatch   = 64
+	// linger spaces small batches: a mechanism collects decisions only
+	// every core.PolicyPollInterval anyway.
+	linger = core.PolicyPollInterval
 )
 
 const (
@@ -94,6 +98,9 @@ type proxy[E, D any] struct {
 	ackWake  chan struct{}
 	lastSeq  uint64
 	ackedSeq atomic.Uint64
+	// lingering: the sender sleeps until a small batch may go. quiet: the
+	// plugin's last answer held no decision.
+	lingering, quiet atomic.Bool
 
 	// Receiver to caller.
 	dmu   sync.Mutex
@@ -166,10 +173,16 @@ func (p *proxy[E, D]) Observe(events []E, out []D) []D {
 		default:
 			p.pend = append(p.pend, events...)
 		}
+		// Wake the sender only when it will send (see sendLoop); else the
+		// answer in flight wakes it. A wake-up is a futex call and a
+		// thread the ranks' cores could have used.
+		send := len(p.pend) >= fullBatch || p.lastSeq == p.ackedSeq.Load() && !p.lingering.Load()
 		p.mu.Unlock()
-		select {
-		case p.wake <- struct{}{}:
-		default:
+		if send {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
 		}
 		return out
 	case stateFallback:
@@ -203,7 +216,7 @@ func (p *proxy[E, D]) sendLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastDropped int64
-	var lastDropLog time.Time
+	var lastDropLog, lastSmall time.Time
 	for {
 		acked := p.ackedSeq.Load()
 		p.mu.Lock()
@@ -224,7 +237,23 @@ func (p *proxy[E, D]) sendLoop() {
 		}
 		var batch []E
 		var seq uint64
-		if p.n < maxInflight && len(p.pend) > 0 {
+		// A full batch goes out at once, up to maxInflight of them. A small
+		// one goes when nothing is in flight (Nagle's rule) and, while the
+		// plugin's answers are empty, no small one went in the last
+		// linger; meanwhile it grows. A mechanism that hands over an event
+		// at a time (after every poll) to a policy that mostly watches then
+		// costs a round trip per linger, not per event — on a machine whose
+		// cores the ranks keep busy, each round trip is a plugin process
+		// and two host threads taking a core — while a policy that is
+		// deciding, and a lone event after a quiet spell, go at once.
+		lingerLeft := time.Duration(0)
+		if len(p.pend) > 0 && len(p.pend) < fullBatch && p.quiet.Load() {
+			lingerLeft = linger - time.Since(lastSmall)
+		}
+		if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && lingerLeft <= 0) {
+			if len(p.pend) < fullBatch {
+				lastSmall = time.Now()
+			}
 			batch = p.pend
 			if k := len(p.free); k > 0 {
 				p.pend = p.free[k-1]
@@ -261,13 +290,21 @@ func (p *proxy[E, D]) sendLoop() {
 			p.stats.batches.Add(1)
 			continue
 		}
+		wait := time.Duration(-1)
 		if !oldest.IsZero() {
 			age := time.Since(oldest)
 			if age >= p.deadline {
 				p.fail(fmt.Errorf("no answer to a batch of events for %v (deadline %v)", age.Round(time.Millisecond), p.deadline))
 				return
 			}
-			timer.Reset(p.deadline - age)
+			wait = p.deadline - age
+		} else if lingerLeft > 0 {
+			// A small batch waits out its linger; Observe need not wake us.
+			wait = lingerLeft
+			p.lingering.Store(true)
+		}
+		if wait >= 0 {
+			timer.Reset(wait)
 		}
 		select {
 		case <-p.wake:
@@ -276,6 +313,7 @@ func (p *proxy[E, D]) sendLoop() {
 		case <-p.ctx.Done():
 			return
 		}
+		p.lingering.Store(false)
 		timer.Stop()
 	}
 }
@@ -299,6 +337,7 @@ func (p *proxy[E, D]) recvLoop() {
 			return
 		}
 		prev = ack
+		p.quiet.Store(len(ds) == 0)
 		if len(ds) > 0 {
 			p.dmu.Lock()
 			p.dpend = append(p.dpend, ds...)
