@@ -213,6 +213,9 @@ func (p *proxy[E, D]) takeDecisions(out []D) []D {
 
 func (p *proxy[E, D]) sendLoop() {
 	defer p.wg.Done()
+	// gRPC forbids CloseSend concurrent with Send: the sender closes its
+	// own half of the stream, as it leaves.
+	defer p.link.closeSend()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastDropped int64
@@ -432,7 +435,6 @@ func (p *proxy[E, D]) close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.cancel()
-	p.link.closeSend()
 }
 
 // wait waits for the goroutines to end (after close, or after the plugin
