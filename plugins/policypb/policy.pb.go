@@ -1229,12 +1229,15 @@ func (x *RecvInfo) GetEagerLimit() int64 {
 }
 
 type QueueSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	BufSize       int64                  `protobuf:"varint,2,opt,name=buf_size,json=bufSize,proto3" json:"buf_size,omitempty"`
-	Count         int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	Low           int64                  `protobuf:"varint,4,opt,name=low,proto3" json:"low,omitempty"`
-	Max           int64                  `protobuf:"varint,5,opt,name=max,proto3" json:"max,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	BufSize int64                  `protobuf:"varint,2,opt,name=buf_size,json=bufSize,proto3" json:"buf_size,omitempty"`
+	Count   int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Low     int64                  `protobuf:"varint,4,opt,name=low,proto3" json:"low,omitempty"`
+	Max     int64                  `protobuf:"varint,5,opt,name=max,proto3" json:"max,omitempty"`
+	// max_pending bounds a sender's frames outstanding to one peer on the
+	// queue (core.QueueSpec.MaxPending, with the InfiniBand BTL).
+	MaxPending    int64 `protobuf:"varint,6,opt,name=max_pending,json=maxPending,proto3" json:"max_pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1300,6 +1303,13 @@ func (x *QueueSpec) GetLow() int64 {
 func (x *QueueSpec) GetMax() int64 {
 	if x != nil {
 		return x.Max
+	}
+	return 0
+}
+
+func (x *QueueSpec) GetMaxPending() int64 {
+	if x != nil {
+		return x.MaxPending
 	}
 	return 0
 }
@@ -2105,13 +2115,15 @@ const file_policy_proto_rawDesc = "" +
 	"\bRecvInfo\x12\x14\n" +
 	"\x05peers\x18\x01 \x01(\x03R\x05peers\x12\x1f\n" +
 	"\veager_limit\x18\x02 \x01(\x03R\n" +
-	"eagerLimit\"t\n" +
+	"eagerLimit\"\x95\x01\n" +
 	"\tQueueSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x19\n" +
 	"\bbuf_size\x18\x02 \x01(\x03R\abufSize\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x10\n" +
 	"\x03low\x18\x04 \x01(\x03R\x03low\x12\x10\n" +
-	"\x03max\x18\x05 \x01(\x03R\x03max\"l\n" +
+	"\x03max\x18\x05 \x01(\x03R\x03max\x12\x1f\n" +
+	"\vmax_pending\x18\x06 \x01(\x03R\n" +
+	"maxPending\"l\n" +
 	"\tRecvSetup\x122\n" +
 	"\x06queues\x18\x01 \x03(\v2\x1a.gobtl.policy.v1.QueueSpecR\x06queues\x12+\n" +
 	"\x12send_free_list_max\x18\x02 \x01(\x03R\x0fsendFreeListMax\"X\n" +
