@@ -6,11 +6,15 @@ package gobtl
 // lands.
 import (
 	_ "github.com/gobtl/gobtl/btl/extoll"
+	_ "github.com/gobtl/gobtl/btl/ib"
 	_ "github.com/gobtl/gobtl/btl/inproc"
 	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/btl/sm"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/none"
+	_ "github.com/gobtl/gobtl/policies/recvbuf/bsrq"
+	_ "github.com/gobtl/gobtl/policies/recvbuf/perpeer"
+	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 	_ "github.com/gobtl/gobtl/policies/sched"
 )

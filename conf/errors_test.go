@@ -247,7 +247,7 @@ func TestBadConfigurationsGivePositionedDiagnostics(t *testing.T) {
 		{
 			name:  "a policy with neither builtin nor plugin says how to name one",
 			files: []conf.Source{file("a.hcl", "policy \"recvbuf\" {}\n")},
-			want:  []string{`a.hcl:1:1: Missing builtin or plugin in policy "recvbuf"; Name the implementation: builtin = "<name>" (compiled in: "testrb") or plugin = "<name>".`},
+			want:  []string{`a.hcl:1:1: Missing builtin or plugin in policy "recvbuf"; Name the implementation: builtin = "<name>" (compiled in: ` + available(core.KindRecvBuf) + `) or plugin = "<name>".`},
 		},
 		{
 			name:  "a policy with both builtin and plugin points at both",
@@ -354,9 +354,12 @@ var _ = core.KindBTL
 
 // availableBTLs renders the registered BTL names the way the "unknown
 // component" diagnostic lists them; it changes as components land.
-func availableBTLs() string {
+func availableBTLs() string { return available(core.KindBTL) }
+
+// available renders the registered names of a kind as diagnostics list them.
+func available(kind core.Kind) string {
 	var names []string
-	for _, c := range core.Components(core.KindBTL) {
+	for _, c := range core.Components(kind) {
 		names = append(names, fmt.Sprintf("%q", c.Name))
 	}
 	if len(names) == 1 {

@@ -20,6 +20,9 @@ type QueueSpec struct {
 	Count   int // buffers posted initially (per peer for QueuePerPeer)
 	Low     int // credit-return watermark (P) or srq_limit (S)
 	Max     int // most buffers the queue may grow to (0: Count)
+	// MaxPending bounds a sender's frames outstanding to one peer on a
+	// shared queue (the fifth field of an Open MPI "S" queue); 0: no bound.
+	MaxPending int
 }
 
 // RecvInfo tells a receive-buffer policy about the transport.

@@ -1,0 +1,541 @@
+package ib
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+// The connection manager sets RC connections up on first use, as Open
+// MPI's openib "udcm" does: at open every module publishes an address blob
+// through the bootstrap (its port's LID and GID, the QP number of its UD
+// QP, and its queue layout); the first Send, Put or Get to a peer reads
+// the peer's blob, creates one RC QP per receive queue, and sends a REQ
+// datagram with their numbers and initial PSNs. The peer creates its QPs,
+// moves them to RTR and RTS, posts its per-peer buffers and answers REP;
+// the requester does the same and confirms with RTU. Datagrams are lost
+// when no buffer waits for them, so REQ and REP are retransmitted until
+// answered, with a growing interval, cm_retries times. When both sides
+// connect at once, the lower rank's request wins.
+
+const (
+	blobMagic = 0x42494247 // "GBIB"
+	blobVer   = 1
+	cmMagic   = 0x4d434247 // "GBCM"
+	cmQKey    = 0x474f4254
+	cmReq     = 1
+	cmRep     = 2
+	cmRTU     = 3
+	cmDisc    = 4 // goodbye: the sender is closing its connections
+	cmBufSize = 512
+	cmRecvs   = 64
+	cmSends   = 16
+	maxQueues = 32
+)
+
+// blob is a module's published address.
+type blob struct {
+	lid    uint16
+	gid    verbs.GID
+	udqpn  uint32
+	mtu    verbs.MTU
+	layout []core.QueueSpec
+}
+
+func (b *blob) encode() []byte {
+	out := make([]byte, 0, 32+len(b.layout)*5)
+	out = binary.LittleEndian.AppendUint32(out, blobMagic)
+	out = append(out, blobVer, byte(b.mtu), byte(len(b.layout)), 0)
+	out = binary.LittleEndian.AppendUint16(out, b.lid)
+	out = append(out, b.gid[:]...)
+	out = binary.LittleEndian.AppendUint32(out, b.udqpn)
+	for _, q := range b.layout {
+		out = append(out, byte(q.Kind))
+		out = binary.LittleEndian.AppendUint32(out, uint32(q.BufSize))
+	}
+	return out
+}
+
+func decodeBlob(p []byte) (*blob, error) {
+	if len(p) < 30 || binary.LittleEndian.Uint32(p) != blobMagic {
+		return nil, fmt.Errorf("not an ib address blob")
+	}
+	if p[4] != blobVer {
+		return nil, fmt.Errorf("address blob version %d, want %d", p[4], blobVer)
+	}
+	n := int(p[6])
+	if len(p) != 30+5*n {
+		return nil, fmt.Errorf("address blob of %d bytes for %d queues", len(p), n)
+	}
+	b := &blob{mtu: verbs.MTU(p[5]), lid: binary.LittleEndian.Uint16(p[8:]), udqpn: binary.LittleEndian.Uint32(p[26:])}
+	copy(b.gid[:], p[10:26])
+	for i := 0; i < n; i++ {
+		o := 30 + 5*i
+		b.layout = append(b.layout, core.QueueSpec{Kind: core.QueueKind(p[o]), BufSize: int(binary.LittleEndian.Uint32(p[o+1:]))})
+	}
+	return b, nil
+}
+
+// cmMsg is a REQ, REP or RTU datagram.
+type cmMsg struct {
+	kind  uint8
+	src   uint32
+	dst   uint32
+	epoch uint32
+	qpns  []uint32
+	psns  []uint32
+}
+
+func (c *cmMsg) encode(b []byte) int {
+	binary.LittleEndian.PutUint32(b, cmMagic)
+	b[4], b[5], b[6], b[7] = c.kind, byte(len(c.qpns)), 0, 0
+	binary.LittleEndian.PutUint32(b[8:], c.src)
+	binary.LittleEndian.PutUint32(b[12:], c.dst)
+	binary.LittleEndian.PutUint32(b[16:], c.epoch)
+	o := 20
+	for i := range c.qpns {
+		binary.LittleEndian.PutUint32(b[o:], c.qpns[i])
+		binary.LittleEndian.PutUint32(b[o+4:], c.psns[i])
+		o += 8
+	}
+	return o
+}
+
+func decodeCM(p []byte) (*cmMsg, error) {
+	if len(p) < 20 || binary.LittleEndian.Uint32(p) != cmMagic {
+		return nil, fmt.Errorf("not a connection message")
+	}
+	c := &cmMsg{kind: p[4], src: binary.LittleEndian.Uint32(p[8:]), dst: binary.LittleEndian.Uint32(p[12:]), epoch: binary.LittleEndian.Uint32(p[16:])}
+	n := int(p[5])
+	if c.kind < cmReq || c.kind > cmDisc || len(p) < 20+8*n {
+		return nil, fmt.Errorf("connection message kind %d with %d QPs in %d bytes", c.kind, n, len(p))
+	}
+	for i := 0; i < n; i++ {
+		c.qpns = append(c.qpns, binary.LittleEndian.Uint32(p[20+8*i:]))
+		c.psns = append(c.psns, binary.LittleEndian.Uint32(p[24+8*i:]))
+	}
+	return c, nil
+}
+
+// cm is a module's connection manager: a UD QP and its buffers.
+type cm struct {
+	m     *module
+	qp    verbs.QP
+	mr    verbs.MR
+	mem   []byte
+	free  []int // send buffer indexes
+	wr    verbs.SendWR
+	rwr   verbs.RecvWR
+	sg    [1]verbs.SGE
+	reqs  *core.Counter
+	reps  *core.Counter
+	retry *core.Counter
+}
+
+func newCM(m *module) (*cm, error) {
+	c := &cm{m: m, mem: make([]byte, (cmRecvs+cmSends)*cmBufSize)}
+	var err error
+	if c.mr, err = m.h.pd.RegMR(c.mem, verbs.AccessLocalWrite); err != nil {
+		return nil, fmt.Errorf("ib %s: connection manager buffers: %w", m.id, err)
+	}
+	c.qp, err = m.h.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: m.cq, RecvCQ: m.cq,
+		Cap: verbs.QPCap{MaxSendWR: cmSends, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		c.mr.Dereg()
+		return nil, fmt.Errorf("ib %s: connection manager QP: %w", m.id, err)
+	}
+	for _, s := range []struct {
+		a    verbs.QPAttr
+		mask verbs.QPAttrMask
+	}{
+		{verbs.QPAttr{State: verbs.QPInit, Port: m.port, QKey: cmQKey}, verbs.UDInitMask},
+		{verbs.QPAttr{State: verbs.QPRTR}, verbs.UDRTRMask},
+		{verbs.QPAttr{State: verbs.QPRTS, SQPSN: rand.Uint32() & 0xffffff}, verbs.UDRTSMask},
+	} {
+		if err := c.qp.Modify(&s.a, s.mask); err != nil {
+			c.close()
+			return nil, fmt.Errorf("ib %s: connection manager QP to %v: %w", m.id, s.a.State, err)
+		}
+	}
+	for i := 0; i < cmRecvs; i++ {
+		if err := c.postRecv(i); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	for i := 0; i < cmSends; i++ {
+		c.free = append(c.free, cmRecvs+i)
+	}
+	c.reqs = m.metrics.Counter(m.metric("cm_requests"))
+	c.reps = m.metrics.Counter(m.metric("cm_replies"))
+	c.retry = m.metrics.Counter(m.metric("cm_retransmits"))
+	return c, nil
+}
+
+func (c *cm) buf(i int) []byte { return c.mem[i*cmBufSize : (i+1)*cmBufSize] }
+
+func (c *cm) postRecv(i int) error {
+	b := c.buf(i)
+	c.sg[0] = verbs.SGE{Addr: verbs.AddrOf(b), Length: uint32(len(b)), LKey: c.mr.LKey()}
+	c.rwr = verbs.RecvWR{WRID: wridCM | uint64(i), SG: c.sg[:]}
+	if err := c.qp.PostRecv(&c.rwr); err != nil {
+		return fmt.Errorf("ib %s: post connection manager buffer: %w", c.m.id, err)
+	}
+	return nil
+}
+
+func (c *cm) close() {
+	if c.qp != nil {
+		c.qp.Destroy()
+	}
+	if c.mr != nil {
+		c.mr.Dereg()
+	}
+}
+
+// send sends a connection message to e's peer.
+func (c *cm) send(e *endpoint, msg *cmMsg) {
+	if len(c.free) == 0 {
+		return // all in flight; the retransmission timer tries again
+	}
+	i := c.free[len(c.free)-1]
+	b := c.buf(i)
+	n := msg.encode(b)
+	c.sg[0] = verbs.SGE{Addr: verbs.AddrOf(b), Length: uint32(n), LKey: c.mr.LKey()}
+	// Solicited: a progress thread armed for solicited events must answer a
+	// connection request, or the solicited frame queued behind the
+	// connection (a RNDV_START of rdma_read_async) could never arrive.
+	c.wr = verbs.SendWR{WRID: wridCM | uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendSolicited, SG: c.sg[:],
+		AH: e.ah, RemoteQPN: e.peer.udqpn, RemoteQKey: cmQKey}
+	if err := c.qp.PostSend(&c.wr); err != nil {
+		c.m.log.Debug().Err(err).Int("peer", e.rank).Msg("connection message not sent")
+		return
+	}
+	c.free = c.free[:len(c.free)-1]
+}
+
+// complete handles a completion of the UD QP.
+func (c *cm) complete(wc *verbs.WC) {
+	i := int(wc.WRID & wridIdx)
+	if i >= cmRecvs {
+		c.free = append(c.free, i)
+		return
+	}
+	if wc.Status == verbs.WCSuccess && wc.ByteLen > 40 {
+		msg, err := decodeCM(c.buf(i)[40:wc.ByteLen])
+		if err == nil {
+			c.m.onCM(msg)
+		} else {
+			c.m.log.Debug().Err(err).Msg("bad connection message")
+		}
+	}
+	if wc.Status != verbs.WCWRFlushErr && !c.m.closed {
+		if err := c.postRecv(i); err != nil {
+			c.m.log.Warn().Err(err).Msg("connection manager")
+		}
+	}
+}
+
+// resolve reads the peer's blob and makes its address handle.
+func (e *endpoint) resolve() error {
+	m := e.m
+	if e.peer != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := m.boot.Get(ctx, e.rank, m.key)
+	if err != nil {
+		return fmt.Errorf("%w: no ib address published under %s: %v", core.ErrUnreachable, m.key, err)
+	}
+	b, err := decodeBlob(p)
+	if err != nil {
+		return fmt.Errorf("address of rank %d: %w", e.rank, err)
+	}
+	if len(b.layout) != len(m.queues) {
+		return fmt.Errorf("rank %d has %d receive queues, this rank %d: the layouts must agree", e.rank, len(b.layout), len(m.queues))
+	}
+	for i, q := range b.layout {
+		if q.Kind != m.queues[i].spec.Kind || q.BufSize != m.queues[i].spec.BufSize {
+			return fmt.Errorf("rank %d's receive queue %d is %d-byte kind %d, this rank's %d-byte kind %d: the layouts must agree",
+				e.rank, i, q.BufSize, q.Kind, m.queues[i].spec.BufSize, m.queues[i].spec.Kind)
+		}
+	}
+	ah, err := m.h.pd.CreateAH(verbs.AHAttr{DLID: b.lid, DGID: b.gid, IsGlobal: true, PortNum: m.port})
+	if err != nil {
+		return fmt.Errorf("address handle for rank %d: %w", e.rank, err)
+	}
+	e.peer, e.ah = b, ah
+	return nil
+}
+
+// createQPs makes the endpoint's RC QPs, one per queue, in INIT.
+func (e *endpoint) createQPs() error {
+	m := e.m
+	if e.qps != nil {
+		return nil
+	}
+	for i, q := range m.queues {
+		attr := verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: m.cq, RecvCQ: m.cq,
+			Cap: verbs.QPCap{MaxSendWR: m.cfg.sendQueue, MaxRecvWR: max(1, q.spec.Count), MaxSendSGE: 1, MaxRecvSGE: 1}}
+		if q.shared {
+			attr.SRQ = q.srq
+		}
+		qp, err := m.h.pd.CreateQP(attr)
+		if err != nil {
+			return fmt.Errorf("create QP for queue %d: %w", i, err)
+		}
+		e.qps = append(e.qps, qp)
+		e.psns = append(e.psns, rand.Uint32()&0xffffff)
+		m.byQPN[qp.QPN()] = e
+		a := verbs.QPAttr{State: verbs.QPInit, Port: m.port,
+			AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite}
+		if err := qp.Modify(&a, verbs.RCInitMask); err != nil {
+			return fmt.Errorf("QP %d to INIT: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// bringUp moves the QPs to RTR and RTS towards the peer's QPs.
+func (e *endpoint) bringUp(rqpns, rpsns []uint32) error {
+	m := e.m
+	if len(rqpns) != len(e.qps) {
+		return fmt.Errorf("peer offers %d QPs, want %d", len(rqpns), len(e.qps))
+	}
+	mtu := min(m.pattr.ActiveMTU, e.peer.mtu)
+	for i, qp := range e.qps {
+		rtr := verbs.QPAttr{State: verbs.QPRTR, AH: verbs.AHAttr{DLID: e.peer.lid, DGID: e.peer.gid, IsGlobal: true, PortNum: m.port},
+			PathMTU: mtu, DestQPN: rqpns[i], RQPSN: rpsns[i], MaxDestRdAtomic: m.cfg.maxRdAtomic, MinRNRTimer: m.cfg.minRNR}
+		if err := qp.Modify(&rtr, verbs.RCRTRMask); err != nil {
+			return fmt.Errorf("QP %d to RTR: %w", i, err)
+		}
+		rts := verbs.QPAttr{State: verbs.QPRTS, SQPSN: e.psns[i], Timeout: m.cfg.timeout, RetryCnt: m.cfg.retryCnt,
+			RNRRetry: m.cfg.rnrRetry, MaxRdAtomic: m.cfg.maxRdAtomic}
+		if err := qp.Modify(&rts, verbs.RCRTSMask); err != nil {
+			return fmt.Errorf("QP %d to RTS: %w", i, err)
+		}
+	}
+	e.remote = append(e.remote[:0], rqpns...)
+	for i, q := range m.queues {
+		if !q.shared {
+			e.cred[i].avail = q.spec.Count
+		}
+	}
+	return m.postPerPeer(e)
+}
+
+func (e *endpoint) qpns() []uint32 {
+	out := make([]uint32, len(e.qps))
+	for i, qp := range e.qps {
+		out[i] = qp.QPN()
+	}
+	return out
+}
+
+// prepare reads the peer's address and makes the QPs (both sides of a
+// connection start so); it fails the endpoint and reports false if it
+// cannot.
+func (e *endpoint) prepare() bool {
+	err := e.resolve()
+	if err == nil {
+		err = e.createQPs()
+	}
+	if err != nil {
+		e.fail(err)
+		return false
+	}
+	return true
+}
+
+// connect starts the active side of a connection.
+func (e *endpoint) connect() {
+	m := e.m
+	if !e.prepare() {
+		return
+	}
+	e.state = epConnecting
+	e.epoch = rand.Uint32()
+	e.cmTries = 0
+	e.sendReq()
+	m.cm.reqs.Inc()
+}
+
+func (e *endpoint) sendReq() { e.sendHandshake(cmReq) }
+
+func (e *endpoint) sendRep() { e.sendHandshake(cmRep) }
+
+// sendHandshake sends a REQ or REP with this side's QPs, and sets the
+// time to send it again if no answer comes.
+func (e *endpoint) sendHandshake(kind uint8) {
+	m := e.m
+	m.cm.send(e, &cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
+	e.cmNext = m.clock.Now() + e.cmBackoff()
+}
+
+func (e *endpoint) cmBackoff() time.Duration {
+	return min(e.m.cfg.cmTimeout<<min(e.cmTries, 10), time.Second)
+}
+
+// onCM handles a connection message.
+func (m *module) onCM(msg *cmMsg) {
+	if int(msg.dst) != m.rank || int(msg.src) >= m.size || int(msg.src) == m.rank {
+		return
+	}
+	e := m.ep(int(msg.src))
+	switch msg.kind {
+	case cmReq:
+		switch e.state {
+		case epFailed:
+			return
+		case epConnected, epWaitRTU:
+			if equalQPNs(e.remote, msg.qpns) {
+				e.sendRep() // our REP was lost
+			}
+			return
+		case epConnecting:
+			if m.rank < e.rank {
+				return // both connect: ours wins, the peer answers it
+			}
+		}
+		m.cm.reps.Inc()
+		if !e.prepare() {
+			return
+		}
+		if err := e.bringUp(msg.qpns, msg.psns); err != nil {
+			e.fail(fmt.Errorf("accept connection: %w", err))
+			return
+		}
+		e.epoch = msg.epoch
+		e.state = epWaitRTU
+		e.cmTries = 0
+		e.sendRep()
+	case cmRep:
+		switch e.state {
+		case epConnecting:
+			if msg.epoch != e.epoch {
+				return
+			}
+			if err := e.bringUp(msg.qpns, msg.psns); err != nil {
+				e.fail(fmt.Errorf("complete connection: %w", err))
+				return
+			}
+			m.cm.send(e, &cmMsg{kind: cmRTU, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch})
+			e.established()
+		case epConnected:
+			if equalQPNs(e.remote, msg.qpns) {
+				m.cm.send(e, &cmMsg{kind: cmRTU, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch})
+			}
+		}
+	case cmRTU:
+		if e.state == epWaitRTU && msg.epoch == e.epoch {
+			e.established()
+		}
+	case cmDisc:
+		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+			e.closedByPeer()
+		}
+	}
+}
+
+// goodbye tells every connected peer that this module is closing, so that
+// they do not take the connections going down for a failure, and waits a
+// little (100 ms at most) for the datagrams to leave and for its own
+// frames to be acknowledged: a frame still unacknowledged when the link
+// closes would fail on the peer's side of the books too. Frames that
+// arrive meanwhile are dropped: the PML above is closed.
+func (m *module) goodbye() {
+	sent := 0
+	for _, e := range m.eps {
+		if e != nil && (e.state == epConnected || e.state == epWaitRTU) {
+			m.cm.send(e, &cmMsg{kind: cmDisc, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
+			sent++
+		}
+	}
+	busy := func() bool {
+		if len(m.cm.free) < cmSends {
+			return true
+		}
+		for _, e := range m.eps {
+			if e != nil && e.state != epFailed {
+				for _, n := range e.out {
+					if n > 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for sent > 0 && busy() && time.Now().Before(deadline) {
+		k, err := m.cq.Poll(m.wc[:])
+		if err != nil {
+			return
+		}
+		for i := 0; i < k; i++ {
+			wc := &m.wc[i]
+			idx := int(wc.WRID & wridIdx)
+			switch wc.WRID & wridKind {
+			case wridCM:
+				m.cm.complete(wc)
+			case wridSend:
+				if b := m.sbufs[idx]; b.ep != nil {
+					b.ep.out[b.queue]--
+					m.putSend(b)
+				}
+			case wridRDMA:
+				if s := m.ops[idx]; s.ep != nil {
+					s.ep.out[0]--
+				}
+			}
+		}
+	}
+}
+
+func equalQPNs(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// cmTimers retransmits unanswered REQs and REPs, and gives up on a peer
+// that never answers.
+func (m *module) cmTimers(now time.Duration) {
+	for _, e := range m.connecting {
+		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.cmNext {
+			continue
+		}
+		e.cmTries++
+		if e.cmTries > m.cfg.cmRetries {
+			e.fail(fmt.Errorf("no answer to the connection %s after %d tries", map[epState]string{epConnecting: "request", epWaitRTU: "reply"}[e.state], e.cmTries))
+			continue
+		}
+		m.cm.retry.Inc()
+		if e.state == epConnecting {
+			e.sendReq()
+		} else {
+			e.sendRep()
+		}
+	}
+	k := 0
+	for _, e := range m.connecting {
+		if e.state == epConnecting || e.state == epWaitRTU {
+			m.connecting[k] = e
+			k++
+		}
+	}
+	clear(m.connecting[k:])
+	m.connecting = m.connecting[:k]
+}

@@ -1,0 +1,425 @@
+package ib
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+type epState uint8
+
+const (
+	epIdle       epState = iota // nothing yet
+	epConnecting                // REQ sent, waiting for REP
+	epWaitRTU                   // accepted, waiting for RTU or a first frame
+	epConnected
+	epFailed
+)
+
+// Errors of the send path, made once so that pushing back allocates
+// nothing. Each wraps core.ErrNoResources: the PML keeps the frame and
+// tries again after Progress.
+var (
+	errNoSendBuf  = fmt.Errorf("ib: send buffers of this size exhausted: %w", core.ErrNoResources)
+	errNoCredit   = fmt.Errorf("ib: no credit on the peer's per-peer queue: %w", core.ErrNoResources)
+	errPending    = fmt.Errorf("ib: sends to the peer's shared queue at their bound: %w", core.ErrNoResources)
+	errConnecting = fmt.Errorf("ib: connection being set up: %w", core.ErrNoResources)
+	errSQFull     = fmt.Errorf("ib: send queue full: %w", core.ErrNoResources)
+	errClosed     = fmt.Errorf("ib: module: %w", core.ErrClosed)
+)
+
+// endpoint is one peer: a subchannel made of one RC QP per receive queue
+// (seed 001 §4.2: a subchannel is an RC connection; several QPs over one
+// port pair are still one subchannel when they serve one set of queues).
+type endpoint struct {
+	m      *module
+	rank   int
+	state  epState
+	err    error
+	peer   *blob
+	ah     verbs.AH
+	qps    []verbs.QP
+	psns   []uint32
+	remote []uint32
+
+	epoch    uint32
+	cmTries  int
+	cmNext   time.Duration
+	watched  bool
+	cred     []credits // per queue (per-peer queues only)
+	out      []int     // send work requests outstanding per queue QP
+	posted   int       // per-peer receive buffers posted for this peer
+	postedG  *core.Gauge
+	creditIn bool       // on m.creditDue
+	pending  []*sendBuf // frames sent while the connection was set up
+}
+
+func (m *module) ep(rank int) *endpoint {
+	e := m.eps[rank]
+	if e == nil {
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
+		for i, q := range m.queues {
+			e.cred[i].window = max(1, q.spec.Low)
+		}
+		e.postedG = m.metrics.Gauge(m.metric("posted", fmt.Sprintf("peer%d", rank)))
+		m.eps[rank] = e
+	}
+	return e
+}
+
+// Rank is the peer's rank.
+func (e *endpoint) Rank() int { return e.rank }
+
+// Send copies the frame into a registered send buffer of the smallest
+// queue that holds it and posts it. It refuses with an error wrapping
+// core.ErrNoResources while the connection is being set up (the first Send
+// starts it), when a per-peer queue has no credit, when a shared queue has
+// its bound of sends outstanding, or when send buffers or the send queue
+// run out.
+func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
+	m := e.m
+	err := e.usable()
+	connecting := err == errConnecting
+	if err != nil && !connecting {
+		return err
+	}
+	n := core.HeaderSize + len(pre) + len(data)
+	qi := m.queueFor(n)
+	if qi < 0 {
+		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.maxFrame-core.HeaderSize)
+	}
+	if connecting || len(e.pending) > 0 {
+		// While the connection is set up, frames wait on the endpoint, in
+		// order, as on openib's pending list; beyond a send queue's worth
+		// they are refused.
+		if len(e.pending) >= m.cfg.sendQueue {
+			return errConnecting
+		}
+	} else if err := e.mayPost(qi, flags); err != nil {
+		e.cred[qi].waited = true
+		m.stalls.Inc()
+		return err
+	}
+	b := m.getSend(m.queues[qi])
+	if b == nil {
+		m.noSendBuf.Inc()
+		return errNoSendBuf
+	}
+	h.Length = uint32(n - core.HeaderSize)
+	copy(b.mem[core.HeaderSize:], pre)
+	copy(b.mem[core.HeaderSize+len(pre):], data)
+	b.n, b.h, b.flags, b.ep = n, h, flags, e
+	if connecting || len(e.pending) > 0 {
+		e.pending = append(e.pending, b)
+		return nil
+	}
+	e.post(b)
+	return nil
+}
+
+// sendPending posts the frames that waited for the connection, in order,
+// as far as credits and the send queue allow; the rest go from later
+// Progress calls.
+func (e *endpoint) sendPending() {
+	k := 0
+	for k < len(e.pending) && e.state == epConnected {
+		b := e.pending[k]
+		if e.mayPost(int(b.queue), b.flags) != nil {
+			break
+		}
+		e.post(b)
+		e.pending[k] = nil
+		k++
+	}
+	e.pending = append(e.pending[:0], e.pending[k:]...)
+}
+
+// usable returns nil when the endpoint may carry traffic now. The first
+// use of an idle endpoint starts its connection; until it is up, traffic
+// is refused with ErrNoResources and retried.
+func (e *endpoint) usable() error {
+	m := e.m
+	if m.closed {
+		return errClosed
+	}
+	switch e.state {
+	case epConnected:
+		return nil
+	case epFailed:
+		return e.err
+	case epIdle:
+		e.connect()
+		m.watch(e)
+		if e.state == epFailed {
+			return e.err
+		}
+	}
+	return errConnecting
+}
+
+// mayPost says whether a frame may go on queue qi now: room in the QP's
+// send queue, and a credit (per-peer queue) or room under the pending
+// bound (shared queue) unless the frame bypasses flow control.
+func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
+	m := e.m
+	if e.out[qi] >= m.cfg.sendQueue {
+		return errSQFull
+	}
+	if flags&core.SendNoFlowControl != 0 {
+		return nil
+	}
+	q := m.queues[qi]
+	if q.shared {
+		if q.spec.MaxPending > 0 && e.out[qi] >= q.spec.MaxPending {
+			return errPending
+		}
+		return nil
+	}
+	if e.cred[qi].avail <= 0 {
+		return errNoCredit
+	}
+	return nil
+}
+
+// post puts b on the wire with the credits owed to the peer.
+func (e *endpoint) post(b *sendBuf) {
+	m := e.m
+	qi := b.queue
+	c := &e.cred[qi]
+	if !m.queues[qi].shared {
+		c.spend()
+	}
+	h := b.h
+	if c.waited && b.flags&core.SendNoFlowControl == 0 {
+		// The first frame after a refusal is the one that waited.
+		h.Flags |= core.FlagBacklog
+		c.waited = false
+		m.backlogged.Inc()
+	}
+	if ci := m.creditQueue(qi); ci >= 0 {
+		h.Credits = e.cred[ci].take()
+	}
+	h.Encode(b.mem[:core.HeaderSize])
+	wr := &m.swr
+	wr.WRID = wridSend | uint64(b.idx)
+	wr.Opcode = verbs.OpSend
+	wr.Flags = verbs.SendSignaled
+	if b.flags&core.SendSolicited != 0 {
+		wr.Flags |= verbs.SendSolicited
+	}
+	m.sg[0] = verbs.SGE{Addr: b.addr, Length: uint32(b.n), LKey: b.lkey}
+	wr.SG = m.sg[:]
+	wr.RemoteAddr, wr.RKey = 0, 0
+	if err := e.qps[qi].PostSend(wr); err != nil {
+		m.putSend(b)
+		e.fail(fmt.Errorf("post send: %w", err))
+		return
+	}
+	e.out[qi]++
+	m.framesSent.Inc()
+	m.bytesSent.Add(int64(b.n))
+}
+
+// established marks the connection usable and sends what waited for it.
+func (e *endpoint) established() {
+	e.state = epConnected
+	if len(e.pending) > 0 {
+		e.sendPending()
+		if len(e.pending) > 0 {
+			e.m.pendingEps = append(e.m.pendingEps, e)
+		}
+	}
+}
+
+// creditQueue is the per-peer queue whose credits frames on queue qi
+// carry: their own, or on a shared queue the first per-peer queue's.
+func (m *module) creditQueue(qi uint8) int {
+	if !m.queues[qi].shared {
+		return int(qi)
+	}
+	return m.firstP
+}
+
+// PreferRendezvous implements core.Credited: with rndv_on_no_credit set, a
+// peer whose per-peer queue is out of credits gets small messages by
+// rendezvous, so that the handshake brings credits back (seed 000 §4.2).
+func (e *endpoint) PreferRendezvous() bool {
+	if !e.m.cfg.rndvOnNoCredit || e.state != epConnected {
+		return false
+	}
+	for i, q := range e.m.queues {
+		if !q.shared && e.cred[i].avail <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sendCredits sends an explicit credit frame on queue qi, outside flow
+// control (seed 000 §4.2's optimistic scheme). It reports false when it
+// must be tried again later.
+func (e *endpoint) sendCredits(qi int) bool {
+	m := e.m
+	if e.out[qi] >= m.cfg.sendQueue {
+		return false
+	}
+	b := m.getSend(m.queues[qi])
+	if b == nil {
+		return false
+	}
+	b.n, b.ep, b.flags = core.HeaderSize, e, core.SendNoFlowControl
+	b.h = core.Header{Type: core.TypeCredit, Src: int32(m.rank)}
+	m.creditMsgs.Inc()
+	e.post(b)
+	return true
+}
+
+// ---- RDMA ----
+
+// opSlot is an RDMA operation in flight.
+type opSlot struct {
+	op        *core.RDMAOp
+	ep        *endpoint
+	solicited bool
+	put       bool
+}
+
+// Put writes op.Local into the peer's memory (RDMA write).
+func (e *endpoint) Put(op *core.RDMAOp) error { return e.rdma(op, true) }
+
+// Get reads the peer's memory into op.Local (RDMA read).
+func (e *endpoint) Get(op *core.RDMAOp) error { return e.rdma(op, false) }
+
+// rdma posts a write or read on the QP of the smallest queue, the one that
+// carries control frames, so that a FIN sent after a write follows it.
+func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
+	m := e.m
+	if err := e.usable(); err != nil {
+		return err
+	}
+	v, ok := op.Region.(*regView)
+	if !ok {
+		return fmt.Errorf("ib %s: RDMA with a region this module did not register (%T)", m.id, op.Region)
+	}
+	lkey, ok := v.lkeyFor(op.Local)
+	if !ok {
+		return fmt.Errorf("ib %s: RDMA local buffer outside its region", m.id)
+	}
+	if op.Offset > op.Remote.Len || uint64(len(op.Local)) > op.Remote.Len-op.Offset {
+		return fmt.Errorf("ib %s: RDMA of %d bytes at offset %d beyond the peer's %d-byte region", m.id, len(op.Local), op.Offset, op.Remote.Len)
+	}
+	if e.out[0] >= m.cfg.sendQueue {
+		return errSQFull
+	}
+	slot := m.newOp(opSlot{op: op, ep: e, solicited: op.Solicited, put: put})
+	wr := &m.swr
+	wr.WRID = wridRDMA | uint64(slot)
+	wr.Opcode = verbs.OpRDMARead
+	if put {
+		wr.Opcode = verbs.OpRDMAWrite
+	}
+	wr.Flags = verbs.SendSignaled
+	wr.SG = m.sg[:0]
+	if len(op.Local) > 0 {
+		m.sg[0] = verbs.SGE{Addr: verbs.AddrOf(op.Local), Length: uint32(len(op.Local)), LKey: lkey}
+		wr.SG = m.sg[:1]
+	}
+	wr.RemoteAddr, wr.RKey = op.Remote.Addr+op.Offset, uint32(op.Remote.Key)
+	if err := e.qps[0].PostSend(wr); err != nil {
+		m.freeOp(slot)
+		return fmt.Errorf("ib %s: post RDMA to peer %d: %w", m.id, e.rank, err)
+	}
+	e.out[0]++
+	if op.Solicited {
+		m.solicitedOps++
+		if m.armed && m.armSolicitedOnly {
+			// Verbs raise solicited events for receives only: a CQ armed
+			// for them would sleep through this completion.
+			m.armSolicitedOnly = false
+			if err := m.cq.ReqNotify(false); err != nil {
+				m.log.Warn().Err(err).Msg("re-arm CQ")
+			}
+		}
+	}
+	if put {
+		m.puts.Inc()
+	} else {
+		m.gets.Inc()
+	}
+	m.rdmaBytes.Add(int64(len(op.Local)))
+	return nil
+}
+
+func (m *module) newOp(s opSlot) int {
+	if n := len(m.freeOps); n > 0 {
+		i := m.freeOps[n-1]
+		m.freeOps = m.freeOps[:n-1]
+		m.ops[i] = s
+		return int(i)
+	}
+	m.ops = append(m.ops, s)
+	return len(m.ops) - 1
+}
+
+func (m *module) freeOp(i int) {
+	m.ops[i] = opSlot{}
+	m.freeOps = append(m.freeOps, int32(i))
+}
+
+// ---- failure ----
+
+// fail marks the peer lost: later Sends return the error, everything in
+// flight completes with it (the QPs go to ERR and flush), and the PML hears
+// of it from the next Progress.
+func (e *endpoint) fail(cause error) {
+	if e.state == epFailed {
+		return
+	}
+	m := e.m
+	e.state = epFailed
+	if errors.Is(cause, core.ErrUnreachable) {
+		e.err = fmt.Errorf("ib %s: peer %d: %w", m.id, e.rank, cause)
+	} else {
+		e.err = fmt.Errorf("ib %s: peer %d: %w: %v", m.id, e.rank, core.ErrPeerLost, cause)
+	}
+	m.peersLost.Inc()
+	for _, b := range e.pending {
+		m.putSend(b)
+	}
+	e.pending = nil
+	m.log.Warn().Int("peer", e.rank).Err(e.err).Msg("peer lost")
+	for _, qp := range e.qps {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
+	}
+	m.lost = append(m.lost, e)
+}
+
+// closedByPeer ends a connection the peer closed in good order: later
+// operations fail with ErrPeerLost, but nothing is reported lost — the
+// errors of the connections going down are expected.
+func (e *endpoint) closedByPeer() {
+	m := e.m
+	e.state = epFailed
+	e.err = fmt.Errorf("ib %s: peer %d closed its connection: %w", m.id, e.rank, core.ErrPeerLost)
+	m.log.Debug().Int("peer", e.rank).Msg("peer closed its connection")
+	for _, qp := range e.qps {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
+	}
+}
+
+// failure turns an error completion into the error its operation reports.
+func (e *endpoint) failure(what string, st verbs.WCStatus) error {
+	if e.state != epFailed {
+		if st == verbs.WCWRFlushErr {
+			// The first sign of a connection gone down is often a receive
+			// flushed out of a QP the HCA moved to ERR.
+			e.fail(fmt.Errorf("the connection went down (%s: %v)", what, st))
+		} else {
+			e.fail(fmt.Errorf("%s: %v", what, st))
+		}
+	}
+	return e.err
+}

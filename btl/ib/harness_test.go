@@ -1,0 +1,156 @@
+package ib
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobtl/gobtl/btl/inproc"
+	"github.com/gobtl/gobtl/core"
+)
+
+// newBoots returns the bootstraps of an n-rank job in this process (the
+// in-process fabric's: Puts are visible after a Fence).
+func newBoots(n int) []*inproc.Boot {
+	f := inproc.New(n, nil)
+	out := make([]*inproc.Boot, n)
+	for i := range out {
+		out[i] = f.Boot(i)
+	}
+	return out
+}
+
+// job is n ranks of the ib BTL in this process, each on its own softrc
+// host.
+type job struct {
+	t       testing.TB
+	mods    []*module
+	metrics []*core.Metrics
+	got     [][]frame
+}
+
+type frame struct {
+	h core.Header
+	p []byte
+}
+
+const testType = core.TypeUserBase
+
+type jobOpts struct {
+	params map[string]string
+	policy func() core.RecvBuffers
+}
+
+func openJob(t testing.TB, n int, o jobOpts) *job {
+	t.Helper()
+	boots := newBoots(n)
+	j := &job{t: t, got: make([][]frame, n)}
+	for r := 0; r < n; r++ {
+		p := core.MustParams(Params)
+		for k, v := range o.params {
+			if err := p.SetText(k, v); err != nil {
+				t.Fatalf("param %s: %v", k, err)
+			}
+		}
+		env := core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()}
+		if o.policy != nil {
+			env.RecvBuffers = o.policy()
+		}
+		mods, err := open(env)
+		if err != nil {
+			t.Fatalf("open rank %d: %v", r, err)
+		}
+		m := mods[0].(*module)
+		for _, x := range mods[1:] {
+			t.Cleanup(func() { x.Close() })
+		}
+		j.mods = append(j.mods, m)
+		j.metrics = append(j.metrics, env.Metrics)
+		rank := r
+		if err := m.Register(testType, func(h *core.Header, p []byte) {
+			j.got[rank] = append(j.got[rank], frame{*h, append([]byte(nil), p...)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, m := range j.mods {
+			m.Close()
+		}
+	})
+	var wg sync.WaitGroup
+	for _, b := range boots {
+		wg.Add(1)
+		go func() { defer wg.Done(); b.Fence(context.Background()) }()
+	}
+	wg.Wait()
+	return j
+}
+
+func (j *job) progress() int {
+	n := 0
+	for _, m := range j.mods {
+		n += m.Progress()
+	}
+	return n
+}
+
+func (j *job) until(what string, cond func() bool) {
+	j.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if j.progress() == 0 && time.Now().After(deadline) {
+			j.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (j *job) ep(from, to int) *endpoint {
+	j.t.Helper()
+	e, err := j.mods[from].Endpoint(to)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return e.(*endpoint)
+}
+
+// send retries on ErrNoResources, progressing every rank in between.
+func (j *job) send(from, to int, h core.Header, data []byte) {
+	j.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := j.ep(from, to).Send(h, nil, data, 0)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, core.ErrNoResources) || time.Now().After(deadline) {
+			j.t.Fatalf("send %d bytes %d→%d: %v", len(data), from, to, err)
+		}
+		j.progress()
+	}
+}
+
+func fill(b []byte, seed int) []byte {
+	for i := range b {
+		b[i] = byte(seed*31 + i*7)
+	}
+	return b
+}
+
+func (j *job) checkFrames(rank int, want [][]byte) {
+	j.t.Helper()
+	if len(j.got[rank]) != len(want) {
+		j.t.Fatalf("rank %d got %d frames, want %d", rank, len(j.got[rank]), len(want))
+	}
+	for _, f := range j.got[rank] {
+		i := int(f.h.Tag)
+		if !bytes.Equal(f.p, want[i]) {
+			j.t.Fatalf("rank %d: frame %d (%d bytes) differs", rank, i, len(want[i]))
+		}
+	}
+}

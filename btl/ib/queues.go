@@ -1,0 +1,306 @@
+package ib
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+// The receive-buffer mechanism (seed 002 §3–4, Open MPI's openib): a
+// policy proposes a layout of queues sorted by buffer size; each queue is
+// either per-peer — its own RC QP per peer with its own receive queue of
+// Count buffers, kept full by credits — or shared — one SRQ per queue in
+// this module, fed from registered slabs, with its own RC QP per peer
+// attached to it (a QP feeds exactly one receive queue, so the QP is how a
+// sender addresses a bucket). A frame goes on the smallest queue whose
+// buffers hold it, from a send free list of that size that grows on demand
+// up to a bound.
+
+// WRID kinds (top two bits).
+const (
+	wridSend = 0 << 62
+	wridRecv = 1 << 62
+	wridRDMA = 2 << 62
+	wridCM   = 3 << 62
+	wridKind = 3 << 62
+	wridIdx  = 1<<62 - 1
+)
+
+// sendBuf is a registered buffer a frame is copied into and sent from.
+type sendBuf struct {
+	mem        []byte
+	addr       uint64
+	lkey       uint32
+	idx        uint32
+	queue      uint8
+	n          int
+	h          core.Header
+	flags      core.SendFlags
+	ep         *endpoint
+	backlogged bool
+	next       *sendBuf
+}
+
+// recvBuf is a registered buffer posted for receives.
+type recvBuf struct {
+	mem   []byte
+	addr  uint64
+	lkey  uint32
+	queue uint8
+	ep    *endpoint // per-peer queues: the peer; nil on shared queues
+}
+
+// rqueue is one queue of the layout, both directions: its receive buffers
+// and the send free list of its size.
+type rqueue struct {
+	idx    int
+	spec   core.QueueSpec
+	shared bool
+	// shared queues
+	srq       verbs.SRQ
+	allocated int // receive buffers owned
+	posted    int // receive buffers posted now
+	max       int
+	wantLimit int // srq_limit to arm once posted reaches it
+	// send free list
+	free    *sendBuf
+	nsend   int
+	sendMax int
+	// counters
+	util      *core.Histogram
+	postedG   *core.Gauge
+	limitEvts *core.Counter
+}
+
+// utilBounds are the buckets of the utilization histograms.
+var utilBounds = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1}
+
+// setupQueues builds the queues of a checked layout.
+func (m *module) setupQueues(s core.RecvSetup) error {
+	m.firstP = -1
+	for i, spec := range s.Queues {
+		q := &rqueue{idx: i, spec: spec, shared: spec.Kind == core.QueueShared, sendMax: s.SendFreeListMax}
+		if q.sendMax == 0 {
+			q.sendMax = 256
+		}
+		name := fmt.Sprintf("q%d_%dB", i, spec.BufSize)
+		q.util = m.metrics.Histogram(m.metric("recv_util", name), utilBounds)
+		if !q.shared && m.firstP < 0 {
+			m.firstP = i
+		}
+		m.queues = append(m.queues, q)
+		if q.shared {
+			q.max = max(spec.Max, spec.Count)
+			srq, err := m.h.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: q.max, MaxSGE: 1})
+			if err != nil {
+				return fmt.Errorf("ib %s: SRQ for %d-byte buffers: %w", m.id, spec.BufSize, err)
+			}
+			q.srq = srq
+			q.postedG = m.metrics.Gauge(m.metric("srq_posted", name))
+			q.limitEvts = m.metrics.Counter(m.metric("srq_limit_events", name))
+			if err := m.growShared(q, spec.Count); err != nil {
+				return err
+			}
+			if spec.Low > 0 {
+				if err := srq.Arm(spec.Low); err != nil {
+					return fmt.Errorf("ib %s: arm SRQ limit: %w", m.id, err)
+				}
+			}
+		}
+	}
+	m.maxFrame = s.Queues[len(s.Queues)-1].BufSize
+	return nil
+}
+
+// queueFor returns the smallest queue holding an n-byte frame.
+func (m *module) queueFor(n int) int {
+	for i, q := range m.queues {
+		if n <= q.spec.BufSize {
+			return i
+		}
+	}
+	return -1
+}
+
+// slab registers n buffers of size bytes in one region.
+func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
+	mem := make([]byte, n*size)
+	mr, err := m.h.pd.RegMR(mem, verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ib %s: register %d×%d bytes: %w", m.id, n, size, err)
+	}
+	m.mrs = append(m.mrs, mr)
+	return mem, mr, nil
+}
+
+// growShared posts n more buffers on a shared queue.
+func (m *module) growShared(q *rqueue, n int) error {
+	if err := m.addRecvBufs(q, n, nil); err != nil {
+		return err
+	}
+	q.allocated += n
+	return nil
+}
+
+// postPerPeer posts a peer's buffers on every per-peer queue.
+func (m *module) postPerPeer(e *endpoint) error {
+	for _, q := range m.queues {
+		if !q.shared {
+			if err := m.addRecvBufs(q, q.spec.Count, e); err != nil {
+				return err
+			}
+			e.posted += q.spec.Count
+		}
+	}
+	e.postedG.Set(int64(e.posted))
+	return nil
+}
+
+// addRecvBufs registers n buffers of q's size in one slab and posts them,
+// for peer e on a per-peer queue or on q's SRQ.
+func (m *module) addRecvBufs(q *rqueue, n int, e *endpoint) error {
+	size := q.spec.BufSize
+	mem, mr, err := m.slab(n, size)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx), ep: e}
+		b.addr = verbs.AddrOf(b.mem)
+		idx := len(m.rbufs)
+		m.rbufs = append(m.rbufs, b)
+		if err := m.postRecv(b, idx, e); err != nil {
+			return err
+		}
+	}
+	m.recvMem(int64(n * size))
+	return nil
+}
+
+// postRecv posts b: on the peer's QP for a per-peer queue, on the SRQ
+// for a shared one.
+func (m *module) postRecv(b *recvBuf, idx int, e *endpoint) error {
+	wr := &m.rwr
+	m.rsg[0] = verbs.SGE{Addr: b.addr, Length: uint32(len(b.mem)), LKey: b.lkey}
+	wr.WRID = wridRecv | uint64(idx)
+	wr.SG = m.rsg[:]
+	q := m.queues[b.queue]
+	if q.shared {
+		if err := q.srq.PostRecv(wr); err != nil {
+			return fmt.Errorf("ib %s: post to SRQ of %d-byte buffers: %w", m.id, q.spec.BufSize, err)
+		}
+		q.posted++
+		q.postedG.Set(int64(q.posted))
+		return nil
+	}
+	if err := e.qps[b.queue].PostRecv(wr); err != nil {
+		return fmt.Errorf("ib %s: post receive for peer %d: %w", m.id, e.rank, err)
+	}
+	return nil
+}
+
+func (m *module) recvMem(n int64) {
+	m.recvBytes.Add(n)
+	recvBytesTotal(m.metrics).Add(n)
+}
+
+// recvBytesTotal is the registered receive memory of the whole process.
+func recvBytesTotal(mx *core.Metrics) *core.Gauge { return mx.Gauge("ib.recv_registered_bytes") }
+
+// get takes a send buffer of q's size, growing the free list on demand
+// up to its bound; nil when it is exhausted.
+func (m *module) getSend(q *rqueue) *sendBuf {
+	if q.free == nil && q.nsend < q.sendMax {
+		m.growSend(q)
+	}
+	b := q.free
+	if b != nil {
+		q.free = b.next
+		b.next = nil
+	}
+	return b
+}
+
+func (m *module) putSend(b *sendBuf) {
+	q := m.queues[b.queue]
+	b.ep = nil
+	b.next = q.free
+	q.free = b
+}
+
+// growSend adds a chunk of send buffers to q's free list (at most 32 at a
+// time, fewer for large buffers).
+func (m *module) growSend(q *rqueue) {
+	size := q.spec.BufSize
+	n := min(q.sendMax-q.nsend, max(1, min(32, (256<<10)/size)))
+	mem, mr, err := m.slab(n, size)
+	if err != nil {
+		m.log.Warn().Err(err).Msg("growing a send free list")
+		q.sendMax = q.nsend // stop trying
+		return
+	}
+	for i := 0; i < n; i++ {
+		b := &sendBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx), idx: uint32(len(m.sbufs))}
+		b.addr = verbs.AddrOf(b.mem)
+		m.sbufs = append(m.sbufs, b)
+		b.next = q.free
+		q.free = b
+	}
+	q.nsend += n
+	m.sendMem.Add(int64(n * size))
+}
+
+// onLimit handles an SRQ-limit event: the policy hears of it.
+func (m *module) onLimit(s verbs.SRQ) {
+	for _, q := range m.queues {
+		if q.shared && q.srq == s {
+			q.limitEvts.Inc()
+			m.events = append(m.events, core.RecvEvent{Kind: core.RecvLimit, Queue: int32(q.idx), Posted: int32(q.posted), Value: int64(q.posted), At: m.clock.Now()})
+			return
+		}
+	}
+}
+
+// applyRecv checks and applies the policy's decisions: growth only on
+// shared queues and never past Max, limits only within what is posted.
+func (m *module) applyRecv(ds []core.RecvDecision) {
+	for _, d := range ds {
+		if d.Queue < 0 || int(d.Queue) >= len(m.queues) {
+			m.rejected.Inc()
+			continue
+		}
+		q := m.queues[d.Queue]
+		switch d.Kind {
+		case core.RecvGrow:
+			n := int(min(d.Value, int64(q.max-q.allocated)))
+			if !q.shared || n <= 0 {
+				m.rejected.Inc()
+				continue
+			}
+			if err := m.growShared(q, n); err != nil {
+				m.log.Warn().Err(err).Msg("growing a shared receive queue")
+			}
+		case core.RecvSetLimit:
+			v := int(d.Value)
+			if !q.shared || v < 0 || v > q.max {
+				m.rejected.Inc()
+				continue
+			}
+			// Arming above what is posted would fire at once; wait until
+			// the queue has refilled.
+			q.wantLimit = v
+			m.rearm(q)
+		default:
+			m.rejected.Inc()
+		}
+	}
+}
+
+func (m *module) rearm(q *rqueue) {
+	if q.wantLimit > 0 && q.posted >= q.wantLimit {
+		if err := q.srq.Arm(q.wantLimit); err == nil {
+			q.wantLimit = 0
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package softrc
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+)
+
+// BenchmarkPingPong measures the half round trip of an 8-byte send between
+// two devices, each polled by its own goroutine (two processes' worth of
+// work in one). It reports ns/op per one-way message.
+func BenchmarkPingPong(b *testing.B) {
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	run(b, x, y, 8)
+}
+
+func BenchmarkPingPong4K(b *testing.B) {
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	run(b, x, y, 4096)
+}
+
+func run(b *testing.B, x, y *end, size int) {
+	xs, xr := x.reg(size, allAccess), x.reg(size, allAccess)
+	ys, yr := y.reg(size, allAccess), y.reg(size, allAccess)
+	for i := 0; i < 64; i++ {
+		x.qp.PostRecv(&verbs.RecvWR{WRID: 1, SG: sge(xr, 0, size)})
+		y.qp.PostRecv(&verbs.RecvWR{WRID: 1, SG: sge(yr, 0, size)})
+	}
+	n := b.N
+	done := make(chan struct{})
+	echo := func(e *end, s, r verbs.MR, first bool, n int) {
+		var wc [16]verbs.WC
+		wr := verbs.SendWR{Opcode: verbs.OpSend, SG: sge(s, 0, size)}
+		rwr := verbs.RecvWR{WRID: 1, SG: sge(r, 0, size)}
+		if first {
+			e.qp.PostSend(&wr)
+		}
+		for got := 0; got < n; {
+			k, _ := e.cq.Poll(wc[:])
+			for i := 0; i < k; i++ {
+				if wc[i].Opcode == verbs.WCRecv {
+					got++
+					e.qp.PostRecv(&rwr)
+					if first && got == n {
+						continue
+					}
+					e.qp.PostSend(&wr)
+				}
+			}
+		}
+	}
+	go func() { echo(y, ys, yr, false, n); close(done) }()
+	b.ResetTimer()
+	echo(x, xs, xr, true, n)
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*n), "ns/oneway")
+}
+
+// BenchmarkPingPongEpoll is BenchmarkPingPong with polls that ask epoll
+// instead of reading every link (see spinOnEpoll).
+func BenchmarkPingPongEpoll(b *testing.B) {
+	spinOnEpoll = true
+	defer func() { spinOnEpoll = false }()
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	run(b, x, y, 8)
+}
+
+// BenchmarkBandwidth measures one-directional RDMA-write bandwidth of
+// size-byte writes, window of them in flight.
+func BenchmarkBandwidth1MiB(b *testing.B) {
+	const size, window = 1 << 20, 16
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	src := x.reg(size, allAccess)
+	dst := y.reg(size, allAccess)
+	stop := make(chan struct{})
+	go func() {
+		var wc [16]verbs.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				y.cq.Poll(wc[:])
+			}
+		}
+	}()
+	var wc [16]verbs.WC
+	wr := verbs.SendWR{Opcode: verbs.OpRDMAWrite, Flags: verbs.SendSignaled, SG: sge(src, 0, size), RemoteAddr: dst.Addr(), RKey: dst.RKey()}
+	inflight := 0
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; {
+		for inflight < window && i < b.N {
+			if err := x.qp.PostSend(&wr); err != nil {
+				b.Fatal(err)
+			}
+			inflight++
+			i++
+		}
+		n, _ := x.cq.Poll(wc[:])
+		inflight -= n
+	}
+	for inflight > 0 {
+		n, _ := x.cq.Poll(wc[:])
+		inflight -= n
+	}
+	b.StopTimer()
+	close(stop)
+}
+
+func BenchmarkPingPongIdleAfter(b *testing.B) {
+	for _, d := range []time.Duration{50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond} {
+		b.Run(d.String(), func(b *testing.B) {
+			x, y := newEnd(b, endOpts{cfg: DeviceConfig{IdleAfter: d}}), newEnd(b, endOpts{cfg: DeviceConfig{IdleAfter: d}})
+			connect(b, x, y, defaultRC())
+			run(b, x, y, 8)
+			sx, sy := x.dev.Stats(), y.dev.Stats()
+			b.ReportMetric(float64(sx.NICWakeups+sy.NICWakeups)/float64(b.N), "nicwakes/op")
+			b.ReportMetric(float64(sx.NICEngagements+sy.NICEngagements)/float64(b.N), "engage/op")
+		})
+	}
+}

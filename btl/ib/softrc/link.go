@@ -1,0 +1,510 @@
+package softrc
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+)
+
+// What a transmitted item means to its QP once it is on the wire.
+const (
+	itemCtl      = iota // HELLO, ACK, NAK
+	itemReq             // an RC request: starts the ACK timer
+	itemReadResp        // a read response: frees a responder read slot
+	itemUD              // a UD send: completes locally once written
+)
+
+// txItem is one packet waiting to be written: the header (and a small
+// inline payload), then up to maxSGE segments of registered memory, read
+// in place when written (no copy).
+type txItem struct {
+	head      [hdrSize + maxInline]byte
+	headLen   int
+	segs      [maxSGE][]byte
+	nseg      int
+	total     int
+	off       int
+	q         *qp
+	kind      uint8
+	wqe       uint64
+	notBefore int64
+	cancelled bool
+}
+
+// maxInline: payloads up to this long are copied behind the header when
+// queued, so that the packet leaves as one contiguous write (the
+// IBV_SEND_INLINE of an HCA). The registered memory is still the source
+// of every retransmission.
+const maxInline = 256
+
+// directRead: a payload at least this long still to come is read straight
+// into its destination, bypassing the link buffer.
+const directRead = 16 << 10
+
+// rxBufSize is a link's receive buffer.
+const rxBufSize = 256 << 10
+
+// link is one TCP connection between two ports. It is a byte pipe for
+// packets of any QPs; a QP that sends over it, or hears over it, fails
+// with it.
+type link struct {
+	d        *Device
+	port     *port
+	fd       int
+	dialed   bool
+	known    bool
+	peerGID  [16]byte
+	peerLID  uint16
+	dead     bool
+	err      error
+	pending  bool // on d.txPending
+	outArmed bool // EPOLLOUT requested
+	delay    int64
+
+	// receive side
+	rbuf      []byte
+	rlo, rhi  int
+	inPkt     bool
+	h         header
+	sink      [maxSGE + 1][]byte
+	nsink     int
+	si, so    int
+	remaining int
+	discard   bool
+	bigRun    bool // the last packet was large: read the next header alone
+	act       rxAction
+	hello     [helloSize]byte
+
+	// transmit side: a ring of items
+	tx        []txItem
+	txHead    int
+	txN       int
+	txReadyAt int64
+}
+
+// rxAction says what finishing the current packet does.
+type rxAction struct {
+	kind uint8
+	q    *qp
+	wrid uint64 // the receive WQE consumed
+	idx  uint64 // the read WQE answered
+	psn  uint32
+}
+
+const (
+	actNone = iota
+	actHello
+	actRecv     // complete a receive WQE (send, send with imm, write with imm)
+	actWrite    // RDMA write placed
+	actReadResp // read response placed
+	actUD       // UD receive
+	actDup      // duplicate request: re-acknowledge
+)
+
+func (d *Device) addLink(p *port, fd int, dialed bool) (*link, error) {
+	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}); err != nil {
+		return nil, fmt.Errorf("softrc: %s: epoll_ctl: %w", d.name, err)
+	}
+	l := &link{d: d, port: p, fd: fd, dialed: dialed, rbuf: make([]byte, rxBufSize), tx: make([]txItem, 64), delay: p.delay}
+	d.links = append(d.links, l)
+	d.byFD[int32(fd)] = l
+	return l, nil
+}
+
+func (l *link) txLen() int { return l.txN }
+
+// enqueue queues a packet: header h, an inline payload (copied) and
+// registered segments (referenced). It does not write; flush does.
+func (l *link) enqueue(h *header, inline []byte, segs [][]byte, q *qp, kind uint8, wqe uint64, now int64) {
+	if l.txN == len(l.tx) {
+		n := make([]txItem, 2*len(l.tx))
+		for i := 0; i < l.txN; i++ {
+			n[i] = l.tx[(l.txHead+i)%len(l.tx)]
+		}
+		l.tx, l.txHead = n, 0
+	}
+	it := &l.tx[(l.txHead+l.txN)%len(l.tx)]
+	l.txN++
+	h.encode(it.head[:hdrSize])
+	it.headLen = hdrSize + copy(it.head[hdrSize:], inline)
+	it.nseg = 0
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	if it.headLen+n <= len(it.head) {
+		for _, s := range segs {
+			it.headLen += copy(it.head[it.headLen:], s)
+		}
+	} else {
+		for _, s := range segs {
+			it.segs[it.nseg] = s
+			it.nseg++
+		}
+	}
+	it.total = it.headLen
+	for i := 0; i < it.nseg; i++ {
+		it.total += len(it.segs[i])
+	}
+	for i := it.nseg; i < maxSGE; i++ {
+		it.segs[i] = nil
+	}
+	it.off, it.q, it.kind, it.wqe, it.cancelled = 0, q, kind, wqe, false
+	it.notBefore = 0
+	if l.delay > 0 {
+		it.notBefore = now + l.delay
+	}
+	l.d.stats.PacketsSent++
+	l.d.markTx(l)
+}
+
+// cancel drops q's packets that have not started on the wire: its
+// requests only (reqOnly, when the requester goes back to retransmit), or
+// everything (the QP went to error). A packet half written is finished, to
+// keep the stream framed. A packet of q half received is discarded.
+func (l *link) cancel(q *qp, reqOnly bool) {
+	for i := 0; i < l.txN; i++ {
+		it := &l.tx[(l.txHead+i)%len(l.tx)]
+		if it.q == q && it.off == 0 && (!reqOnly || it.kind == itemReq) {
+			it.cancelled = true
+		}
+	}
+	if !reqOnly && l.inPkt && l.act.q == q {
+		l.discard = true
+		l.act = rxAction{}
+	}
+}
+
+// flush writes queued packets with one writev per batch, as far as the
+// socket, the port's token bucket and any injected delay allow.
+func (l *link) flush(now int64) {
+	d := l.d
+	for l.txN > 0 && !l.dead {
+		// Drop cancelled packets at the head.
+		it := &l.tx[l.txHead]
+		if it.cancelled {
+			l.pop()
+			continue
+		}
+		budget := 4 << 20
+		if b := l.port.bucket; b != nil {
+			budget = b.allow(now, budget)
+			if budget == 0 {
+				l.txReadyAt = b.readyAt(now, l.tx[l.txHead].total-l.tx[l.txHead].off)
+				d.setDeadline(l.txReadyAt)
+				return
+			}
+		}
+		iov := d.iov[:0]
+		want := 0
+		for i := 0; i < l.txN && len(iov) < cap(d.iov)-maxSGE-1 && want < budget; i++ {
+			it := &l.tx[(l.txHead+i)%len(l.tx)]
+			if it.cancelled && it.off == 0 {
+				if i == 0 {
+					break
+				}
+				continue
+			}
+			if it.notBefore > now {
+				if i == 0 {
+					l.txReadyAt = it.notBefore
+					d.setDeadline(it.notBefore)
+				}
+				break
+			}
+			skip := it.off
+			add := func(b []byte) {
+				if skip >= len(b) {
+					skip -= len(b)
+					return
+				}
+				b = b[skip:]
+				skip = 0
+				if room := budget - want; len(b) > room {
+					b = b[:room]
+				}
+				if len(b) == 0 {
+					return
+				}
+				iov = append(iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
+				want += len(b)
+			}
+			add(it.head[:it.headLen])
+			for s := 0; s < it.nseg && want < budget; s++ {
+				add(it.segs[s])
+			}
+		}
+		if len(iov) == 0 {
+			return
+		}
+		// Before the write: a reader may see the bytes before this thread
+		// returns from writev.
+		wireWritten()
+		var r uintptr
+		var e unix.Errno
+		if len(iov) == 1 {
+			// One contiguous packet (an inline send): write is cheaper.
+			r, _, e = unix.RawSyscall(unix.SYS_WRITE, uintptr(l.fd), uintptr(unsafe.Pointer(iov[0].Base)), uintptr(iov[0].Len))
+		} else {
+			r, _, e = unix.RawSyscall(unix.SYS_WRITEV, uintptr(l.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		}
+		for i := range iov {
+			iov[i].Base = nil
+		}
+		if e == unix.EAGAIN {
+			l.armOut(true)
+			return
+		}
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			d.linkFailed(l, fmt.Errorf("write: %w", e), now)
+			return
+		}
+		n := int(r)
+		d.stats.BytesSent += int64(n)
+		if b := l.port.bucket; b != nil {
+			b.take(n)
+		}
+		l.advance(n, now)
+		if n < want {
+			l.armOut(true)
+			return
+		}
+	}
+	if l.txN == 0 {
+		l.armOut(false)
+	}
+}
+
+// advance accounts n written bytes against the queue's head items.
+func (l *link) advance(n int, now int64) {
+	for n > 0 && l.txN > 0 {
+		it := &l.tx[l.txHead]
+		if it.cancelled && it.off == 0 {
+			l.pop()
+			continue
+		}
+		left := it.total - it.off
+		if n < left {
+			it.off += n
+			return
+		}
+		n -= left
+		it.off = it.total
+		q, kind, wqe := it.q, it.kind, it.wqe
+		l.pop()
+		if q != nil {
+			q.onWritten(kind, wqe, now)
+		}
+	}
+	for l.txN > 0 && l.tx[l.txHead].cancelled && l.tx[l.txHead].off == 0 {
+		l.pop()
+	}
+}
+
+func (l *link) pop() {
+	it := &l.tx[l.txHead]
+	it.q = nil
+	for i := range it.segs {
+		it.segs[i] = nil
+	}
+	l.txHead = (l.txHead + 1) % len(l.tx)
+	l.txN--
+}
+
+func (l *link) armOut(on bool) {
+	if on == l.outArmed || l.dead {
+		return
+	}
+	l.outArmed = on
+	ev := uint32(unix.EPOLLIN | unix.EPOLLRDHUP)
+	if on {
+		ev |= unix.EPOLLOUT
+	}
+	unix.EpollCtl(l.d.epfd, unix.EPOLL_CTL_MOD, l.fd, &unix.EpollEvent{Events: ev, Fd: int32(l.fd)})
+}
+
+// errLinkClosed is the error of a link the peer closed.
+var errLinkClosed = errors.New("connection closed by peer")
+
+// receive reads and handles what arrived, a bounded number of reads at a
+// time so one busy link cannot starve the others.
+func (l *link) receive(now int64) {
+	d := l.d
+	for budget := 16; budget > 0 && !l.dead; {
+		if l.inPkt {
+			if l.rhi > l.rlo {
+				n := l.rhi - l.rlo
+				if n > l.remaining {
+					n = l.remaining
+				}
+				l.consume(l.rbuf[l.rlo : l.rlo+n])
+				l.rlo += n
+				if l.remaining == 0 {
+					l.inPkt = false
+					d.finish(l, now)
+				}
+				continue
+			}
+			l.rlo, l.rhi = 0, 0
+			if l.remaining >= directRead {
+				dst := d.trash
+				if !l.discard {
+					dst = l.sink[l.si][l.so:]
+				}
+				if len(dst) > l.remaining {
+					dst = dst[:l.remaining]
+				}
+				n, ok := l.read(dst, now)
+				budget--
+				if !ok {
+					return
+				}
+				l.remaining -= n
+				if !l.discard {
+					l.so += n
+					l.normSink()
+				}
+				if l.remaining == 0 {
+					l.inPkt = false
+					d.finish(l, now)
+				}
+				continue
+			}
+		} else if l.rhi-l.rlo >= hdrSize {
+			if err := l.h.decode(l.rbuf[l.rlo:]); err != nil {
+				d.linkFailed(l, fmt.Errorf("bad packet: %w", err), now)
+				return
+			}
+			l.rlo += hdrSize
+			d.stats.PacketsReceived++
+			l.inPkt = true
+			l.remaining = int(l.h.length)
+			// Behind a large payload usually comes another: reading only
+			// its header keeps the payload for a direct read into place.
+			l.bigRun = l.remaining >= directRead
+			l.nsink, l.si, l.so, l.discard = 0, 0, 0, false
+			l.act = rxAction{}
+			d.begin(l, now)
+			if l.dead {
+				return
+			}
+			if l.remaining == 0 {
+				l.inPkt = false
+				d.finish(l, now)
+			}
+			continue
+		}
+		// Need more bytes in the buffer.
+		if l.rlo > 0 {
+			copy(l.rbuf, l.rbuf[l.rlo:l.rhi])
+			l.rhi -= l.rlo
+			l.rlo = 0
+		}
+		room := l.rbuf[l.rhi:]
+		if l.bigRun && !l.inPkt {
+			room = room[:hdrSize-(l.rhi-l.rlo)]
+		}
+		n, ok := l.read(room, now)
+		budget--
+		if !ok {
+			return
+		}
+		l.rhi += n
+	}
+}
+
+// read does one non-blocking read; ok is false when nothing came (or the
+// link failed).
+func (l *link) read(b []byte, now int64) (int, bool) {
+	if len(b) == 0 {
+		return 0, true
+	}
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return 0, false
+	}
+	if e != 0 {
+		l.d.linkFailed(l, fmt.Errorf("read: %w", e), now)
+		return 0, false
+	}
+	if r == 0 {
+		l.d.linkFailed(l, errLinkClosed, now)
+		return 0, false
+	}
+	wireRead()
+	l.d.stats.BytesReceived += int64(r)
+	return int(r), true
+}
+
+// setSink points the current packet's payload at pre, then segs.
+func (l *link) setSink(pre []byte, segs [][]byte) {
+	l.nsink = 0
+	if len(pre) > 0 {
+		l.sink[0] = pre
+		l.nsink = 1
+	}
+	for _, s := range segs {
+		if len(s) > 0 {
+			l.sink[l.nsink] = s
+			l.nsink++
+		}
+	}
+	l.si, l.so = 0, 0
+}
+
+func (l *link) normSink() {
+	for l.si < l.nsink && l.so >= len(l.sink[l.si]) {
+		l.si++
+		l.so = 0
+	}
+}
+
+// consume moves payload bytes from the link buffer into the sink.
+func (l *link) consume(b []byte) {
+	l.remaining -= len(b)
+	if l.discard {
+		return
+	}
+	for len(b) > 0 && l.si < l.nsink {
+		n := copy(l.sink[l.si][l.so:], b)
+		b = b[n:]
+		l.so += n
+		l.normSink()
+	}
+}
+
+// linkFailed closes a link and fails every QP that used it: for the QPs
+// the wire is gone, as when an InfiniBand link fails and the transport
+// retries run out.
+func (d *Device) linkFailed(l *link, err error, now int64) {
+	if l.dead {
+		return
+	}
+	l.dead = true
+	l.err = err
+	d.stats.LinkFailures++
+	unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, l.fd, nil)
+	unix.Close(l.fd)
+	delete(d.byFD, int32(l.fd))
+	for i, x := range d.links {
+		if x == l {
+			d.links = append(d.links[:i], d.links[i+1:]...)
+			break
+		}
+	}
+	for l.txN > 0 {
+		l.pop()
+	}
+	for _, q := range d.qps {
+		if (q.out == l || q.in == l) && q.state != verbs.QPErr && q.state != verbs.QPReset {
+			q.linkLost(fmt.Errorf("link %s:%d: %w", gidIP(l.peerGID), l.peerLID, err), now)
+		}
+	}
+}

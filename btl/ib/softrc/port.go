@@ -1,0 +1,279 @@
+package softrc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+)
+
+// port is one port of a device: a TCP listener whose address is the
+// port's identity (the GID is its IP address, IPv4-mapped, and the LID its
+// TCP port number, as RoCE derives GIDs from IP addresses), a link rate
+// shared by every link leaving it, and the links themselves.
+type port struct {
+	d          *Device
+	num        uint8
+	cfg        PortConfig
+	configured bool
+	started    bool
+	down       bool
+	listenFD   int
+	ip         net.IP
+	gid        verbs.GID
+	lid        uint16
+	bucket     *bucket
+	delay      int64 // fault hook: extra latency on every packet leaving
+}
+
+func (p *port) attr() verbs.PortAttr {
+	a := verbs.PortAttr{
+		State: verbs.PortActive, MaxMTU: verbs.MTU4096, ActiveMTU: verbs.MTU4096,
+		LID: p.lid, GID: p.gid, LinkLayer: verbs.LinkEthernet, Rate: p.cfg.Rate,
+	}
+	if p.down {
+		a.State = verbs.PortDown
+	}
+	return a
+}
+
+// resolveAddr turns a port's configured address (IP, interface name or
+// host name) into an IP.
+func resolveAddr(s string) (net.IP, error) {
+	if s == "" {
+		return net.IPv4(127, 0, 0, 1), nil
+	}
+	if ip := net.ParseIP(s); ip != nil {
+		return ip, nil
+	}
+	if ifc, err := net.InterfaceByName(s); err == nil {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("interface %s: %w", s, err)
+		}
+		var v6 net.IP
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if v4 := n.IP.To4(); v4 != nil {
+					return v4, nil
+				}
+				if v6 == nil && !n.IP.IsLinkLocalUnicast() {
+					v6 = n.IP
+				}
+			}
+		}
+		if v6 != nil {
+			return v6, nil
+		}
+		return nil, fmt.Errorf("interface %s has no usable IP address", s)
+	}
+	ips, err := net.LookupIP(s)
+	if err != nil || len(ips) == 0 {
+		return nil, fmt.Errorf("address %q is neither an IP, an interface nor a resolvable host", s)
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			return ip, nil
+		}
+	}
+	return ips[0], nil
+}
+
+func sockaddrOf(ip net.IP, port int) (unix.Sockaddr, int) {
+	if v4 := ip.To4(); v4 != nil {
+		sa := &unix.SockaddrInet4{Port: port}
+		copy(sa.Addr[:], v4)
+		return sa, unix.AF_INET
+	}
+	sa := &unix.SockaddrInet6{Port: port}
+	copy(sa.Addr[:], ip.To16())
+	return sa, unix.AF_INET6
+}
+
+// start opens the port's listener. Called with d.mu held.
+func (p *port) start() error {
+	ip, err := resolveAddr(p.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("softrc: %s port %d: %w", p.d.name, p.num, err)
+	}
+	sa, family := sockaddrOf(ip, 0)
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("softrc: %s port %d: socket: %w", p.d.name, p.num, err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("softrc: %s port %d: bind %s: %w", p.d.name, p.num, ip, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("softrc: %s port %d: listen: %w", p.d.name, p.num, err)
+	}
+	name, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("softrc: %s port %d: getsockname: %w", p.d.name, p.num, err)
+	}
+	switch a := name.(type) {
+	case *unix.SockaddrInet4:
+		p.lid = uint16(a.Port)
+	case *unix.SockaddrInet6:
+		p.lid = uint16(a.Port)
+	}
+	if err := unix.EpollCtl(p.d.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("softrc: %s port %d: epoll_ctl: %w", p.d.name, p.num, err)
+	}
+	p.listenFD = fd
+	p.ip = ip
+	copy(p.gid[:], ip.To16())
+	p.bucket = newBucket(p.cfg.Rate, nowNS())
+	p.started = true
+	return nil
+}
+
+func (p *port) stopListening() {
+	if p.listenFD >= 0 {
+		unix.EpollCtl(p.d.epfd, unix.EPOLL_CTL_DEL, p.listenFD, nil)
+		unix.Close(p.listenFD)
+		p.listenFD = -1
+	}
+}
+
+// accept takes every pending connection. Called with d.mu held.
+func (p *port) accept(now int64) {
+	for p.listenFD >= 0 {
+		fd, _, err := unix.Accept4(p.listenFD, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if err != nil {
+			return
+		}
+		tuneSocket(fd)
+		l, err := p.d.addLink(p, fd, false)
+		if err != nil {
+			unix.Close(fd)
+			continue
+		}
+		// The dialer's HELLO is usually there already.
+		l.receive(now)
+	}
+}
+
+func tuneSocket(fd int) {
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+}
+
+// gidIP is the IP a GID stands for.
+func gidIP(g verbs.GID) net.IP {
+	ip := net.IP(g[:])
+	if v4 := ip.To4(); v4 != nil {
+		return v4
+	}
+	return ip
+}
+
+// dialTimeout bounds a connection attempt to a remote port.
+const dialTimeout = 5 * time.Second
+
+// dial connects to the port at (gid, lid). It blocks and is called without
+// d.mu.
+func dial(gid verbs.GID, lid uint16) (int, error) {
+	sa, family := sockaddrOf(gidIP(gid), int(lid))
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	err = unix.Connect(fd, sa)
+	if err == unix.EINPROGRESS {
+		deadline := time.Now().Add(dialTimeout)
+		for {
+			ms := int(time.Until(deadline) / time.Millisecond)
+			if ms <= 0 {
+				unix.Close(fd)
+				return -1, fmt.Errorf("connect: timed out after %v", dialTimeout)
+			}
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			n, perr := unix.Poll(pfd, ms)
+			if perr == unix.EINTR {
+				continue
+			}
+			if perr != nil {
+				unix.Close(fd)
+				return -1, fmt.Errorf("connect: poll: %w", perr)
+			}
+			if n > 0 {
+				break
+			}
+		}
+		soerr, gerr := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if gerr != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("connect: %w", gerr)
+		}
+		if soerr != 0 {
+			err = unix.Errno(soerr)
+		} else {
+			err = nil
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %s:%d: %w", gidIP(gid), lid, err)
+	}
+	tuneSocket(fd)
+	return fd, nil
+}
+
+// linkTo returns a live link from p to (gid, lid), dialing one if there is
+// none. Called with d.mu held; it drops and retakes the lock to dial.
+func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
+	if l := p.findLink(gid, lid); l != nil {
+		return l, nil
+	}
+	// The peer may have connected already: take pending connections and
+	// their HELLOs first, so that the two directions share one TCP
+	// connection (on which TCP's own ACKs ride with the data).
+	p.d.pollEpoll(nowNS())
+	if l := p.findLink(gid, lid); l != nil {
+		return l, nil
+	}
+	if p.down {
+		return nil, fmt.Errorf("softrc: %s port %d is down", p.d.name, p.num)
+	}
+	d := p.d
+	d.mu.Unlock()
+	fd, err := dial(gid, lid)
+	d.mu.Lock()
+	if err != nil {
+		return nil, fmt.Errorf("softrc: %s port %d: %w", d.name, p.num, err)
+	}
+	if d.closed || p.down {
+		unix.Close(fd)
+		return nil, fmt.Errorf("softrc: %s port %d went away while connecting", d.name, p.num)
+	}
+	l, err := d.addLink(p, fd, true)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	l.peerGID, l.peerLID, l.known = gid, lid, true
+	var hello [helloSize]byte
+	copy(hello[:16], p.gid[:])
+	binary.LittleEndian.PutUint16(hello[16:], p.lid)
+	h := header{op: opHello, length: helloSize}
+	l.enqueue(&h, hello[:], nil, nil, itemCtl, 0, nowNS())
+	l.flush(nowNS())
+	return l, nil
+}
+
+func (p *port) findLink(gid verbs.GID, lid uint16) *link {
+	for _, l := range p.d.links {
+		if l.port == p && l.known && !l.dead && l.peerLID == lid && l.peerGID == gid {
+			return l
+		}
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+// Package perpeer is the per-peer receive-buffer policy: every peer gets
+// its own queues of N buffers of size S, kept full by credit flow control
+// (Open MPI 1.2's default, the baseline of seed 002 §4: per-peer 4 KiB and
+// 32 KiB buffers, eight of each). It never grows anything: the receive
+// memory it registers is peers × Σ N·S, whatever the traffic.
+package perpeer
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/policies/recvbuf"
+)
+
+// Default is Open MPI 1.2's per-peer layout: 8 buffers of 4 KiB and 8 of
+// 32 KiB per peer, credits returned after 4.
+const Default = "P,4096,8,6,4:P,32768,8,6,4"
+
+// Params is the schema of policy "recvbuf" "perpeer".
+var Params = []core.Param{
+	{Name: "receive_queues", Type: core.ParamString, Default: Default,
+		Doc: "per-peer queues in Open MPI receive_queues syntax (P queues only)"},
+	{Name: "send_free_list_max", Type: core.ParamInt, Default: "256",
+		Doc: "most send buffers per queue size"},
+}
+
+// New builds the policy from its parameters.
+func New(p core.Params) (*recvbuf.Fixed, error) {
+	qs, err := recvbuf.ParseReceiveQueues(p.String("receive_queues"))
+	if err != nil {
+		return nil, fmt.Errorf("recvbuf perpeer: %w", err)
+	}
+	for i, q := range qs {
+		if q.Kind != core.QueuePerPeer {
+			return nil, fmt.Errorf("recvbuf perpeer: queue %d is shared; use the srq policy for S queues", i+1)
+		}
+	}
+	if p.Int("send_free_list_max") < 1 {
+		return nil, fmt.Errorf("recvbuf perpeer: send_free_list_max must be at least 1")
+	}
+	// Nothing grows: per-peer queues are kept full by credits.
+	return &recvbuf.Fixed{Name: "recvbuf perpeer", Queues: qs, SendFreeListMax: p.Int("send_free_list_max")}, nil
+}
+
+func init() {
+	core.Register(&core.Component{
+		Kind: core.KindRecvBuf, Name: "perpeer", Params: Params,
+		Doc:       "per-peer receive queues under credit flow control (Open MPI 1.2's default: 8×4KiB and 8×32KiB per peer)",
+		NewPolicy: func(p core.Params) (any, error) { return New(p) },
+	})
+}

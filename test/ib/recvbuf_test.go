@@ -1,0 +1,44 @@
+package ibtest
+
+import (
+	"context"
+	"os"
+	"testing"
+)
+
+func TestGridNeighboursAreSymmetric(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 8, 12, 16} {
+		g := grid3(n)
+		if g[0]*g[1]*g[2] != n {
+			t.Fatalf("grid %v for %d ranks", g, n)
+		}
+		for r := 0; r < n; r++ {
+			nb := neighbours(r, g)
+			for d := 0; d < 6; d++ {
+				if back := neighbours(nb[d], g)[d^1]; back != r {
+					t.Fatalf("%d ranks: rank %d's neighbour %d in direction %d has %d the other way", n, r, nb[d], d, back)
+				}
+			}
+		}
+	}
+}
+
+func TestBSRQUsesReceiveBuffersBetterThanPerPeerBuffers(t *testing.T) {
+	var rs []RecvbufResult
+	for _, l := range Layouts {
+		r, err := RunRecvbuf(context.Background(), 4, 2, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	PrintRecvbuf(os.Stdout, rs)
+	if rs[0].Frames == 0 || rs[1].Frames == 0 {
+		t.Fatal("no frames counted")
+	}
+	// Every halo size lands in a buffer at most twice its size under B-SRQ,
+	// and mostly in one 4-64 times its size per peer.
+	if rs[1].Util <= rs[0].Util {
+		t.Fatalf("B-SRQ utilization %.2f is not above per-peer's %.2f", rs[1].Util, rs[0].Util)
+	}
+}
