@@ -134,7 +134,7 @@ func RecvInfoFromPB(m *pb.RecvInfo) core.RecvInfo {
 func RecvSetupToPB(s core.RecvSetup) *pb.RecvSetup {
 	m := &pb.RecvSetup{SendFreeListMax: int64(s.SendFreeListMax)}
 	for _, q := range s.Queues {
-		m.Queues = append(m.Queues, &pb.QueueSpec{Kind: uint32(q.Kind), BufSize: int64(q.BufSize), Count: int64(q.Count), Low: int64(q.Low), Max: int64(q.Max)})
+		m.Queues = append(m.Queues, &pb.QueueSpec{Kind: uint32(q.Kind), BufSize: int64(q.BufSize), Count: int64(q.Count), Low: int64(q.Low), Max: int64(q.Max), MaxPending: int64(q.MaxPending)})
 	}
 	return m
 }
@@ -143,7 +143,7 @@ func RecvSetupToPB(s core.RecvSetup) *pb.RecvSetup {
 func RecvSetupFromPB(m *pb.RecvSetup) core.RecvSetup {
 	s := core.RecvSetup{SendFreeListMax: int(m.GetSendFreeListMax())}
 	for _, q := range m.GetQueues() {
-		s.Queues = append(s.Queues, core.QueueSpec{Kind: core.QueueKind(q.GetKind()), BufSize: int(q.GetBufSize()), Count: int(q.GetCount()), Low: int(q.GetLow()), Max: int(q.GetMax())})
+		s.Queues = append(s.Queues, core.QueueSpec{Kind: core.QueueKind(q.GetKind()), BufSize: int(q.GetBufSize()), Count: int(q.GetCount()), Low: int(q.GetLow()), Max: int(q.GetMax()), MaxPending: int(q.GetMaxPending())})
 	}
 	return s
 }
