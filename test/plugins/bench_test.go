@@ -3,8 +3,6 @@ package plugins_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,27 +16,10 @@ func init() { testpolicy.Register("testpolicy") }
 // benchStack is two in-process rails and testpolicy's well-behaved
 // scheduling policy, built in or as a plugin.
 func benchStack(b *testing.B, how string) string {
-	b.Helper()
-	sel := `builtin = "testpolicy"`
 	if how == "plugin" {
-		sel = fmt.Sprintf("plugin = \"testpolicy\"\n  path = %q", testpolicyBin)
+		return stack(b, `  mode = "good"`)
 	}
-	path := filepath.Join(b.TempDir(), "stack.hcl")
-	src := fmt.Sprintf(`job {
-  protocol = "rdma_write"
-  log { level = "error" }
-}
-btl "inproc" "fast" { bandwidth = "4GB/s" }
-btl "inproc" "slow" { bandwidth = "1GB/s" }
-policy "sched" {
-  %s
-  mode = "good"
-}
-`, sel)
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	return path
+	return stackWith(b, `builtin = "testpolicy"`, `  mode = "good"`)
 }
 
 // BenchmarkJob is the same two-rank job with the scheduling policy built

@@ -62,8 +62,14 @@ func TestMain(m *testing.M) {
 }
 
 // stack writes a stack file: two in-process rails of different speeds and
-// a scheduling policy served by the testpolicy plugin.
-func stack(t *testing.T, body string) string {
+// a scheduling policy served by the testpolicy plugin, with body.
+func stack(t testing.TB, body string) string {
+	return stackWith(t, fmt.Sprintf("plugin = \"testpolicy\"\n  path   = %q", testpolicyBin), body)
+}
+
+// stackWith is stack with the policy block's selection (builtin or
+// plugin) given.
+func stackWith(t testing.TB, sel, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "stack.hcl")
 	src := fmt.Sprintf(`job {
@@ -73,11 +79,10 @@ func stack(t *testing.T, body string) string {
 btl "inproc" "fast" { bandwidth = "4GB/s" }
 btl "inproc" "slow" { bandwidth = "1GB/s" }
 policy "sched" {
-  plugin = "testpolicy"
-  path   = %q
+  %s
 %s
 }
-`, testpolicyBin, body)
+`, sel, body)
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
