@@ -17,10 +17,11 @@ import (
 // fallback and logs it; with on_failure = "abort" the job stops instead:
 // the rank logs the error, naming the policy block, stops its plugins and
 // exits with status 1, as MPI_Abort ends a job.
-func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers) (any, io.Closer, error) {
+func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics) (any, io.Closer, error) {
 	log := logs.For("plugin")
 	pol, err := plugins.Open(ctx, blockOf(cfg, p), plugins.Options{
-		Log: log,
+		Log:     log,
+		Metrics: metrics,
 		Abort: func(err error) {
 			log.Error().Err(err).Msg("job aborted by a failed policy plugin")
 			fmt.Fprintf(os.Stderr, "gobtl: %v\n", err)

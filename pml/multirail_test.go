@@ -182,3 +182,22 @@ func TestSubchannelFailureMidMessageFailsTheRequest(t *testing.T) {
 		})
 	}
 }
+
+// A configured scheduling policy costs the eager path no allocation.
+func TestEagerZeroAllocsWithAScheduler(t *testing.T) {
+	w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{}, func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "round_robin", nil) })
+	a, b := w.comms[0], w.comms[1]
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	step := func() {
+		r, _ := b.Irecv(rbuf, 0, 1)
+		s, _ := a.Isend(sbuf, 1, 1)
+		a.Wait(s)
+		b.Wait(r)
+	}
+	for i := 0; i < 100; i++ {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("eager send+receive with a scheduler allocates %.1f times", n)
+	}
+}

@@ -260,7 +260,6 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 func (e *engine) pollScheduler() {
 	now := e.opts.Clock.Now()
 	due := now >= e.policyNext
-	var out [2 * maxSubchannels]core.SchedDecision
 	for _, p := range e.peers {
 		s := &p.sched
 		if len(s.events) == 0 && !due {
@@ -269,9 +268,11 @@ func (e *engine) pollScheduler() {
 		if len(s.events) < 64 && !due && !s.lastSeen() {
 			continue
 		}
-		dec := e.opts.Scheduler.Observe(s.events, out[:0])
+		// The decision buffer lives on the engine: a local array would
+		// escape into the interface call and cost an allocation per poll.
+		e.schedOut = e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
 		s.events = s.events[:0]
-		e.applySched(dec)
+		e.applySched(e.schedOut)
 	}
 	if due {
 		e.policyNext = now + core.PolicyPollInterval

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins"
 	"github.com/gobtl/gobtl/plugins/conformance"
@@ -18,7 +19,9 @@ import (
 func init() {
 	// `gobtl config check` checks a plugin's body against the plugin's
 	// own schema.
-	pluginSchema = plugins.Schema
+	pluginSchema = func(r conf.PluginRef) ([]core.Param, error) {
+		return plugins.SchemaIn(r.Kind, r.Name, r.Path, r.PluginDir, r.ConfigDir)
+	}
 	rootCmd.AddCommand(newPluginsCmd())
 }
 
