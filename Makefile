@@ -12,8 +12,13 @@ build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -o $(BIN)/ring ./examples/ring
 
+# Every plugins/<name>/main.go serves a built-in policy as a plugin; the
+# example third-party plugin is a module of its own, built on its own.
+PLUGIN_MAINS := $(patsubst %/main.go,./%,$(wildcard plugins/*/main.go))
 plugins:
-	@true
+	@mkdir -p $(BIN)/plugins
+	$(if $(PLUGIN_MAINS),$(GO) build -o $(BIN)/plugins/ $(PLUGIN_MAINS))
+	cd examples/plugins/aimd && $(GO) build -o $(CURDIR)/$(BIN)/plugins/aimd .
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -25,6 +30,8 @@ test: build plugins lint rdmacore
 	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
 	$(GO) test -race ./btl/extoll/...
 	$(GO) test -race ./btl/ib/...
+	$(GO) test -race ./plugins/
+	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 
 # The rdma-core verbs provider (build tag rdmacore): CI installs its headers
@@ -70,7 +77,7 @@ clean:
 .PHONY: experiments experiments-extoll
 experiments: experiments-extoll
 experiments-extoll: build
-	$(BIN)/gobtl extoll experiments $(EXTOLL_EXP)
+	$(BIN)/gobtl experiment extoll $(EXTOLL_EXP)
 
 # InfiniBand experiments (issue 4), tables next to the papers' numbers:
 # receive-buffer utilization per-peer vs B-SRQ (seed 002 §4), overlap of

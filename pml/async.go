@@ -21,15 +21,25 @@ type asyncProgress struct {
 
 func startAsync(e *engine) *asyncProgress {
 	a := &asyncProgress{e: e, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	var chans []<-chan struct{}
 	for _, m := range e.mods {
-		if m.notifier == nil {
-			continue
+		if m.notifier != nil {
+			chans = append(chans, m.notifier.Notify())
 		}
-		a.wg.Add(1)
-		go a.forward(m.notifier.Notify())
+	}
+	wake := (<-chan struct{})(a.wake)
+	if len(chans) == 1 {
+		// One module raises events: wait on it directly, one goroutine
+		// hop from the event to the drain.
+		wake = chans[0]
+	} else {
+		for _, ch := range chans {
+			a.wg.Add(1)
+			go a.forward(ch)
+		}
 	}
 	a.wg.Add(1)
-	go a.loop()
+	go a.loop(wake)
 	return a
 }
 
@@ -49,14 +59,14 @@ func (a *asyncProgress) forward(ch <-chan struct{}) {
 	}
 }
 
-func (a *asyncProgress) loop() {
+func (a *asyncProgress) loop(wake <-chan struct{}) {
 	defer a.wg.Done()
 	e := a.e
 	for {
 		select {
 		case <-a.stop:
 			return
-		case <-a.wake:
+		case <-wake:
 		}
 		e.mu.Lock()
 		a.armed = false // the notification consumed the request

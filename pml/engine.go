@@ -47,8 +47,10 @@ type Options struct {
 	// host (for per-process binding).
 	LocalRank, LocalRanks int
 	Clock                 core.Clock
-	Log                   zerolog.Logger
-	Metrics               *core.Metrics
+	// Log is the PML's logger; the caller names the component (gobtl.Init
+	// passes conf's logger for "pml").
+	Log     zerolog.Logger
+	Metrics *core.Metrics
 }
 
 // Backoff is the waiting policy of blocking calls: Spin polls in a tight
@@ -191,7 +193,7 @@ type engine struct {
 	closed       bool
 	msgSeq       uint64
 	policyNext   time.Duration
-	schedOut     [2 * maxSubchannels]core.SchedDecision
+	schedOut     []core.SchedDecision
 
 	m metrics
 }
@@ -247,7 +249,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = core.NewMetrics()
 	}
-	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log.With().Str("component", "pml").Logger(), nextCtx: 2}
+	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log, nextCtx: 2}
 	e.m = newMetrics(opts.Metrics)
 	for _, m := range modules {
 		mod := &module{m: m, attrs: m.Attrs()}

@@ -301,11 +301,11 @@ func (e *engine) pollScheduler() {
 		if len(s.events) < 64 && !due && !s.lastSeen() {
 			continue
 		}
-		// The decisions go to a buffer of the engine: a local array passed
-		// to the interface would escape, an allocation on every progress.
-		dec := e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
+		// The decision buffer lives on the engine: a local array would
+		// escape into the interface call and cost an allocation per poll.
+		e.schedOut = e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
 		s.events = s.events[:0]
-		e.applySched(dec)
+		e.applySched(e.schedOut)
 	}
 	if due {
 		e.policyNext = now + core.PolicyPollInterval

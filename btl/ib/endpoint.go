@@ -55,6 +55,12 @@ type endpoint struct {
 	postedG  *core.Gauge
 	creditIn bool       // on m.creditDue
 	pending  []*sendBuf // frames sent while the connection was set up
+	// erroring is set when an async event said a QP entered the error
+	// state (last WQE reached); the endpoint fails with the completion
+	// error that says why, or with the event once a housekeeping
+	// interval has passed without one.
+	erroring error
+	errSince time.Duration
 }
 
 func (m *module) ep(rank int) *endpoint {

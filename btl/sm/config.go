@@ -88,6 +88,14 @@ var Params = []core.Param{
 		Doc: "how often Progress checks that connected peers are alive"},
 	{Name: "close_timeout", Type: core.ParamDuration, Default: "2s",
 		Doc: "how long Close waits for receivers to consume fragments still in flight"},
+	{Name: "node_size", Type: core.ParamInt, Default: "0",
+		Check: func(v any) error {
+			if v.(int64) < 0 {
+				return fmt.Errorf("must not be negative")
+			}
+			return nil
+		},
+		Doc: "pretend every node_size consecutive ranks are one host (experiments on one machine): sm then reaches only those; 0 uses the real host"},
 }
 
 type config struct {
@@ -106,6 +114,7 @@ type config struct {
 	exclusivity  int
 	liveness     time.Duration
 	closeTimeout time.Duration
+	nodeSize     int
 }
 
 func configFrom(p core.Params) (config, error) {
@@ -125,6 +134,7 @@ func configFrom(p core.Params) (config, error) {
 		exclusivity:  p.Int("exclusivity"),
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),
+		nodeSize:     p.Int("node_size"),
 	}
 	// A fast-box slot must leave room for the reserve line and for a wrap.
 	if lim := c.fboxSize/2 - cacheLine - slotHdr - core.HeaderSize; c.fboxMax > lim {

@@ -88,6 +88,7 @@ type hostID struct {
 	Boot string `json:"boot"` // kernel boot id
 	Dev  uint64 `json:"dev"`  // device and inode of the segment directory
 	Ino  uint64 `json:"ino"`
+	Node int    `json:"node"` // pretend node (node_size), else 0
 }
 
 // blob is what a rank publishes through the bootstrap.
@@ -141,6 +142,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	host, err := localHost(cfg.dir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.nodeSize > 0 {
+		host.Node = b.Rank() / cfg.nodeSize
 	}
 	m.host = host
 

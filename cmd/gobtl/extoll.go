@@ -18,8 +18,8 @@ import (
 	"github.com/gobtl/gobtl/internal/extollexp"
 )
 
-// gobtl extoll experiments: the seed 003 experiments on the EXTOLL BTL;
-// gobtl extoll worker: one rank of one run (started by gobtl run).
+// gobtl experiment extoll: the seed 003 experiments on the EXTOLL BTL;
+// gobtl experiment extoll-worker: one rank of one run (started by gobtl run).
 func init() {
 	var (
 		ranks, reps   int
@@ -27,7 +27,7 @@ func init() {
 		only          []string
 	)
 	exp := &cobra.Command{
-		Use:   "experiments",
+		Use:   "extoll",
 		Short: "run the EXTOLL flow-control experiments of seed 003 and print their tables",
 		Long: `Runs multi-pingpong, alltoall (all and a fraction of ranks active), the multi-phase
 run and the memory model of seed 003 §5.3, §6.8 and §7 on the EXTOLL BTL with each flow
@@ -72,8 +72,8 @@ tables next to the paper's trends. Ranks are processes under gobtl run unless
 
 	var spec string
 	worker := &cobra.Command{
-		Use:    "worker",
-		Short:  "one rank of an experiment run (started by gobtl extoll experiments through gobtl run)",
+		Use:    "extoll-worker",
+		Short:  "one rank of an experiment run (started by gobtl experiment extoll through gobtl run)",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var sp extollexp.Spec
@@ -100,15 +100,16 @@ tables next to the paper's trends. Ranks are processes under gobtl run unless
 	}
 	worker.Flags().StringVar(&spec, "spec", "", "the run's extollexp.Spec as JSON")
 
-	cmd := &cobra.Command{Use: "extoll", Short: "EXTOLL BTL experiments (seed 003)"}
-	cmd.AddCommand(exp, worker)
-	rootCmd.AddCommand(cmd)
+	// The experiments sit with the others under `gobtl experiment`; the
+	// worker is the rank side of one configuration, run by the launcher.
+	worker.Hidden = true
+	experimentCmd.AddCommand(exp, worker)
 }
 
 const resultPrefix = "EXTOLL-RESULT "
 
 // processRunner runs each configuration as a job of real processes:
-// gobtl run -np N -c stack.hcl -- gobtl extoll worker --spec ...
+// gobtl run -np N -c stack.hcl -- gobtl experiment extoll-worker --spec ...
 func processRunner(self, dir string) extollexp.Runner {
 	count := 0
 	return func(n int, st extollexp.Stack, sp extollexp.Spec) (*extollexp.Outcome, error) {
@@ -119,7 +120,7 @@ func processRunner(self, dir string) extollexp.Runner {
 		}
 		js, _ := json.Marshal(sp)
 		var stdout, stderr bytes.Buffer
-		c := exec.Command(self, "run", "-np", fmt.Sprint(n), "-c", file, "--", self, "extoll", "worker", "--spec", string(js))
+		c := exec.Command(self, "run", "-np", fmt.Sprint(n), "-c", file, "--", self, "experiment", "extoll-worker", "--spec", string(js))
 		c.Stdout, c.Stderr = &stdout, &stderr
 		err := c.Run()
 		sc := bufio.NewScanner(&stdout)
