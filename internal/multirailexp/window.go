@@ -9,6 +9,9 @@ import (
 // windowDelay is the extra latency of the slow rail.
 const windowDelay = "50us"
 
+// streamWindow is how many messages the stream posts at a time.
+const streamWindow = 256
+
 // windowRow is one W of the window experiment.
 type windowRow struct {
 	label string
@@ -22,10 +25,10 @@ type windowRow struct {
 // arrivals fall as W grows (§4.4).
 func (x *exp) window() error {
 	rails := []Rail{{Name: "fast", Rate: rate4x}, {Name: "slow", Rate: rate4x, Delay: windowDelay}}
-	count := 20000
-	ws := []int{1, 2, 4, 8, 16, 32, 64, 128}
+	count := 50000
+	ws := []int{1, 4, 16, 64, 256, 1024}
 	if x.Quick {
-		count, ws = 5000, []int{1, 4, 16, 64}
+		count, ws = 10000, []int{1, 16, 256}
 	}
 	var rows []windowRow
 	for _, wv := range append(ws, 0) {
@@ -38,7 +41,7 @@ func (x *exp) window() error {
 		best := windowRow{label: label, w: wv}
 		for rep := 0; rep < x.Reps; rep++ {
 			fmt.Fprintf(x.progress(), "multirail: window, %s, run %d of %d\n", label, rep+1, x.Reps)
-			raw, err := x.Run(x.ctx, st.HCL(), []string{"experiment", "multirail", "rank", "--size", "64", "--window", "64", "--count", fmt.Sprint(count)})
+			raw, err := x.Run(x.ctx, st.HCL(), []string{"experiment", "multirail", "rank", "--size", "64", "--window", fmt.Sprint(streamWindow), "--count", fmt.Sprint(count)})
 			if err != nil {
 				return err
 			}
@@ -65,7 +68,9 @@ func (x *exp) window() error {
 	w := x.w
 	fmt.Fprintf(w, "== window: window round robin over a fast rail and a slow one (+%s per packet), %d messages of 64 B\n", windowDelay, count)
 	fmt.Fprintf(w, "out-of-order arrivals are the pml.out_of_order counters of both ranks (median of the runs); the stream\n")
-	fmt.Fprintf(w, "sends windows of 64 messages, each after a control message, answered by an ack\n")
+	fmt.Fprintf(w, "posts %d messages at a time (after a control message) and waits for an ack, so the slow rail\n", streamWindow)
+	fmt.Fprintf(w, "lets the fast one overtake it by as many messages as are posted during its extra delay, once\n")
+	fmt.Fprintf(w, "per switch from slow to fast: about min(W, delay/interval) per 2W messages\n")
 	fmt.Fprintf(w, "%-8s %14s %16s %12s\n", "policy", "out of order", "per 1000 msgs", "msgs/s")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-8s %14.0f %16.1f %12.0f\n", r.label, r.ooo, 1000*r.ooo/float64(max(1, r.msgs)), r.rate)

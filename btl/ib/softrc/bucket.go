@@ -9,13 +9,13 @@ import "math"
 // time and over any busy interval T at most rate·T + burst bytes leave.
 //
 // An idle link earns no credit: while no packet waits, the tokens stop at
-// one MTU. A token bucket that filled up while idle let a message of up to
+// idleCredit (an eager frame). A token bucket that filled up while idle let a message of up to
 // a burst (a megabyte at 1GB/s) leave at once, so an isolated message of
 // any size below the burst crossed the link faster than its rate — wrong
 // for latency, and for the delivery time of every stripe that adaptive
 // striping measures (seed 001 §4.5). A real link serialises n bytes in
-// n/rate whatever it did before; here a packet up to an MTU starts at
-// once and a larger one waits its serialisation time, written in chunks.
+// n/rate whatever it did before; here an eager frame starts at once and
+// a larger message waits its serialisation time, written in chunks.
 //
 // Times are nanoseconds on the device's monotonic clock. A nil bucket is
 // an unlimited link. The state (tokens, last refill, how many links wait)
@@ -39,8 +39,12 @@ type bucketState struct {
 	waiting int64
 }
 
-// idleCredit is what an idle link may send at once: one MTU.
-const idleCredit = 4096
+// idleCredit is what an idle link may send at once: an eager frame (the
+// ib BTL's eager limit is 12 KiB). A packet that waits for tokens waits
+// for a deadline and a wake-up, tens of microseconds in a software device
+// on a loaded host, which is more than the few microseconds of
+// serialisation such a packet would take.
+const idleCredit = 16 << 10
 
 // newBucket returns an idle bucket for rate bytes/s. The burst is the
 // bytes of 1 ms at rate, but at least 64 KiB.

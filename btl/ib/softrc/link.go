@@ -196,7 +196,7 @@ func (l *link) flush(now int64) {
 		budget := 4 << 20
 		if b := l.port.bucket; b != nil {
 			// Ask for what is queued: the bucket lets a small packet go
-			// on an MTU of credit, and holds larger ones for a chunk.
+			// on the idle link's credit, and holds larger ones for a chunk.
 			q := l.queued(budget)
 			budget = b.allow(now, q)
 			if budget == 0 {

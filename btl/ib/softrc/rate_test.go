@@ -13,7 +13,7 @@ func TestTokenBucketReleasesRateTimesTimePlusBurst(t *testing.T) {
 	sent := 0
 	// A greedy sender has data waiting from the start and asks for 1 MiB
 	// every 10 µs of simulated time for one second. The link starts idle,
-	// with one MTU of credit, and earns rate while data waits.
+	// with idleCredit, and earns rate while data waits.
 	b.wait(0, +1)
 	for now := int64(0); now <= int64(time.Second); now += 10_000 {
 		n := b.allow(now, 1<<20)
@@ -43,7 +43,7 @@ func TestTokenBucketReleasesRateTimesTimePlusBurst(t *testing.T) {
 
 // TestAnIdleLinkEarnsNoCredit: a message that finds the link idle takes
 // its serialisation time, however long the link rested; a packet up to
-// an MTU leaves at once.
+// an eager frame leaves at once.
 func TestAnIdleLinkEarnsNoCredit(t *testing.T) {
 	const rate = 1e9 // 1 GB/s: a byte a nanosecond
 	b := newBucket(rate, 0)
@@ -64,12 +64,12 @@ func TestAnIdleLinkEarnsNoCredit(t *testing.T) {
 			now += 1000
 		}
 	}
-	if took := time.Duration(now - rest); took < time.Duration(float64(1<<20-idleCredit)/rate*1e9) {
+	if took := time.Duration(now - rest); took < time.Duration((1<<20-idleCredit)/rate*1e9) {
 		t.Fatalf("1 MiB crossed an idle 1 GB/s link in %v", took)
 	}
 	b.wait(now, -1)
 	// The queue drained with a debt or a credit: after a rest, at most
-	// one MTU is there.
+	// idleCredit is there.
 	now += int64(time.Second)
 	if n := b.allow(now, 1<<20); n > idleCredit {
 		t.Fatalf("after a second of rest the link lets %d bytes go at once", n)
