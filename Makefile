@@ -89,3 +89,13 @@ experiments-ib: build
 	$(BIN)/gobtl experiment recvbuf --ranks 8,16
 	$(BIN)/gobtl experiment overlap
 	$(BIN)/gobtl experiment ibperf
+
+# Multirail experiments (issue 7, seed 001 §6) over ib/softrc rails between two
+# processes: two equal rails vs one, 4x+1x rails (even/weighted/adaptive), a
+# second job loading one rail, window round robin on rails of different
+# latency; tables next to the paper's numbers, plots in out/multirail.
+# MULTIRAIL_EXP="--quick --reps 1" for a short run.
+.PHONY: experiments experiments-multirail
+experiments: experiments-multirail
+experiments-multirail: build
+	$(BIN)/gobtl experiment multirail $(MULTIRAIL_EXP)
