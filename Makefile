@@ -12,8 +12,13 @@ build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -o $(BIN)/ring ./examples/ring
 
+# Every plugins/<name>/main.go serves a built-in policy as a plugin; the
+# example third-party plugin is a module of its own, built on its own.
+PLUGIN_MAINS := $(patsubst %/main.go,./%,$(wildcard plugins/*/main.go))
 plugins:
-	@true
+	@mkdir -p $(BIN)/plugins
+	$(if $(PLUGIN_MAINS),$(GO) build -o $(BIN)/plugins/ $(PLUGIN_MAINS))
+	cd examples/plugins/aimd && $(GO) build -o $(CURDIR)/$(BIN)/plugins/aimd .
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -25,6 +30,8 @@ test: build plugins lint rdmacore
 	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
 	$(GO) test -race ./btl/extoll/...
 	$(GO) test -race ./btl/ib/...
+	$(GO) test -race ./plugins/
+	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) fuzz-smoke
 
 # The rdma-core verbs provider (build tag rdmacore): CI installs its headers
@@ -82,3 +89,13 @@ experiments-ib: build
 	$(BIN)/gobtl experiment recvbuf --ranks 8,16
 	$(BIN)/gobtl experiment overlap
 	$(BIN)/gobtl experiment ibperf
+
+# Multirail experiments (issue 7, seed 001 §6) over ib/softrc rails between two
+# processes: two equal rails vs one, 4x+1x rails (even/weighted/adaptive), a
+# second job loading one rail, window round robin on rails of different
+# latency; tables next to the paper's numbers, plots in out/multirail.
+# MULTIRAIL_EXP="--quick --reps 1" for a short run.
+.PHONY: experiments experiments-multirail
+experiments: experiments-multirail
+experiments-multirail: build
+	$(BIN)/gobtl experiment multirail $(MULTIRAIL_EXP)

@@ -127,7 +127,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	var recv core.RecvBuffers
 	var sched core.Scheduler
 	for _, p := range cfg.Policies {
-		pol, closer, err := openPolicy(ctx, cfg, p, logs)
+		pol, closer, err := openPolicy(ctx, cfg, p, logs, metrics)
 		if err != nil {
 			return fail(err)
 		}
@@ -265,9 +265,9 @@ func defaultStack(boot core.Bootstrap) string {
 
 // openPolicy builds a policy from its block: in process for builtin, and
 // through the plugin host for plugin.
-func openPolicy(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers) (any, io.Closer, error) {
+func openPolicy(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics) (any, io.Closer, error) {
 	if p.Plugin {
-		return openPlugin(ctx, cfg, p, logs)
+		return openPlugin(ctx, cfg, p, logs, metrics)
 	}
 	pol, err := p.Component.NewPolicy(p.Params)
 	if err != nil {

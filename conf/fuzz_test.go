@@ -29,8 +29,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("job { eager_limit = \"${\""))
 	opts := conf.Options{
 		LookupEnv: noEnv,
-		PluginSchema: func(kind core.Kind, name, path string) ([]core.Param, error) {
-			if name == "plugfc" {
+		PluginSchema: func(r conf.PluginRef) ([]core.Param, error) {
+			if r.Name == "plugfc" {
 				return pluginFCParams, nil
 			}
 			return nil, os.ErrNotExist

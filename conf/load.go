@@ -25,7 +25,7 @@ type Options struct {
 	// plugin (the plugin host asks the plugin). path is the block's
 	// explicit plugin path, or "". When nil, plugin bodies are kept
 	// undecoded (Policy.Body) and a warning says they were not checked.
-	PluginSchema func(kind core.Kind, name, path string) ([]core.Param, error)
+	PluginSchema func(ref PluginRef) ([]core.Param, error)
 }
 
 func (o Options) lookupEnv(key string) (string, bool) {
@@ -33,6 +33,17 @@ func (o Options) lookupEnv(key string) (string, bool) {
 		return o.LookupEnv(key)
 	}
 	return os.LookupEnv(key)
+}
+
+// PluginRef is what the plugin host needs to find a policy plugin named in
+// a block.
+type PluginRef struct {
+	Kind core.Kind
+	Name string
+	// Path is the block's explicit plugin binary, PluginDir its plugin_dir,
+	// and ConfigDir the directory of the stack file (relative paths are
+	// its); any may be empty.
+	Path, PluginDir, ConfigDir string
 }
 
 // Source is one configuration file's name and contents.

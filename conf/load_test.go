@@ -347,9 +347,9 @@ func TestAnUncheckedPluginBodyStillChecksItsVariables(t *testing.T) {
 
 func TestAPluginHostSuppliesTheSchema(t *testing.T) {
 	var asked []string
-	opts := conf.Options{LookupEnv: noEnv, PluginSchema: func(kind core.Kind, name, path string) ([]core.Param, error) {
-		asked = append(asked, string(kind)+"/"+name+"@"+path)
-		if name == "plugfc" {
+	opts := conf.Options{LookupEnv: noEnv, PluginSchema: func(r conf.PluginRef) ([]core.Param, error) {
+		asked = append(asked, string(r.Kind)+"/"+r.Name+"@"+r.Path)
+		if r.Name == "plugfc" {
 			return pluginFCParams, nil
 		}
 		return nil, os.ErrNotExist

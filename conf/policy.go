@@ -3,6 +3,7 @@ package conf
 import (
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/hashicorp/hcl/v2"
@@ -157,7 +158,7 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 			fmt.Sprintf("The schema of plugin %q is known only once the plugin runs; its parameters are checked then.", p.Name)))
 		return p, diags
 	}
-	schema, err := opts.PluginSchema(kind, p.Name, p.Path)
+	schema, err := opts.PluginSchema(PluginRef{Kind: kind, Name: p.Name, Path: p.Path, PluginDir: p.PluginDir, ConfigDir: filepath.Dir(b.DefRange.Filename)})
 	if err != nil {
 		return nil, append(diags, errorAt(plugin.Expr.Range(), fmt.Sprintf("Cannot get the schema of %s plugin %q", title(kind), p.Name),
 			sentence(err.Error())))

@@ -193,6 +193,7 @@ type engine struct {
 	closed       bool
 	msgSeq       uint64
 	policyNext   time.Duration
+	schedOut     []core.SchedDecision
 
 	m metrics
 }

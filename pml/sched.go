@@ -183,48 +183,81 @@ func (p *peer) plan(want core.Caps, keys *[maxSubchannels]core.MemKey, haveKey u
 		out[0] = span{sb, off, n}
 		return 1
 	}
-	// Weighted cut. Even striping uses equal weights; weighted and adaptive
-	// use the current weights. Subchannels whose share would fall below
-	// MinStripe are left out and the rest re-weighted.
+	// Weighted cut. Even striping uses equal weights, weighted and
+	// adaptive the current weights; a subchannel of weight 0 gets nothing.
+	// No stripe is shorter than MinStripe: a share that would be shorter
+	// is raised to MinStripe, taken from the others, so that a subchannel
+	// adaptive striping has nearly written off still carries a stripe and
+	// is timed — left out, it could never win its weight back when its
+	// path gets faster again (§6.3, Fig. 20). When the message is too
+	// short to give every subchannel MinStripe, the subchannel of the
+	// smallest weight is left out, until it is not.
 	var w [maxSubchannels]float64
-	for {
-		var sum float64
-		for i := 0; i < k; i++ {
-			w[i] = 1
-			if s.cfg.Large != core.SchedEvenStriping {
-				w[i] = s.w[elig[i].idx]
-			}
-			sum += w[i]
+	m := 0
+	for i := 0; i < k; i++ {
+		v := 1.0
+		if s.cfg.Large != core.SchedEvenStriping {
+			v = s.w[elig[i].idx]
 		}
-		drop := -1
-		for i := 0; i < k; i++ {
-			if sum > 0 && float64(n)*w[i]/sum < float64(s.cfg.MinStripe) && (drop < 0 || w[i] < w[drop]) {
+		if v > 0 {
+			elig[m], w[m] = elig[i], v
+			m++
+		}
+	}
+	if m == 0 {
+		out[0] = span{elig[0], off, n}
+		return 1
+	}
+	k = m
+	minS := int(s.cfg.MinStripe)
+	for k > 1 && n < k*minS {
+		drop := 0
+		for i := 1; i < k; i++ {
+			if w[i] < w[drop] {
 				drop = i
 			}
 		}
-		if drop < 0 || k == 1 {
-			if sum <= 0 {
-				out[0] = span{elig[0], off, n}
-				return 1
-			}
-			m, done := 0, 0
-			for i := 0; i < k; i++ {
-				l := int(float64(n) * w[i] / sum)
-				if i == k-1 {
-					l = n - done
-				}
-				if l <= 0 {
-					continue
-				}
-				out[m] = span{elig[i], off + done, l}
-				done += l
-				m++
-			}
-			return m
-		}
 		copy(elig[drop:k], elig[drop+1:k])
+		copy(w[drop:k], w[drop+1:k])
 		k--
 	}
+	// Water-filling: fix the shares that fall short at MinStripe and cut
+	// the rest by weight among the others. One subchannel always stays
+	// unfixed (n ≥ k·MinStripe leaves it at least MinStripe).
+	var fixed [maxSubchannels]bool
+	rest, sum := n, 0.0
+	for {
+		rest, sum = n, 0
+		for i := 0; i < k; i++ {
+			if fixed[i] {
+				rest -= minS
+			} else {
+				sum += w[i]
+			}
+		}
+		more := false
+		for i := 0; i < k; i++ {
+			if !fixed[i] && float64(rest)*w[i]/sum < float64(minS) {
+				fixed[i], more = true, true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	done := 0
+	for i := 0; i < k; i++ {
+		l := minS
+		if !fixed[i] {
+			l = int(float64(rest) * w[i] / sum)
+		}
+		if i == k-1 {
+			l = n - done
+		}
+		out[i] = span{elig[i], off + done, l}
+		done += l
+	}
+	return k
 }
 
 // schedEvents reports a finished RDMA message to the scheduling policy:
@@ -260,7 +293,6 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 func (e *engine) pollScheduler() {
 	now := e.opts.Clock.Now()
 	due := now >= e.policyNext
-	var out [2 * maxSubchannels]core.SchedDecision
 	for _, p := range e.peers {
 		s := &p.sched
 		if len(s.events) == 0 && !due {
@@ -269,9 +301,11 @@ func (e *engine) pollScheduler() {
 		if len(s.events) < 64 && !due && !s.lastSeen() {
 			continue
 		}
-		dec := e.opts.Scheduler.Observe(s.events, out[:0])
+		// The decision buffer lives on the engine: a local array would
+		// escape into the interface call and cost an allocation per poll.
+		e.schedOut = e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
 		s.events = s.events[:0]
-		e.applySched(dec)
+		e.applySched(e.schedOut)
 	}
 	if due {
 		e.policyNext = now + core.PolicyPollInterval

@@ -46,6 +46,10 @@ var Params = []core.Param{
 		Doc: "softrc: IP address, interface name or host name the port listens on; default 127.0.0.1"},
 	{Name: "rate", Type: core.ParamRate, Default: "",
 		Doc: "softrc: link rate of the port, e.g. 1GB/s for 4x and 250MB/s for 1x; unset: unlimited"},
+	{Name: "delay", Type: core.ParamDuration, Default: "0s",
+		Doc: "softrc: extra latency of every packet leaving the port (a longer path; rails of different latency, seed 001 §4.4)"},
+	{Name: "link", Type: core.ParamString, Default: "",
+		Doc: "softrc: name of the physical link the port stands for; ports of processes on this host that name the same link share its rate (a token bucket in /dev/shm), as two jobs on one node share an HCA port. %r is replaced by the rank (rank r of each job on node r), %% by %"},
 	{Name: "idle_after", Type: core.ParamDuration, Default: "200us", Check: positive("idle_after"),
 		Doc: "softrc: the device's own goroutine serves the wire once the process has not polled for this long"},
 	{Name: "eager_limit", Type: core.ParamSize, Default: "12KiB", Doc: "largest message sent eagerly"},
@@ -77,6 +81,8 @@ type config struct {
 	port                      uint8
 	paths                     int
 	rate                      float64
+	delay                     time.Duration
+	link                      string
 	idleAfter                 time.Duration
 	eagerLimit, rndvEager     int
 	receiveQueues             string
@@ -97,7 +103,7 @@ type config struct {
 func parseConfig(p core.Params) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), device: p.String("device"), address: p.String("address"),
-		port: uint8(p.Int("port")), paths: p.Int("paths"), rate: p.Rate("rate"), idleAfter: p.Duration("idle_after"),
+		port: uint8(p.Int("port")), paths: p.Int("paths"), rate: p.Rate("rate"), delay: p.Duration("delay"), link: p.String("link"), idleAfter: p.Duration("idle_after"),
 		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")),
 		receiveQueues: p.String("receive_queues"), sendQueue: p.Int("send_queue"),
 		maxRdAtomic: uint8(p.Int("max_rd_atomic")), minRNR: verbs.RNRTimerCode(p.Duration("min_rnr_timer")),
@@ -107,7 +113,7 @@ func parseConfig(p core.Params) (*config, error) {
 		rndvOnNoCredit: p.Bool("rndv_on_no_credit"),
 	}
 	if c.provider != "softrc" {
-		for _, n := range []string{"address", "rate", "idle_after"} {
+		for _, n := range []string{"address", "rate", "delay", "link", "idle_after"} {
 			if p.IsSet(n) {
 				return nil, fmt.Errorf("ib: %s is a softrc parameter; provider is %s", n, c.provider)
 			}
@@ -119,8 +125,53 @@ func parseConfig(p core.Params) (*config, error) {
 	if c.eagerLimit < 0 || c.rndvEager < 0 {
 		return nil, fmt.Errorf("ib: eager_limit and rndv_eager_limit must not be negative")
 	}
+	if c.delay < 0 {
+		return nil, fmt.Errorf("ib: delay must not be negative")
+	}
+	if c.link != "" && c.rate <= 0 {
+		return nil, fmt.Errorf("ib: link %q needs a rate: the ports on a link share its rate", c.link)
+	}
+	if err := checkLinkName(c.link); err != nil {
+		return nil, err
+	}
 	if c.bandwidth <= 0 {
 		return nil, fmt.Errorf("ib: bandwidth must be positive")
 	}
 	return c, nil
+}
+
+// checkLinkName accepts %r and %% only.
+func checkLinkName(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			continue
+		}
+		if i+1 < len(s) && (s[i+1] == 'r' || s[i+1] == '%') {
+			i++
+			continue
+		}
+		return fmt.Errorf("ib: link %q: %% may only be followed by r (the rank) or %%", s)
+	}
+	return nil
+}
+
+// linkName expands %r to rank and %% to % in a link name.
+func linkName(s string, rank int) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+1 < len(s) {
+			switch s[i+1] {
+			case 'r':
+				b = fmt.Appendf(b, "%d", rank)
+				i++
+				continue
+			case '%':
+				b = append(b, '%')
+				i++
+				continue
+			}
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }

@@ -59,6 +59,13 @@ type endpoint struct {
 	// Quiet-peer reports to a dynamic policy.
 	rxFrames, rxSeen     uint64
 	quietSince, idleNext time.Duration
+
+	// erroring is set when an async event said a QP entered the error
+	// state (last WQE reached); the endpoint fails with the completion
+	// error that says why, or with the event once a housekeeping
+	// interval has passed without one.
+	erroring error
+	errSince time.Duration
 }
 
 func (m *module) ep(rank int) *endpoint {

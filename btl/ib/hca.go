@@ -70,7 +70,7 @@ func openHCA(c *config, boot core.Bootstrap) (*hca, error) {
 		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter}); err != nil {
 			return nil, fmt.Errorf("ib: %w (idle_after must agree across blocks on one device)", err)
 		}
-		if err := sp.ConfigurePort(c.device, c.port, softrc.PortConfig{Addr: c.address, Rate: c.rate}); err != nil {
+		if err := sp.ConfigurePort(c.device, c.port, softrc.PortConfig{Addr: c.address, Rate: c.rate, Delay: c.delay, Link: linkName(c.link, boot.Rank())}); err != nil {
 			return nil, fmt.Errorf("ib: %w", err)
 		}
 	}

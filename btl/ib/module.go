@@ -16,20 +16,23 @@ import (
 // module is one subchannel source: a port of an HCA (or one path of a
 // port), its completion queue, receive queues and connections.
 type module struct {
-	id      string
-	key     string
-	attrs   core.Attrs
-	cfg     *config
-	h       *hca
-	port    uint8
-	pattr   verbs.PortAttr
-	rank    int
-	size    int
-	boot    core.Bootstrap
-	clock   core.Clock
-	log     zerolog.Logger
-	metrics *core.Metrics
-	policy  core.RecvBuffers
+	id    string
+	key   string
+	attrs core.Attrs
+	cfg   *config
+	h     *hca
+	port  uint8
+	pattr verbs.PortAttr
+	rank  int
+	size  int
+	boot  core.Bootstrap
+	clock core.Clock
+	// erroring are endpoints whose QP entered the error state, waiting for
+	// the completion that says why (see asyncEvent).
+	erroring []*endpoint
+	log      zerolog.Logger
+	metrics  *core.Metrics
+	policy   core.RecvBuffers
 
 	ch       verbs.CompChannel
 	cq       verbs.CQ
@@ -558,6 +561,9 @@ func (m *module) housekeeping(now time.Duration) {
 		}
 		m.asyncEvent(ev)
 	}
+	if len(m.erroring) > 0 {
+		m.failErroring(now)
+	}
 	m.decisions = m.policy.Observe(m.events, m.decisions[:0])
 	m.events = m.events[:0]
 	m.applyRecv(m.decisions)
@@ -593,10 +599,20 @@ func (m *module) asyncEvent(ev verbs.AsyncEvent) {
 		for _, x := range m.siblings() {
 			x.onLimit(ev.SRQ)
 		}
-	case verbs.EventQPFatal, verbs.EventQPAccessErr, verbs.EventQPReqErr, verbs.EventQPLastWQEReached:
+	case verbs.EventQPFatal, verbs.EventQPAccessErr, verbs.EventQPReqErr:
 		for _, x := range m.siblings() {
 			if e := x.byQPN[ev.QPN]; e != nil {
 				e.fail(fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type))
+			}
+		}
+	case verbs.EventQPLastWQEReached:
+		// A consequence, not a cause: an SRQ-attached QP entered the error
+		// state, and the completion that says why may still be on its way
+		// to the CQ. Wait one housekeeping interval for it.
+		for _, x := range m.siblings() {
+			if e := x.byQPN[ev.QPN]; e != nil && e.state != epFailed && e.erroring == nil {
+				e.erroring, e.errSince = fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type), m.clock.Now()
+				x.erroring = append(x.erroring, e)
 			}
 		}
 	case verbs.EventPortErr:
@@ -614,6 +630,22 @@ func (m *module) asyncEvent(ev verbs.AsyncEvent) {
 			x.fatal(fmt.Errorf("%v", ev.Type))
 		}
 	}
+}
+
+// failErroring fails the endpoints whose QP entered the error state more
+// than a housekeeping interval ago without a completion saying why.
+func (m *module) failErroring(now time.Duration) {
+	keep := m.erroring[:0]
+	for _, e := range m.erroring {
+		switch {
+		case e.state == epFailed:
+		case now-e.errSince >= core.PolicyPollInterval:
+			e.fail(e.erroring)
+		default:
+			keep = append(keep, e)
+		}
+	}
+	m.erroring = keep
 }
 
 // siblings are the open modules on this module's device.

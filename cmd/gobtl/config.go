@@ -17,7 +17,7 @@ import (
 // `config check` can check plugin bodies too. It is nil until the plugin
 // host is compiled into the command (it sets this from its own file's
 // init); plugin bodies are then reported as not checked.
-var pluginSchema func(kind core.Kind, name, path string) ([]core.Param, error)
+var pluginSchema func(ref conf.PluginRef) ([]core.Param, error)
 
 func init() { rootCmd.AddCommand(newConfigCmd()) }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -89,6 +90,9 @@ func TestConfigCheckExitsOneWithPositionsOnATypo(t *testing.T) {
 }
 
 func TestConfigCheckPrintsWarningsAndExitsZero(t *testing.T) {
+	// Without the plugin host's schema hook a plugin body is a warning.
+	defer func(hook func(conf.PluginRef) ([]core.Param, error)) { pluginSchema = hook }(pluginSchema)
+	pluginSchema = nil
 	f := writeFile(t, "plugin.hcl", "btl \"self\" \"self\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
 	out, errOut, code := run(t, newConfigCmd(), "check", f)
 	if code != 0 || !strings.Contains(errOut, f+":2:1: warning: Policy \"sched\" body not checked") || !strings.Contains(out, "ok (1 warning)") {

@@ -22,7 +22,10 @@
 //     bandwidth is BW_i = S·W_i / (t_i·W_total) (Eq. 1), BW_i ∝ W_i/t_i
 //     (Eq. 2), and the weights are redistributed by
 //     W'_i = (1−α)·W_i + α·W_total·(W_i/t_i) / Σ_k (W_k/t_k) (Eqs. 3–4),
-//     α ∈ (0,1] keeping part of the history.
+//     α ∈ (0,1] keeping part of the history. W_i/t_i is measured as
+//     bytes_i/t_i, the stripe's own bytes: they are S·W_i/W_total of the
+//     weights the message was cut with, which are not the current ones
+//     when several messages are in flight.
 //
 // Each policy takes the other half as a parameter: `small` chooses the
 // multiplexing of a striping policy, `large` the striping of a
@@ -62,7 +65,7 @@ func Params(name string) []core.Param {
 		{Name: "stripe_threshold", Type: core.ParamSize, Default: "64KiB", Check: positiveSize,
 			Doc: "RDMA data at least this large is striped; smaller goes whole on one subchannel"},
 		{Name: "min_stripe", Type: core.ParamSize, Default: "16KiB", Check: positiveSize,
-			Doc: "no stripe smaller than this; subchannels whose share would be smaller are left out"},
+			Doc: "no stripe smaller than this: a smaller share is raised to it; a message too short for every subchannel to get one leaves out the smallest weights"},
 		{Name: "window", Type: core.ParamInt, Default: "8", Check: positiveInt,
 			Doc: "W of window_round_robin: messages on one subchannel before moving on"},
 		{Name: "weights", Type: core.ParamStrings,
@@ -110,6 +113,7 @@ type Policy struct {
 	current      map[int32][]float64 // adaptive: weights per peer
 	msgPeer      int32
 	msgSubs      []int32
+	msgBytes     []float64
 	msgTimes     []float64
 	msgID        uint64
 	open         bool
@@ -149,6 +153,11 @@ func (p *Policy) Setup(info core.SchedInfo) (core.SchedSetup, error) {
 	}
 	w := make([]float64, n)
 	switch {
+	case n == 1:
+		// One subchannel (this rank itself through btl self, a local peer
+		// through shared memory): nothing to weigh, whatever the static
+		// weights say about the rails to remote peers.
+		w[0] = 1
 	case p.weights != nil && len(p.weights) != n:
 		return core.SchedSetup{}, fmt.Errorf("sched: %d weights for the %d subchannels to rank %d", len(p.weights), n, info.Peer)
 	case p.weights != nil:
@@ -215,9 +224,10 @@ func (p *Policy) Observe(events []core.SchedEvent, out []core.SchedDecision) []c
 		}
 		if !p.open || ev.Msg != p.msgID || ev.Peer != p.msgPeer {
 			p.open, p.msgID, p.msgPeer = true, ev.Msg, ev.Peer
-			p.msgSubs, p.msgTimes = p.msgSubs[:0], p.msgTimes[:0]
+			p.msgSubs, p.msgBytes, p.msgTimes = p.msgSubs[:0], p.msgBytes[:0], p.msgTimes[:0]
 		}
 		p.msgSubs = append(p.msgSubs, ev.Sub)
+		p.msgBytes = append(p.msgBytes, float64(ev.Bytes))
 		p.msgTimes = append(p.msgTimes, ev.Time.Seconds())
 		if ev.Last {
 			p.open = false
@@ -232,21 +242,32 @@ func (p *Policy) adapt(out []core.SchedDecision) []core.SchedDecision {
 	if len(p.msgSubs) < 2 || w == nil {
 		return out // a message on one subchannel says nothing about the split
 	}
-	var sumW, sumRatio float64
+	// Eq. 1 measures subchannel i's path bandwidth from the stripe the
+	// message put on it, S·W_i/W_total bytes in t_i. W_i there is the
+	// weight the message was striped with, which is not the current one
+	// when several messages are in flight: each completion has moved the
+	// weights since the later messages were cut. Dividing their times by
+	// the current weights compounds every earlier correction (a window of
+	// eight 1 MiB messages over two equal rails drove the weights to
+	// 98.5:1.5 within 100 ms). The stripe's own bytes are S·W_i/W_total
+	// of the weights it was cut with, and also what the scheduler really
+	// sent when it rounded a share up to min_stripe, so BW_i ∝ bytes_i/t_i
+	// is Eq. 2 for the right W_i.
+	var sumW, sumRate float64
 	for i, sub := range p.msgSubs {
-		if int(sub) >= len(w) || p.msgTimes[i] <= 0 {
+		if int(sub) >= len(w) || p.msgTimes[i] <= 0 || p.msgBytes[i] <= 0 {
 			return out // the clock could not time a stripe: keep the weights
 		}
 		sumW += w[sub]
-		sumRatio += w[sub] / p.msgTimes[i]
+		sumRate += p.msgBytes[i] / p.msgTimes[i]
 	}
-	if sumRatio <= 0 || sumW <= 0 {
+	if sumRate <= 0 || sumW <= 0 {
 		return out
 	}
 	// Eq. 4 over the subchannels this message used; their share of
 	// W_total (sumW) is what is redistributed, so the total stays fixed.
 	for i, sub := range p.msgSubs {
-		w[sub] = (1-p.alpha)*w[sub] + p.alpha*sumW*(w[sub]/p.msgTimes[i])/sumRatio
+		w[sub] = (1-p.alpha)*w[sub] + p.alpha*sumW*(p.msgBytes[i]/p.msgTimes[i])/sumRate
 	}
 	for i, v := range w {
 		out = append(out, core.SchedDecision{Kind: core.SchedSetWeight, Peer: p.msgPeer, Sub: int32(i), Weight: v})

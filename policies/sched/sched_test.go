@@ -176,7 +176,7 @@ func TestAdaptiveWeightsStayNormalised(t *testing.T) {
 			var evs []core.SchedEvent
 			for i := 0; i < n; i++ {
 				evs = append(evs, core.SchedEvent{Kind: core.SchedStripeDone, Peer: 1, Sub: int32(i), Msg: uint64(m + 1), Last: i == n-1,
-					Time: time.Duration(rapid.Int64Range(1, 1e9).Draw(rt, "t"))})
+					Bytes: rapid.Int64Range(1, 1<<30).Draw(rt, "bytes"), Time: time.Duration(rapid.Int64Range(1, 1e9).Draw(rt, "t"))})
 			}
 			apply(w, pol.Observe(evs, nil))
 			var sum float64
@@ -191,4 +191,73 @@ func TestAdaptiveWeightsStayNormalised(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Several messages in flight were all cut with the weights of the moment;
+// their completions arrive one by one, each moving the weights. Each must
+// be judged by the weights it was striped with (its stripes' bytes), or
+// the corrections compound and the slow rail is starved.
+func TestAdaptiveJudgesEachMessageByTheWeightsItWasStripedWith(t *testing.T) {
+	pol := policy(t, "adaptive_striping", map[string]string{"alpha": "0.5"})
+	bw := []float64{1e9, 250e6}
+	s, err := pol.Setup(rails(bw...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Weights
+	for window := 0; window < 10; window++ {
+		cut := append([]float64(nil), w...) // the window is cut at once
+		var evs []core.SchedEvent
+		for m := 0; m < 8; m++ {
+			evs = append(evs, stripe(uint64(8*window+m+1), 1<<20, cut, bw)...)
+		}
+		apply(w, pol.Observe(evs, nil))
+		if r := w[0] / w[1]; r < 1 || r > 4.2 {
+			t.Fatalf("window %d: weights %v, ratio %.2f overshoots the 4:1 of the rails", window, w, r)
+		}
+	}
+	if r := w[0] / w[1]; math.Abs(r-4) > 0.04 {
+		t.Fatalf("weights %v: ratio %.3f, want 4", w, r)
+	}
+}
+
+// The scheduler may round a small share up to min_stripe: the rate is
+// what the stripe really carried.
+func TestAdaptiveMeasuresTheBytesTheStripeCarried(t *testing.T) {
+	pol := policy(t, "adaptive_striping", map[string]string{"alpha": "1"})
+	s, _ := pol.Setup(rails(1, 1))
+	w := s.Weights
+	w[0], w[1] = 99, 1
+	pol.current[1] = append([]float64(nil), w...)
+	// 1 MiB cut 99:1 would give rail 1 10 KiB; it got 16 KiB, and both
+	// rails run at 1 GB/s (a byte a nanosecond).
+	evs := []core.SchedEvent{
+		{Kind: core.SchedStripeDone, Peer: 1, Sub: 0, Msg: 1, Bytes: 1<<20 - 16<<10, Time: (1<<20 - 16<<10) * time.Nanosecond},
+		{Kind: core.SchedStripeDone, Peer: 1, Sub: 1, Msg: 1, Bytes: 16 << 10, Last: true, Time: 16 << 10 * time.Nanosecond},
+	}
+	apply(w, pol.Observe(evs, nil))
+	if math.Abs(w[0]-50) > 0.5 {
+		t.Fatalf("two equal rails, weights %v, want 50:50 (alpha 1)", w)
+	}
+}
+
+// Static weights are for the peers reached over that many rails; a peer
+// reached by one subchannel (this rank through btl self, a local peer
+// through shared memory) needs none, and a stack with weights must still
+// open.
+func TestStaticWeightsLeaveOneSubchannelPeersAlone(t *testing.T) {
+	pol := policy(t, "weighted_striping", map[string]string{"weights": "4,1"})
+	s, err := pol.Setup(rails(20e9))
+	if err != nil {
+		t.Fatalf("a one-subchannel peer with weights [4, 1]: %v", err)
+	}
+	if len(s.Weights) != 1 || s.Weights[0] != 100 {
+		t.Fatalf("weights %v, want [100]", s.Weights)
+	}
+	if s, err = pol.Setup(rails(1e9, 250e6)); err != nil || s.Weights[0] != 80 || s.Weights[1] != 20 {
+		t.Fatalf("two rails: weights %v, %v; want 80:20", s.Weights, err)
+	}
+	if _, err := pol.Setup(rails(1, 1, 1)); err == nil {
+		t.Fatal("three subchannels took two weights")
+	}
 }

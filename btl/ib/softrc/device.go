@@ -93,6 +93,11 @@ type Device struct {
 	done        chan struct{}
 	nicDone     sync.WaitGroup
 
+	// pacing: the device goroutine writes rate-limited links on time
+	// while the process polls only now and then (pacer.go).
+	pacing bool
+	paceCh chan struct{}
+
 	iov     []unix.Iovec
 	evs     []unix.EpollEvent
 	nicEvs  []unix.EpollEvent // the device goroutine's, used without d.mu
@@ -158,6 +163,7 @@ func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {
 		nextKey: 0x100, nextQPN: 0x40,
 		idleAfter: int64(cfg.IdleAfter), ackDelay: int64(cfg.AckDelay),
 		done:   make(chan struct{}),
+		paceCh: make(chan struct{}, 1),
 		iov:    make([]unix.Iovec, 0, 64),
 		evs:    make([]unix.EpollEvent, 64),
 		nicEvs: make([]unix.EpollEvent, 1),
@@ -267,6 +273,7 @@ func (d *Device) shutdown() {
 	}
 	for _, p := range d.ports {
 		p.stopListening()
+		p.bucket.close()
 	}
 	unix.Close(d.epfd)
 	unix.Close(d.evfd)
@@ -505,6 +512,11 @@ func (d *Device) nic() {
 	for {
 		select {
 		case <-d.idleTimer.C:
+		case <-d.paceCh:
+			if !d.paceLinks() {
+				return
+			}
+			continue
 		case <-d.done:
 			return
 		}

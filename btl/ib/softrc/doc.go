@@ -28,7 +28,10 @@
 //     limit-reached async event; UD QPs with address handles and a GRH in
 //     every receive buffer (the ib BTL's connection manager uses them).
 //   - Several ports per device and several devices per process; each port
-//     has an optional link rate (a token bucket on its egress).
+//     has an optional link rate (a token bucket on its egress) and delay.
+//     Ports of different processes may name one shared link and split its
+//     rate, as the ranks of two jobs on one node share an HCA port
+//     (link_shared.go).
 //
 // The wire: a port listens on TCP; its GID is its IP address
 // (IPv4-mapped) and its LID its TCP port, as RoCE derives GIDs from IP

@@ -127,6 +127,9 @@ func (l *link) enqueue(h *header, inline []byte, segs [][]byte, q *qp, kind uint
 		}
 		l.tx, l.txHead = n, 0
 	}
+	if l.txN == 0 {
+		l.port.bucket.wait(now, +1)
+	}
 	it := &l.tx[(l.txHead+l.txN)%len(l.tx)]
 	l.txN++
 	h.encode(it.head[:hdrSize])
@@ -192,10 +195,14 @@ func (l *link) flush(now int64) {
 		}
 		budget := 4 << 20
 		if b := l.port.bucket; b != nil {
-			budget = b.allow(now, budget)
+			// Ask for what is queued: the bucket lets a small packet go
+			// on the idle link's credit, and holds larger ones for a chunk.
+			q := l.queued(budget)
+			budget = b.allow(now, q)
 			if budget == 0 {
-				l.txReadyAt = b.readyAt(now, l.tx[l.txHead].total-l.tx[l.txHead].off)
+				l.txReadyAt = b.readyAt(now, q)
 				d.setDeadline(l.txReadyAt)
+				d.pace(l.txReadyAt)
 				return
 			}
 		}
@@ -282,6 +289,18 @@ func (l *link) flush(now int64) {
 	}
 }
 
+// queued returns the bytes waiting to be written, up to limit.
+func (l *link) queued(limit int) int {
+	n := 0
+	for i := 0; i < l.txN && n < limit; i++ {
+		it := &l.tx[(l.txHead+i)%len(l.tx)]
+		if !it.cancelled || it.off > 0 {
+			n += it.total - it.off
+		}
+	}
+	return min(n, limit)
+}
+
 // advance accounts n written bytes against the queue's head items.
 func (l *link) advance(n int, now int64) {
 	for n > 0 && l.txN > 0 {
@@ -315,7 +334,9 @@ func (l *link) pop() {
 		it.segs[i] = nil
 	}
 	l.txHead = (l.txHead + 1) % len(l.tx)
-	l.txN--
+	if l.txN--; l.txN == 0 {
+		l.port.bucket.wait(nowNS(), -1)
+	}
 }
 
 func (l *link) armOut(on bool) {

@@ -131,7 +131,20 @@ func (p *port) start() error {
 	p.listenFD = fd
 	p.ip = ip
 	copy(p.gid[:], ip.To16())
-	p.bucket = newBucket(p.cfg.Rate, nowNS())
+	if p.cfg.Link != "" {
+		b, err := openSharedBucket(p.cfg.Link, p.cfg.Rate)
+		if err != nil {
+			unix.EpollCtl(p.d.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+			unix.Close(fd)
+			return fmt.Errorf("softrc: %s port %d: %w", p.d.name, p.num, err)
+		}
+		p.bucket = b
+	} else {
+		p.bucket = newBucket(p.cfg.Rate, nowNS())
+	}
+	if p.cfg.Delay > 0 {
+		p.delay = int64(p.cfg.Delay)
+	}
 	p.started = true
 	return nil
 }

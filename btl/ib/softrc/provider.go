@@ -17,6 +17,14 @@ type PortConfig struct {
 	Addr string
 	// Rate is the link rate in bytes per second; 0 means unlimited.
 	Rate float64
+	// Delay is added to every packet leaving the port: a longer path, or
+	// a rail of higher latency (seed 001 §4.4).
+	Delay time.Duration
+	// Link names the physical link the port stands for. Ports of any
+	// processes on this host that name the same link share one link rate
+	// (a token bucket in shared memory, link_shared.go), as the ranks of
+	// two jobs on one node share an HCA port. Empty: the port's own.
+	Link string
 }
 
 // DeviceConfig configures a softrc device.

@@ -1,0 +1,163 @@
+package multirailexp
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// loadRun is one run of the load experiment: the measured job and the
+// job that loaded its second rail.
+type loadRun struct {
+	policy string
+	main   StreamReport
+	load   StreamReport
+}
+
+// load: a long bandwidth run over two 1GB/s rails; a while into it a
+// second job streams over the second rail's link (§6.3, Fig. 20).
+func (x *exp) load() error {
+	total, on, length := 8*time.Second, 2*time.Second, 3*time.Second
+	if x.Quick {
+		total, on, length = 4*time.Second, time.Second, 1500*time.Millisecond
+	}
+	link := fmt.Sprintf("gobtl-mr-%s-rail1-node%%r", x.Tag)
+	rails := []Rail{{Name: "hca0", Rate: rate4x}, {Name: "hca1", Rate: rate4x, Link: link}}
+	loader := Stack{Rails: []Rail{{Name: "hca1", Rate: rate4x, Link: link}}}
+	stream := func(d time.Duration) []string {
+		return []string{"experiment", "multirail", "rank", "--size", "1MiB", "--window", "8", "--duration", d.String(), "--interval", "100ms"}
+	}
+	var runs []loadRun
+	for _, policy := range []string{"even_striping", "adaptive_striping"} {
+		pol, params := striping(policy, nil)
+		st := Stack{Rails: rails, Policy: pol, Params: params}
+		fmt.Fprintf(x.progress(), "multirail: load, %s, %v with a second job on rail 1 from %v for %v\n", policy, total, on, length)
+		type result struct {
+			out []byte
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, err := x.Run(x.ctx, st.HCL(), stream(total))
+			done <- result{out, err}
+		}()
+		select {
+		case <-time.After(on):
+		case r := <-done:
+			return fmt.Errorf("the measured job ended before the load started: %v\n%s", r.err, r.out)
+		}
+		lout, lerr := x.Run(x.ctx, loader.HCL(), stream(length))
+		r := <-done
+		if r.err != nil {
+			return r.err
+		}
+		if lerr != nil {
+			return fmt.Errorf("the loading job: %w", lerr)
+		}
+		run := loadRun{policy: policy}
+		if err := json.Unmarshal(firstJSON(r.out), &run.main); err != nil {
+			return fmt.Errorf("%s: %w in %q", policy, err, r.out)
+		}
+		if err := json.Unmarshal(firstJSON(lout), &run.load); err != nil {
+			return fmt.Errorf("the loading job: %w in %q", err, lout)
+		}
+		runs = append(runs, run)
+	}
+	x.printLoad(runs)
+	return x.plotLoad(runs)
+}
+
+// point is one 100 ms sample of a load run, on the measured job's clock.
+type point struct {
+	t       float64 // seconds since the measured job started
+	mbps    float64
+	weights []float64
+	loaded  bool
+}
+
+func (r loadRun) points() []point {
+	var pts []point
+	recv := r.main.Samples[1]
+	for _, s := range r.main.Samples[0] {
+		p := point{t: float64(s.Unix-r.main.Start) / 1e9, mbps: s.MBps, weights: s.Weights}
+		// The receiver stripes the reads (rdma_read): its weights are the
+		// ones that move. Take its latest sample at this moment.
+		i := sort.Search(len(recv), func(i int) bool { return recv[i].Unix > s.Unix })
+		if i > 0 {
+			p.weights = recv[i-1].Weights
+		}
+		p.loaded = s.Unix > r.load.Start && s.Unix-int64(100*time.Millisecond) < r.load.End
+		pts = append(pts, p)
+	}
+	return pts
+}
+
+// loadWindow is when the load ran, in seconds on the measured job's clock.
+func (r loadRun) loadWindow() (float64, float64) {
+	return float64(r.load.Start-r.main.Start) / 1e9, float64(r.load.End-r.main.Start) / 1e9
+}
+
+// phases averages a run's bandwidth before, during and after the load
+// (after: from 0.5 s past its end, once the weights had time to return).
+func (r loadRun) phases() (before, during, after float64) {
+	on, off := r.loadWindow()
+	var sb, sd, sa, nb, nd, na float64
+	for _, p := range r.points() {
+		switch {
+		case p.t < on:
+			sb, nb = sb+p.mbps, nb+1
+		case p.t > on && p.t <= off:
+			sd, nd = sd+p.mbps, nd+1
+		case p.t > off+0.5:
+			sa, na = sa+p.mbps, na+1
+		}
+	}
+	avg := func(s, n float64) float64 {
+		if n == 0 {
+			return math.NaN()
+		}
+		return s / n
+	}
+	return avg(sb, nb), avg(sd, nd), avg(sa, na)
+}
+
+func (x *exp) printLoad(runs []loadRun) {
+	w := x.w
+	even, adaptive := runs[0], runs[1]
+	fmt.Fprintf(w, "== load: two 1GB/s rails; a second job streams 1MiB messages over rail 1's link for a while (Fig. 20)\n")
+	fmt.Fprintf(w, "The second job's ports name the same softrc link as rail 1 of the measured job (one token bucket per node\n")
+	fmt.Fprintf(w, "in /dev/shm), so the two jobs share that rail's 1GB/s as two programs share an HCA port. It also\n")
+	fmt.Fprintf(w, "takes CPU: four processes on two cores while it runs.\n")
+	for _, r := range runs {
+		on, off := r.loadWindow()
+		fmt.Fprintf(w, "%s: second job from %.2fs to %.2fs, it moved %.0f MB/s\n", r.policy, on, off, r.load.MBps)
+	}
+	fmt.Fprintf(w, "%6s  %-4s | %12s | %12s %16s\n", "t (s)", "load", "even (MB/s)", "adaptive", "weights 0:1")
+	ep, ap := even.points(), adaptive.points()
+	for i := 0; i < max(len(ep), len(ap)); i++ {
+		var t float64
+		load, ev, ad, wt := "", "", "", ""
+		if i < len(ep) {
+			t, ev = ep[i].t, fmt.Sprintf("%.0f", ep[i].mbps)
+			if ep[i].loaded {
+				load = "on"
+			}
+		}
+		if i < len(ap) {
+			t, ad, wt = ap[i].t, fmt.Sprintf("%.0f", ap[i].mbps), fmtWeights(ap[i].weights)
+			if ap[i].loaded {
+				load = "on"
+			}
+		}
+		fmt.Fprintf(w, "%6.1f  %-4s | %12s | %12s %16s\n", t, load, ev, ad, wt)
+	}
+	eb, ed, ea := even.phases()
+	ab, ad, aa := adaptive.phases()
+	fmt.Fprintf(w, "mean MB/s     before   during    after\n")
+	fmt.Fprintf(w, "even        %8.0f %8.0f %8.0f\n", eb, ed, ea)
+	fmt.Fprintf(w, "adaptive    %8.0f %8.0f %8.0f\n", ab, ad, aa)
+	fmt.Fprintf(w, "during the load adaptive/even = %.2f (goal > 1); after it adaptive/before = %.2f (goal ~1, back to full speed)\n", ratio(ad, ed), ratio(aa, ab))
+	fmt.Fprintf(w, "paper (Fig. 20, 1 s samples): both comparable at first; with the second program on HCA 2 adaptive beats even; afterwards adaptive is back at peak\n\n")
+}

@@ -1,0 +1,121 @@
+package multirailexp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/conf"
+)
+
+// Every stack the experiments run is one `gobtl config check` accepts.
+func TestTheExperimentsStacksLoad(t *testing.T) {
+	var stacks []string
+	x := &exp{Options: Options{Tag: "t", Reps: 1}}
+	run := func(_ context.Context, stack string, args []string) ([]byte, error) {
+		stacks = append(stacks, stack)
+		return nil, fmt.Errorf("not run")
+	}
+	x.Run = run
+	x.ctx = context.Background()
+	x.w = &bytes.Buffer{}
+	for _, f := range []func() error{x.equal, x.fourByOne, x.window} {
+		f() // stops at the first run; the stack is recorded
+	}
+	pol, params := striping("adaptive_striping", nil)
+	stacks = append(stacks,
+		Stack{Rails: []Rail{{Name: "hca0", Rate: rate4x}, {Name: "hca1", Rate: rate4x, Link: "l-%r"}}, Policy: pol, Params: params}.HCL(),
+		Stack{Rails: []Rail{{Name: "fast"}, {Name: "slow", Delay: windowDelay}}, Policy: "window_round_robin",
+			Params: map[string]string{"small": `"window_round_robin"`, "window": "8"}}.HCL(),
+		Stack{Rails: []Rail{{Name: "x4", Rate: rate4x}, {Name: "x1", Rate: rate1x}}, Policy: "weighted_striping",
+			Params: map[string]string{"weights": "[4, 1]"}}.HCL(),
+	)
+	if len(stacks) < 6 {
+		t.Fatalf("only %d stacks", len(stacks))
+	}
+	for i, s := range stacks {
+		if _, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: fmt.Sprintf("stack%d.hcl", i), Bytes: []byte(s)}); diags.HasErrors() {
+			t.Errorf("stack %d:\n%s\n%v", i, s, diags)
+		}
+	}
+}
+
+// The stream runs between two goroutine ranks and reports both sides.
+func TestTheStreamReportsBandwidthWeightsAndCounters(t *testing.T) {
+	var out bytes.Buffer
+	stack := Stack{Rails: []Rail{{Name: "a"}, {Name: "b"}}, Policy: "adaptive_striping"}.HCL()
+	stack = strings.ReplaceAll(stack, `btl "ib"`, `btl "inproc"`)
+	stack = strings.ReplaceAll(stack, "  device = \"a\"\n  port   = 1\n", "")
+	stack = strings.ReplaceAll(stack, "  device = \"b\"\n  port   = 1\n", "")
+	cfgFile := t.TempDir() + "/s.hcl"
+	if err := os.WriteFile(cfgFile, []byte(stack), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{cfgFile}}, func(c *gobtl.Comm) error {
+		var w bytes.Buffer
+		err := Stream(c, StreamOptions{Size: 256 << 10, Window: 4, Count: 40, Interval: time.Nanosecond}, &w)
+		if c.Rank() == 0 {
+			out = w
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep StreamReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v in %q", err, out.String())
+	}
+	if rep.Messages != 40 || rep.Size != 256<<10 || !(rep.MBps > 0) || rep.End <= rep.Start {
+		t.Fatalf("report %+v", rep)
+	}
+	for r := 0; r < 2; r++ {
+		if len(rep.Samples[r]) != 10 {
+			t.Fatalf("rank %d: %d samples of 10 windows", r, len(rep.Samples[r]))
+		}
+		if w := rep.Samples[r][0].Weights; len(w) != 2 || math.Abs(w[0]+w[1]-100) > 1e-6 {
+			t.Fatalf("rank %d weights %v", r, w)
+		}
+		if _, ok := rep.Counters[r]["pml.out_of_order"]; !ok {
+			t.Fatalf("rank %d: no pml.out_of_order among %d counters", r, len(rep.Counters[r]))
+		}
+	}
+	if !(rep.Samples[0][0].MBps > 0) {
+		t.Fatalf("rank 0's samples carry no bandwidth: %+v", rep.Samples[0][0])
+	}
+}
+
+// The load run's phases and load marks come from the two jobs' clocks.
+func TestALoadRunSplitsIntoBeforeDuringAndAfter(t *testing.T) {
+	ms := int64(time.Millisecond)
+	r := loadRun{policy: "adaptive_striping"}
+	r.main.Start = 1000 * ms
+	r.load.Start, r.load.End = r.main.Start+1000*ms, r.main.Start+2000*ms
+	for i := 1; i <= 40; i++ {
+		at := r.main.Start + int64(i)*100*ms
+		bw := 2000.0
+		if at > r.load.Start && at <= r.load.End {
+			bw = 1000
+		}
+		r.main.Samples[0] = append(r.main.Samples[0], Sample{Unix: at, MBps: bw, Weights: []float64{50, 50}})
+		r.main.Samples[1] = append(r.main.Samples[1], Sample{Unix: at - ms, Weights: []float64{float64(50 + i), float64(50 - i)}})
+	}
+	pts := r.points()
+	if len(pts) != 40 || pts[9].loaded || !pts[10].loaded || !pts[19].loaded || pts[20].loaded {
+		t.Fatalf("load marks wrong: %+v", pts[8:12])
+	}
+	if pts[0].weights[0] != 51 {
+		t.Fatalf("a sample takes the receiver's latest weights, got %v", pts[0].weights)
+	}
+	b, d, a := r.phases()
+	if b != 2000 || d != 1000 || a != 2000 {
+		t.Fatalf("phases %v %v %v", b, d, a)
+	}
+}

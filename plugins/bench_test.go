@@ -1,0 +1,138 @@
+package plugins
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/rs/zerolog"
+)
+
+// echoPolicy is the in-process twin of testpolicy's echo mode: the same
+// work, without the process boundary.
+type echoPolicy struct{}
+
+func (echoPolicy) Setup(core.FlowInfo) (core.FlowSetup, error) { return core.FlowSetup{}, nil }
+func (echoPolicy) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
+	for _, e := range es {
+		out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: e.Value})
+	}
+	return out
+}
+
+// BenchmarkObserve is the caller's cost of one Observe call: a built-in
+// answering 16 events, against a plugin policy's caller path — queueing 16
+// events for the plugin, and polling with nothing arrived. The plugin
+// side's goroutines are not running here, so that only the caller's work
+// is timed (they would otherwise be outrun and events dropped); the
+// process boundary's cost is in BenchmarkDecisionLatency and
+// BenchmarkThroughput.
+func BenchmarkObserve(b *testing.B) {
+	events := make([]core.FlowEvent, 16)
+	for i := range events {
+		events[i] = core.FlowEvent{Kind: core.FlowActivity, Peer: int32(i % 4), Value: int64(i)}
+	}
+	out := make([]core.FlowDecision, 0, 1<<10)
+	b.Run("builtin", func(b *testing.B) {
+		var fc core.FlowControl = echoPolicy{}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			out = fc.Observe(events, out[:0])
+		}
+	})
+	idle := func() *proxy[core.FlowEvent, core.FlowDecision] {
+		return newProxy[core.FlowEvent, core.FlowDecision]("bench", zerolog.Nop(), time.Hour, false, newLoopLink(), newProxyStats(nil, "b"))
+	}
+	b.Run("plugin-queue", func(b *testing.B) {
+		px := idle()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if i%1024 == 0 {
+				b.StopTimer()
+				px.pend = px.pend[:0] // what the sender goroutine would take
+				b.StartTimer()
+			}
+			out = px.Observe(events, out[:0])
+		}
+	})
+	b.Run("plugin-poll", func(b *testing.B) {
+		px := idle()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			out = px.Observe(nil, out[:0])
+		}
+	})
+}
+
+// BenchmarkDecisionLatency is the time from an event handed to Observe to
+// its decision coming out of Observe, through a real plugin process. The
+// caller either spins on Observe(nil) or polls it every 50µs, as a
+// progress loop that backs off does (core.PolicyPollInterval bounds the
+// poll period at 1ms).
+func BenchmarkDecisionLatency(b *testing.B) {
+	for _, poll := range []time.Duration{0, 50 * time.Microsecond} {
+		name := "spin"
+		if poll > 0 {
+			name = "poll-" + poll.String()
+		}
+		b.Run(name, func(b *testing.B) {
+			log, _ := testLogger()
+			p := openTest(b, core.KindFlowControl, nil, "", Options{Log: log})
+			fc := p.FlowControl()
+			fc.Setup(ibInfo)
+			ev := []core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 1}}
+			out := make([]core.FlowDecision, 0, 16)
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				ev[0].Value = int64(i)
+				start := time.Now()
+				out = fc.Observe(ev, out[:0])
+				for len(out) == 0 {
+					if poll > 0 {
+						time.Sleep(poll)
+					}
+					out = fc.Observe(nil, out)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+		})
+	}
+}
+
+// BenchmarkThroughput streams events through a plugin, 64 per Observe
+// call, keeping up to 64×64 events unanswered, and reports answered events
+// per second. The caller backs off (20µs) while the window is full: on a
+// 2-core machine a spinning caller takes the core the plugin needs.
+func BenchmarkThroughput(b *testing.B) {
+	log, _ := testLogger()
+	p := openTest(b, core.KindFlowControl, nil, "", Options{Log: log})
+	fc := p.FlowControl()
+	fc.Setup(ibInfo)
+	const batch, window = 64, 64 * 64
+	events := make([]core.FlowEvent, batch)
+	out := make([]core.FlowDecision, 0, 1<<16)
+	answered := 0
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		out = fc.Observe(events, out[:0])
+		answered += len(out)
+		for (i+1)*batch-answered >= window {
+			time.Sleep(20 * time.Microsecond)
+			out = fc.Observe(nil, out[:0])
+			answered += len(out)
+		}
+	}
+	for answered < b.N*batch {
+		time.Sleep(20 * time.Microsecond)
+		out = fc.Observe(nil, out[:0])
+		answered += len(out)
+	}
+	b.ReportMetric(float64(answered)/time.Since(start).Seconds()/1e6, "Mevents/s")
+}

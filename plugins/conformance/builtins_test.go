@@ -1,0 +1,42 @@
+package conformance
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gobtl/gobtl/internal/testbuild"
+)
+
+// TestEveryBuiltinPluginConforms builds every plugins/<name> wrapper of a
+// built-in policy and runs the suite on it, as `gobtl plugins verify`
+// would.
+func TestEveryBuiltinPluginConforms(t *testing.T) {
+	mains, err := testbuild.Mains("..", "*/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mains) == 0 {
+		t.Skip("no built-in policy plugin wrappers")
+	}
+	dir := t.TempDir()
+	if err := testbuild.Go("..", dir+string(filepath.Separator), mains...); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mains {
+		name := filepath.Base(m)
+		t.Run(name, func(t *testing.T) {
+			r, err := Verify(context.Background(), filepath.Join(dir, name), Options{Events: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			r.Write(&b)
+			if !r.Passed() {
+				t.Fatalf("\n%s", b.String())
+			}
+			t.Logf("\n%s", b.String())
+		})
+	}
+}

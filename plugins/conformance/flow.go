@@ -1,0 +1,219 @@
+package conformance
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/plugins"
+)
+
+// flowInfos are the transports a flow-control policy is set up for: an
+// InfiniBand HCA with unbounded receive buffers, and EXTOLL mailboxes
+// shared by their senders (seed 003 §5). A policy may refuse a transport
+// it is not for; it must accept at least one.
+var flowInfos = []core.FlowInfo{
+	{Transport: "ib", Peers: 8, BufferSize: 2048},
+	{Transport: "extoll", Peers: 8, BufferSize: 64, Buffers: 1024},
+	// Two ranks with btl "extoll"'s default 58 slots per peer: a pool
+	// small enough for a growing policy to hit its bounds.
+	{Transport: "extoll", Peers: 2, BufferSize: 64, Buffers: 116},
+}
+
+type flowModel struct{}
+
+func (flowModel) run(h *harness) []Result {
+	return runPerInfo(h, kindSpec[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision]{
+		infos: flowInfos,
+		label: func(i core.FlowInfo) string { return i.Transport },
+		policy: func(p *plugins.Policy) policyOf[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision] {
+			return p.FlowControl()
+		},
+		check: checkFlowSetup,
+		describe: func(s core.FlowSetup) string {
+			return fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.InitialPosted, s.MaxPosted, s.CreditThreshold)
+		},
+		state: func(info core.FlowInfo, s core.FlowSetup) streamer[core.FlowEvent, core.FlowDecision] {
+			return newFlowState(info, s)
+		},
+	})
+}
+
+// flowBounds are a setup's parameters as the credit engine resolves them
+// (core.FlowSetup: on EXTOLL a zero InitialPosted is an equal share of the
+// data region, a zero MaxPosted no cap, a zero threshold Equation 1).
+type flowBounds struct {
+	quota     int // buffers posted per peer at start
+	threshold int
+	lo, hi    int // the range a peer's posted buffers may take; hi 0: no cap
+	pool      int // buffers for all peers' data; 0: unbounded
+}
+
+func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
+	b := flowBounds{quota: s.InitialPosted, threshold: s.CreditThreshold, lo: s.InitialPosted, hi: s.MaxPosted}
+	if info.Buffers > 0 {
+		b.pool = info.Buffers
+		if info.Transport == "extoll" {
+			// Each receiver keeps credit_slots per peer for credit packets
+			// (seed 003 §5); the rest is the data region.
+			b.pool = info.Buffers - s.CreditSlots*info.Peers
+		}
+	}
+	if info.Transport == "extoll" {
+		if b.quota == 0 && info.Peers > 0 {
+			b.quota = b.pool / info.Peers
+		}
+		if b.threshold == 0 {
+			b.threshold = b.quota/(s.CreditSlots+1) + 1 // Equation 1
+		}
+		// A sender never goes below its static slots (Equation 2).
+		b.lo = max(1, s.CreditSlots)
+	}
+	if b.hi == 0 && b.pool > 0 {
+		b.hi = b.pool - (info.Peers-1)*b.lo
+	}
+	return b
+}
+
+func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
+	switch s.Scheme {
+	case core.FlowNone:
+		if s.RNRRetry < 0 || s.RNRRetry > 7 {
+			return fmt.Errorf("RNRRetry %d is not in [0, 7] (7 = infinite)", s.RNRRetry)
+		}
+		if s.MinRNRTimer < 0 {
+			return fmt.Errorf("MinRNRTimer %v is negative", s.MinRNRTimer)
+		}
+	case core.FlowCredits:
+		b := resolveFlow(info, s)
+		if s.CreditSlots < 0 || info.Transport == "extoll" && s.CreditSlots < 1 {
+			return fmt.Errorf("CreditSlots %d: EXTOLL needs at least one per peer (seed 003 Equation 2)", s.CreditSlots)
+		}
+		if b.quota < 1 {
+			return fmt.Errorf("credit scheme with %d buffers per peer at start: no peer could ever send", b.quota)
+		}
+		if s.MaxPosted != 0 && s.MaxPosted < b.quota {
+			return fmt.Errorf("MaxPosted %d below the %d buffers posted at start", s.MaxPosted, b.quota)
+		}
+		if b.threshold < 1 || b.threshold > b.quota {
+			return fmt.Errorf("credit threshold %d not in [1, %d buffers per peer]: a peer could use up its credits before any are returned (deadlock)", b.threshold, b.quota)
+		}
+		if b.pool > 0 && b.quota*info.Peers > b.pool {
+			return fmt.Errorf("%d peers × %d credits at start exceed the %d buffers that exist for data (credit beyond what is posted)", info.Peers, b.quota, b.pool)
+		}
+		if b.pool < 0 {
+			return fmt.Errorf("%d credit slots per peer for %d peers leave no buffer for data in %d", s.CreditSlots, info.Peers, info.Buffers)
+		}
+	default:
+		return fmt.Errorf("unknown flow-control scheme %d", s.Scheme)
+	}
+	return nil
+}
+
+// flowState models the credit engine: buffers posted per peer and the
+// explicit-credit threshold, as the decisions set them.
+type flowState struct {
+	info      core.FlowInfo
+	setup     core.FlowSetup
+	b         flowBounds
+	posted    []int
+	threshold int
+	now       time.Duration
+}
+
+func newFlowState(info core.FlowInfo, s core.FlowSetup) *flowState {
+	st := &flowState{info: info, setup: s, b: resolveFlow(info, s), posted: make([]int, info.Peers)}
+	for i := range st.posted {
+		st.posted[i] = st.b.quota
+	}
+	st.threshold = st.b.threshold
+	return st
+}
+
+func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
+	es := make([]core.FlowEvent, n)
+	for i := range es {
+		st.now += time.Duration(rng.IntN(100_000))
+		p := rng.IntN(st.info.Peers)
+		e := core.FlowEvent{Peer: int32(p), Posted: int32(st.posted[p]), At: st.now}
+		// EXTOLL's engine reports monitoring points and quotas (seed 003
+		// §6.4) most of the time; other transports' policies get a few
+		// too, and must ignore what is not for them.
+		switch r := rng.IntN(20); {
+		case r < 8 && st.info.Transport == "extoll" || r == 0:
+			e.Kind, e.Value = core.FlowMonitor, int64(rng.IntN(st.posted[p]+1))
+		case r < 10 && st.info.Transport == "extoll" || r == 1:
+			e.Kind = core.FlowQuota
+		default:
+			e.Kind = core.FlowEventKind(1 + rng.IntN(4))
+		}
+		switch e.Kind {
+		case core.FlowBacklogged:
+			e.Value = int64(1 + rng.IntN(32))
+		case core.FlowIdle:
+			e.Value = int64(time.Millisecond) + rng.Int64N(int64(time.Second))
+		case core.FlowActivity:
+			e.Value = int64(rng.IntN(200))
+		case core.FlowStall:
+			e.Value = int64(1 + rng.IntN(64))
+		}
+		es[i] = e
+	}
+	return es
+}
+
+func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
+	b := st.b
+	for _, d := range ds {
+		switch d.Kind {
+		case core.FlowSetPosted:
+			if d.Peer < 0 || int(d.Peer) >= st.info.Peers {
+				v.add("SetPosted for peer %d of %d", d.Peer, st.info.Peers)
+				continue
+			}
+			if st.setup.Scheme == core.FlowCredits && (d.Value < int64(b.lo) || b.hi > 0 && d.Value > int64(b.hi)) {
+				v.add("SetPosted %d for peer %d outside [%d, %d], the range its setup allows", d.Value, d.Peer, b.lo, b.hi)
+				d.Value = max(int64(b.lo), d.Value)
+				if b.hi > 0 {
+					d.Value = min(d.Value, int64(b.hi))
+				}
+			}
+			if d.Value < 0 {
+				v.add("SetPosted %d for peer %d is negative", d.Value, d.Peer)
+				continue
+			}
+			st.posted[d.Peer] = int(d.Value)
+		case core.FlowSetThreshold:
+			low := minPosted(st.posted)
+			if d.Value < 1 || (st.setup.Scheme == core.FlowCredits && d.Value > int64(low)) {
+				v.add("threshold %d not in [1, %d] (the fewest buffers any peer has): credits could stop coming back", d.Value, low)
+				continue
+			}
+			st.threshold = int(d.Value)
+		case core.FlowReclaim:
+			if d.Peer < 0 || int(d.Peer) >= st.info.Peers {
+				v.add("reclaim from peer %d of %d", d.Peer, st.info.Peers)
+			}
+		default:
+			v.add("unknown flow decision kind %d", d.Kind)
+		}
+	}
+	if b.pool > 0 {
+		total := 0
+		for _, n := range st.posted {
+			total += n
+		}
+		if total > b.pool {
+			v.add("%d buffers promised over all peers, only %d exist for data (credit beyond what is posted)", total, b.pool)
+		}
+	}
+}
+
+func minPosted(ps []int) int {
+	m := ps[0]
+	for _, n := range ps[1:] {
+		m = min(m, n)
+	}
+	return m
+}

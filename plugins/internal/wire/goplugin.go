@@ -1,0 +1,47 @@
+package wire
+
+import (
+	"context"
+
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// GRPCPlugin adapts one gRPC service to go-plugin's plugin set: Register
+// is what the plugin side serves, NewClient what the host side dispenses.
+// Either may be nil on the side that does not use it.
+type GRPCPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Register  func(*grpc.Server)
+	NewClient func(*grpc.ClientConn) any
+}
+
+// GRPCServer registers the service.
+func (g *GRPCPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	if g.Register != nil {
+		g.Register(s)
+	}
+	return nil
+}
+
+// GRPCClient returns the service's client.
+func (g *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return g.NewClient(cc), nil
+}
+
+// Handshake is go-plugin's handshake for gobtl policy plugins. The
+// protocol version is negotiated through VersionedPlugins; ProtocolVersion
+// here only serves hosts that do not negotiate.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   MagicCookieKey,
+	MagicCookieValue: MagicCookieValue,
+}
+
+// MaxMessage bounds one protocol message (a batch of events or
+// decisions). The host never lets a batch grow past a size that fits.
+const MaxMessage = 32 << 20
+
+// EnvLogLevel carries the host's log level to the plugin, so that a plugin
+// does not format debug lines the host would drop.
+const EnvLogLevel = "GOBTL_PLUGIN_LOG_LEVEL"

@@ -1,0 +1,473 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/rs/zerolog"
+)
+
+// How much the host lets pile up for a plugin. A batch in flight is one
+// sent and not yet answered; further events wait in one pending batch,
+// which grows (coalescing Observe calls) until the plugin catches up, and
+// past maxPending events are dropped and counted rather than buffered
+// without bound: a policy is control, and the mechanism will report
+// again what still matters (a backlogged peer stays backlogged).
+const (
+	maxInflight = 64
+	maxPending  = 1 << 16
+	fullBatch   = 64
+	// linger spaces small batches: a mechanism collects decisions only
+	// every core.PolicyPollInterval anyway.
+	linger = core.PolicyPollInterval
+)
+
+const (
+	stateRunning int32 = iota
+	stateFallback
+	stateAborted
+	stateClosed
+)
+
+// observer is the Observe half of every policy interface.
+type observer[E, D any] interface {
+	Observe(events []E, out []D) []D
+}
+
+// link is one kind's Observe stream, as the proxy needs it.
+type link[E, D any] interface {
+	send(seq uint64, events []E) error
+	// recv appends the next decision batch to dst and returns the seq of
+	// the event batch it answers.
+	recv(dst []D) (ack uint64, _ []D, err error)
+	closeSend()
+}
+
+// inflight is a batch sent and not yet answered.
+type inflight[E any] struct {
+	seq    uint64
+	sent   time.Time
+	events []E
+}
+
+// proxy carries one policy's events to a plugin process and its decisions
+// back, without ever making the caller wait (core/policy.go): Observe
+// appends events to a pending batch and takes the decisions that have
+// arrived; a sender goroutine ships pending batches, a receiver goroutine
+// collects answers. Both touch the caller's state only under short locks,
+// and the caller touches theirs only when there is something to hand over.
+//
+// When the plugin fails — its stream breaks, its process exits, or a batch
+// goes unanswered past the deadline — the proxy switches, once, to its
+// fallback: a built-in policy set up with every Setup the plugin saw,
+// which first observes the events the plugin never answered, then takes
+// over. With on_failure = "abort" it reports the failure instead and
+// proposes nothing more; the mechanism keeps the parameters it has.
+type proxy[E, D any] struct {
+	what     string // "flow_control policy \"x\" (file.hcl:3)", for logs and errors
+	log      zerolog.Logger
+	deadline time.Duration
+	abort    bool
+	link     link[E, D]
+	// newFallback builds the fallback (and replays Setup into it).
+	newFallback func() (observer[E, D], string, error)
+	onFail      func(error) // after the switch: the owner's abort/cleanup
+	// explain adds what is known of the process to a stream error (it
+	// exited, with which status).
+	explain func(error) error
+	stats   *proxyStats
+
+	state atomic.Int32
+
+	// Caller to sender. The ring holds batches in flight; after a failure
+	// (closed) events collect in replay for the fallback.
+	mu       sync.Mutex
+	pend     []E
+	ring     [maxInflight]inflight[E]
+	head, n  int
+	free     [][]E
+	replay   []E
+	closed   bool
+	dropped  int64
+	wake     chan struct{}
+	ackWake  chan struct{}
+	lastSeq  uint64
+	ackedSeq atomic.Uint64
+	// lingering: the sender sleeps until a small batch may go. quiet: the
+	// plugin's last answer held no decision.
+	lingering, quiet atomic.Bool
+
+	// Receiver to caller.
+	dmu   sync.Mutex
+	dpend []D
+	dn    atomic.Int64
+
+	// Set before state becomes stateFallback; read only by the caller.
+	fb          observer[E, D]
+	replayReady atomic.Bool
+
+	failOnce sync.Once
+	failed   chan struct{}
+	err      error
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// proxyStats are a plugin policy's counters.
+type proxyStats struct {
+	events, decisions, batches, dropped, failures *core.Counter
+}
+
+func newProxyStats(m *core.Metrics, plugin string) *proxyStats {
+	c := func(n string) *core.Counter {
+		if m == nil {
+			return new(core.Counter)
+		}
+		return m.Counter(core.MetricName("plugin", plugin, n))
+	}
+	return &proxyStats{events: c("events"), decisions: c("decisions"), batches: c("batches"), dropped: c("events_dropped"), failures: c("failures")}
+}
+
+func newProxy[E, D any](what string, log zerolog.Logger, deadline time.Duration, abort bool, l link[E, D], stats *proxyStats) *proxy[E, D] {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &proxy[E, D]{
+		what: what, log: log, deadline: deadline, abort: abort, link: l, stats: stats,
+		wake: make(chan struct{}, 1), ackWake: make(chan struct{}, 1),
+		failed: make(chan struct{}), ctx: ctx, cancel: cancel,
+	}
+}
+
+// run starts the sender and receiver goroutines.
+func (p *proxy[E, D]) run() {
+	p.wg.Add(2)
+	go p.sendLoop()
+	go p.recvLoop()
+}
+
+// Observe queues events for the plugin and returns the decisions that
+// have arrived. It never blocks on the plugin and, once its buffers have
+// grown to the traffic, never allocates. Calls must not overlap (as for
+// any policy).
+func (p *proxy[E, D]) Observe(events []E, out []D) []D {
+	if p.dn.Load() > 0 {
+		out = p.takeDecisions(out)
+	}
+	switch p.state.Load() {
+	case stateRunning:
+		if len(events) == 0 {
+			return out
+		}
+		p.mu.Lock()
+		switch {
+		case p.closed:
+			p.replay = append(p.replay, events...)
+		case len(p.pend)+len(events) > maxPending:
+			p.dropped += int64(len(events))
+		default:
+			p.pend = append(p.pend, events...)
+		}
+		// Wake the sender only when it will send (see sendLoop); else the
+		// answer in flight wakes it. A wake-up is a futex call and a
+		// thread the ranks' cores could have used.
+		send := len(p.pend) >= fullBatch || p.lastSeq == p.ackedSeq.Load() && !p.lingering.Load()
+		p.mu.Unlock()
+		if send {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+		return out
+	case stateFallback:
+		if p.replayReady.Load() {
+			p.mu.Lock()
+			r := p.replay
+			p.replay = nil
+			p.replayReady.Store(false)
+			p.mu.Unlock()
+			if len(r) > 0 {
+				out = p.fb.Observe(r, out)
+			}
+		}
+		return p.fb.Observe(events, out)
+	}
+	return out
+}
+
+func (p *proxy[E, D]) takeDecisions(out []D) []D {
+	p.dmu.Lock()
+	out = append(out, p.dpend...)
+	clear(p.dpend) // a decision type may hold pointers one day
+	p.dpend = p.dpend[:0]
+	p.dn.Store(0)
+	p.dmu.Unlock()
+	return out
+}
+
+func (p *proxy[E, D]) sendLoop() {
+	defer p.wg.Done()
+	// gRPC forbids CloseSend concurrent with Send: the sender closes its
+	// own half of the stream, as it leaves.
+	defer p.link.closeSend()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var lastDropped int64
+	var lastDropLog, lastSmall time.Time
+	for {
+		acked := p.ackedSeq.Load()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return
+		}
+		for p.n > 0 && p.ring[p.head].seq <= acked {
+			b := &p.ring[p.head]
+			p.free = append(p.free, b.events[:0])
+			b.events = nil
+			p.head = (p.head + 1) % maxInflight
+			p.n--
+		}
+		var oldest time.Time
+		if p.n > 0 {
+			oldest = p.ring[p.head].sent
+		}
+		var batch []E
+		var seq uint64
+		// A full batch goes out at once, up to maxInflight of them. A small
+		// one goes when nothing is in flight (Nagle's rule) and, while the
+		// plugin's answers are empty, no small one went in the last
+		// linger; meanwhile it grows. A mechanism that hands over an event
+		// at a time (after every poll) to a policy that mostly watches then
+		// costs a round trip per linger, not per event — on a machine whose
+		// cores the ranks keep busy, each round trip is a plugin process
+		// and two host threads taking a core — while a policy that is
+		// deciding, and a lone event after a quiet spell, go at once.
+		lingerLeft := time.Duration(0)
+		if len(p.pend) > 0 && len(p.pend) < fullBatch && p.quiet.Load() {
+			lingerLeft = linger - time.Since(lastSmall)
+		}
+		if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && lingerLeft <= 0) {
+			if len(p.pend) < fullBatch {
+				lastSmall = time.Now()
+			}
+			batch = p.pend
+			if k := len(p.free); k > 0 {
+				p.pend = p.free[k-1]
+				p.free = p.free[:k-1]
+			} else {
+				p.pend = nil
+			}
+			p.lastSeq++
+			seq = p.lastSeq
+			now := time.Now()
+			p.ring[(p.head+p.n)%maxInflight] = inflight[E]{seq: seq, sent: now, events: batch}
+			p.n++
+			if p.n == 1 {
+				oldest = now
+			}
+		}
+		dropped := p.dropped
+		p.mu.Unlock()
+
+		if dropped != lastDropped {
+			p.stats.dropped.Add(dropped - lastDropped)
+			if time.Since(lastDropLog) > time.Second {
+				p.log.Warn().Int64("dropped", dropped).Msg(p.what + ": plugin is behind; events dropped")
+				lastDropLog = time.Now()
+			}
+			lastDropped = dropped
+		}
+		if batch != nil {
+			if err := p.link.send(seq, batch); err != nil {
+				p.fail(fmt.Errorf("sending events: %w", err))
+				return
+			}
+			p.stats.events.Add(int64(len(batch)))
+			p.stats.batches.Add(1)
+			continue
+		}
+		wait := time.Duration(-1)
+		if !oldest.IsZero() {
+			age := time.Since(oldest)
+			if age >= p.deadline {
+				p.fail(fmt.Errorf("no answer to a batch of events for %v (deadline %v)", age.Round(time.Millisecond), p.deadline))
+				return
+			}
+			wait = p.deadline - age
+		} else if lingerLeft > 0 {
+			// A small batch waits out its linger; Observe need not wake us.
+			wait = lingerLeft
+			p.lingering.Store(true)
+		}
+		if wait >= 0 {
+			timer.Reset(wait)
+		}
+		select {
+		case <-p.wake:
+		case <-p.ackWake:
+		case <-timer.C:
+		case <-p.ctx.Done():
+			return
+		}
+		p.lingering.Store(false)
+		timer.Stop()
+	}
+}
+
+func (p *proxy[E, D]) recvLoop() {
+	defer p.wg.Done()
+	var buf []D
+	var prev uint64
+	for {
+		ack, ds, err := p.link.recv(buf[:0])
+		if err != nil {
+			p.fail(fmt.Errorf("receiving decisions: %w", err))
+			return
+		}
+		buf = ds
+		p.mu.Lock()
+		sent := p.lastSeq
+		p.mu.Unlock()
+		if ack != prev+1 || ack > sent {
+			p.fail(fmt.Errorf("protocol error: answer for batch %d, expected %d", ack, prev+1))
+			return
+		}
+		prev = ack
+		p.quiet.Store(len(ds) == 0)
+		if len(ds) > 0 {
+			p.dmu.Lock()
+			p.dpend = append(p.dpend, ds...)
+			p.dn.Store(int64(len(p.dpend)))
+			p.dmu.Unlock()
+			p.stats.decisions.Add(int64(len(ds)))
+		}
+		p.ackedSeq.Store(ack)
+		select {
+		case p.ackWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fail switches the policy away from the plugin, once. It returns at once;
+// the switch happens on a goroutine of its own (it may have to wait for a
+// Setup in progress), and p.failed is closed when it is done.
+func (p *proxy[E, D]) fail(err error) {
+	if p.state.Load() == stateClosed {
+		return
+	}
+	p.failOnce.Do(func() {
+		go p.switchOver(err)
+	})
+}
+
+func (p *proxy[E, D]) switchOver(cause error) {
+	defer close(p.failed)
+	if p.explain != nil {
+		cause = p.explain(cause)
+	}
+	p.err = fmt.Errorf("%s: plugin failed: %w", p.what, cause)
+	// From here on events go to replay: first the batches the plugin never
+	// answered, in order, then whatever was pending, then new ones.
+	p.mu.Lock()
+	p.closed = true
+	// Replay at most maxPending events, the newest: under overload the
+	// batches in flight can hold far more, and what matters to a policy
+	// taking over is the recent state.
+	skip := len(p.pend) - maxPending
+	for i := 0; i < p.n; i++ {
+		if b := &p.ring[(p.head+i)%maxInflight]; b.seq > p.ackedSeq.Load() {
+			skip += len(b.events)
+		}
+	}
+	for i := 0; i < p.n; i++ {
+		b := &p.ring[(p.head+i)%maxInflight]
+		if b.seq <= p.ackedSeq.Load() {
+			continue
+		}
+		k := min(max(skip, 0), len(b.events))
+		p.replay = append(p.replay, b.events[k:]...)
+		skip -= k
+		p.dropped += int64(k)
+	}
+	k := min(max(skip, 0), len(p.pend))
+	p.replay = append(p.replay, p.pend[k:]...)
+	p.dropped += int64(k)
+	p.pend = nil
+	p.mu.Unlock()
+	p.cancel()
+	p.stats.failures.Add(1)
+
+	// p.err is final before the state changes: Setup and Err read it
+	// once they see the new state.
+	if p.abort {
+		p.err = fmt.Errorf("%w (on_failure = \"abort\")", p.err)
+		p.state.CompareAndSwap(stateRunning, stateAborted)
+		p.log.Error().Err(cause).Msg(p.what + ": plugin failed; aborting the job (on_failure = \"abort\")")
+	} else if fb, name, err := p.newFallback(); err != nil {
+		p.err = fmt.Errorf("%w; fallback: %v", p.err, err)
+		p.state.CompareAndSwap(stateRunning, stateAborted)
+		p.log.Error().Err(cause).AnErr("fallback", err).Msg(p.what + ": plugin failed and its fallback could not start; no further decisions")
+	} else {
+		p.fb = fb
+		p.replayReady.Store(true)
+		if !p.state.CompareAndSwap(stateRunning, stateFallback) {
+			return // closed meanwhile
+		}
+		p.log.Error().Err(cause).Str("fallback", name).Msg(p.what + ": plugin failed; switched to the built-in fallback")
+	}
+	if p.onFail != nil {
+		p.onFail(p.err)
+	}
+}
+
+// close stops the goroutines; the plugin process is the owner's to stop.
+func (p *proxy[E, D]) close() {
+	p.state.Store(stateClosed)
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+}
+
+// wait waits for the goroutines to end (after close, or after the plugin
+// was killed).
+func (p *proxy[E, D]) wait() { p.wg.Wait() }
+
+// errClosed is what a closed policy's Setup returns.
+var errClosed = errors.New("policy closed")
+
+// sync waits until the plugin has answered every event queued so far, or
+// the plugin failed, or ctx ends.
+func (p *proxy[E, D]) sync(ctx context.Context) error {
+	p.mu.Lock()
+	target := p.lastSeq
+	if len(p.pend) > 0 {
+		target++ // the pending events go out as the next batch
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	for p.ackedSeq.Load() < target {
+		select {
+		case <-p.failed:
+			return p.err
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for answers: %w", p.what, ctx.Err())
+		case <-time.After(100 * time.Microsecond):
+		}
+		if p.state.Load() == stateClosed {
+			return fmt.Errorf("%s: %w", p.what, errClosed)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,288 @@
+// Package plugins_test runs whole jobs (gobtl.RunLocal, ranks as
+// goroutines over the in-process fabric) whose policies are plugin
+// processes: a scheduling plugin adjusting the weights of two rails, a
+// plugin killed with SIGKILL mid-job, and on_failure = "abort".
+package plugins_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/testbuild"
+)
+
+var (
+	testpolicyBin string
+	gobtlBin      string
+	// builtinDir holds every plugins/<name> wrapper of a built-in policy.
+	builtinDir string
+	builtins   []string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) != "" {
+		os.Exit(rankMain())
+	}
+	dir, err := os.MkdirTemp("", "gobtl-plugin-jobs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testpolicyBin = filepath.Join(dir, "testpolicy")
+	gobtlBin = filepath.Join(dir, "gobtl")
+	if err := testbuild.Go("", dir+string(filepath.Separator), "../../plugins/internal/testplugins/testpolicy", "../../cmd/gobtl"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mains, _ := testbuild.Mains("../../plugins", "*/main.go")
+	builtinDir = filepath.Join(dir, "builtin")
+	for _, m := range mains {
+		builtins = append(builtins, filepath.Base(m))
+	}
+	if len(mains) > 0 {
+		if err := testbuild.Go("../../plugins", builtinDir+string(filepath.Separator), mains...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// stack writes a stack file: two in-process rails of different speeds and
+// a scheduling policy served by the testpolicy plugin, with body.
+func stack(t testing.TB, body string) string {
+	return stackWith(t, fmt.Sprintf("plugin = \"testpolicy\"\n  path   = %q", testpolicyBin), body)
+}
+
+// stackWith is stack with the policy block's selection (builtin or
+// plugin) given.
+func stackWith(t testing.TB, sel, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stack.hcl")
+	src := fmt.Sprintf(`job {
+  protocol = "rdma_write"
+  log { level = "error" }
+}
+btl "inproc" "fast" { bandwidth = "4GB/s" }
+btl "inproc" "slow" { bandwidth = "1GB/s" }
+policy "sched" {
+  %s
+%s
+}
+`, sel, body)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// exchange sends n messages of size bytes from rank 0 to rank 1, each
+// with its own pattern, and checks every byte; midway it calls mid once.
+func exchange(c *gobtl.Comm, n, size int, mid func()) error {
+	buf := make([]byte, size)
+	for i := 0; i < n; i++ {
+		if i == n/2 && mid != nil && c.Rank() == 0 {
+			mid()
+		}
+		switch c.Rank() {
+		case 0:
+			for j := range buf {
+				buf[j] = byte(i + j/4096)
+			}
+			if err := c.Send(buf, 1, i); err != nil {
+				return fmt.Errorf("send %d: %w", i, err)
+			}
+		case 1:
+			clear(buf)
+			st, err := c.Recv(buf, 0, i)
+			if err != nil {
+				return fmt.Errorf("recv %d: %w", i, err)
+			}
+			if st.Count != size {
+				return fmt.Errorf("message %d: %d bytes, want %d", i, st.Count, size)
+			}
+			for j := range buf {
+				if buf[j] != byte(i+j/4096) {
+					return fmt.Errorf("message %d: byte %d is %d, want %d", i, j, buf[j], byte(i+j/4096))
+				}
+			}
+		}
+	}
+	return c.Barrier()
+}
+
+func TestASchedulingPluginSteersAJob(t *testing.T) {
+	path := stack(t, `  mode = "good"`)
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error {
+		if err := exchange(c, 40, 1<<20, nil); err != nil {
+			return err
+		}
+		if c.Rank() != 0 {
+			return nil // with rdma_write the sender stripes and measures
+		}
+		// The plugin's weights arrive asynchronously; the progress loop
+		// applies them.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			w := c.Weights(1)
+			if len(w) == 2 && w[0] != w[1] {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("weights toward rank 1 still %v: no decision of the plugin was applied", w)
+			}
+			c.Progress()
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plugins are the pids of running testpolicy processes started by this
+// test binary's builds (matched by executable path); with parent > 0,
+// only the children of that process.
+func plugins(t *testing.T, parent int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err != nil || exe != testpolicyBin {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 || f[0] == "Z" || parent > 0 && f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// captureStderr redirects os.Stderr (where the job's log goes) to a pipe
+// until the returned function is called, which returns what was written.
+func captureStderr(t *testing.T) func() string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stderr
+	os.Stderr = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	return func() string {
+		os.Stderr = old
+		w.Close()
+		return <-done
+	}
+}
+
+func TestSIGKILLingThePluginMidJobLosesNoMessage(t *testing.T) {
+	path := stack(t, `  mode = "good"`)
+	stop := captureStderr(t)
+	killed := 0
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error {
+		return exchange(c, 60, 256<<10, func() {
+			for _, pid := range plugins(t, os.Getpid()) {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed++
+				}
+			}
+		})
+	})
+	logs := stop()
+	if err != nil {
+		t.Fatalf("the job failed: %v\nlog:\n%s", err, logs)
+	}
+	if killed != 2 {
+		t.Fatalf("killed %d plugin processes, want one per rank", killed)
+	}
+	for _, want := range []string{"plugin failed", "stack.hcl:7", "fallback"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+}
+
+// TestOnFailureAbortEndsTheJob runs a job whose plugin crashes, in a
+// child process (the abort exits it).
+func TestOnFailureAbortEndsTheJob(t *testing.T) {
+	if os.Getenv("GOBTL_TEST_ABORT_JOB") != "" {
+		path := os.Getenv("GOBTL_TEST_ABORT_JOB")
+		err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error {
+			return exchange(c, 1000, 256<<10, nil)
+		})
+		fmt.Println("the job ran to its end:", err)
+		os.Exit(0)
+	}
+	path := stack(t, `  mode = "crash"
+  after = 2
+  on_failure = "abort"`)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOnFailureAbortEndsTheJob$")
+	cmd.Env = append(os.Environ(), "GOBTL_TEST_ABORT_JOB="+path)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errorsAs(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("the job ended with %v, want exit status 1\n%s", err, out.String())
+	}
+	for _, want := range []string{"stack.hcl:7", `on_failure = "abort"`, "plugin failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if pids := plugins(t, 0); len(pids) != 0 {
+		t.Errorf("plugin processes %v outlived the aborted job", pids)
+	}
+}
+
+func errorsAs(err error, target **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+func TestABadPluginBodyStopsTheJobAtItsLine(t *testing.T) {
+	path := stack(t, `  mdoe = "good"`)
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), path+":10:3: Unsupported argument") || !strings.Contains(err.Error(), `Did you mean "mode"?`) {
+		t.Fatalf("RunLocal = %v, want the plugin body's diagnostic", err)
+	}
+	if pids := plugins(t, os.Getpid()); len(pids) != 0 {
+		t.Errorf("plugin processes %v outlived the failed start", pids)
+	}
+}
