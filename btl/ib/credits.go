@@ -185,6 +185,7 @@ type peerStats struct {
 	waited     *core.Counter // frames sent with the backlog bit: stalls ended
 	waitNs     *core.Counter // the time those frames waited, in all
 	waitMax    *core.Gauge   // the longest one waited
+	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
 	creditMsgs *core.Counter // explicit credit frames sent to the peer
 	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
 	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
@@ -197,7 +198,7 @@ func (m *module) newPeerStats(rank int) *peerStats {
 	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
 	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
 	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
-		waitMax: g("backlog_wait_max_ns"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
+		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
 		posted: g("posted"), postedMax: g("posted_max")}
 }
 

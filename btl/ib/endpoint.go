@@ -236,6 +236,7 @@ func (e *endpoint) post(b *sendBuf) {
 	}
 	e.out[qi]++
 	m.framesSent.Inc()
+	e.st.frames.Inc()
 	m.bytesSent.Add(int64(b.n))
 }
 
