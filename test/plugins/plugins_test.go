@@ -213,13 +213,25 @@ func TestSIGKILLingThePluginMidJobLosesNoMessage(t *testing.T) {
 	stop := captureStderr(t)
 	killed := 0
 	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{path}}, func(c *gobtl.Comm) error {
-		return exchange(c, 60, 256<<10, func() {
+		err := exchange(c, 60, 256<<10, func() {
 			for _, pid := range plugins(t, os.Getpid()) {
 				if syscall.Kill(pid, syscall.SIGKILL) == nil {
 					killed++
 				}
 			}
 		})
+		if err != nil {
+			return err
+		}
+		// The host learns of the death asynchronously; the job may finish
+		// first. Wait (bounded) until this rank's proxy has noticed, so
+		// that the log has something to show.
+		for deadline := time.Now().Add(10 * time.Second); pluginFailures(c) == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("rank %d: the plugin's death went unnoticed for 10s", c.Rank())
+			}
+		}
+		return c.Barrier()
 	})
 	logs := stop()
 	if err != nil {
@@ -285,4 +297,17 @@ func TestABadPluginBodyStopsTheJobAtItsLine(t *testing.T) {
 	if pids := plugins(t, os.Getpid()); len(pids) != 0 {
 		t.Errorf("plugin processes %v outlived the failed start", pids)
 	}
+}
+
+// pluginFailures sums the plugin proxies' failure counters of c's job.
+func pluginFailures(c *gobtl.Comm) int64 {
+	var n int64
+	for k, v := range c.Metrics().Snapshot() {
+		if strings.HasPrefix(k, "plugin.") && strings.HasSuffix(k, ".failures") {
+			if x, ok := v.(int64); ok {
+				n += x
+			}
+		}
+	}
+	return n
 }
