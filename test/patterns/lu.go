@@ -1,0 +1,194 @@
+package patterns
+
+import "math/bits"
+
+// NPB LU, class A: a 64^3 grid, 250 SSOR iterations after one untimed
+// one. The ranks form a 2D grid over the i and j directions, xdim × ydim
+// (proc_grid of lu: xdim = 2^⌈log2(n)/2⌉ for a power of two, 4×2 at 8
+// ranks; the most even split otherwise), rank = row + xdim·col; north and
+// south are row ∓ 1, west and east col ∓ 1, not periodic. Each rank owns
+// nx × ny columns of nz = 64 points.
+//
+// One SSOR iteration is the wavefront pipeline of seed 000's asymmetric
+// case:
+//
+//   - lower sweep, k = 2 … nz−1 (62 planes): receive from north and west
+//     (exchange_1 iex=0), compute the plane (blts), send to south and east
+//     (iex=2) — 5 doubles per boundary point: 5·(jend−jst+1) to the south,
+//     5·(iend−ist+1) to the east, where ist…iend and jst…jend drop the
+//     global boundary points;
+//   - upper sweep, k = nz−1 … 2: receive from south and east, compute
+//     (buts), send to north and west;
+//   - rhs: exchange_3, two planes of 5 doubles per point of a whole face,
+//     with north and south, then with west and east.
+//
+// So each neighbour connection carries 62 small one-way messages per
+// sweep, all in one direction, and the other direction stays silent until
+// the other sweep: credits come back only by explicit credit messages
+// (seed 000 §6.3, Table 1: LU is the only application that needs them).
+// Setup (erhs and rhs) does exchange_3 twice and l2norm an allreduce of 5
+// doubles, as does the end.
+const (
+	luN      = 64
+	luPlanes = luN - 2
+)
+
+var luPattern = register(&Pattern{
+	Name:        "lu",
+	Doc:         "NPB LU: SSOR wavefront pipeline, many small one-way messages per k-plane (the asymmetric case)",
+	ClassAIters: 251, DefaultIters: 25, DefaultScale: 1,
+	gen: genLU,
+})
+
+// grid2 splits n ranks into xdim ≥ ydim: NPB LU's split for a power of
+// two, the most even one otherwise.
+func grid2(n int) (xdim, ydim int) {
+	if n&(n-1) == 0 {
+		l := bits.Len(uint(n)) - 1
+		xdim = 1 << ((l + 1) / 2)
+		return xdim, n / xdim
+	}
+	for y := 1; y*y <= n; y++ {
+		if n%y == 0 {
+			xdim, ydim = n/y, y
+		}
+	}
+	return xdim, ydim
+}
+
+// luGrid is this rank's place in LU's grid; a missing neighbour is -1.
+type luGrid struct {
+	north, south, west, east int
+	// ni, nj: boundary points of the faces (iend−ist+1, jend−jst+1);
+	// nx, ny: the rank's columns.
+	ni, nj, nx, ny int
+}
+
+// split is the size of part p of a length-n dimension cut into k parts
+// (NPB gives the first n mod k parts one point more).
+func split(n, k, p int) int {
+	s := n / k
+	if p < n%k {
+		s++
+	}
+	return s
+}
+
+func newLUGrid(n, me int) luGrid {
+	xdim, ydim := grid2(n)
+	row, col := me%xdim, me/xdim
+	g := luGrid{north: -1, south: -1, west: -1, east: -1}
+	if row > 0 {
+		g.north = me - 1
+	}
+	if row < xdim-1 {
+		g.south = me + 1
+	}
+	if col > 0 {
+		g.west = me - xdim
+	}
+	if col < ydim-1 {
+		g.east = me + xdim
+	}
+	g.nx, g.ny = split(luN, xdim, row), split(luN, ydim, col)
+	g.ni, g.nj = g.nx, g.ny
+	if g.north < 0 {
+		g.ni-- // ist = 2 on the global boundary
+	}
+	if g.south < 0 {
+		g.ni-- // iend = nx − 1
+	}
+	if g.west < 0 {
+		g.nj--
+	}
+	if g.east < 0 {
+		g.nj--
+	}
+	return g
+}
+
+func genLU(r *run) error {
+	g := newLUGrid(r.n, r.me)
+	// Neighbours across a face share its extent (north and south are in
+	// the same column, west and east in the same row), so both ends size
+	// a message alike.
+	sweepSize, faceSize := map[int]int{}, map[int]int{}
+	for _, p := range []int{g.north, g.south} {
+		sweepSize[p] = r.scaled(5 * 8 * g.nj)
+		faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.ny)
+	}
+	for _, p := range []int{g.west, g.east} {
+		sweepSize[p] = r.scaled(5 * 8 * g.ni)
+		faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.nx)
+	}
+	// exchange posts receives from and sends to the existing ranks of
+	// from and to, of the sizes in size, and waits: MPI_Recv and the
+	// blocking MPI_Send of exchange_1, MPI_Irecv/Send/Wait of exchange_3.
+	exchange := func(from, to [2]int, size map[int]int) error {
+		for _, p := range from {
+			if p >= 0 {
+				if err := r.recv(p, size[p]); err != nil {
+					return err
+				}
+			}
+		}
+		for _, p := range to {
+			if p >= 0 {
+				if err := r.send(p, size[p]); err != nil {
+					return err
+				}
+			}
+		}
+		return r.wait()
+	}
+	// sweep receives the plane's inflow from the two upstream neighbours,
+	// computes the plane, then sends its outflow to the two downstream
+	// ones.
+	none := [2]int{-1, -1}
+	sweep := func(from, to [2]int) error {
+		if err := exchange(from, none, sweepSize); err != nil {
+			return err
+		}
+		r.spin()
+		return exchange(none, to, sweepSize)
+	}
+	// exchange3 swaps two planes of 5 doubles over whole faces (nz deep),
+	// north-south first, then west-east.
+	exchange3 := func() error {
+		r.spin()
+		ns, we := [2]int{g.south, g.north}, [2]int{g.east, g.west}
+		if err := exchange(ns, ns, faceSize); err != nil {
+			return err
+		}
+		return exchange(we, we, faceSize)
+	}
+	r.at("setup", 0)
+	for range 2 { // erhs, rhs
+		if err := exchange3(); err != nil {
+			return err
+		}
+	}
+	if err := r.allreduce(5 * 8); err != nil { // l2norm
+		return err
+	}
+	for it := range r.iters {
+		r.at("lower sweep", it)
+		for range luPlanes {
+			if err := sweep([2]int{g.north, g.west}, [2]int{g.south, g.east}); err != nil {
+				return err
+			}
+		}
+		r.at("upper sweep", it)
+		for range luPlanes {
+			if err := sweep([2]int{g.south, g.east}, [2]int{g.north, g.west}); err != nil {
+				return err
+			}
+		}
+		r.at("rhs", it)
+		if err := exchange3(); err != nil {
+			return err
+		}
+	}
+	r.at("l2norm", r.iters)
+	return r.allreduce(5 * 8)
+}
