@@ -1,38 +1,8 @@
 package patterns
 
-// NPB BT and SP, class A: a 64^3 grid, 200 (BT) and 400 (SP) time steps
-// after one untimed one, on a multi-partition of the grid into cells.
-//
-// Multi-partition: NPB needs n = q² ranks, cuts the grid into q×q×q cells
-// and gives each rank q cells, one in every slab of every direction, so
-// that each stage of a line solve keeps every rank busy and all the cells
-// a rank borders in one direction belong to one rank. Seed 000 ran BT and
-// SP on 16 ranks for that reason. The pattern uses the generalized
-// multi-partitioning (Darte, Mellor-Crummey et al.) for any n: write
-// n = q·s with s dividing q and s as large as possible (s = q for a
-// square, q = 4, s = 2 at 8 ranks), cut the grid into q×q×s cells and
-// give cell (i, j, k) to the rank (a, b) = ((j−i) mod q, (k−i) mod s),
-// numbered a·s + b. Each rank then owns q cells, one in every x and y
-// slab and q/s in every z slab, and its neighbours in a direction are one
-// rank: x ± 1 is (a∓1, b∓1), y ± 1 is (a±1, b), z ± 1 is (a, b±1). At 16
-// ranks this is NPB's layout; at 8 ranks the cells are 16×16×32 and each
-// rank has 5 partners (its z successor and predecessor are the same rank).
-//
-// One time step (adi) is
-//
-//   - copy_faces: six messages, one per direction, each holding two
-//     planes of 5 doubles over the faces of all the rank's cells that have
-//     a neighbour that way;
-//   - x_solve, y_solve, z_solve: a pipeline over the slabs of the
-//     direction. Forward elimination: at stage t the rank receives from
-//     its predecessor (t > 0), solves its cells of slab t and sends to its
-//     successor (t < last); back substitution runs the other way. BT's
-//     forward message holds a 5×5 block and a 5-vector per face point (30
-//     doubles), its backward one a 5-vector; SP's hold 22 and 10 doubles
-//     per face point (its pentadiagonal factors of two rows, and two rows
-//     of the solution).
-//
-// The end reduces the two verification norms (5 doubles each) to rank 0.
+// NPB BT and SP, class A (see the package doc for the generalized
+// multi-partition that lets them run on any number of ranks): a 64^3
+// grid, 200 (BT) and 400 (SP) time steps after an untimed one.
 const btN = 64
 
 var btPattern = register(&Pattern{
@@ -169,51 +139,47 @@ func genMultiPartition(r *run, fwd, back int) error {
 		}
 		return r.wait()
 	}
-	// step moves one solve message: receive it (recv) or send it, and
-	// wait, as the blocking calls of x_solve do.
-	step := func(recv bool, peer, size int) error {
-		var err error
-		if recv {
-			err = r.recv(peer, size)
-		} else {
-			err = r.send(peer, size)
-		}
-		if err != nil {
+	// solve is the line solve in direction d: forward elimination slab by
+	// slab toward the successor, back substitution toward the
+	// predecessor. A stage receives (and waits), solves, and starts its
+	// send without waiting for it — NPB's x_send_solve_info is an
+	// MPI_Isend waited for later; a blocking send would deadlock two
+	// ranks that are each other's successor.
+	recv := func(peer, size int) error {
+		if err := r.recv(peer, size); err != nil {
 			return err
 		}
 		return r.wait()
 	}
-	// solve is the line solve in direction d: forward elimination slab by
-	// slab toward the successor, back substitution toward the predecessor.
 	solve := func(d int) error {
 		pred, succ, last := nb[d][0], nb[d][1], mp.cells[d]-1
 		for t := 0; t <= last; t++ {
 			if t > 0 {
-				if err := step(true, pred, fwdT[d][0][t]); err != nil {
+				if err := recv(pred, fwdT[d][0][t]); err != nil {
 					return err
 				}
 			}
 			r.spin()
 			if t < last {
-				if err := step(false, succ, fwdT[d][1][t]); err != nil {
+				if err := r.send(succ, fwdT[d][1][t]); err != nil {
 					return err
 				}
 			}
 		}
 		for t := last; t >= 0; t-- {
 			if t < last {
-				if err := step(true, succ, bckT[d][1][t]); err != nil {
+				if err := recv(succ, bckT[d][1][t]); err != nil {
 					return err
 				}
 			}
 			r.spin()
 			if t > 0 {
-				if err := step(false, pred, bckT[d][0][t]); err != nil {
+				if err := r.send(pred, bckT[d][0][t]); err != nil {
 					return err
 				}
 			}
 		}
-		return nil
+		return r.wait()
 	}
 	names := [3]string{"x_solve", "y_solve", "z_solve"}
 	for it := range r.iters {

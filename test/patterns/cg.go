@@ -5,24 +5,9 @@ import (
 	"math/bits"
 )
 
-// NPB CG, class A: na = 14000 rows, 15 iterations after one untimed one,
-// 25 conjugate-gradient steps each. The n ranks (a power of two) form a
-// grid of nprows × npcols with npcols = 2^⌈log2(n)/2⌉ (2×4 at 8 ranks);
-// rank = row·npcols + col owns a block of A and a segment of the vectors.
-// One q = A·p costs
-//
-//   - the sum over a row of ranks: log2(npcols) exchanges with the ranks
-//     whose column differs in one bit, from the highest (reduce_exch_proc
-//     of cg.f), of the row segment — half of it when npcols = 2·nprows:
-//     na/nprows/2 doubles, 28000 B at 8 ranks;
-//   - one exchange with the transpose partner (exch_proc of cg.f: the
-//     mirrored rank; on the diagonal a rank exchanges with itself, as NPB
-//     does through MPI);
-//
-// and a dot product is log2(npcols) exchanges of one double. Per
-// iteration conj_grad does one dot (rho), 25 × (A·p, two dots), then
-// the residual (A·z, one dot); the main loop adds one exchange of two
-// doubles (the norms of x and z).
+// NPB CG, class A (see the package doc): na = 14000, 15 iterations after
+// an untimed one, 25 CG steps each, on NPB's grid of ranks (cg.f's
+// setup_proc_info and setup_submatrix_info).
 const (
 	cgRows  = 14000
 	cgSteps = 25

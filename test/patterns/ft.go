@@ -1,12 +1,8 @@
 package patterns
 
-// NPB FT, class A: a 256×256×128 grid of double complex (16 B), 6
-// iterations. With n ≤ 128 ranks NPB uses the 1D layout: every 3D FFT
-// transposes the whole grid once, an MPI_Alltoall of 2^23·16/n^2 bytes
-// per pair (2 MiB at 8 ranks). The program does one forward FFT, then per
-// iteration evolve, an inverse FFT and a checksum (MPI_Reduce of one
-// double complex to rank 0). NPB runs this twice, the first time untimed;
-// the pattern does the forward transpose once and Iters iterations.
+// NPB FT, class A (see the package doc): 256×256×128 double complex, 6
+// iterations. NPB runs the whole problem twice, the first time untimed;
+// the pattern does the forward transpose once and then the iterations.
 const ftGridBytes = 256 * 256 * 128 * 16
 
 var ftPattern = register(&Pattern{

@@ -1,18 +1,7 @@
 package patterns
 
-// NPB IS, class A: 2^23 keys in [0, 2^19), 1024 buckets, 10 ranking
-// iterations after one untimed one. Each iteration of rank():
-//
-//   - MPI_Allreduce of the bucket sizes (1024 + 5 test ints, 4116 B);
-//   - MPI_Alltoall of the send counts (one int per pair);
-//   - MPI_Alltoallv of the keys: each rank owns 2^23/n keys and sends
-//     every rank the keys of its bucket range, about 2^23/n^2 keys (4 B
-//     each) per pair; NPB balances the ranges, so the blocks differ by a
-//     few percent, which the pattern draws deterministically per
-//     (iteration, source, destination).
-//
-// After the loop full_verify sends one key to the next rank and reduces a
-// count to rank 0.
+// NPB IS, class A (see the package doc): 2^23 keys, 1024 buckets, 10
+// ranking iterations after an untimed one.
 const (
 	isKeys        = 1 << 23
 	isBucketBytes = (1024 + 5) * 4

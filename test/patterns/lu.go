@@ -2,32 +2,9 @@ package patterns
 
 import "math/bits"
 
-// NPB LU, class A: a 64^3 grid, 250 SSOR iterations after one untimed
-// one. The ranks form a 2D grid over the i and j directions, xdim × ydim
-// (proc_grid of lu: xdim = 2^⌈log2(n)/2⌉ for a power of two, 4×2 at 8
-// ranks; the most even split otherwise), rank = row + xdim·col; north and
-// south are row ∓ 1, west and east col ∓ 1, not periodic. Each rank owns
-// nx × ny columns of nz = 64 points.
-//
-// One SSOR iteration is the wavefront pipeline of seed 000's asymmetric
-// case:
-//
-//   - lower sweep, k = 2 … nz−1 (62 planes): receive from north and west
-//     (exchange_1 iex=0), compute the plane (blts), send to south and east
-//     (iex=2) — 5 doubles per boundary point: 5·(jend−jst+1) to the south,
-//     5·(iend−ist+1) to the east, where ist…iend and jst…jend drop the
-//     global boundary points;
-//   - upper sweep, k = nz−1 … 2: receive from south and east, compute
-//     (buts), send to north and west;
-//   - rhs: exchange_3, two planes of 5 doubles per point of a whole face,
-//     with north and south, then with west and east.
-//
-// So each neighbour connection carries 62 small one-way messages per
-// sweep, all in one direction, and the other direction stays silent until
-// the other sweep: credits come back only by explicit credit messages
-// (seed 000 §6.3, Table 1: LU is the only application that needs them).
-// Setup (erhs and rhs) does exchange_3 twice and l2norm an allreduce of 5
-// doubles, as does the end.
+// NPB LU, class A (see the package doc): a 64^3 grid, 250 SSOR
+// iterations after an untimed one, on lu's 2D grid of ranks (proc_grid,
+// neighbors), exchange_1 in the sweeps and exchange_3 in rhs.
 const (
 	luN      = 64
 	luPlanes = luN - 2

@@ -1,22 +1,8 @@
 package patterns
 
-// NPB MG, class A: a periodic 256^3 grid, 8 levels (level k has 2^k points
-// a side), 4 V-cycle iterations after one untimed one. The ranks form a
-// px × py × pz grid (2×2×2 at 8 ranks; NPB's split for powers of two, the
-// most even split otherwise); rank = x + px·(y + py·z). comm3 refreshes
-// the ghost faces of a level axis by axis: receives from both neighbours
-// posted, the + face sent to the + neighbour and the − face to the −
-// neighbour, then wait — two messages per axis, of my·mz, (mx+2)·mz and
-// (mx+2)·(my+2) doubles for axes x, y, z where m is the rank's interior
-// points a side at that level (at least 1: at the coarsest levels NPB
-// leaves some ranks idle, the pattern keeps them exchanging one point). An
-// axis with one rank is a local copy.
-//
-// One iteration is mg3P (down: rprj3 to each coarser level, comm3 at
-// levels 7..1; psinv at level 1; up: resid and psinv at levels 2..8, a
-// comm3 each) and resid at the top: 23 comm3. The setup does zran3 and
-// resid at the top (2 comm3) and norm2u3 (two allreduces of one double);
-// the end does norm2u3.
+// NPB MG, class A (see the package doc): a periodic 256^3 grid, 8
+// levels (level k has 2^k points a side), 4 iterations after an untimed
+// one.
 const mgLevels = 8
 
 var mgPattern = register(&Pattern{

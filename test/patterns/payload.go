@@ -124,6 +124,22 @@ func check(b []byte, posted, src, dst int, want uint32, kind byte) error {
 	return nil
 }
 
+// checkLonger names what a message longer than the posted receive is,
+// from the header in the bytes that fit (b): its length is unknown, so
+// only its sequence number tells.
+func checkLonger(b []byte, posted int, want uint32, kind byte) error {
+	seq := binary.LittleEndian.Uint32(b)
+	switch {
+	case kind == kindFin:
+		return fmt.Errorf("message #%d, longer than the end-of-run marker, came where the marker (after %d messages) was due: %w", seq, want, ErrDuplicate)
+	case seq > want:
+		return fmt.Errorf("message #%d came where #%d (%d bytes) was due: %w", seq, want, posted, ErrLost)
+	case seq < want:
+		return fmt.Errorf("message #%d came again where #%d was due: %w", seq, want, ErrDuplicate)
+	}
+	return fmt.Errorf("message #%d is longer than the %d bytes the pattern posted: %w", seq, posted, ErrCorrupt)
+}
+
 // corruptAt names the first wrong byte at or after offset off.
 func corruptAt(b []byte, src, dst int, seq uint32, off int) error {
 	ref := make([]byte, len(b))

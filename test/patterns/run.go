@@ -1,10 +1,12 @@
 package patterns
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
+	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -102,9 +104,9 @@ type run struct {
 	recvSeq []uint32
 	ops     []op
 	pool    map[int][][]byte
-	// phase and step say where the pattern is, for error messages.
+	// phase and iter say where the pattern is, for error messages.
 	phase string
-	step  int
+	iter  int
 }
 
 func newRun(c Comm, p *Pattern, o Options) (*run, error) {
@@ -136,11 +138,11 @@ func newRun(c Comm, p *Pattern, o Options) (*run, error) {
 
 // errf wraps an error with the pattern, the rank and where it is.
 func (r *run) errf(format string, args ...any) error {
-	return fmt.Errorf("patterns: %s: rank %d, %s step %d: %w", r.p.Name, r.me, r.phase, r.step, fmt.Errorf(format, args...))
+	return fmt.Errorf("patterns: %s: rank %d, %s, iteration %d: %w", r.p.Name, r.me, r.phase, r.iter, fmt.Errorf(format, args...))
 }
 
 // at records where the pattern is.
-func (r *run) at(phase string, step int) { r.phase, r.step = phase, step }
+func (r *run) at(phase string, iter int) { r.phase, r.iter = phase, iter }
 
 // scaled is the size of a message of class A size bytes, scaled.
 func (r *run) scaled(bytes int) int {
@@ -211,6 +213,9 @@ func (r *run) waitKind(kind byte) error {
 		st, err := r.c.Wait(o.req)
 		if err != nil {
 			r.ops = r.ops[:0]
+			if o.recv && errors.Is(err, core.ErrTruncated) {
+				return r.errf("from rank %d: %w (%w)", o.peer, checkLonger(o.buf, len(o.buf), o.seq, kind), err)
+			}
 			if o.recv {
 				return r.errf("receive #%d from rank %d: %w", o.seq, o.peer, err)
 			}
