@@ -8,14 +8,14 @@ const btN = 64
 var btPattern = register(&Pattern{
 	Name:        "bt",
 	Doc:         "NPB BT: multi-partition face exchange and pipelined block-tridiagonal line solves in x, y, z",
-	ClassAIters: 201, DefaultIters: 20, DefaultScale: 0.5,
+	ClassAIters: 201, DefaultIters: 20,
 	gen: func(r *run) error { return genMultiPartition(r, 30, 5) },
 })
 
 var spPattern = register(&Pattern{
 	Name:        "sp",
 	Doc:         "NPB SP: multi-partition face exchange and pipelined scalar-pentadiagonal line solves in x, y, z",
-	ClassAIters: 401, DefaultIters: 40, DefaultScale: 0.5,
+	ClassAIters: 401, DefaultIters: 40,
 	gen: func(r *run) error { return genMultiPartition(r, 22, 10) },
 })
 

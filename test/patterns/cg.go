@@ -16,7 +16,7 @@ const (
 var cgPattern = register(&Pattern{
 	Name:        "cg",
 	Doc:         "NPB CG: row-wise reduction exchanges with log2 partners and a transpose exchange on a 2D grid of ranks",
-	ClassAIters: 16, DefaultIters: 16, DefaultScale: 1,
+	ClassAIters: 16, DefaultIters: 5,
 	gen: genCG,
 })
 

@@ -38,9 +38,10 @@
 // Pattern.ClassAIters, NPB's untimed warm-up step included), Scale
 // multiplies the size of every message that carries problem data
 // (control-sized messages keep theirs; counts never change), Compute is
-// the spin of one compute phase. Each pattern's DefaultIters and
-// DefaultScale keep a run on 8 ranks over a software InfiniBand device to
-// a few seconds.
+// the spin of one compute phase. By default the sizes are class A's and
+// the iterations too for IS (11), FT (6) and MG (5); LU, BT and SP run a
+// tenth of theirs (25, 20, 40) and CG 5 of 16, which keeps a run on 8
+// ranks over a software InfiniBand device (softrc) to a few seconds.
 //
 // # The patterns, and their message counts at n = 8, T = Iters
 //
@@ -53,11 +54,11 @@
 // sends d ≠ s: 2T + T·[d = s⊕2^k] + [d = s+1] + [d = s − lowbit(s)];
 // in all 136T + 14 messages.
 //
-// FT (3D FFT; 256×256×128 double complex, 1D layout). A forward FFT,
-// then per iteration an inverse FFT — one alltoall transpose of 2^27/n²
-// bytes per pair (2 MiB at 8 ranks) — and a checksum reduce (16 B) to
-// rank 0. Rank s sends d ≠ s: T + 1 + T·[d = s − lowbit(s)]; in all
-// 56(T+1) + 7T.
+// FT (3D FFT; 256×256×128 double complex, 1D layout). A forward FFT
+// (twice: NPB's untimed warm-up does one), then per iteration an inverse
+// FFT — each FFT one alltoall transpose of 2^27/n² bytes per pair (2 MiB
+// at 8 ranks) — and a checksum reduce (16 B) to rank 0. Rank s sends
+// d ≠ s: T + 2 + T·[d = s − lowbit(s)]; in all 56(T+2) + 7T.
 //
 // LU (SSOR on 64^3; ranks on an xdim × ydim grid over i and j, 4×2 at 8,
 // rank = row + xdim·col, north/south = row ∓ 1, west/east = col ∓ 1, not

@@ -10,7 +10,7 @@ const (
 var isPattern = register(&Pattern{
 	Name:        "is",
 	Doc:         "NPB IS: per iteration an allreduce of bucket sizes, an alltoall of counts and an alltoallv of keys",
-	ClassAIters: 11, DefaultIters: 11, DefaultScale: 0.25,
+	ClassAIters: 11, DefaultIters: 11,
 	gen: genIS,
 })
 

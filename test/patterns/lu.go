@@ -13,7 +13,7 @@ const (
 var luPattern = register(&Pattern{
 	Name:        "lu",
 	Doc:         "NPB LU: SSOR wavefront pipeline, many small one-way messages per k-plane (the asymmetric case)",
-	ClassAIters: 251, DefaultIters: 25, DefaultScale: 1,
+	ClassAIters: 251, DefaultIters: 25,
 	gen: genLU,
 })
 

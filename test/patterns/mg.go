@@ -8,7 +8,7 @@ const mgLevels = 8
 var mgPattern = register(&Pattern{
 	Name:        "mg",
 	Doc:         "NPB MG: 3D halo exchange with 6 neighbours at every level of a V-cycle, and small allreduces",
-	ClassAIters: 5, DefaultIters: 5, DefaultScale: 1,
+	ClassAIters: 5, DefaultIters: 5,
 	gen: genMG,
 })
 

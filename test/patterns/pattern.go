@@ -16,10 +16,9 @@ type Pattern struct {
 	// program, its untimed warm-up step included (what seed 000's Table 1
 	// counted).
 	ClassAIters int
-	// DefaultIters and DefaultScale make a run of a few seconds on 8 ranks
-	// over a software InfiniBand device.
+	// DefaultIters keeps a run on 8 ranks over a software InfiniBand
+	// device (softrc) to a few seconds with class A's message sizes.
 	DefaultIters int
-	DefaultScale float64
 	gen          func(r *run) error
 }
 

@@ -61,8 +61,8 @@ var eightRankCounts = map[string]struct {
 		if s == d {
 			return 0
 		}
-		return T + 1 + T*b(s > 0 && d == parent(s))
-	}, func(T int) int { return 56*(T+1) + 7*T }},
+		return T + 2 + T*b(s > 0 && d == parent(s))
+	}, func(T int) int { return 56*(T+2) + 7*T }},
 	"lu": {func(s, d, T int) int {
 		// 4×2 grid, rank = row + 4·col.
 		rs, cs, rd, cd := s%4, s/4, d%4, d/4

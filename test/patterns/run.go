@@ -40,7 +40,7 @@ type Options struct {
 	// Scale multiplies the class A size of every message that carries
 	// problem data (keys, grid faces, vectors); control-sized messages
 	// (counts, norms) keep their size. Message counts do not change.
-	// 0: the pattern's DefaultScale.
+	// 0: 1, class A's sizes.
 	Scale float64
 	// Compute is the busy spin of each compute phase; 0: DefaultCompute;
 	// negative: none.
@@ -117,7 +117,7 @@ func newRun(c Comm, p *Pattern, o Options) (*run, error) {
 		r.iters = p.DefaultIters
 	}
 	if r.scale == 0 {
-		r.scale = p.DefaultScale
+		r.scale = 1
 	}
 	switch {
 	case r.compute == 0:
