@@ -98,7 +98,7 @@ func init() {
 	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu); patterns: time steps (default: per pattern)")
 	f.IntVar(&benchFlags.warmup, "warmup", 0, "untimed iterations per size (default: a tenth of --iters)")
 	f.IntVar(&benchFlags.window, "window", 64, "messages in flight for bw, bibw and msgrate")
-	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time); patterns: spin per compute phase (default 2µs, negative: none)")
+	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time); patterns: spin per compute phase (default 2µs; none: --compute=-1ns)")
 	f.Float64Var(&benchFlags.scale, "scale", 0, "patterns: message sizes as a fraction of NPB class A's (default: per pattern)")
 	f.BoolVar(&benchFlags.json, "json", false, "print one JSON object instead of a table")
 	f.StringVarP(&benchFlags.config, "config", "c", "", "stack file (default: $GOBTL_CONFIG, else the default stack)")
