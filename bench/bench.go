@@ -309,8 +309,9 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	return rep, writeTable(o.Out, rep, b)
 }
 
-func writeTable(w io.Writer, rep *Report, b *benchmark) error {
-	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, b.doc)
+// writeHeader prints the table's first two lines: what ran, and where.
+func writeHeader(w io.Writer, rep *Report, doc string) {
+	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, doc)
 	fmt.Fprintf(w, "# %d ranks", rep.Ranks)
 	keys := make([]string, 0, len(rep.Config))
 	for k := range rep.Config {
@@ -321,6 +322,10 @@ func writeTable(w io.Writer, rep *Report, b *benchmark) error {
 		fmt.Fprintf(w, ", %s %v", k, rep.Config[k])
 	}
 	fmt.Fprintln(w)
+}
+
+func writeTable(w io.Writer, rep *Report, b *benchmark) error {
+	writeHeader(w, rep, b.doc)
 	fmt.Fprintf(w, "%-10s", "# Size")
 	for _, c := range b.columns {
 		fmt.Fprintf(w, " %16s", c.title)

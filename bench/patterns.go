@@ -153,17 +153,7 @@ func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
 }
 
 func writePatternTable(w io.Writer, rep *Report, p *patterns.Pattern) error {
-	fmt.Fprintf(w, "# gobtl %s: %s (seed 000 §6.3; class A runs %d iterations)\n", rep.Bench, p.Doc, p.ClassAIters)
-	fmt.Fprintf(w, "# %d ranks", rep.Ranks)
-	keys := make([]string, 0, len(rep.Config))
-	for k := range rep.Config {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, ", %s %v", k, rep.Config[k])
-	}
-	fmt.Fprintln(w)
+	writeHeader(w, rep, fmt.Sprintf("%s (seed 000 §6.3; class A runs %d iterations)", p.Doc, p.ClassAIters))
 	row := rep.Rows[0]
 	cols := []column{{"time_us", "Time (us)", "%.0f"}, {"msgs", "Messages", "%.0f"}, {"bytes", "Bytes", "%.0f"},
 		{"conns", "Connections", "%.0f"}, {"msgs_per_conn", "Msgs/conn", "%.1f"}, {"max_conn_msgs", "Max msgs/conn", "%.0f"}}
