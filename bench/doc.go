@@ -29,8 +29,9 @@
 //
 // A pattern reports one row whose size is the mean message size and whose
 // fields are time_us (the pattern, the slowest rank's), time_mean_us,
-// msgs and bytes (application messages sent by all ranks), conns (ordered
-// pairs of ranks that exchanged any), msgs_per_conn, max_conn_msgs,
+// msgs and bytes (application messages sent by all ranks, to themselves
+// too), conns (ordered pairs of distinct ranks that exchanged any),
+// msgs_per_conn (their mean), max_conn_msgs,
 // iters and scale; and three more keys: "rank_msgs" and "rank_bytes",
 // [from][to] matrices of application messages and bytes, and
 // "rank_counters", every rank's whole Metrics snapshot taken right after

@@ -77,10 +77,11 @@ func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
 }
 
 // patternRow sums up a run: the timed part (the slowest rank's, and the
-// mean), application messages and bytes, and messages per connection
-// (ordered pairs of distinct ranks that carried any).
+// mean), application messages and bytes (a rank's messages to itself
+// included, as CG's diagonal ranks send them), and messages per
+// connection (ordered pairs of distinct ranks that carried any).
 func patternRow(all []rankResult, st *patterns.Stats) Row {
-	var maxNS, sumNS, msgs, bytes, conns, maxConn int64
+	var maxNS, sumNS, msgs, bytes, conns, connMsgs, maxConn int64
 	for s, r := range all {
 		maxNS = max(maxNS, r.ElapsedNS)
 		sumNS += r.ElapsedNS
@@ -89,13 +90,14 @@ func patternRow(all []rankResult, st *patterns.Stats) Row {
 			bytes += r.Bytes[d]
 			if d != s && m > 0 {
 				conns++
+				connMsgs += m
 				maxConn = max(maxConn, m)
 			}
 		}
 	}
 	perConn, size := 0.0, 0
 	if conns > 0 {
-		perConn = float64(msgs) / float64(conns)
+		perConn = float64(connMsgs) / float64(conns)
 	}
 	if msgs > 0 {
 		size = int(bytes / msgs)

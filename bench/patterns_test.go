@@ -110,3 +110,16 @@ func TestTheSuiteListsThePatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestMessagesPerConnectionLeaveOutARanksMessagesToItself(t *testing.T) {
+	// CG at 8 ranks sends 1472T messages; its 4 diagonal ranks send 26T
+	// of them to themselves; 20 connections carry the rest.
+	out := runBench(t, 8, "cg", bench.Options{Iters: 1, Scale: 0.01, JSON: true})
+	var rep struct{ Rows []map[string]float64 }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if row := rep.Rows[0]; row["msgs"] != 1472 || row["conns"] != 20 || row["msgs_per_conn"] != float64(1472-4*26)/20 {
+		t.Errorf("row %v", row)
+	}
+}
