@@ -99,3 +99,12 @@ experiments-ib: build
 experiments: experiments-multirail
 experiments-multirail: build
 	$(BIN)/gobtl experiment multirail $(MULTIRAIL_EXP)
+
+# Flow-control experiments (issue 5, seed 000 §6) over ib/softrc between
+# processes: latency and bandwidth vs window for the hardware, static and
+# dynamic schemes, and the NAS patterns on 8 ranks (Tables 1-2, Figs 9-10);
+# plots in out/flowcontrol. FC_EXP="--quick" for a short run.
+.PHONY: experiments experiments-flowcontrol
+experiments: experiments-flowcontrol
+experiments-flowcontrol: build
+	$(BIN)/gobtl experiment flowcontrol $(FC_EXP)

@@ -286,13 +286,40 @@ func rangeOf(r hcl.Range) string {
 // RunLocal runs fn on every rank of an n-rank job whose ranks are
 // goroutines of this process, connected by the in-process fabric (the
 // default stack) or by the stack opts names. It returns when every rank
-// has returned, with their errors joined.
+// has returned, with their errors joined. A rank that returns an error
+// ends the job, as the launcher does when a process dies: every other
+// rank's blocking calls return an error wrapping core.ErrAborted (see
+// pml.Comm.Abort), and the first failure comes first in the result.
 func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) error {
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)
 	}
 	f := inproc.New(n, opts.Clock)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make([]error, n)
+	// A rank that fails ends the job, as the launcher stops the other
+	// processes: the others' blocking calls return core.ErrAborted, and
+	// those still in Init see the context end.
+	var (
+		mu     sync.Mutex
+		comms  = make([]*Comm, n)
+		failed error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failed != nil {
+			return
+		}
+		failed = err
+		cancel()
+		for _, c := range comms {
+			if c != nil {
+				c.Abort(err)
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		wg.Add(1)
@@ -304,15 +331,34 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 			c, err := Init(ctx, o)
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				fail(errs[r])
 				return
 			}
 			defer c.Close()
+			mu.Lock()
+			comms[r] = c
+			if failed != nil {
+				c.Abort(failed)
+			}
+			mu.Unlock()
 			if err := fn(c); err != nil {
 				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				fail(errs[r])
 			}
 		}(r)
 	}
 	wg.Wait()
+	// Ranks that stopped only because another failed add nothing but
+	// noise: report the failure that ended the job first.
+	if failed != nil {
+		var rest []error
+		for _, err := range errs {
+			if err != nil && err != failed && !errors.Is(err, core.ErrAborted) && !errors.Is(err, context.Canceled) {
+				rest = append(rest, err)
+			}
+		}
+		return errors.Join(append([]error{failed}, rest...)...)
+	}
 	return errors.Join(errs...)
 }
 

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
 )
 
 func TestRunLocalDefaultStack(t *testing.T) {
@@ -91,5 +94,47 @@ func TestInitAloneIsAJobOfOneRank(t *testing.T) {
 	b := make([]byte, 2)
 	if _, err := c.Recv(b, 0, 1); err != nil || string(b) != "me" {
 		t.Fatalf("self receive: %q %v", b, err)
+	}
+}
+
+// TestARankThatFailsEndsTheJob: rank 1 gives up at once while rank 0
+// waits for a message it will never send, and rank 2 is in a barrier.
+// RunLocal must return rank 1's error, not hang: the others see
+// core.ErrAborted.
+func TestARankThatFailsEndsTheJob(t *testing.T) {
+	boom := errors.New("boom")
+	aborted := make(chan error, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunLocal(context.Background(), 3, Options{}, func(c *Comm) error {
+			switch c.Rank() {
+			case 0:
+				_, err := c.Recv(make([]byte, 8), 1, 0)
+				aborted <- err
+				return err
+			case 1:
+				return boom
+			default:
+				err := c.Barrier()
+				aborted <- err
+				return err
+			}
+		})
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, boom) {
+			t.Fatalf("RunLocal returned %v, want rank 1's error", err)
+		}
+		if errors.Is(err, core.ErrAborted) {
+			t.Errorf("the result repeats the ranks that were aborted: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunLocal did not return after rank 1 failed")
+	}
+	for range 2 {
+		if err := <-aborted; !errors.Is(err, core.ErrAborted) || !errors.Is(err, boom) {
+			t.Errorf("a waiting rank got %v, want core.ErrAborted wrapping the cause", err)
+		}
 	}
 }

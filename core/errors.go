@@ -32,6 +32,9 @@ var (
 	// bound, for example a sender blocked on a full mailbox with no flow
 	// control (seed 003 §4).
 	ErrStalled = errors.New("stalled")
+	// ErrAborted reports a job this rank gave up on because another part
+	// of the program failed (pml.Comm.Abort, gobtl.RunLocal).
+	ErrAborted = errors.New("job aborted")
 )
 
 // FrameError describes why a frame failed validation. It matches ErrBadFrame

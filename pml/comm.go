@@ -234,6 +234,8 @@ func (c *Comm) wait(r *Request, deadline time.Duration) (Status, error) {
 		}
 		if n > 0 {
 			b.reset()
+		} else if err := e.aborted(); err != nil {
+			return Status{}, err
 		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {
 			return Status{}, e.stallErr(r)
 		}
@@ -318,6 +320,8 @@ func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
 		}
 		if n > 0 {
 			b.reset()
+		} else if err := e.aborted(); err != nil {
+			return -1, Status{}, err
 		} else if b.stalled() {
 			return -1, Status{}, fmt.Errorf("pml: waitany: no progress for %v: %w", e.opts.StallTimeout, core.ErrStalled)
 		}
@@ -354,6 +358,9 @@ func (c *Comm) Probe(source, tag int) (Status, error) {
 		ok, st, err := c.Iprobe(source, tag)
 		if ok || err != nil {
 			return st, err
+		}
+		if err := c.e.aborted(); err != nil {
+			return Status{}, err
 		}
 		if b.stalled() {
 			return Status{}, fmt.Errorf("pml: probe for rank %d tag %d: no progress for %v: %w", source, tag, c.e.opts.StallTimeout, core.ErrStalled)
@@ -403,6 +410,17 @@ func (c *Comm) Dup() (*Comm, error) {
 	return &Comm{e: e, ctx: ctx}, nil
 }
 
+// Abort gives up on the job for this rank, as a launcher does when
+// another rank dies: every blocking call in progress (from any goroutine)
+// and every one to come returns an error wrapping core.ErrAborted and
+// cause, and Close skips the collective finalize, closing at once. It is
+// safe to call from any goroutine, and more than once (the first cause
+// stays).
+func (c *Comm) Abort(cause error) {
+	err := fmt.Errorf("pml: %w", errors.Join(core.ErrAborted, cause))
+	c.e.abort.CompareAndSwap(nil, &err)
+}
+
 // Close releases the communicator. Closing the communicator New returned
 // finalizes the job for this rank, like MPI_Finalize: it is collective.
 // It sends what this rank still owes its peers (a FIN queued behind a
@@ -420,7 +438,10 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	e.mu.Unlock()
-	errs := []error{c.finalize()}
+	var errs []error
+	if e.aborted() == nil {
+		errs = append(errs, c.finalize()) // an aborted job has no one to meet
+	}
 	e.mu.Lock()
 	e.closed = true
 	a := e.async
@@ -476,6 +497,8 @@ func (c *Comm) flush(deadline time.Duration) error {
 		}
 		if n > 0 {
 			b.reset()
+		} else if err := e.aborted(); err != nil {
+			return err
 		} else if e.opts.Clock.Now() > deadline {
 			return fmt.Errorf("pml: finalize: work still queued after %v: %w", e.opts.FinalizeTimeout, core.ErrStalled)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -79,6 +80,14 @@ type backoff struct {
 	stall time.Duration
 	clock core.Clock
 	quiet time.Duration
+}
+
+// aborted returns the error Comm.Abort set, or nil.
+func (e *engine) aborted() error {
+	if p := e.abort.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (e *engine) newBackoff() backoff {
@@ -164,11 +173,14 @@ type oooFrame struct {
 
 // engine is the state shared by a communicator and its duplicates.
 type engine struct {
-	mu   sync.Mutex
-	rank int
-	size int
-	opts Options
-	log  zerolog.Logger
+	mu sync.Mutex
+	// abort, once set by Comm.Abort (from any goroutine), is what every
+	// blocking call returns instead of waiting on.
+	abort atomic.Pointer[error]
+	rank  int
+	size  int
+	opts  Options
+	log   zerolog.Logger
 
 	mods  []*module
 	peers []*peer

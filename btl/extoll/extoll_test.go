@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,17 +115,32 @@ func closeAll(comms []*pml.Comm) {
 }
 
 // parallel runs f for every rank in its own goroutine and fails on the
-// first error. With barrier, ranks end with a barrier, as a real program's
-// finalize does: a send completes once the BTL has taken the frame, and a
-// rank must keep progressing until its peers have what it sent.
+// first error. With barrier, ranks end with a barrier. A send completes
+// once the BTL has taken the frame, which may still wait in the VELO
+// layer for credits, and a barrier's last messages are sends too: so, as
+// a real program's finalize does, a rank that is done keeps progressing
+// until every rank is.
 func parallel(t *testing.T, comms []*pml.Comm, f func(c *pml.Comm) error, barrier bool) {
 	t.Helper()
 	errs := make(chan error, len(comms))
+	var running atomic.Int64
+	running.Store(int64(len(comms)))
 	for _, c := range comms {
 		go func() {
 			err := f(c)
 			if err == nil && barrier {
 				err = c.Barrier()
+			}
+			running.Add(-1)
+			if err != nil {
+				for _, o := range comms {
+					o.Abort(err) // the others would wait for this rank forever
+				}
+			}
+			for err == nil && running.Load() > 0 {
+				if c.Progress() == 0 {
+					runtime.Gosched()
+				}
 			}
 			errs <- err
 		}()

@@ -25,7 +25,7 @@ import (
 
 const (
 	blobMagic = 0x42494247 // "GBIB"
-	blobVer   = 1
+	blobVer   = 2
 	cmMagic   = 0x4d434247 // "GBCM"
 	cmQKey    = 0x474f4254
 	cmReq     = 1
@@ -38,25 +38,35 @@ const (
 	maxQueues = 32
 )
 
-// blob is a module's published address.
+// blob is a module's published address: where to reach it, its receive
+// layout with the buffers it posts per peer on each per-peer queue (a
+// sender's initial credits), and whether it counts credits.
 type blob struct {
-	lid    uint16
-	gid    verbs.GID
-	udqpn  uint32
-	mtu    verbs.MTU
-	layout []core.QueueSpec
+	lid     uint16
+	gid     verbs.GID
+	udqpn   uint32
+	mtu     verbs.MTU
+	credits bool
+	layout  []core.QueueSpec
 }
 
+const blobEntry = 7 // kind, buffer size, count
+
 func (b *blob) encode() []byte {
-	out := make([]byte, 0, 32+len(b.layout)*5)
+	out := make([]byte, 0, 32+len(b.layout)*blobEntry)
 	out = binary.LittleEndian.AppendUint32(out, blobMagic)
-	out = append(out, blobVer, byte(b.mtu), byte(len(b.layout)), 0)
+	fl := byte(0)
+	if b.credits {
+		fl = 1
+	}
+	out = append(out, blobVer, byte(b.mtu), byte(len(b.layout)), fl)
 	out = binary.LittleEndian.AppendUint16(out, b.lid)
 	out = append(out, b.gid[:]...)
 	out = binary.LittleEndian.AppendUint32(out, b.udqpn)
 	for _, q := range b.layout {
 		out = append(out, byte(q.Kind))
 		out = binary.LittleEndian.AppendUint32(out, uint32(q.BufSize))
+		out = binary.LittleEndian.AppendUint16(out, uint16(min(q.Count, 0xffff)))
 	}
 	return out
 }
@@ -69,14 +79,15 @@ func decodeBlob(p []byte) (*blob, error) {
 		return nil, fmt.Errorf("address blob version %d, want %d", p[4], blobVer)
 	}
 	n := int(p[6])
-	if len(p) != 30+5*n {
+	if len(p) != 30+blobEntry*n {
 		return nil, fmt.Errorf("address blob of %d bytes for %d queues", len(p), n)
 	}
-	b := &blob{mtu: verbs.MTU(p[5]), lid: binary.LittleEndian.Uint16(p[8:]), udqpn: binary.LittleEndian.Uint32(p[26:])}
+	b := &blob{mtu: verbs.MTU(p[5]), credits: p[7]&1 != 0, lid: binary.LittleEndian.Uint16(p[8:]), udqpn: binary.LittleEndian.Uint32(p[26:])}
 	copy(b.gid[:], p[10:26])
 	for i := 0; i < n; i++ {
-		o := 30 + 5*i
-		b.layout = append(b.layout, core.QueueSpec{Kind: core.QueueKind(p[o]), BufSize: int(binary.LittleEndian.Uint32(p[o+1:]))})
+		o := 30 + blobEntry*i
+		b.layout = append(b.layout, core.QueueSpec{Kind: core.QueueKind(p[o]), BufSize: int(binary.LittleEndian.Uint32(p[o+1:])),
+			Count: int(binary.LittleEndian.Uint16(p[o+5:]))})
 	}
 	return b, nil
 }
@@ -265,6 +276,12 @@ func (e *endpoint) resolve() error {
 			return fmt.Errorf("rank %d's receive queue %d is %d-byte kind %d, this rank's %d-byte kind %d: the layouts must agree",
 				e.rank, i, q.BufSize, q.Kind, m.queues[i].spec.BufSize, m.queues[i].spec.Kind)
 		}
+		if q.Kind == core.QueuePerPeer && q.Count < 1 {
+			return fmt.Errorf("rank %d posts no buffers on per-peer queue %d", e.rank, i)
+		}
+	}
+	if b.credits != m.fc.credits {
+		return fmt.Errorf("rank %d counts credits: %v, this rank: %v: configure the same flow-control policy on every rank", e.rank, b.credits, m.fc.credits)
 	}
 	ah, err := m.h.pd.CreateAH(verbs.AHAttr{DLID: b.lid, DGID: b.gid, IsGlobal: true, PortNum: m.port})
 	if err != nil {
@@ -282,7 +299,7 @@ func (e *endpoint) createQPs() error {
 	}
 	for i, q := range m.queues {
 		attr := verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: m.cq, RecvCQ: m.cq,
-			Cap: verbs.QPCap{MaxSendWR: m.cfg.sendQueue, MaxRecvWR: max(1, q.spec.Count), MaxSendSGE: 1, MaxRecvSGE: 1}}
+			Cap: verbs.QPCap{MaxSendWR: m.cfg.sendQueue, MaxRecvWR: max(1, q.spec.Count, q.maxPosted), MaxSendSGE: 1, MaxRecvSGE: 1}}
 		if q.shared {
 			attr.SRQ = q.srq
 		}
@@ -322,9 +339,11 @@ func (e *endpoint) bringUp(rqpns, rpsns []uint32) error {
 		}
 	}
 	e.remote = append(e.remote[:0], rqpns...)
+	// The credits a sender starts with are the buffers the peer posts for
+	// it, as the peer published them.
 	for i, q := range m.queues {
 		if !q.shared {
-			e.cred[i].avail = q.spec.Count
+			e.cred[i].avail = e.peer.layout[i].Count
 		}
 	}
 	return m.postPerPeer(e)

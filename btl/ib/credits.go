@@ -1,54 +1,172 @@
 package ib
 
-// Credits: the user-level static flow control of seed 000 §4.2 for the
-// per-peer ("P") receive queues — B-SRQ's tiny buffers (seed 002 §3) and
-// every queue of the per-peer layout.
+import (
+	"fmt"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+// The credit engine: flow control of seed 000 §3–5 for the per-peer ("P")
+// receive queues — every queue of the per-peer layout, B-SRQ's tiny
+// buffers (seed 002 §3). Shared queues have no per-peer buffers to count:
+// a frame that finds their SRQ empty is held by the RNR NAK.
 //
-// A receiver posts Count buffers of a per-peer queue for each peer; the
-// sender starts with Count credits and spends one per frame. Without a
-// credit the frame is refused with core.ErrNoResources, and the PML keeps
-// it, in order, in its queue of frames waiting for resources: that queue is
-// the backlog of seed 000 §4.2, and the send request stays incomplete
-// while its frame waits, so a rank that stops calling in never strands a
-// frame it believes sent. The first frame accepted after a refusal carries
-// the "went through backlog" bit (§4.3, the feedback a dynamic scheme
-// grows on). The receiver reposts each buffer as soon as its frame is
-// handled and owes the sender a credit for it; owed credits ride back in
-// the header of any frame going the other way (piggybacking), and once Low
-// (the credit window) are owed with nothing to ride on, an explicit credit
-// frame goes out. Explicit credit frames bypass flow control — seed 000's
-// optimistic scheme — but still count against the credits, so that the
-// books balance: if one lands when no buffer is posted, the hardware's RNR
-// NAK with infinite retry holds it until one is, and no credit is ever
-// granted for a buffer that is not posted.
+// A flow-control policy (core.FlowControl; policies/flowcontrol/hardware,
+// static, dynamic) chooses the scheme and its numbers; this file is the
+// mechanism that runs them on every frame and checks every decision.
 //
-// Frames on a per-peer queue carry that queue's credits; frames on a
-// shared queue carry the credits of the first per-peer queue (in B-SRQ,
-// the tiny one), so bucket traffic returns tiny credits too.
+//   - Hardware (core.FlowNone, §4.1): no credit is counted. A frame is
+//     posted at once; if the peer has no receive posted, its HCA answers
+//     RNR NAK and ours retries after the peer's min_rnr_timer, rnr_retry
+//     times (7: forever) — the sender is held back by the device alone.
+//   - User-level static (core.FlowCredits, §4.2): a receiver posts N
+//     buffers per peer; the sender starts with N credits (the number the
+//     peer published at wire-up, not its own) and spends one per frame.
+//     With none left the frame is refused with core.ErrNoResources and
+//     waits in the backlog (below). The receiver reposts a buffer as soon
+//     as its frame is handled and owes the sender a credit for it; owed
+//     credits ride back in the header of every frame going the other way
+//     (piggybacking), and when min(threshold, target) of them are owed and
+//     nothing has carried them by the next Progress — the PML sends what
+//     waited right after a Progress, and the application what it has to
+//     say after the Progress that completed its receive — an explicit
+//     credit frame goes out. Explicit credit frames are optimistic (§4.2:
+//     "not subject to user-level flow control"): they neither wait for nor
+//     spend a credit, and the receiver reposts the buffer one took without
+//     owing anything for it. If one finds no buffer posted, the RNR NAK and
+//     infinite retry hold it until one is; so two sides out of credits
+//     cannot deadlock, and a credit frame never calls for another (were
+//     they counted, a credit frame would make a credit due, whose frame
+//     would make one due back, forever, once the threshold is down to one
+//     buffer). The price is the paper's: a credit frame may take the buffer
+//     a credited frame was counting on, which then waits on an RNR NAK
+//     until the credit frame's buffer is reposted. While out of credits,
+//     small messages may go by rendezvous (core.Credited): the START waits
+//     instead of the data, and the handshake brings credits back.
+//   - User-level dynamic (§4.3): as static, but a peer starts with few
+//     buffers and a frame that waited for a credit carries core.FlagBacklog.
+//     The receiver reports each one to the policy (core.FlowBacklogged),
+//     which asks for more buffers for that peer (core.FlowSetPosted); the
+//     engine clamps the number to [initial, max], posts the new buffers and
+//     owes their credits. Beyond the paper, the engine reports a quiet peer
+//     (core.FlowIdle, at 1, 2, 4, ... ms of silence) and a policy may ask
+//     for fewer: a buffer is then retired instead of reposted when its
+//     frame has been handled — the only moment it is neither posted nor
+//     owed (a posted receive cannot be taken back from an RC QP short of
+//     destroying it) — never below the initial number.
 //
-// This is the one credit engine of the ib BTL. The flow-control issue
-// generalises it (hardware, static and dynamic schemes, a policy choosing
-// the threshold and growing posted buffers per peer) by driving this type:
-// grant, spend and owe are the only places credits change.
-type credits struct {
-	avail  int  // frames this side may still send
-	owed   int  // reposted buffers the peer has not been told about
-	window int  // explicit credits once this many are owed
-	waited bool // a frame was refused since the last one left
+// The backlog is the PML's queue of refused frames: per subchannel, in
+// order, retried from progress — the FIFO of §4.2 — and the send request
+// stays open until its frame is posted, so a rank that stops calling in
+// after its requests completed never strands a frame (a backlog inside the
+// BTL did: the pipeline protocol completes a send once its fragments are
+// accepted). The BTL sees the head of that queue: it refuses it, notes
+// when, and marks the frame that finally goes — the one that waited — with
+// the backlog bit, counting its wait. The frames queued behind it never
+// reach the BTL until they go, so the bit marks one frame per stall, and
+// the depth of the queue is the PML's to count.
+
+// flowCfg is the scheme a module runs, checked at open.
+type flowCfg struct {
+	credits   bool // user-level credits; false: the hardware scheme
+	initial   int  // buffers per peer per per-peer queue at wire-up; 0: the layout's count
+	max       int  // the most a peer may grow to; 0: initial
+	threshold int  // explicit credits once min(threshold, posted) are owed; 0: the layout's Low
+	rndv      bool // rendezvous while out of credits
+	policy    core.FlowControl
+	dynamic   bool // the policy may move posted buffers: report backlogged frames and quiet peers
 }
 
-// spend takes a credit for a frame; avail goes negative only for frames
-// outside flow control.
+// idleFirst is the silence after which a quiet peer is first reported to
+// a dynamic policy; reports follow at twice, four times, ... that.
+const idleFirst = time.Millisecond
+
+// resolveFlow asks the job's flow-control policy for its scheme and checks
+// it. Without a policy the module runs static credits with the receive
+// layout's numbers, as it always has.
+func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
+	if env.FlowControl == nil {
+		return flowCfg{credits: true, rndv: c.rndvOnNoCredit}, nil
+	}
+	if env.Params.IsSet("rndv_on_no_credit") {
+		return flowCfg{}, fmt.Errorf("ib: rndv_on_no_credit is set and a flow-control policy is configured: set it in the policy block")
+	}
+	s, err := env.FlowControl.Setup(core.FlowInfo{Transport: "ib", Peers: env.Boot.Size() - 1, BufferSize: firstPBuf})
+	if err != nil {
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: %w", err)
+	}
+	if s.CreditSlots != 0 || s.Dynamic {
+		return flowCfg{}, fmt.Errorf("ib: the flow-control policy asks for EXTOLL's credit slots or dynamic region: it is an EXTOLL policy")
+	}
+	f := flowCfg{policy: env.FlowControl, initial: s.InitialPosted, max: s.MaxPosted, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}
+	switch s.Scheme {
+	case core.FlowNone:
+		if s.RndvOnNoCredit || s.MaxPosted > max(s.InitialPosted, 0) {
+			return flowCfg{}, fmt.Errorf("ib: the hardware scheme counts no credits: no rendezvous for lack of them, no growth")
+		}
+	case core.FlowCredits:
+		f.credits = true
+	default:
+		return flowCfg{}, fmt.Errorf("ib: unknown flow-control scheme %d", s.Scheme)
+	}
+	switch {
+	case s.InitialPosted < 0 || s.MaxPosted < 0 || s.CreditThreshold < 0:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: negative buffer counts or threshold (%d, %d, %d)", s.InitialPosted, s.MaxPosted, s.CreditThreshold)
+	case s.InitialPosted > 0xffff || s.MaxPosted > 0xffff:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: at most 65535 buffers per peer (the header's credit field)")
+	case s.MaxPosted > 0 && s.MaxPosted < s.InitialPosted:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: max posted %d below initial %d", s.MaxPosted, s.InitialPosted)
+	case s.RNRRetry < 0 || s.RNRRetry > 7:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: rnr_retry %d not in [0, 7]", s.RNRRetry)
+	}
+	f.dynamic = f.credits && s.MaxPosted > s.InitialPosted
+	if s.RNRRetry > 0 {
+		if env.Params.IsSet("rnr_retry") && int(c.rnrRetry) != s.RNRRetry {
+			return flowCfg{}, fmt.Errorf("ib: rnr_retry is %d in the btl block and %d in the flow-control policy: set it in one place", c.rnrRetry, s.RNRRetry)
+		}
+		c.rnrRetry = uint8(s.RNRRetry)
+	}
+	if s.MinRNRTimer > 0 {
+		if env.Params.IsSet("min_rnr_timer") {
+			return flowCfg{}, fmt.Errorf("ib: min_rnr_timer is set in the btl block and in the flow-control policy: set it in one place")
+		}
+		c.minRNR = verbs.RNRTimerCode(s.MinRNRTimer)
+	}
+	return f, nil
+}
+
+// credits is the engine's state for one per-peer queue of one peer, both
+// directions.
+type credits struct {
+	// Sender side: frames this side may still send into the peer's
+	// buffers, and whether and since when a frame has been refused for
+	// lack of one.
+	avail     int
+	held      bool
+	heldSince time.Duration
+	// Receiver side: buffers assigned to the peer (posted, or holding a
+	// frame being handled), the number the policy wants, credits owed for
+	// reposted or new buffers, and the most ever assigned.
+	posted, target, owed, maxPosted int
+}
+
+// spend takes a credit for a frame.
 func (c *credits) spend() { c.avail-- }
 
 // grant adds credits the peer returned.
 func (c *credits) grant(n int) { c.avail += n }
 
-// owe records a reposted buffer; it reports whether an explicit credit
-// frame is due.
-func (c *credits) owe() bool {
-	c.owed++
-	return c.owed >= c.window
+// due reports whether an explicit credit frame should go: threshold
+// credits are owed, or as many as the peer is meant to have (then it may
+// have none left and be waiting: with a threshold above the posted count,
+// waiting for the threshold would deadlock). While a peer shrinks, its
+// target is below what is posted, and the credits owed go back at once:
+// the buffers it gives up come out of the credits it holds, not out of
+// those it waits for.
+func (c *credits) due(threshold int) bool {
+	return c.owed > 0 && c.owed >= min(threshold, c.target)
 }
 
 // take returns the owed credits for a header, at most what the 16-bit
@@ -57,4 +175,262 @@ func (c *credits) take() uint16 {
 	n := min(c.owed, 0xffff)
 	c.owed -= n
 	return uint16(n)
+}
+
+// peerStats are an endpoint's flow-control counters, named
+// ib.<module>.<counter>.peer<rank>.
+type peerStats struct {
+	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
+	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
+	waited     *core.Counter // frames sent with the backlog bit: stalls ended
+	waitNs     *core.Counter // the time those frames waited, in all
+	waitMax    *core.Gauge   // the longest one waited
+	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
+	creditMsgs *core.Counter // explicit credit frames sent to the peer
+	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
+	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
+	posted     *core.Gauge   // buffers posted for the peer now (all per-peer queues)
+	postedMax  *core.Gauge   // the most ever posted for the peer on one per-peer queue
+}
+
+func (m *module) newPeerStats(rank int) *peerStats {
+	p := fmt.Sprintf("peer%d", rank)
+	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
+	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
+	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
+		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
+		posted: g("posted"), postedMax: g("posted_max")}
+}
+
+// refused notes a frame refused for lack of a credit on queue qi: the
+// start of a stall.
+func (e *endpoint) refused(qi int) {
+	c := &e.cred[qi]
+	if !c.held {
+		c.held, c.heldSince = true, e.m.clock.Now()
+		e.m.stalls.Inc()
+		e.st.stalls.Inc()
+	}
+}
+
+// released ends a stall on queue qi: the frame going now is the one that
+// waited. It returns the header flag to set.
+func (e *endpoint) released(qi int) core.Flag {
+	c := &e.cred[qi]
+	if !c.held {
+		return 0
+	}
+	c.held = false
+	wait := e.m.clock.Now() - c.heldSince
+	e.st.waited.Inc()
+	e.st.waitNs.Add(int64(wait))
+	if int64(wait) > e.st.waitMax.Load() {
+		e.st.waitMax.Set(int64(wait))
+	}
+	e.m.backlogged.Inc()
+	return core.FlagBacklog
+}
+
+// ---- receiver side ----
+
+// reclaim handles a per-peer buffer whose frame has been handled: it is
+// reposted and, if the frame spent a credit, the credit is owed; or it is
+// retired when the policy wants fewer buffers for the peer than it has.
+func (m *module) reclaim(e *endpoint, b *recvBuf, idx int, credited bool) {
+	c := &e.cred[b.queue]
+	if c.posted > c.target && credited {
+		c.posted--
+		m.retire(b, idx)
+		e.st.posted.Add(-1)
+		return
+	}
+	m.repost(b, idx, e)
+	if !m.fc.credits || !credited || e.state == epFailed {
+		return
+	}
+	m.owe(e, int(b.queue), 1)
+}
+
+// owe records n credits owed to e on per-peer queue qi.
+func (m *module) owe(e *endpoint, qi, n int) {
+	c := &e.cred[qi]
+	was := c.due(m.queues[qi].threshold)
+	c.owed += n
+	m.checkDue(e, qi, was)
+}
+
+// checkDue puts e on the list of peers owed an explicit credit frame when
+// its credits on queue qi became due (they were not, was), to go at the
+// next Progress if nothing carries them before.
+func (m *module) checkDue(e *endpoint, qi int, was bool) {
+	if was || !e.cred[qi].due(m.queues[qi].threshold) {
+		return
+	}
+	e.dueGen = m.gen
+	if !e.creditIn {
+		e.creditIn = true
+		m.creditDue = append(m.creditDue, e)
+	}
+}
+
+// retire takes a per-peer buffer out of service; it stays registered, in
+// its queue's pool, for the next peer that grows.
+func (m *module) retire(b *recvBuf, idx int) {
+	q := m.queues[b.queue]
+	b.ep = nil
+	q.pool = append(q.pool, int32(idx))
+}
+
+// grow posts n more buffers of per-peer queue qi for e and, if owe, owes
+// the peer their credits (buffers posted at wire-up are the credits the
+// peer starts with).
+func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
+	q := m.queues[qi]
+	if short := n - len(q.pool); short > 0 {
+		// Register in chunks, so that growing by one at a time does not
+		// register one buffer at a time.
+		if err := m.allocRecvBufs(q, max(short, min(16, q.maxPosted))); err != nil {
+			return err
+		}
+	}
+	c := &e.cred[qi]
+	for range n {
+		idx := q.pool[len(q.pool)-1]
+		q.pool = q.pool[:len(q.pool)-1]
+		b := m.rbufs[idx]
+		b.ep = e
+		if err := m.postRecv(b, int(idx), e); err != nil {
+			b.ep = nil
+			q.pool = append(q.pool, idx)
+			return err
+		}
+		c.posted++
+		e.st.posted.Add(1)
+	}
+	if c.posted > c.maxPosted {
+		c.maxPosted = c.posted
+		if int64(c.posted) > e.st.postedMax.Load() {
+			e.st.postedMax.Set(int64(c.posted))
+		}
+	}
+	if owe && m.fc.credits {
+		m.owe(e, qi, n)
+	}
+	return nil
+}
+
+// ---- the policy ----
+
+// observeFlow hands the events gathered since the last call to the policy
+// and applies its decisions. Built-in policies answer at once; a plugin's
+// decisions come in later calls.
+func (m *module) observeFlow() {
+	if m.fc.policy == nil {
+		return
+	}
+	m.fdecisions = m.fc.policy.Observe(m.fevents, m.fdecisions[:0])
+	m.fevents = m.fevents[:0]
+	if len(m.fdecisions) > 0 {
+		m.applyFlow(m.fdecisions)
+	}
+}
+
+// applyFlow checks and applies a policy's decisions: buffers only for a
+// connected peer, within [initial, max] of each per-peer queue; a
+// threshold of at least one. Anything else is counted and dropped.
+func (m *module) applyFlow(ds []core.FlowDecision) {
+	for _, d := range ds {
+		switch d.Kind {
+		case core.FlowSetPosted:
+			e := m.flowPeer(d.Peer)
+			if e == nil || !m.fc.credits {
+				m.rejected.Inc()
+				continue
+			}
+			for i, q := range m.queues {
+				if q.shared {
+					continue
+				}
+				v := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
+				if int64(v) != d.Value {
+					m.clamped.Inc()
+					m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(v), At: m.clock.Now()})
+				}
+				c := &e.cred[i]
+				was := c.due(q.threshold)
+				c.target = v
+				if v > c.posted {
+					if err := m.grow(e, i, v-c.posted, true); err != nil {
+						m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
+						c.target = c.posted
+					}
+				} else {
+					m.checkDue(e, i, was)
+				}
+			}
+		case core.FlowSetThreshold:
+			if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
+				m.rejected.Inc()
+				continue
+			}
+			for _, q := range m.queues {
+				q.threshold = int(d.Value)
+			}
+		default:
+			m.rejected.Inc()
+		}
+	}
+}
+
+// flowPeer is the connected endpoint a decision names, or nil.
+func (m *module) flowPeer(p int32) *endpoint {
+	if p < 0 || int(p) >= len(m.eps) {
+		return nil
+	}
+	e := m.eps[p]
+	if e == nil || e.state != epConnected {
+		return nil
+	}
+	return e
+}
+
+// idleReports tells a dynamic policy about peers above their initial
+// buffers that have sent nothing for a while: at idleFirst of silence,
+// then each time the silence doubles. It reads a per-peer frame count
+// instead of the clock on every frame, so its resolution is the
+// housekeeping interval.
+func (m *module) idleReports(now time.Duration) {
+	for _, e := range m.eps {
+		if e == nil || e.state != epConnected || m.firstP < 0 {
+			continue
+		}
+		if e.rxFrames != e.rxSeen {
+			e.rxSeen, e.quietSince, e.idleNext = e.rxFrames, now, idleFirst
+			continue
+		}
+		c := &e.cred[m.firstP]
+		if c.target <= m.queues[m.firstP].count {
+			continue
+		}
+		if quiet := now - e.quietSince; quiet >= e.idleNext {
+			m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Posted: int32(c.target), Value: int64(quiet), At: now})
+			e.idleNext *= 2
+		}
+	}
+}
+
+// rnrCounter is implemented by QPs that count the RNR NAKs they received
+// as requester (softrc; verbs has no per-QP counter, real HCAs count per
+// port).
+type rnrCounter interface{ RNRNaksReceived() int64 }
+
+// rnrNaks sums the RNR NAKs a peer's QPs received.
+func rnrNaks(qps []verbs.QP) int64 {
+	var n int64
+	for _, qp := range qps {
+		if c, ok := qp.(rnrCounter); ok {
+			n += c.RNRNaksReceived()
+		}
+	}
+	return n
 }

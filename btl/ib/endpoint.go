@@ -51,10 +51,15 @@ type endpoint struct {
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP
-	posted   int       // per-peer receive buffers posted for this peer
-	postedG  *core.Gauge
+	st       *peerStats
 	creditIn bool       // on m.creditDue
+	dueGen   uint64     // the Progress that found credits due
 	pending  []*sendBuf // frames sent while the connection was set up
+
+	// Quiet-peer reports to a dynamic policy.
+	rxFrames, rxSeen     uint64
+	quietSince, idleNext time.Duration
+
 	// erroring is set when an async event said a QP entered the error
 	// state (last WQE reached); the endpoint fails with the completion
 	// error that says why, or with the event once a housekeeping
@@ -66,11 +71,7 @@ type endpoint struct {
 func (m *module) ep(rank int) *endpoint {
 	e := m.eps[rank]
 	if e == nil {
-		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
-		for i, q := range m.queues {
-			e.cred[i].window = max(1, q.spec.Low)
-		}
-		e.postedG = m.metrics.Gauge(m.metric("posted", fmt.Sprintf("peer%d", rank)))
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues)), st: m.newPeerStats(rank)}
 		m.eps[rank] = e
 	}
 	return e
@@ -81,10 +82,11 @@ func (e *endpoint) Rank() int { return e.rank }
 
 // Send copies the frame into a registered send buffer of the smallest
 // queue that holds it and posts it. It refuses with an error wrapping
-// core.ErrNoResources while the connection is being set up (the first Send
-// starts it), when a per-peer queue has no credit, when a shared queue has
-// its bound of sends outstanding, or when send buffers or the send queue
-// run out.
+// core.ErrNoResources when a per-peer queue has no credit (the frame waits
+// in the PML's queue, the backlog of seed 000 §4.2), when a shared queue
+// has its bound of sends outstanding, or when send buffers or the send
+// queue run out. While the connection is set up (the first Send starts
+// it), frames wait on the endpoint, up to a send queue's worth.
 func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
 	m := e.m
 	err := e.usable()
@@ -105,8 +107,9 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 			return errConnecting
 		}
 	} else if err := e.mayPost(qi, flags); err != nil {
-		e.cred[qi].waited = true
-		m.stalls.Inc()
+		if err == errNoCredit {
+			e.refused(qi)
+		}
 		return err
 	}
 	b := m.getSend(m.queues[qi])
@@ -133,7 +136,10 @@ func (e *endpoint) sendPending() {
 	k := 0
 	for k < len(e.pending) && e.state == epConnected {
 		b := e.pending[k]
-		if e.mayPost(int(b.queue), b.flags) != nil {
+		if err := e.mayPost(int(b.queue), b.flags); err != nil {
+			if err == errNoCredit {
+				e.refused(int(b.queue))
+			}
 			break
 		}
 		e.post(b)
@@ -167,8 +173,9 @@ func (e *endpoint) usable() error {
 }
 
 // mayPost says whether a frame may go on queue qi now: room in the QP's
-// send queue, and a credit (per-peer queue) or room under the pending
-// bound (shared queue) unless the frame bypasses flow control.
+// send queue and, unless the frame bypasses flow control, a credit on a
+// per-peer queue under the credit schemes or room under the pending bound
+// of a shared queue.
 func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 	m := e.m
 	if e.out[qi] >= m.cfg.sendQueue {
@@ -184,29 +191,32 @@ func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 		}
 		return nil
 	}
-	if e.cred[qi].avail <= 0 {
+	if m.fc.credits && e.cred[qi].avail <= 0 {
 		return errNoCredit
 	}
 	return nil
 }
 
-// post puts b on the wire with the credits owed to the peer.
+// post puts b on the wire with the credits owed to the peer and, if it
+// is the first frame on its queue since one was refused for lack of a
+// credit, the backlog bit.
 func (e *endpoint) post(b *sendBuf) {
 	m := e.m
 	qi := b.queue
-	c := &e.cred[qi]
-	if !m.queues[qi].shared {
-		c.spend()
-	}
 	h := b.h
-	if c.waited && b.flags&core.SendNoFlowControl == 0 {
-		// The first frame after a refusal is the one that waited.
-		h.Flags |= core.FlagBacklog
-		c.waited = false
-		m.backlogged.Inc()
-	}
-	if ci := m.creditQueue(qi); ci >= 0 {
-		h.Credits = e.cred[ci].take()
+	if m.fc.credits {
+		if !m.queues[qi].shared && h.Type != core.TypeCredit {
+			e.cred[qi].spend()
+			if b.flags&core.SendNoFlowControl == 0 {
+				h.Flags |= e.released(int(qi))
+			}
+		}
+		if ci := m.creditQueue(qi); ci >= 0 {
+			h.Credits = e.cred[ci].take()
+			if ci == m.firstP {
+				e.st.credits.Set(int64(e.cred[ci].avail))
+			}
+		}
 	}
 	h.Encode(b.mem[:core.HeaderSize])
 	wr := &m.swr
@@ -226,6 +236,7 @@ func (e *endpoint) post(b *sendBuf) {
 	}
 	e.out[qi]++
 	m.framesSent.Inc()
+	e.st.frames.Inc()
 	m.bytesSent.Add(int64(b.n))
 }
 
@@ -249,15 +260,18 @@ func (m *module) creditQueue(qi uint8) int {
 	return m.firstP
 }
 
-// PreferRendezvous implements core.Credited: with rndv_on_no_credit set, a
-// peer whose per-peer queue is out of credits gets small messages by
-// rendezvous, so that the handshake brings credits back (seed 000 §4.2).
+// PreferRendezvous implements core.Credited: when the flow-control policy
+// (or rndv_on_no_credit, without one) asks for it, a peer whose per-peer
+// queue is out of credits gets small messages by rendezvous, so that the
+// handshake brings credits back (seed 000 §4.2).
 func (e *endpoint) PreferRendezvous() bool {
-	if !e.m.cfg.rndvOnNoCredit || e.state != epConnected {
+	m := e.m
+	if !m.fc.rndv || e.state != epConnected {
 		return false
 	}
-	for i, q := range e.m.queues {
+	for i, q := range m.queues {
 		if !q.shared && e.cred[i].avail <= 0 {
+			e.st.rndv.Inc()
 			return true
 		}
 	}
@@ -279,6 +293,7 @@ func (e *endpoint) sendCredits(qi int) bool {
 	b.n, b.ep, b.flags = core.HeaderSize, e, core.SendNoFlowControl
 	b.h = core.Header{Type: core.TypeCredit, Src: int32(m.rank)}
 	m.creditMsgs.Inc()
+	e.st.creditMsgs.Inc()
 	e.post(b)
 	return true
 }

@@ -28,10 +28,17 @@ func newBoots(n int) []*inproc.Boot {
 // job is n ranks of the ib BTL in this process, each on its own softrc
 // host.
 type job struct {
-	t       testing.TB
+	t       tb
 	mods    []*module
 	metrics []*core.Metrics
 	got     [][]frame
+}
+
+// tb is what the job needs of a test: testing.TB, or a rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 type frame struct {
@@ -44,6 +51,8 @@ const testType = core.TypeUserBase
 type jobOpts struct {
 	params map[string]string
 	policy func() core.RecvBuffers
+	flow   func() core.FlowControl
+	clock  core.Clock // nil: the system clock
 }
 
 func openJob(t testing.TB, n int, o jobOpts) *job {
@@ -58,8 +67,14 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 			}
 		}
 		env := core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()}
+		if o.clock != nil {
+			env.Clock = o.clock
+		}
 		if o.policy != nil {
 			env.RecvBuffers = o.policy()
+		}
+		if o.flow != nil {
+			env.FlowControl = o.flow()
 		}
 		mods, err := open(env)
 		if err != nil {
@@ -78,18 +93,26 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, m := range j.mods {
-			m.Close()
-		}
-	})
+	t.Cleanup(j.close)
+	fence(boots)
+	return j
+}
+
+// fence runs the bootstraps' fence together.
+func fence(boots []*inproc.Boot) {
 	var wg sync.WaitGroup
 	for _, b := range boots {
 		wg.Add(1)
 		go func() { defer wg.Done(); b.Fence(context.Background()) }()
 	}
 	wg.Wait()
-	return j
+}
+
+// close closes every module (again is harmless).
+func (j *job) close() {
+	for _, m := range j.mods {
+		m.Close()
+	}
 }
 
 func (j *job) progress() int {

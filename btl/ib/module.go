@@ -68,7 +68,11 @@ type module struct {
 	rwr verbs.RecvWR
 	rsg [1]verbs.SGE
 
+	fc         flowCfg
+	fevents    []core.FlowEvent
+	fdecisions []core.FlowDecision
 	creditDue  []*endpoint
+	gen        uint64      // Progress calls
 	pendingEps []*endpoint // connected, with frames still waiting to go
 	lost       []*endpoint
 	connecting []*endpoint
@@ -80,6 +84,7 @@ type module struct {
 	puts, gets, rdmaBytes                        *core.Counter
 	noSendBuf, backlogged, backlogRx, creditMsgs *core.Counter
 	badFrames, peersLost, rejected, stalls       *core.Counter
+	clamped                                      *core.Counter
 	recvBytes, sendMem                           *core.Gauge
 	dev                                          *devMetrics
 }
@@ -122,8 +127,9 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		pol = p
 	}
 	var mods []core.Module
+	var fc *flowCfg // the first module resolves it; every path runs the same
 	for path := 0; path < c.paths; path++ {
-		m, err := newModule(env, c, path, pol)
+		m, err := newModule(env, c, path, pol, &fc)
 		if err != nil {
 			for _, x := range mods {
 				x.Close()
@@ -135,7 +141,7 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	return mods, nil
 }
 
-func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *module, err error) {
+func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **flowCfg) (_ *module, err error) {
 	h, err := openHCA(c, env.Boot)
 	if err != nil {
 		return nil, err
@@ -162,9 +168,6 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *m
 	}
 	m.key = "btl.ib." + m.id
 	m.log = env.Log.With().Str("component", "ib").Str("module", m.id).Logger()
-	if env.FlowControl != nil && path == 0 {
-		m.log.Info().Msg("the flow-control policy is not applied by the ib BTL yet: per-peer queues run static credits, shared queues the RNR NAK")
-	}
 	m.initMetrics()
 	if m.pattr, err = h.dev.QueryPort(c.port); err != nil {
 		return nil, fmt.Errorf("ib %s: %w", m.id, err)
@@ -186,6 +189,31 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *m
 	if len(setup.Queues) > maxQueues {
 		return nil, fmt.Errorf("ib %s: %d receive queues, at most %d", m.id, len(setup.Queues), maxQueues)
 	}
+	if *fc == nil {
+		firstP := 0
+		for _, q := range setup.Queues {
+			if q.Kind == core.QueuePerPeer {
+				firstP = q.BufSize
+				break
+			}
+		}
+		f, err := resolveFlow(env, c, firstP)
+		if err != nil {
+			return nil, err
+		}
+		if f.policy != nil && firstP == 0 {
+			m.log.Info().Msg("the receive layout has no per-peer queue: the flow-control policy has nothing to count, shared queues rely on the RNR NAK")
+		}
+		*fc = &f
+	}
+	m.fc = **fc
+	// The flow-control scheme sets the per-peer queues' numbers.
+	setup.Queues = append([]core.QueueSpec(nil), setup.Queues...)
+	for i, q := range setup.Queues {
+		if q.Kind == core.QueuePerPeer && m.fc.initial > 0 {
+			setup.Queues[i].Count = m.fc.initial
+		}
+	}
 	// The CQ holds every completion that can be outstanding: sends and
 	// reads on every QP, posted receives, connection messages.
 	cqe := cmRecvs + cmSends + (m.size * len(setup.Queues) * c.sendQueue)
@@ -193,7 +221,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *m
 		if q.Kind == core.QueueShared {
 			cqe += max(q.Max, q.Count)
 		} else {
-			cqe += q.Count * m.size
+			cqe += max(q.Count, m.fc.max) * m.size
 		}
 	}
 	cqe = min(cqe, min(h.attr.MaxCQE, 1<<20))
@@ -207,7 +235,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers) (_ *m
 	if m.cm, err = newCM(m); err != nil {
 		return nil, err
 	}
-	b := blob{lid: m.pattr.LID, gid: m.pattr.GID, udqpn: m.cm.qp.QPN(), mtu: m.pattr.ActiveMTU, layout: setup.Queues}
+	b := blob{lid: m.pattr.LID, gid: m.pattr.GID, udqpn: m.cm.qp.QPN(), mtu: m.pattr.ActiveMTU, credits: m.fc.credits, layout: setup.Queues}
 	if err := env.Boot.Put(m.key, b.encode()); err != nil {
 		return nil, fmt.Errorf("ib %s: publish address: %w", m.id, err)
 	}
@@ -238,7 +266,7 @@ func (m *module) initMetrics() {
 	m.puts, m.gets, m.rdmaBytes = c("rdma_puts"), c("rdma_gets"), c("rdma_bytes")
 	m.noSendBuf, m.backlogged, m.backlogRx = c("no_send_buffer"), c("backlogged"), c("backlogged_received")
 	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
-	m.stalls = c("flow_control_stalls")
+	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
 	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
@@ -291,6 +319,7 @@ func (m *module) Progress() int {
 		return 0
 	}
 	m.depth++
+	m.gen++
 	n := 0
 	if m.armed {
 		m.armed = false
@@ -326,6 +355,9 @@ func (m *module) Progress() int {
 		}
 		clear(m.pendingEps[k:])
 		m.pendingEps = m.pendingEps[:k]
+	}
+	if len(m.fevents) > 0 && !m.closed {
+		m.observeFlow()
 	}
 	if !m.closed {
 		if now := m.clock.Now(); now >= m.nextHK {
@@ -426,13 +458,19 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if e.state == epWaitRTU {
 		e.established()
 	}
-	if h.Credits > 0 {
+	e.rxFrames++
+	if h.Credits > 0 && m.fc.credits {
 		if ci := m.creditQueue(b.queue); ci >= 0 {
 			e.cred[ci].grant(int(h.Credits))
+			e.st.credits.Set(int64(e.cred[ci].avail))
 		}
 	}
 	if h.Flags&core.FlagBacklog != 0 {
 		m.backlogRx.Inc()
+		if m.fc.dynamic && !q.shared {
+			m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
+				Posted: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
+		}
 	}
 	if h.Type != core.TypeCredit {
 		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
@@ -450,11 +488,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if e.state == epFailed {
 		return
 	}
-	m.repost(b, idx, e)
-	if e.cred[b.queue].owe() && !e.creditIn {
-		e.creditIn = true
-		m.creditDue = append(m.creditDue, e)
-	}
+	m.reclaim(e, b, idx, h.Type != core.TypeCredit)
 }
 
 func (m *module) repost(b *recvBuf, idx int, e *endpoint) {
@@ -471,17 +505,23 @@ func (m *module) repost(b *recvBuf, idx int, e *endpoint) {
 	}
 }
 
-// returnCredits sends explicit credit frames where a window's worth is
-// owed and no frame carried them back during this Progress.
+// returnCredits sends explicit credit frames where credits became due
+// during an earlier Progress and nothing has carried them back since —
+// neither the frames the PML sent after that Progress nor those the
+// application sent once its receive completed (seed 000 §4.2: "there is
+// still no message sent by the MPI layer to the other side").
 func (m *module) returnCredits() {
 	for _, e := range m.creditDue {
+		if e.dueGen == m.gen {
+			continue // due since this Progress: give the PML a turn
+		}
 		e.creditIn = false
 		if e.state != epConnected {
 			continue
 		}
 		for i := range e.cred {
 			c := &e.cred[i]
-			if !m.queues[i].shared && c.owed >= c.window && !e.sendCredits(i) {
+			if !m.queues[i].shared && c.due(m.queues[i].threshold) && !e.sendCredits(i) {
 				// No send buffer now: try again next time.
 				e.creditIn = true
 			}
@@ -527,6 +567,10 @@ func (m *module) housekeeping(now time.Duration) {
 	m.decisions = m.policy.Observe(m.events, m.decisions[:0])
 	m.events = m.events[:0]
 	m.applyRecv(m.decisions)
+	if m.fc.dynamic {
+		m.idleReports(now)
+	}
+	m.observeFlow()
 	if len(m.connecting) > 0 {
 		m.cmTimers(now)
 	}
@@ -539,6 +583,11 @@ func (m *module) housekeeping(now time.Duration) {
 		m.dev.bytesRecv.Set(s.BytesReceived)
 		m.dev.reads.Set(s.ReadsOutstanding)
 		m.dev.nic.Set(s.NICEngagements)
+		for _, e := range m.eps {
+			if e != nil && e.qps != nil {
+				e.st.rnr.Set(rnrNaks(e.qps))
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ib
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
@@ -29,17 +30,18 @@ const (
 
 // sendBuf is a registered buffer a frame is copied into and sent from.
 type sendBuf struct {
-	mem        []byte
-	addr       uint64
-	lkey       uint32
-	idx        uint32
-	queue      uint8
-	n          int
-	h          core.Header
-	flags      core.SendFlags
-	ep         *endpoint
-	backlogged bool
-	next       *sendBuf
+	mem    []byte
+	addr   uint64
+	lkey   uint32
+	idx    uint32
+	queue  uint8
+	n      int
+	h      core.Header
+	flags  core.SendFlags
+	ep     *endpoint
+	since  time.Duration // when it entered the backlog
+	waited bool          // it waits, or waited, for a credit: the backlog bit
+	next   *sendBuf
 }
 
 // recvBuf is a registered buffer posted for receives.
@@ -63,6 +65,11 @@ type rqueue struct {
 	posted    int // receive buffers posted now
 	max       int
 	wantLimit int // srq_limit to arm once posted reaches it
+	// per-peer queues: buffers per peer at wire-up and at most (the
+	// flow-control scheme's), the explicit-credit threshold, and retired
+	// buffers ready for a peer that grows (indexes into m.rbufs)
+	count, maxPosted, threshold int
+	pool                        []int32
 	// send free list
 	free    *sendBuf
 	nsend   int
@@ -86,8 +93,16 @@ func (m *module) setupQueues(s core.RecvSetup) error {
 		}
 		name := fmt.Sprintf("q%d_%dB", i, spec.BufSize)
 		q.util = m.metrics.Histogram(m.metric("recv_util", name), utilBounds)
-		if !q.shared && m.firstP < 0 {
-			m.firstP = i
+		if !q.shared {
+			if m.firstP < 0 {
+				m.firstP = i
+			}
+			q.count = spec.Count
+			q.maxPosted = max(spec.Count, m.fc.max)
+			q.threshold = m.fc.threshold
+			if q.threshold <= 0 {
+				q.threshold = max(1, spec.Low)
+			}
 		}
 		m.queues = append(m.queues, q)
 		if q.shared {
@@ -136,7 +151,7 @@ func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
 
 // growShared posts n more buffers on a shared queue.
 func (m *module) growShared(q *rqueue, n int) error {
-	if err := m.addRecvBufs(q, n, nil); err != nil {
+	if err := m.addRecvBufs(q, n); err != nil {
 		return err
 	}
 	q.allocated += n
@@ -145,34 +160,62 @@ func (m *module) growShared(q *rqueue, n int) error {
 
 // postPerPeer posts a peer's buffers on every per-peer queue.
 func (m *module) postPerPeer(e *endpoint) error {
-	for _, q := range m.queues {
-		if !q.shared {
-			if err := m.addRecvBufs(q, q.spec.Count, e); err != nil {
-				return err
-			}
-			e.posted += q.spec.Count
+	for i, q := range m.queues {
+		if q.shared {
+			continue
+		}
+		c := &e.cred[i]
+		c.target = q.count
+		// The first buffers are the peer's initial credits, not owed ones.
+		if err := m.grow(e, i, q.count, false); err != nil {
+			return err
+		}
+		if i == m.firstP {
+			e.st.credits.Set(int64(c.avail))
 		}
 	}
-	e.postedG.Set(int64(e.posted))
 	return nil
 }
 
-// addRecvBufs registers n buffers of q's size in one slab and posts them,
-// for peer e on a per-peer queue or on q's SRQ.
-func (m *module) addRecvBufs(q *rqueue, n int, e *endpoint) error {
+// addRecvBufs registers n buffers of a shared queue's size in one slab and
+// posts them on its SRQ.
+func (m *module) addRecvBufs(q *rqueue, n int) error {
+	first := len(m.rbufs)
+	if err := m.register(q, n); err != nil {
+		return err
+	}
+	for idx := first; idx < len(m.rbufs); idx++ {
+		if err := m.postRecv(m.rbufs[idx], idx, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocRecvBufs registers n buffers of a per-peer queue's size into its
+// pool.
+func (m *module) allocRecvBufs(q *rqueue, n int) error {
+	first := len(m.rbufs)
+	if err := m.register(q, n); err != nil {
+		return err
+	}
+	for idx := first; idx < len(m.rbufs); idx++ {
+		q.pool = append(q.pool, int32(idx))
+	}
+	return nil
+}
+
+// register adds n buffers of q's size, in one registered slab, to m.rbufs.
+func (m *module) register(q *rqueue, n int) error {
 	size := q.spec.BufSize
 	mem, mr, err := m.slab(n, size)
 	if err != nil {
 		return err
 	}
 	for i := 0; i < n; i++ {
-		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx), ep: e}
+		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx)}
 		b.addr = verbs.AddrOf(b.mem)
-		idx := len(m.rbufs)
 		m.rbufs = append(m.rbufs, b)
-		if err := m.postRecv(b, idx, e); err != nil {
-			return err
-		}
 	}
 	m.recvMem(int64(n * size))
 	return nil

@@ -60,6 +60,12 @@ func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
 			b.pool = info.Buffers - s.CreditSlots*info.Peers
 		}
 	}
+	if info.Transport == "ib" && b.quota == 0 {
+		// On InfiniBand a zero InitialPosted keeps the receive layout's
+		// count of per-peer buffers; model the per-peer default.
+		b.quota, b.lo = ibLayoutBuffers, ibLayoutBuffers
+		b.hi = max(b.hi, b.quota)
+	}
 	if info.Transport == "extoll" {
 		if b.quota == 0 && info.Peers > 0 {
 			b.quota = b.pool / info.Peers
@@ -75,6 +81,16 @@ func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
 	}
 	return b
 }
+
+// ibLayoutBuffers models the receive layout's per-peer buffer count that
+// an InfiniBand policy keeps when it leaves InitialPosted at zero.
+const ibLayoutBuffers = 8
+
+// thresholdCapped reports whether the credit engine sends owed credits
+// once min(threshold, posted) are owed: btl/ib does, so a threshold above a
+// peer's buffers cannot stop credits from coming back; EXTOLL's Equation 2
+// needs the threshold within the quota.
+func thresholdCapped(info core.FlowInfo) bool { return info.Transport == "ib" }
 
 func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 	switch s.Scheme {
@@ -96,7 +112,7 @@ func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 		if s.MaxPosted != 0 && s.MaxPosted < b.quota {
 			return fmt.Errorf("MaxPosted %d below the %d buffers posted at start", s.MaxPosted, b.quota)
 		}
-		if b.threshold < 1 || b.threshold > b.quota {
+		if b.threshold < 1 || b.threshold > b.quota && !thresholdCapped(info) {
 			return fmt.Errorf("credit threshold %d not in [1, %d buffers per peer]: a peer could use up its credits before any are returned (deadlock)", b.threshold, b.quota)
 		}
 		if b.pool > 0 && b.quota*info.Peers > b.pool {
@@ -186,7 +202,7 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 			st.posted[d.Peer] = int(d.Value)
 		case core.FlowSetThreshold:
 			low := minPosted(st.posted)
-			if d.Value < 1 || (st.setup.Scheme == core.FlowCredits && d.Value > int64(low)) {
+			if d.Value < 1 || (st.setup.Scheme == core.FlowCredits && d.Value > int64(low) && !thresholdCapped(st.info)) {
 				v.add("threshold %d not in [1, %d] (the fewest buffers any peer has): credits could stop coming back", d.Value, low)
 				continue
 			}

@@ -2,6 +2,7 @@ package softrc
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 )
@@ -93,7 +94,14 @@ type qp struct {
 
 	timerListed bool
 	destroyed   bool
+
+	rnrNaks atomic.Int64 // RNR NAKs received as requester
 }
+
+// RNRNaksReceived counts the RNR NAKs this QP received as requester: how
+// often its peer had no receive posted (seed 000 §4.1's hardware flow
+// control at work).
+func (q *qp) RNRNaksReceived() int64 { return q.rnrNaks.Load() }
 
 func (q *qp) slot(i uint64) *swqe { return &q.sq[i%uint64(len(q.sq))] }
 
@@ -597,6 +605,7 @@ func (q *qp) onNak(h *header, now int64) {
 	switch h.syndrome {
 	case nakRNR:
 		q.d.stats.RNRNaksReceived++
+		q.rnrNaks.Add(1)
 		if q.rnrRetry != verbs.RNRRetryInfinite {
 			if w.rnrLeft == 0 {
 				q.fail(w, verbs.WCRNRRetryExcErr, now)

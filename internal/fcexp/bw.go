@@ -1,0 +1,217 @@
+package fcexp
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Comm is what a rank of the bandwidth test needs of a communicator;
+// *gobtl.Comm has it.
+type Comm interface {
+	Rank() int
+	Size() int
+	Isend(buf []byte, dest, tag int) (*pml.Request, error)
+	Irecv(buf []byte, source, tag int) (*pml.Request, error)
+	Send(buf []byte, dest, tag int) error
+	Recv(buf []byte, source, tag int) (pml.Status, error)
+	Waitall(rs []*pml.Request) error
+	Metrics() *core.Metrics
+}
+
+// BWOptions configure the bandwidth test of seed 000 §6.2.2: the sender
+// sends Window back-to-back messages of Size bytes, the receiver answers
+// once it has all of them, Iters times per window; with Blocking, both
+// sides use Send and Recv, else Isend/Irecv and Waitall.
+type BWOptions struct {
+	Size     int
+	Windows  []int
+	Iters    int
+	Warmup   int
+	Blocking bool
+}
+
+// BWRow is one window's result, with the counters the test moved on each
+// side (the sender's and the receiver's, differences over the timed
+// part).
+type BWRow struct {
+	Window   int              `json:"window"`
+	MBps     float64          `json:"mbps"`
+	Sender   map[string]int64 `json:"sender"`
+	Receiver map[string]int64 `json:"receiver"`
+}
+
+const (
+	tagData = 1
+	tagAck  = 2
+	tagCtr  = 3
+)
+
+// BW runs the test between ranks 0 and 1 and prints one JSON object per
+// window on rank 0's out.
+func BW(c Comm, o BWOptions, out io.Writer) error {
+	if c.Size() < 2 {
+		return fmt.Errorf("fcexp: the bandwidth test needs 2 ranks, the job has %d", c.Size())
+	}
+	if c.Rank() > 1 {
+		return nil
+	}
+	maxW := 0
+	for _, w := range o.Windows {
+		if w < 1 {
+			return fmt.Errorf("fcexp: window %d: want at least 1", w)
+		}
+		maxW = max(maxW, w)
+	}
+	bufs := make([][]byte, maxW)
+	for i := range bufs {
+		bufs[i] = make([]byte, max(o.Size, 1))[:o.Size]
+	}
+	reqs := make([]*pml.Request, maxW)
+	ack := make([]byte, 4)
+	enc := json.NewEncoder(out)
+	for _, w := range o.Windows {
+		round := func() error {
+			if c.Rank() == 0 {
+				for i := range w {
+					if o.Blocking {
+						if err := c.Send(bufs[i], 1, tagData); err != nil {
+							return err
+						}
+						continue
+					}
+					r, err := c.Isend(bufs[i], 1, tagData)
+					if err != nil {
+						return err
+					}
+					reqs[i] = r
+				}
+				if !o.Blocking {
+					if err := c.Waitall(reqs[:w]); err != nil {
+						return err
+					}
+				}
+				_, err := c.Recv(ack, 1, tagAck)
+				return err
+			}
+			for i := range w {
+				if o.Blocking {
+					if _, err := c.Recv(bufs[i], 0, tagData); err != nil {
+						return err
+					}
+					continue
+				}
+				r, err := c.Irecv(bufs[i], 0, tagData)
+				if err != nil {
+					return err
+				}
+				reqs[i] = r
+			}
+			if !o.Blocking {
+				if err := c.Waitall(reqs[:w]); err != nil {
+					return err
+				}
+			}
+			return c.Send(ack, 0, tagAck)
+		}
+		for range o.Warmup {
+			if err := round(); err != nil {
+				return err
+			}
+		}
+		before := flat(c.Metrics())
+		start := time.Now()
+		for range o.Iters {
+			if err := round(); err != nil {
+				return err
+			}
+		}
+		el := time.Since(start)
+		moved := diff(flat(c.Metrics()), before)
+		if c.Rank() == 1 {
+			b, err := json.Marshal(moved)
+			if err != nil {
+				return err
+			}
+			if err := c.Send(b, 0, tagCtr); err != nil {
+				return err
+			}
+			continue
+		}
+		buf := make([]byte, 1<<20)
+		st, err := c.Recv(buf, 1, tagCtr)
+		if err != nil {
+			return err
+		}
+		var recv map[string]int64
+		if err := json.Unmarshal(buf[:st.Count], &recv); err != nil {
+			return err
+		}
+		row := BWRow{Window: w, MBps: float64(o.Size) * float64(w*o.Iters) / el.Seconds() / 1e6, Sender: moved, Receiver: recv}
+		if err := enc.Encode(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flat is every counter's value and every gauge's current value.
+func flat(m *core.Metrics) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range m.Snapshot() {
+		if n, ok := value(v); ok {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// value is a snapshot entry's number: a counter, or a gauge's current
+// value (a JSON round trip makes both float64).
+func value(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case float64:
+		return int64(v), true
+	case map[string]int64:
+		return v["value"], true
+	case map[string]any:
+		if f, ok := v["value"].(float64); ok {
+			return int64(f), true
+		}
+	}
+	return 0, false
+}
+
+// diff is after − before for counters; gauges (whose names say so) keep
+// their value after.
+func diff(after, before map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(after))
+	for k, v := range after {
+		if isGauge(k) {
+			out[k] = v
+			continue
+		}
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// levels are the per-peer metrics that hold a level, not a running
+// count (the RNR NAK gauges are running counts the device keeps).
+var levels = []string{".posted_max.", ".posted.", ".credits.", ".backlog_wait_max_ns."}
+
+func isGauge(name string) bool {
+	for _, g := range levels {
+		if strings.Contains(name, g) {
+			return true
+		}
+	}
+	return false
+}

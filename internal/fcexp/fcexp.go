@@ -1,0 +1,340 @@
+// Package fcexp runs the flow-control experiments of seed 000 §6 over
+// the ib BTL on softrc, between processes under gobtl run, and prints
+// their tables next to the paper's numbers:
+//
+//   - latency (§6.2.1, Fig 2): ping-pong, 4 B to 4 KiB, the three schemes
+//     with 100 buffers pre-posted;
+//   - bw (§6.2.2, Figs 3–6): bandwidth of 4-byte messages against the
+//     window size, blocking (Send/Recv) and non-blocking (Isend/Irecv),
+//     with 100 and with 10 buffers pre-posted;
+//   - bw32k (Figs 7–8): the same with 32 KiB messages (rendezvous) and 10
+//     buffers;
+//   - patterns (§6.3): the NAS-like patterns of test/patterns on 8 ranks:
+//     explicit credit messages and all messages per connection under the
+//     static scheme at pre-post 100 (Table 1), time per scheme (Fig 9),
+//     the slowdown from pre-post 100 to pre-post 1 (Fig 10), and the
+//     dynamic scheme's most buffers posted per connection (Table 2).
+//
+// The schemes are the flow_control policies hardware, static and dynamic
+// (policies/flowcontrol); "pre-post N" is hardware's and static's
+// pre_post and dynamic's initial. The receive layout is the paper's: one
+// per-peer queue of 2 KiB buffers, eager messages up to what one holds,
+// larger ones by rendezvous.
+package fcexp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Runner runs `gobtl run -np NP -c <stack> -- gobtl ARGS` with the stack
+// text given, and returns what rank 0 printed.
+type Runner func(ctx context.Context, np int, stack string, args []string) ([]byte, error)
+
+// Options configure Experiments.
+type Options struct {
+	Run Runner
+	Out io.Writer
+	// Progress receives a line per run; nil discards them.
+	Progress io.Writer
+	// Plots is the directory plots are written to; empty writes none.
+	Plots string
+	// Reps repeats every measurement; the best is kept.
+	Reps int
+	// Quick runs fewer points and shorter runs.
+	Quick bool
+	// Only names the experiments to run; empty runs all.
+	Only []string
+	// Patterns to run (test/patterns names); empty runs all.
+	Patterns []string
+	// Ranks of the pattern runs (seed 000: 8).
+	Ranks int
+	// Max is the dynamic scheme's most buffers per peer.
+	Max int
+	// RNRTimer is the btl's min_rnr_timer ("10us"); empty keeps the BTL's.
+	RNRTimer string
+}
+
+// Names of the experiments, in order.
+var Names = []string{"latency", "bw", "bw32k", "patterns"}
+
+// Schemes are seed 000's three flow-control schemes, as policies.
+var Schemes = []string{"hardware", "static", "dynamic"}
+
+// AllPatterns are the NAS patterns of seed 000 §6.3, as `gobtl bench`
+// names.
+var AllPatterns = []string{"is", "ft", "lu", "cg", "mg", "bt", "sp"}
+
+type exp struct {
+	Options
+	ctx context.Context
+	w   io.Writer
+}
+
+// Experiments runs the experiments and prints their tables.
+func Experiments(ctx context.Context, o Options) error {
+	if o.Reps <= 0 {
+		o.Reps = 1
+	}
+	if o.Ranks <= 0 {
+		o.Ranks = 8
+	}
+	if o.Max <= 0 {
+		o.Max = 128
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if len(o.Patterns) == 0 {
+		o.Patterns = AllPatterns
+	}
+	for _, n := range o.Only {
+		if !slices.Contains(Names, n) {
+			return fmt.Errorf("flowcontrol: no experiment %q (have %s)", n, strings.Join(Names, ", "))
+		}
+	}
+	x := &exp{Options: o, ctx: ctx, w: o.Out}
+	fmt.Fprintf(x.w, "Flow-control experiments (seed 000 §6) over ib/softrc between processes under gobtl run.\n")
+	fmt.Fprintf(x.w, "Schemes: hardware (RNR NAK, retry 7), static (credits = pre-posted buffers, threshold 5),\n")
+	fmt.Fprintf(x.w, "dynamic (starts at the pre-post count, +1 per backlogged frame up to %d). Best of %d run(s).\n", o.Max, o.Reps)
+	for _, name := range Names {
+		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
+			continue
+		}
+		var err error
+		switch name {
+		case "latency":
+			err = x.latency()
+		case "bw":
+			err = x.bandwidth(4, []int{100, 10})
+		case "bw32k":
+			err = x.bandwidth(32<<10, []int{10})
+		case "patterns":
+			err = x.patterns()
+		}
+		if err != nil {
+			return fmt.Errorf("flowcontrol %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Stack renders the stack of a run: self, one softrc port, the paper's
+// receive layout and the scheme with pre buffers per peer.
+func Stack(scheme string, pre, maxPosted int, rnrTimer string) string {
+	var b strings.Builder
+	// Ranks share two cores: a waiting rank yields soon, so that the
+	// others and the device goroutines get a core.
+	b.WriteString(`job {
+  log { level = "warn" }
+  progress {
+    spin      = 50
+    yield     = 10
+    sleep     = "10us"
+    max_sleep = "200us"
+  }
+}
+
+btl "self" "self" {}
+
+btl "ib" "ib0" {
+  provider    = "softrc"
+  address     = "127.0.0.1"
+  eager_limit = "2016B" # one 2 KiB buffer less the header
+`)
+	if rnrTimer != "" {
+		fmt.Fprintf(&b, "  min_rnr_timer = %q\n", rnrTimer)
+	}
+	b.WriteString("}\n\npolicy \"recvbuf\" {\n  builtin        = \"perpeer\"\n  receive_queues = \"P,2048,100,1,5\"\n}\n\n")
+	fmt.Fprintf(&b, "policy \"flow_control\" {\n  builtin = %q\n", scheme)
+	switch scheme {
+	case "dynamic":
+		fmt.Fprintf(&b, "  initial = %d\n  max     = %d\n", pre, max(pre, maxPosted))
+	default:
+		fmt.Fprintf(&b, "  pre_post = %d\n", pre)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// run runs one job and returns rank 0's JSON lines.
+func (x *exp) run(np int, stack string, args []string, what string) ([][]byte, error) {
+	fmt.Fprintf(x.Progress, "flowcontrol: %s\n", what)
+	out, err := x.Run(x.ctx, np, stack, args)
+	if err != nil {
+		return nil, err
+	}
+	var lines [][]byte
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "{") {
+			lines = append(lines, []byte(l))
+		}
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("%s: no JSON in the output:\n%s", what, out)
+	}
+	return lines, nil
+}
+
+// latency: Fig 2.
+func (x *exp) latency() error {
+	sizes := []int{4, 16, 64, 256, 1024, 2048, 4096}
+	if !x.Quick {
+		sizes = []int{4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+	}
+	iters := "2000"
+	if x.Quick {
+		iters = "300"
+	}
+	var ss []string
+	for _, s := range sizes {
+		ss = append(ss, fmt.Sprint(s))
+	}
+	res := map[string]map[int]float64{}
+	for _, sc := range Schemes {
+		res[sc] = map[int]float64{}
+		for rep := range x.Reps {
+			lines, err := x.run(2, Stack(sc, 100, x.Max, x.RNRTimer),
+				[]string{"bench", "latency", "--sizes", strings.Join(ss, ","), "--iters", iters, "--json"},
+				fmt.Sprintf("latency %s, run %d of %d", sc, rep+1, x.Reps))
+			if err != nil {
+				return err
+			}
+			var r struct {
+				Rows []struct {
+					Size int     `json:"size"`
+					Lat  float64 `json:"lat_us"`
+				} `json:"rows"`
+			}
+			if err := json.Unmarshal(lines[0], &r); err != nil {
+				return err
+			}
+			for _, row := range r.Rows {
+				if old, ok := res[sc][row.Size]; !ok || row.Lat < old {
+					res[sc][row.Size] = row.Lat
+				}
+			}
+		}
+	}
+	fmt.Fprintf(x.w, "\n== Latency, pre-post 100 (Fig 2: the three schemes comparable) ==\n")
+	fmt.Fprintf(x.w, "%8s %10s %10s %10s   static/hw dynamic/hw\n", "size", "hardware", "static", "dynamic")
+	for _, s := range sizes {
+		h, st, d := res["hardware"][s], res["static"][s], res["dynamic"][s]
+		fmt.Fprintf(x.w, "%8d %9.2fµs %9.2fµs %9.2fµs   %8.2f %10.2f\n", s, h, st, d, ratio(st, h), ratio(d, h))
+	}
+	return x.plot("latency", "Latency, pre-post 100 (seed 000 Fig 2)", "message size (bytes)", "one-way latency (us)", true, res)
+}
+
+// bandwidth: Figs 3–8.
+func (x *exp) bandwidth(size int, pres []int) error {
+	for _, pre := range pres {
+		windows := []int{1, 2, 4, 8, 16, 32, 64, 100}
+		if pre < 100 {
+			windows = []int{1, 2, 4, 8, 16, 32, 64, 128}
+		}
+		if size > 2048 {
+			windows = []int{1, 2, 4, 8, 16, 32, 64}
+		}
+		if x.Quick {
+			windows = slices.DeleteFunc(windows, func(w int) bool { return w == 2 || w == 8 || w == 32 })
+		}
+		iters := 300
+		if size > 2048 {
+			iters = 40
+		}
+		if x.Quick {
+			iters /= 4
+		}
+		var ws []string
+		for _, w := range windows {
+			ws = append(ws, fmt.Sprint(w))
+		}
+		for _, blocking := range []bool{true, false} {
+			mode := "non-blocking"
+			if blocking {
+				mode = "blocking"
+			}
+			res := map[string]map[int]float64{}
+			rows := map[string]map[int]BWRow{}
+			for _, sc := range Schemes {
+				res[sc], rows[sc] = map[int]float64{}, map[int]BWRow{}
+				for rep := range x.Reps {
+					args := []string{"experiment", "flowcontrol", "rank", "--size", fmt.Sprint(size), "--windows", strings.Join(ws, ","),
+						"--iters", fmt.Sprint(iters), "--warmup", fmt.Sprint(max(2, iters/10))}
+					if blocking {
+						args = append(args, "--blocking")
+					}
+					lines, err := x.run(2, Stack(sc, pre, x.Max, x.RNRTimer), args,
+						fmt.Sprintf("bw %dB pre-post %d %s %s, run %d of %d", size, pre, mode, sc, rep+1, x.Reps))
+					if err != nil {
+						return err
+					}
+					for _, l := range lines {
+						var r BWRow
+						if err := json.Unmarshal(l, &r); err != nil {
+							return err
+						}
+						if r.MBps > res[sc][r.Window] {
+							res[sc][r.Window], rows[sc][r.Window] = r.MBps, r
+						}
+					}
+				}
+			}
+			fig := bwFigure(size, pre, blocking)
+			fmt.Fprintf(x.w, "\n== Bandwidth of %d-byte messages, pre-post %d, %s (%s) ==\n", size, pre, mode, fig)
+			fmt.Fprintf(x.w, "%7s %11s %11s %11s   %s\n", "window", "hardware", "static", "dynamic",
+				"hw RNR NAKs | static stalls, rndv | dynamic stalls, most posted")
+			for _, w := range windows {
+				h, s, d := rows["hardware"][w], rows["static"][w], rows["dynamic"][w]
+				fmt.Fprintf(x.w, "%7d %8.2fMB/s %8.2fMB/s %8.2fMB/s   %6d | %6d %6d | %6d %4d\n", w,
+					h.MBps, s.MBps, d.MBps,
+					sum(h.Receiver, "rnr_naks_sent"),
+					sum(s.Sender, ".stalls.peer1"), sum(s.Sender, ".rndv_no_credit.peer1"),
+					sum(d.Sender, ".stalls.peer1"), sum(d.Receiver, ".posted_max.peer0"))
+			}
+			title := fmt.Sprintf("Bandwidth, %d B, pre-post %d, %s (seed 000 %s)", size, pre, mode, fig)
+			if err := x.plot(fmt.Sprintf("bw-%d-pp%d-%s", size, pre, mode), title, "window size (messages)", "bandwidth (MB/s)", false, res); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bwFigure names the paper's figure for a bandwidth table.
+func bwFigure(size, pre int, blocking bool) string {
+	n := 3
+	switch {
+	case size > 2048:
+		n = 7
+	case pre < 100:
+		n = 5
+	}
+	if !blocking {
+		n++
+	}
+	return fmt.Sprintf("Fig %d", n)
+}
+
+// sum adds the metrics whose name contains sub.
+func sum(m map[string]int64, sub string) int64 {
+	var n int64
+	for k, v := range m {
+		if strings.Contains(k, sub) {
+			n += v
+		}
+	}
+	return n
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}

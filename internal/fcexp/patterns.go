@@ -1,0 +1,182 @@
+package fcexp
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Seed 000's numbers for the NAS benchmarks (class A, 8 processes; BT and
+// SP on 16): Table 1, explicit credit messages and all messages per
+// connection under the static scheme with 100 buffers, and Table 2, the
+// dynamic scheme's most buffers posted per connection starting from 1.
+var (
+	paperECM   = map[string][2]int{"is": {0, 383}, "ft": {0, 193}, "lu": {9002, 48805}, "cg": {0, 4202}, "mg": {1, 1595}, "bt": {0, 28913}, "sp": {0, 14531}}
+	paperMaxed = map[string]int{"is": 4, "ft": 4, "lu": 63, "cg": 3, "mg": 6, "bt": 7, "sp": 7}
+)
+
+// PatternRun is what one pattern run reports: the timed part and, per
+// connection (ordered pair of ranks that carried traffic), the ib BTL's
+// counters.
+type PatternRun struct {
+	TimeUS float64
+	// Per connection from→to: frames sent (data, control and credit),
+	// explicit credit frames, and the most buffers to→from posted for
+	// from.
+	Conns []Conn
+}
+
+// Conn is one connection's counters.
+type Conn struct {
+	From, To   int
+	Frames     int64
+	ECM        int64
+	PostedMost int64 // at To, for From
+}
+
+// ParsePattern reads a `gobtl bench PATTERN --json` report: rows[0].time_us
+// and rank_counters, each rank's metrics.
+func ParsePattern(raw []byte) (PatternRun, error) {
+	var r struct {
+		Rows         []map[string]any `json:"rows"`
+		RankCounters []map[string]any `json:"rank_counters"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return PatternRun{}, err
+	}
+	if len(r.Rows) == 0 || len(r.RankCounters) == 0 {
+		return PatternRun{}, fmt.Errorf("a pattern report without rows or rank_counters")
+	}
+	t, ok := r.Rows[0]["time_us"].(float64)
+	if !ok {
+		return PatternRun{}, fmt.Errorf("a pattern report without time_us")
+	}
+	n := len(r.RankCounters)
+	frames := make([][]int64, n)
+	ecm := make([][]int64, n)
+	most := make([][]int64, n) // most[to][from]
+	for i := range n {
+		frames[i], ecm[i], most[i] = make([]int64, n), make([]int64, n), make([]int64, n)
+	}
+	for rank, m := range r.RankCounters {
+		for k, v := range m {
+			// ib.<module>.<metric>.peer<N>
+			parts := strings.Split(k, ".")
+			if len(parts) != 4 || parts[0] != "ib" || !strings.HasPrefix(parts[3], "peer") {
+				continue
+			}
+			peer, err := strconv.Atoi(strings.TrimPrefix(parts[3], "peer"))
+			if err != nil || peer < 0 || peer >= n {
+				continue
+			}
+			x, ok := value(v)
+			if !ok {
+				continue
+			}
+			switch parts[2] {
+			case "frames":
+				frames[rank][peer] += x
+			case "credit_messages":
+				ecm[rank][peer] += x
+			case "posted_max":
+				most[rank][peer] = max(most[rank][peer], x)
+			}
+		}
+	}
+	pr := PatternRun{TimeUS: t}
+	for from := range n {
+		for to := range n {
+			if from == to || frames[from][to] == 0 {
+				continue
+			}
+			pr.Conns = append(pr.Conns, Conn{From: from, To: to, Frames: frames[from][to], ECM: ecm[from][to], PostedMost: most[to][from]})
+		}
+	}
+	return pr, nil
+}
+
+// perConn averages f over the connections, and returns its largest value.
+func (p PatternRun) perConn(f func(Conn) int64) (avg float64, most int64) {
+	if len(p.Conns) == 0 {
+		return math.NaN(), 0
+	}
+	var s int64
+	for _, c := range p.Conns {
+		v := f(c)
+		s += v
+		most = max(most, v)
+	}
+	return float64(s) / float64(len(p.Conns)), most
+}
+
+// patterns: Table 1, Fig 9, Fig 10, Table 2.
+func (x *exp) patterns() error {
+	pres := []int{100, 1}
+	best := map[string]map[string]map[int]PatternRun{} // pattern, scheme, pre-post
+	for _, p := range x.Patterns {
+		best[p] = map[string]map[int]PatternRun{}
+		for _, sc := range Schemes {
+			best[p][sc] = map[int]PatternRun{}
+			for _, pre := range pres {
+				for rep := range x.Reps {
+					args := []string{"bench", p, "--json"}
+					if x.Quick {
+						args = append(args, "--iters", "2")
+					}
+					lines, err := x.run(x.Ranks, Stack(sc, pre, x.Max, x.RNRTimer), args,
+						fmt.Sprintf("%s on %d ranks, %s, pre-post %d, run %d of %d", p, x.Ranks, sc, pre, rep+1, x.Reps))
+					if err != nil {
+						return err
+					}
+					r, err := ParsePattern(lines[0])
+					if err != nil {
+						return fmt.Errorf("%s: %w", p, err)
+					}
+					if old, ok := best[p][sc][pre]; !ok || r.TimeUS < old.TimeUS {
+						best[p][sc][pre] = r
+					}
+				}
+			}
+		}
+	}
+
+	fmt.Fprintf(x.w, "\n== Table 1: explicit credit messages (ECM) per connection, static scheme, pre-post 100 ==\n")
+	fmt.Fprintf(x.w, "%-4s %10s %10s %7s %10s   %10s %10s %7s\n", "app", "ECM", "all msgs", "ECM %", "ECM max", "paper ECM", "paper all", "paper %")
+	for _, p := range x.Patterns {
+		r := best[p]["static"][100]
+		e, emax := r.perConn(func(c Conn) int64 { return c.ECM })
+		all, _ := r.perConn(func(c Conn) int64 { return c.Frames })
+		pe := paperECM[p]
+		fmt.Fprintf(x.w, "%-4s %10.1f %10.1f %6.1f%% %10d   %10d %10d %6.1f%%\n", strings.ToUpper(p), e, all, 100*e/all, emax,
+			pe[0], pe[1], 100*float64(pe[0])/float64(pe[1]))
+	}
+
+	fmt.Fprintf(x.w, "\n== Fig 9: time per scheme, pre-post 100 (paper: within 2-3%%, LU 5-6%% faster on hardware) ==\n")
+	fmt.Fprintf(x.w, "%-4s %12s %12s %12s   static/hw dynamic/hw\n", "app", "hardware", "static", "dynamic")
+	for _, p := range x.Patterns {
+		h, s, d := best[p]["hardware"][100].TimeUS, best[p]["static"][100].TimeUS, best[p]["dynamic"][100].TimeUS
+		fmt.Fprintf(x.w, "%-4s %10.0fµs %10.0fµs %10.0fµs   %9.3f %10.3f\n", strings.ToUpper(p), h, s, d, ratio(s, h), ratio(d, h))
+	}
+
+	fmt.Fprintf(x.w, "\n== Fig 10: slowdown from pre-post 100 to pre-post 1 (paper: hardware worst on LU and MG, static LU 13%% CG 6%%, dynamic ~0) ==\n")
+	fmt.Fprintf(x.w, "%-4s %10s %10s %10s\n", "app", "hardware", "static", "dynamic")
+	for _, p := range x.Patterns {
+		fmt.Fprintf(x.w, "%-4s", strings.ToUpper(p))
+		for _, sc := range Schemes {
+			a, b := best[p][sc][100].TimeUS, best[p][sc][1].TimeUS
+			fmt.Fprintf(x.w, " %9.1f%%", 100*(b-a)/a)
+		}
+		fmt.Fprintln(x.w)
+	}
+
+	fmt.Fprintf(x.w, "\n== Table 2: most buffers posted per connection, dynamic scheme from pre-post 1 (paper: <= 7 except LU 63) ==\n")
+	fmt.Fprintf(x.w, "%-4s %8s %8s %8s\n", "app", "max", "mean", "paper")
+	for _, p := range x.Patterns {
+		r := best[p]["dynamic"][1]
+		avg, most := r.perConn(func(c Conn) int64 { return c.PostedMost })
+		fmt.Fprintf(x.w, "%-4s %8d %8.1f %8d\n", strings.ToUpper(p), most, avg, paperMaxed[p])
+	}
+	return nil
+}

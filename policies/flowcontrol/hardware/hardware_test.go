@@ -1,0 +1,62 @@
+package hardware
+
+import (
+	"testing"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+func TestSetupCountsNoCreditsAndRetriesForever(t *testing.T) {
+	p := New(core.MustParams(Params))
+	p.PrePost = 10
+	s, err := p.Setup(core.FlowInfo{Transport: "ib", Peers: 7, BufferSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.FlowSetup{Scheme: core.FlowNone, InitialPosted: 10, MaxPosted: 10, RNRRetry: 7}
+	if s != want {
+		t.Fatalf("setup %+v, want %+v", s, want)
+	}
+	if d := p.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 1}}, nil); len(d) != 0 {
+		t.Fatalf("the hardware scheme decided %+v", d)
+	}
+}
+
+func TestSetupRefusesWhatCannotWork(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    Policy
+		info core.FlowInfo
+	}{
+		{"an EXTOLL mailbox", Policy{RNRRetry: 7}, core.FlowInfo{Transport: "extoll", Peers: 3}},
+		{"no RNR retry at all", Policy{RNRRetry: 0}, core.FlowInfo{Transport: "ib", Peers: 3}},
+		{"negative pre-post", Policy{PrePost: -1, RNRRetry: 7}, core.FlowInfo{Transport: "ib", Peers: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := c.p.Setup(c.info); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestTheComponentIsRegisteredWithItsSchema(t *testing.T) {
+	c, ok := core.Lookup(core.KindFlowControl, Name)
+	if !ok {
+		t.Fatal("not registered")
+	}
+	ps := core.MustParams(c.Params)
+	if err := ps.SetText("rnr_retry", "8"); err == nil {
+		t.Fatal("rnr_retry 8 accepted")
+	}
+	if err := ps.SetText("pre_post", "1"); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := c.NewPolicy(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pol.(*Policy); p.PrePost != 1 || p.RNRRetry != 7 {
+		t.Fatalf("policy %+v", p)
+	}
+}

@@ -1,0 +1,73 @@
+// Package ibcredit is what the three InfiniBand flow-control policies of
+// seed 000 share: the transport they serve, the parameters they have in
+// common and their checks.
+package ibcredit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// Threshold is seed 000's explicit-credit threshold (§6.3.1: "we use a
+// relatively small threshold value of 5").
+const Threshold = 5
+
+// InfiniteRNRRetry is the rnr_retry value that retries forever (IBA): what
+// the hardware scheme holds senders back with and what the optimistic
+// credit frames of the user-level schemes rely on (§4.1–4.2).
+const InfiniteRNRRetry = 7
+
+// CheckTransport refuses a transport other than InfiniBand: the schemes
+// count pre-posted receive buffers of RC connections.
+func CheckTransport(name string, info core.FlowInfo) error {
+	if info.Transport != "ib" {
+		return fmt.Errorf("%s: serves the ib transport (pre-posted receive buffers), not %q; EXTOLL has extoll_static and extoll_dynamic", name, info.Transport)
+	}
+	return nil
+}
+
+// AtLeast is a parameter check: an int64 of at least n.
+func AtLeast(n int64) func(any) error {
+	return func(v any) error {
+		if x, ok := v.(int64); ok && x < n {
+			return fmt.Errorf("must be at least %d", n)
+		}
+		return nil
+	}
+}
+
+// InRange is a parameter check: an int64 in [lo, hi].
+func InRange(lo, hi int64) func(any) error {
+	return func(v any) error {
+		if x, ok := v.(int64); ok && (x < lo || x > hi) {
+			return fmt.Errorf("%d is not in [%d, %d]", x, lo, hi)
+		}
+		return nil
+	}
+}
+
+// NotNegative is a parameter check: a duration of zero or more.
+func NotNegative(v any) error {
+	if d, ok := v.(time.Duration); ok && d < 0 {
+		return fmt.Errorf("must not be negative")
+	}
+	return nil
+}
+
+// Params common to the user-level schemes.
+var (
+	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Check: InRange(1, 0xffff),
+		Doc: "an explicit credit message goes out when this many credits are owed (or all the peer's buffers are) and no frame carried them (seed 000: 5)"}
+	RndvParam = core.Param{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "true",
+		Doc: "send small messages by rendezvous while the peer is out of credits, so that the handshake brings credits back (seed 000 §4.2)"}
+)
+
+// Credits is the setup the user-level schemes share: credits for initial
+// buffers per peer growing to at most max, infinite RNR retry for the
+// optimistic explicit credit messages.
+func Credits(initial, max, threshold int, rndv bool) core.FlowSetup {
+	return core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: initial, MaxPosted: max, CreditThreshold: threshold,
+		RndvOnNoCredit: rndv, RNRRetry: InfiniteRNRRetry}
+}

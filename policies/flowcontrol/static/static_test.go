@@ -1,0 +1,52 @@
+package static
+
+import (
+	"testing"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+func TestSetupIsTheStaticSchemeOfTheParameters(t *testing.T) {
+	p := New(core.MustParams(Params))
+	p.PrePost = 100
+	s, err := p.Setup(core.FlowInfo{Transport: "ib", Peers: 7, BufferSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seed 000: a threshold of 5, rendezvous while out of credits, and
+	// infinite RNR retry for the optimistic credit messages.
+	want := core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: 100, MaxPosted: 100, CreditThreshold: 5, RndvOnNoCredit: true, RNRRetry: 7}
+	if s != want {
+		t.Fatalf("setup %+v, want %+v", s, want)
+	}
+	if d := p.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 1, Posted: 100}}, nil); len(d) != 0 {
+		t.Fatalf("the static scheme decided %+v", d)
+	}
+}
+
+func TestSetupRefusesAZeroThresholdAndOtherTransports(t *testing.T) {
+	if _, err := (&Policy{PrePost: 1, Threshold: 0}).Setup(core.FlowInfo{Transport: "ib", Peers: 1}); err == nil {
+		t.Fatal("threshold 0 accepted")
+	}
+	if _, err := (&Policy{PrePost: 1, Threshold: 5}).Setup(core.FlowInfo{Transport: "extoll", Peers: 1}); err == nil {
+		t.Fatal("extoll accepted")
+	}
+}
+
+func TestTheComponentIsRegistered(t *testing.T) {
+	c, ok := core.Lookup(core.KindFlowControl, Name)
+	if !ok {
+		t.Fatal("not registered")
+	}
+	ps := core.MustParams(c.Params)
+	if err := ps.SetText("credit_threshold", "0"); err == nil {
+		t.Fatal("threshold 0 accepted by the schema")
+	}
+	pol, err := c.NewPolicy(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pol.(*Policy); p.Threshold != 5 || !p.Rndv || p.PrePost != 0 {
+		t.Fatalf("defaults %+v", p)
+	}
+}
