@@ -250,13 +250,13 @@ func (t *tamper) Isend(buf []byte, dest, tag int) (*pml.Request, error) {
 	panic("tamper: mode " + t.mode)
 }
 
-// stallStack is the in-process fabric with a stall timeout, so that the
-// ranks left waiting for a rank that gave up return instead of hanging.
-// The rank that gets the spoiled message fails at once; the others fail
-// in a cascade of stalls, which is what a tamper test costs.
+// stallStack is the in-process fabric with a stall timeout: RunLocal
+// aborts the other ranks once the rank that got the spoiled message fails,
+// and should that rank miss it and wait forever instead, the timeout turns
+// a hung test into a failed one.
 func stallStack(t *testing.T) gobtl.Options {
 	p := filepath.Join(t.TempDir(), "stack.hcl")
-	if err := os.WriteFile(p, []byte("job {\n  stall_timeout = \"500ms\"\n}\nbtl \"inproc\" \"default\" {}\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("job {\n  stall_timeout = \"10s\"\n}\nbtl \"inproc\" \"default\" {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return gobtl.Options{ConfigFiles: []string{p}}
@@ -272,6 +272,10 @@ func TestASpoiledMessageFailsTheRun(t *testing.T) {
 		{"lu", "lose", 40, patterns.ErrLost},
 		{"lu", "duplicate", 40, patterns.ErrDuplicate},
 		{"is", "lose", 5, patterns.ErrLost},
+		{"ft", "corrupt", 3, patterns.ErrCorrupt},
+		{"cg", "lose", 10, patterns.ErrLost},
+		{"mg", "duplicate", 7, patterns.ErrDuplicate},
+		{"sp", "corrupt", 20, patterns.ErrCorrupt},
 		// Rank 2's last message (the last reduce of the verification, to
 		// rank 0): only the end-of-run markers can tell.
 		{"bt", "lose", 4*5*2 + 2, patterns.ErrLost},
