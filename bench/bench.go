@@ -15,6 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
+	"github.com/gobtl/gobtl/test/patterns"
 )
 
 // Comm is what the benchmarks need of a communicator; *pml.Comm has it.
@@ -41,8 +42,12 @@ type Options struct {
 	// Window is the number of messages in flight for bw, bibw, msgrate.
 	Window int
 	// Compute is the overlap benchmark's W; 0 means twice the measured
-	// transfer time of each size.
+	// transfer time of each size. For the NPB patterns it is the spin of
+	// one compute phase: 0 means patterns.DefaultCompute, negative none.
 	Compute time.Duration
+	// Scale multiplies the class A message sizes of an NPB pattern; 0
+	// means the pattern's default. (Iters is the pattern's time steps.)
+	Scale float64
 	// JSON selects the JSON report.
 	JSON bool
 	// Out receives the report (rank 0 only).
@@ -100,6 +105,13 @@ type Report struct {
 	Config   map[string]any `json:"config"`
 	Rows     []Row          `json:"rows"`
 	Counters map[string]any `json:"counters"`
+	// The NPB patterns also report, on rank 0: RankCounters[r], rank r's
+	// whole Metrics snapshot taken right after the pattern (numbers as
+	// json.Number), and RankMsgs[s][d] / RankBytes[s][d], the
+	// application messages and bytes rank s sent rank d.
+	RankCounters []map[string]any `json:"rank_counters,omitempty"`
+	RankMsgs     [][]int64        `json:"rank_msgs,omitempty"`
+	RankBytes    [][]int64        `json:"rank_bytes,omitempty"`
 }
 
 // column describes how a field prints in the table.
@@ -183,20 +195,23 @@ var suite = map[string]*benchmark{
 	},
 }
 
-// Names lists the benchmarks.
+// Names lists the benchmarks: the osu-style ones, then the NPB patterns.
 func Names() []string {
 	names := make([]string, 0, len(suite))
 	for n := range suite {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return names
+	return append(names, patterns.Names()...)
 }
 
 // Doc describes a benchmark.
 func Doc(name string) string {
 	if b, ok := suite[name]; ok {
 		return b.doc
+	}
+	if p, ok := patterns.Lookup(name); ok {
+		return p.Doc
 	}
 	return ""
 }
@@ -220,6 +235,9 @@ type runner struct {
 // Run runs the named benchmark on every rank and writes the report on rank
 // 0. Every rank of c must call it with the same options.
 func Run(c Comm, name string, o Options) (*Report, error) {
+	if p, ok := patterns.Lookup(name); ok {
+		return runPattern(c, p, o)
+	}
 	b, ok := suite[name]
 	if !ok {
 		return nil, fmt.Errorf("bench: %q: %w (have %s)", name, ErrUnknown, strings.Join(Names(), ", "))
@@ -291,8 +309,9 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	return rep, writeTable(o.Out, rep, b)
 }
 
-func writeTable(w io.Writer, rep *Report, b *benchmark) error {
-	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, b.doc)
+// writeHeader prints the table's first two lines: what ran, and where.
+func writeHeader(w io.Writer, rep *Report, doc string) {
+	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, doc)
 	fmt.Fprintf(w, "# %d ranks", rep.Ranks)
 	keys := make([]string, 0, len(rep.Config))
 	for k := range rep.Config {
@@ -303,6 +322,10 @@ func writeTable(w io.Writer, rep *Report, b *benchmark) error {
 		fmt.Fprintf(w, ", %s %v", k, rep.Config[k])
 	}
 	fmt.Fprintln(w)
+}
+
+func writeTable(w io.Writer, rep *Report, b *benchmark) error {
+	writeHeader(w, rep, b.doc)
 	fmt.Fprintf(w, "%-10s", "# Size")
 	for _, c := range b.columns {
 		fmt.Fprintf(w, " %16s", c.title)

@@ -17,9 +17,24 @@
 //   - alltoall: Comm.Alltoall of the size per pair, µs per call;
 //   - multi-pingpong: seed 003 §5.3 (IMB's multi-PingPong): N/2 pairs
 //     ping-pong at once; mean and worst one-way latency over the pairs.
+//   - is, ft, cg, mg, lu, bt, sp: the communication patterns of the NAS
+//     Parallel Benchmarks that seed 000 §6.3 runs (package
+//     test/patterns): Iters time steps, message sizes Scale × class A's,
+//     Compute spun per compute phase; every message checked.
 //
 // Output is an OSU-like table, or with JSON one object
 // {"bench", "ranks", "config", "rows": [{"size": B, ...}], "counters"}
 // with the metric fields lat_us, mbps, msgs_per_s, overlap_send and
 // overlap_recv, and the job's counters (rank 0's Metrics).
+//
+// A pattern reports one row whose size is the mean message size and whose
+// fields are time_us (the pattern, the slowest rank's), time_mean_us,
+// msgs and bytes (application messages sent by all ranks, to themselves
+// too), conns (ordered pairs of distinct ranks that exchanged any),
+// msgs_per_conn (their mean), max_conn_msgs,
+// iters and scale; and three more keys: "rank_msgs" and "rank_bytes",
+// [from][to] matrices of application messages and bytes, and
+// "rank_counters", every rank's whole Metrics snapshot taken right after
+// the pattern and gathered to rank 0 (flow control's explicit credit
+// messages, posted buffers and frames per peer live there).
 package bench

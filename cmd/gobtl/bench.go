@@ -19,6 +19,7 @@ var benchFlags struct {
 	warmup  int
 	window  int
 	compute time.Duration
+	scale   float64
 	json    bool
 	config  string
 	profile string
@@ -34,13 +35,20 @@ launcher:
   gobtl run -np 2 -- gobtl bench latency
   gobtl run -np 2 -- gobtl bench bw --sizes 64KiB,1MiB,4MiB --json
 
+The NPB patterns of seed 000 §6.3 (is, ft, cg, mg, lu, bt, sp) run on any
+number of ranks (cg: a power of two); class A used 8. They take --iters (time
+steps), --scale (message sizes relative to class A) and --compute (the spin of
+a compute phase), and report every rank's counters with --json:
+
+  gobtl run -np 8 -c conf/examples/ib.hcl -- gobtl bench lu --json
+
 Benchmarks:
 ` + benchList(),
 	Args: cobra.ExactArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
 		o := bench.Options{
 			Iters: benchFlags.iters, Warmup: benchFlags.warmup, Window: benchFlags.window,
-			Compute: benchFlags.compute, JSON: benchFlags.json, Out: os.Stdout,
+			Compute: benchFlags.compute, Scale: benchFlags.scale, JSON: benchFlags.json, Out: os.Stdout,
 		}
 		if benchFlags.sizes != "" {
 			s, err := bench.ParseSizes(benchFlags.sizes)
@@ -87,10 +95,11 @@ func benchList() string {
 func init() {
 	f := benchCmd.Flags()
 	f.StringVar(&benchFlags.sizes, "sizes", "", `message sizes: a list "8,1KiB,64k" or a range of powers of two "1:4MiB" (default: per benchmark)`)
-	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu)")
+	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu); patterns: time steps (default: per pattern)")
 	f.IntVar(&benchFlags.warmup, "warmup", 0, "untimed iterations per size (default: a tenth of --iters)")
 	f.IntVar(&benchFlags.window, "window", 64, "messages in flight for bw, bibw and msgrate")
-	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time)")
+	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time); patterns: spin per compute phase (default 2µs; none: --compute=-1ns)")
+	f.Float64Var(&benchFlags.scale, "scale", 0, "patterns: message sizes as a fraction of NPB class A's (default: per pattern)")
 	f.BoolVar(&benchFlags.json, "json", false, "print one JSON object instead of a table")
 	f.StringVarP(&benchFlags.config, "config", "c", "", "stack file (default: $GOBTL_CONFIG, else the default stack)")
 	f.StringVar(&benchFlags.profile, "cpuprofile", "", "write each rank's CPU profile to FILE.<rank>")

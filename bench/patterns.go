@@ -1,0 +1,248 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/gobtl/gobtl/test/patterns"
+)
+
+// Every benchmark communicator runs the NPB communication patterns.
+var _ patterns.Comm = Comm(nil)
+
+const tagCounters = 4
+
+// rankResult is what every rank sends rank 0 after a pattern: its stats and
+// its counters, snapshot as soon as its part of the pattern (and the
+// end-of-run check) is done, before any gathering traffic.
+type rankResult struct {
+	ElapsedNS int64          `json:"elapsed_ns"`
+	Msgs      []int64        `json:"msgs"`
+	Bytes     []int64        `json:"bytes"`
+	Counters  map[string]any `json:"counters"`
+}
+
+// runPattern runs one of the NPB patterns (seed 000 §6.3) and reports one
+// row, the message matrices and every rank's counters.
+func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
+	if len(o.Sizes) > 0 {
+		return nil, fmt.Errorf("bench: %s is a communication pattern: it takes iterations and a scale, not sizes", p.Name)
+	}
+	st, err := p.Run(c, patterns.Options{Iters: o.Iters, Scale: o.Scale, Compute: o.Compute})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	mine := rankResult{ElapsedNS: int64(st.Elapsed), Msgs: st.Msgs, Bytes: st.Bytes, Counters: c.Metrics().Snapshot()}
+	all, err := gatherResults(c, mine)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: gather: %w", p.Name, err)
+	}
+	if err := c.Barrier(); err != nil {
+		return nil, fmt.Errorf("bench: barrier: %w", err)
+	}
+	compute := o.Compute
+	switch {
+	case compute == 0:
+		compute = patterns.DefaultCompute
+	case compute < 0:
+		compute = 0
+	}
+	rep := &Report{Bench: p.Name, Ranks: c.Size(), Config: map[string]any{}, Rows: []Row{}}
+	for k, v := range o.Config {
+		rep.Config[k] = v
+	}
+	rep.Config["iters"], rep.Config["scale"], rep.Config["compute"] = st.Iters, st.Scale, compute.String()
+	rep.Counters = mine.Counters
+	if c.Rank() != 0 {
+		return rep, nil
+	}
+	rep.Rows = []Row{patternRow(all, st)}
+	for _, r := range all {
+		rep.RankMsgs = append(rep.RankMsgs, r.Msgs)
+		rep.RankBytes = append(rep.RankBytes, r.Bytes)
+		rep.RankCounters = append(rep.RankCounters, r.Counters)
+	}
+	if o.Out == nil {
+		return rep, nil
+	}
+	if o.JSON {
+		return rep, json.NewEncoder(o.Out).Encode(rep)
+	}
+	return rep, writePatternTable(o.Out, rep, p)
+}
+
+// patternRow sums up a run: the timed part (the slowest rank's, and the
+// mean), application messages and bytes (a rank's messages to itself
+// included, as CG's diagonal ranks send them), and messages per
+// connection (ordered pairs of distinct ranks that carried any).
+func patternRow(all []rankResult, st *patterns.Stats) Row {
+	var maxNS, sumNS, msgs, bytes, conns, connMsgs, maxConn int64
+	for s, r := range all {
+		maxNS = max(maxNS, r.ElapsedNS)
+		sumNS += r.ElapsedNS
+		for d, m := range r.Msgs {
+			msgs += m
+			bytes += r.Bytes[d]
+			if d != s && m > 0 {
+				conns++
+				connMsgs += m
+				maxConn = max(maxConn, m)
+			}
+		}
+	}
+	perConn, size := 0.0, 0
+	if conns > 0 {
+		perConn = float64(connMsgs) / float64(conns)
+	}
+	if msgs > 0 {
+		size = int(bytes / msgs)
+	}
+	return Row{Size: size, Fields: []Field{
+		{"time_us", float64(maxNS) / 1e3},
+		{"time_mean_us", float64(sumNS) / float64(len(all)) / 1e3},
+		{"msgs", float64(msgs)},
+		{"bytes", float64(bytes)},
+		{"conns", float64(conns)},
+		{"msgs_per_conn", perConn},
+		{"max_conn_msgs", float64(maxConn)},
+		{"iters", float64(st.Iters)},
+		{"scale", st.Scale},
+	}}
+}
+
+// gatherResults collects every rank's result at rank 0, in rank order: a
+// length, then the JSON. Rank 0's own goes through JSON too, so every
+// entry's counters decode alike (numbers as json.Number).
+func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
+	blob, err := json.Marshal(mine)
+	if err != nil {
+		return nil, err
+	}
+	var n [8]byte
+	if c.Rank() != 0 {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(blob)))
+		if err := c.Send(n[:], 0, tagResult); err != nil {
+			return nil, err
+		}
+		return nil, c.Send(blob, 0, tagCounters)
+	}
+	all := make([]rankResult, c.Size())
+	for r := range c.Size() {
+		if r > 0 {
+			if _, err := c.Recv(n[:], r, tagResult); err != nil {
+				return nil, err
+			}
+			blob = make([]byte, binary.LittleEndian.Uint64(n[:]))
+			if _, err := c.Recv(blob, r, tagCounters); err != nil {
+				return nil, err
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader(blob))
+		dec.UseNumber()
+		if err := dec.Decode(&all[r]); err != nil {
+			return nil, fmt.Errorf("rank %d's result: %w", r, err)
+		}
+		if len(all[r].Msgs) != c.Size() || len(all[r].Bytes) != c.Size() {
+			return nil, fmt.Errorf("rank %d reports %d destinations, the job has %d ranks", r, len(all[r].Msgs), c.Size())
+		}
+	}
+	return all, nil
+}
+
+func writePatternTable(w io.Writer, rep *Report, p *patterns.Pattern) error {
+	writeHeader(w, rep, fmt.Sprintf("%s (seed 000 §6.3; class A runs %d iterations)", p.Doc, p.ClassAIters))
+	row := rep.Rows[0]
+	cols := []column{{"time_us", "Time (us)", "%.0f"}, {"msgs", "Messages", "%.0f"}, {"bytes", "Bytes", "%.0f"},
+		{"conns", "Connections", "%.0f"}, {"msgs_per_conn", "Msgs/conn", "%.1f"}, {"max_conn_msgs", "Max msgs/conn", "%.0f"}}
+	for _, c := range cols {
+		fmt.Fprintf(w, " %14s", c.title)
+	}
+	fmt.Fprintln(w)
+	for _, c := range cols {
+		v, _ := row.Get(c.field)
+		fmt.Fprintf(w, " %14s", fmt.Sprintf(c.format, v))
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "\n# application messages, rank (row) to rank (column)")
+	fmt.Fprintf(w, "%6s", "#")
+	for d := range rep.Ranks {
+		fmt.Fprintf(w, " %7d", d)
+	}
+	fmt.Fprintln(w)
+	for s, msgs := range rep.RankMsgs {
+		fmt.Fprintf(w, "%6d", s)
+		for _, m := range msgs {
+			if m == 0 {
+				fmt.Fprintf(w, " %7s", ".")
+			} else {
+				fmt.Fprintf(w, " %7d", m)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+
+	// Counters summed over ranks (gauges: the largest maximum), the
+	// per-peer ones folded into one line per name.
+	type agg struct {
+		sum, max int64
+		gauge    bool
+	}
+	tot := map[string]*agg{}
+	for _, cs := range rep.RankCounters {
+		for name, v := range cs {
+			name = foldPeer(name)
+			a := tot[name]
+			if a == nil {
+				a = &agg{}
+				tot[name] = a
+			}
+			switch v := v.(type) {
+			case json.Number:
+				n, _ := v.Int64()
+				a.sum += n
+				a.max = max(a.max, n)
+			case map[string]any:
+				if m, ok := v["max"].(json.Number); ok {
+					n, _ := m.Int64()
+					a.gauge, a.max = true, max(a.max, n)
+				}
+			}
+		}
+	}
+	names := make([]string, 0, len(tot))
+	for n, a := range tot {
+		if a.sum != 0 || a.max != 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		fmt.Fprintln(w, "\n# counters of all ranks: counters summed (and the largest per rank and peer), gauges' largest maximum")
+	}
+	for _, n := range names {
+		a := tot[n]
+		if a.gauge {
+			fmt.Fprintf(w, "%-50s %14s %14d\n", n, "max", a.max)
+		} else {
+			fmt.Fprintf(w, "%-50s %14d %14d\n", n, a.sum, a.max)
+		}
+	}
+	return nil
+}
+
+// foldPeer turns a per-peer metric name ("ib.rail0.posted.peer3",
+// "extoll.fc.credits.3") into its family ("ib.rail0.posted.peer*").
+func foldPeer(name string) string {
+	i := strings.LastIndexByte(name, '.')
+	last := strings.TrimPrefix(name[i+1:], "peer")
+	if i < 0 || last == "" || strings.Trim(last, "0123456789") != "" {
+		return name
+	}
+	return name[:len(name)-len(last)] + "*"
+}
