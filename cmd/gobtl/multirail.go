@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,18 +98,8 @@ paper's numbers; plots go to --plots:
 
 // jobRunner runs a job of two processes over a stack written to dir.
 func jobRunner(self, dir string) multirailexp.Runner {
-	var seq atomic.Int64
+	run := jobRunnerN(self, dir)
 	return func(ctx context.Context, stack string, args []string) ([]byte, error) {
-		file := filepath.Join(dir, fmt.Sprintf("stack%d.hcl", seq.Add(1)))
-		if err := os.WriteFile(file, []byte(stack), 0o644); err != nil {
-			return nil, err
-		}
-		c := exec.CommandContext(ctx, self, append([]string{"run", "-np", "2", "-c", file, "--", self}, args...)...)
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		if err := c.Run(); err != nil {
-			return nil, fmt.Errorf("%s: %v\n%s\nstack:\n%s", strings.Join(c.Args, " "), err, errb.String(), stack)
-		}
-		return out.Bytes(), nil
+		return run(ctx, 2, stack, args)
 	}
 }
