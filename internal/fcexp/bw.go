@@ -7,22 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
 
-// Comm is what a rank of the bandwidth test needs of a communicator;
-// *gobtl.Comm has it.
-type Comm interface {
-	Rank() int
-	Size() int
-	Isend(buf []byte, dest, tag int) (*pml.Request, error)
-	Irecv(buf []byte, source, tag int) (*pml.Request, error)
-	Send(buf []byte, dest, tag int) error
-	Recv(buf []byte, source, tag int) (pml.Status, error)
-	Waitall(rs []*pml.Request) error
-	Metrics() *core.Metrics
-}
+// Comm is what a rank of the bandwidth test needs of a communicator: the
+// benchmark suite's (*gobtl.Comm has it).
+type Comm = bench.Comm
 
 // BWOptions configure the bandwidth test of seed 000 §6.2.2: the sender
 // sends Window back-to-back messages of Size bytes, the receiver answers
@@ -76,46 +68,38 @@ func BW(c Comm, o BWOptions, out io.Writer) error {
 	ack := make([]byte, 4)
 	enc := json.NewEncoder(out)
 	for _, w := range o.Windows {
-		round := func() error {
-			if c.Rank() == 0 {
-				for i := range w {
-					if o.Blocking {
-						if err := c.Send(bufs[i], 1, tagData); err != nil {
-							return err
-						}
-						continue
-					}
-					r, err := c.Isend(bufs[i], 1, tagData)
-					if err != nil {
-						return err
-					}
-					reqs[i] = r
-				}
-				if !o.Blocking {
-					if err := c.Waitall(reqs[:w]); err != nil {
-						return err
-					}
-				}
-				_, err := c.Recv(ack, 1, tagAck)
-				return err
-			}
+		// window moves w messages: sends on rank 0, receives on rank 1.
+		window := func() error {
 			for i := range w {
-				if o.Blocking {
-					if _, err := c.Recv(bufs[i], 0, tagData); err != nil {
-						return err
-					}
-					continue
+				var r *pml.Request
+				var err error
+				switch {
+				case o.Blocking && c.Rank() == 0:
+					err = c.Send(bufs[i], 1, tagData)
+				case o.Blocking:
+					_, err = c.Recv(bufs[i], 0, tagData)
+				case c.Rank() == 0:
+					r, err = c.Isend(bufs[i], 1, tagData)
+				default:
+					r, err = c.Irecv(bufs[i], 0, tagData)
 				}
-				r, err := c.Irecv(bufs[i], 0, tagData)
 				if err != nil {
 					return err
 				}
 				reqs[i] = r
 			}
-			if !o.Blocking {
-				if err := c.Waitall(reqs[:w]); err != nil {
-					return err
-				}
+			if o.Blocking {
+				return nil
+			}
+			return c.Waitall(reqs[:w])
+		}
+		round := func() error {
+			if err := window(); err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				_, err := c.Recv(ack, 1, tagAck)
+				return err
 			}
 			return c.Send(ack, 0, tagAck)
 		}
