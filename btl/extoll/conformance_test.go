@@ -5,7 +5,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/extoll"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/test/btltest"
+	"github.com/gobtl/gobtl/btl/btltest"
 
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 )

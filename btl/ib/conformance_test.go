@@ -5,7 +5,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/test/btltest"
+	"github.com/gobtl/gobtl/btl/btltest"
 )
 
 // TestConformance runs the BTL conformance suite on ib/softrc. The suite

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/sm"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/test/btltest"
+	"github.com/gobtl/gobtl/btl/btltest"
 )
 
 func TestConformance(t *testing.T) {
