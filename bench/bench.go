@@ -15,7 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
-	"github.com/gobtl/gobtl/test/patterns"
+	"github.com/gobtl/gobtl/bench/patterns"
 )
 
 // Comm is what the benchmarks need of a communicator; *pml.Comm has it.

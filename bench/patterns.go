@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gobtl/gobtl/test/patterns"
+	"github.com/gobtl/gobtl/bench/patterns"
 )
 
 // Every benchmark communicator runs the NPB communication patterns.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/pml"
-	"github.com/gobtl/gobtl/test/patterns"
+	"github.com/gobtl/gobtl/bench/patterns"
 )
 
 // runAll runs the pattern on n goroutine ranks (the in-process fabric, or
