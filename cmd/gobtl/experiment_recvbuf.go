@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	ibtest "github.com/gobtl/gobtl/test/ib"
+	"github.com/gobtl/gobtl/experiment/recvbuf"
 )
 
 var recvbufFlags struct {
@@ -28,22 +28,22 @@ receive memory per process and time. The ranks run in this process, each on
 its own softrc HCA.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, args []string) error {
-		var rs []ibtest.RecvbufResult
+		var rs []recvbuf.RecvbufResult
 		for _, f := range strings.Split(recvbufFlags.ranks, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 2 {
 				return fmt.Errorf("recvbuf: --ranks %q: want numbers of at least 2", recvbufFlags.ranks)
 			}
-			for _, l := range append(ibtest.Layouts, ibtest.SmallSlab) {
+			for _, l := range append(recvbuf.Layouts, recvbuf.SmallSlab) {
 				fmt.Fprintf(os.Stderr, "recvbuf: %d ranks, %s ...\n", n, l.Name)
-				r, err := ibtest.RunRecvbuf(context.Background(), n, recvbufFlags.cycles, l)
+				r, err := recvbuf.RunRecvbuf(context.Background(), n, recvbufFlags.cycles, l)
 				if err != nil {
 					return fmt.Errorf("recvbuf: %d ranks, %s: %w", n, l.Name, err)
 				}
 				rs = append(rs, r)
 			}
 		}
-		ibtest.PrintRecvbuf(os.Stdout, rs)
+		recvbuf.PrintRecvbuf(os.Stdout, rs)
 		return nil
 	},
 }

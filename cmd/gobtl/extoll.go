@@ -15,7 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/extollexp"
+	extollexp "github.com/gobtl/gobtl/experiment/extoll"
 )
 
 // gobtl experiment extoll: the seed 003 experiments on the EXTOLL BTL;

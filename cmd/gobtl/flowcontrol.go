@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl/bench"
-	"github.com/gobtl/gobtl/internal/fcexp"
+	fcexp "github.com/gobtl/gobtl/experiment/flowcontrol"
 )
 
 // gobtl experiment flowcontrol: the seed 000 §6 experiments over

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl/bench"
-	"github.com/gobtl/gobtl/internal/multirailexp"
+	multirailexp "github.com/gobtl/gobtl/experiment/multirail"
 )
 
 // gobtl experiment multirail: the seed 001 §6 experiments over ib/softrc;

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/experiment/recvbuf"
 	"github.com/gobtl/gobtl/pml"
 	"github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 )
@@ -75,7 +76,7 @@ func TestEveryProtocolMovesEverySizeOverIB(t *testing.T) {
 	for _, proto := range []pml.Protocol{pml.ProtoRead, pml.ProtoWrite, pml.ProtoReadAsync, pml.ProtoPipeline} {
 		for _, pre := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%v/preposted=%v", proto, pre), func(t *testing.T) {
-				j, err := Open(context.Background(), JobSpec{Ranks: 3, Options: pml.Options{Protocol: proto}})
+				j, err := recvbuf.Open(context.Background(), recvbuf.JobSpec{Ranks: 3, Options: pml.Options{Protocol: proto}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -89,7 +90,7 @@ func TestEveryProtocolMovesEverySizeOverIB(t *testing.T) {
 }
 
 func TestTheBSRQLayoutCarriesThePML(t *testing.T) {
-	j, err := Open(context.Background(), JobSpec{Ranks: 4, Policy: func() (core.RecvBuffers, error) {
+	j, err := recvbuf.Open(context.Background(), recvbuf.JobSpec{Ranks: 4, Policy: func() (core.RecvBuffers, error) {
 		return bsrq.New(core.MustParams(bsrq.Params))
 	}})
 	if err != nil {
@@ -102,7 +103,7 @@ func TestTheBSRQLayoutCarriesThePML(t *testing.T) {
 }
 
 func TestALostPeerFailsThePendingRequestsThatInvolveIt(t *testing.T) {
-	j, err := Open(context.Background(), JobSpec{Ranks: 3})
+	j, err := recvbuf.Open(context.Background(), recvbuf.JobSpec{Ranks: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,4 @@
-// Package ibtest runs the PML over the ib BTL on softrc: jobs of several
-// ranks in one process (each rank its own softrc host), the integration
-// tests of the protocols over InfiniBand semantics, and the receive-buffer
-// experiment of seed 002 §4.
-package ibtest
+package recvbuf
 
 import (
 	"context"
@@ -46,7 +42,7 @@ func Open(ctx context.Context, s JobSpec) (*Job, error) {
 	}
 	comp, ok := core.Lookup(core.KindBTL, "ib")
 	if !ok {
-		return nil, fmt.Errorf("ibtest: the ib BTL is not registered")
+		return nil, fmt.Errorf("recvbuf: the ib BTL is not registered")
 	}
 	j := &Job{Comms: make([]*pml.Comm, s.Ranks), Mods: make([][]core.Module, s.Ranks), Metrics: make([]*core.Metrics, s.Ranks)}
 	for r := 0; r < s.Ranks; r++ {
@@ -54,7 +50,7 @@ func Open(ctx context.Context, s JobSpec) (*Job, error) {
 		for k, v := range s.Params {
 			if err := p.SetText(k, v); err != nil {
 				j.Close()
-				return nil, fmt.Errorf("ibtest: %s: %w", k, err)
+				return nil, fmt.Errorf("recvbuf: %s: %w", k, err)
 			}
 		}
 		env := core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()}
@@ -69,7 +65,7 @@ func Open(ctx context.Context, s JobSpec) (*Job, error) {
 		mods, err := comp.OpenBTL(env)
 		if err != nil {
 			j.Close()
-			return nil, fmt.Errorf("ibtest: open rank %d: %w", r, err)
+			return nil, fmt.Errorf("recvbuf: open rank %d: %w", r, err)
 		}
 		j.Mods[r], j.Metrics[r] = mods, env.Metrics
 	}
@@ -85,7 +81,7 @@ func Open(ctx context.Context, s JobSpec) (*Job, error) {
 		c, err := pml.New(r, s.Ranks, j.Mods[r], o)
 		if err != nil {
 			j.Close()
-			return nil, fmt.Errorf("ibtest: rank %d: %w", r, err)
+			return nil, fmt.Errorf("recvbuf: rank %d: %w", r, err)
 		}
 		j.Comms[r] = c
 	}

@@ -1,4 +1,4 @@
-package ibtest
+package recvbuf
 
 import (
 	"context"

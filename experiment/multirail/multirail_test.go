@@ -1,4 +1,4 @@
-package multirailexp
+package multirail
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package extollexp
+package extoll
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gobtl/gobtl/btl/extoll"
+	xbtl "github.com/gobtl/gobtl/btl/extoll"
 	"github.com/gobtl/gobtl/btl/extoll/softnic"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -110,7 +110,7 @@ btl "extoll" "x" {
 // with its own EXTOLL module (mailbox in /dev/shm) and pml communicator.
 func InProcess(n int, st Stack, spec Spec) (*Outcome, error) { return inProcess(n, st, spec, nil) }
 
-func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core.Metrics)) (*Outcome, error) {
+func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.Metrics)) (*Outcome, error) {
 	if st.NodeSize > 0 {
 		return nil, errors.New("simulated nodes need btl/sm between processes; run under gobtl run")
 	}
@@ -133,7 +133,7 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core
 	}
 	job := fmt.Sprintf("exp%d-%d", os.Getpid(), time.Now().UnixNano())
 	comms := make([]*pml.Comm, n)
-	mods := make([]*extoll.Module, n)
+	mods := make([]*xbtl.Module, n)
 	reg := make([]*core.Metrics, n)
 	for r := range n {
 		pol, err := st.policy()
@@ -141,7 +141,7 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*extoll.Module, []*core
 			return nil, err
 		}
 		reg[r] = core.NewMetrics()
-		m, addr, err := extoll.Open(extoll.Config{
+		m, addr, err := xbtl.Open(xbtl.Config{
 			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
 			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve},
 		})

@@ -1,4 +1,4 @@
-// Package multirailexp runs the multirail experiments of seed 001 §6 over
+// Package multirail runs the multirail experiments of seed 001 §6 over
 // ib/softrc between real processes (`gobtl experiment multirail`) and
 // prints their tables next to the paper's numbers, with plots:
 //
@@ -20,7 +20,7 @@
 // with the first job's second rail, so the two jobs' traffic goes through
 // one softrc token bucket per node, as two programs on one node share an
 // HCA port. Rank r of each job stands for node r.
-package multirailexp
+package multirail
 
 import (
 	"context"

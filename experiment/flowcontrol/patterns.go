@@ -1,4 +1,4 @@
-package fcexp
+package flowcontrol
 
 import (
 	"encoding/json"

@@ -1,4 +1,8 @@
-package ibtest
+// Package recvbuf runs the receive-buffer experiment of seed 002 §4 over
+// the ib BTL on softrc, with the ranks of a job as goroutines of one
+// process, each on its own softrc HCA (Open; the ib integration tests in
+// test/ib run their jobs the same way).
+package recvbuf
 
 import (
 	"context"

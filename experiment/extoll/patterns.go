@@ -1,4 +1,4 @@
-// Package extollexp runs the experiments of seed 003 §5.3 and §7 on the
+// Package extoll runs the experiments of seed 003 §5.3 and §7 on the
 // EXTOLL BTL: multi-pingpong between two halves of the job (two "nodes"),
 // alltoall of 2 KiB messages with all ranks or only a fraction active
 // (Figures 6, 10 and 15), the multi-phase run of §7.3 (Figure 19: credits
@@ -12,7 +12,7 @@
 // one process. Collective optimisations are off by construction: the
 // alltoall is every rank sending to every other and then receiving, the
 // stress on the mailboxes the paper wants.
-package extollexp
+package extoll
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package extollexp
+package extoll
 
 import (
 	"strings"

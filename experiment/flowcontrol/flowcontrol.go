@@ -1,4 +1,4 @@
-// Package fcexp runs the flow-control experiments of seed 000 §6 over
+// Package flowcontrol runs the flow-control experiments of seed 000 §6 over
 // the ib BTL on softrc, between processes under gobtl run, and prints
 // their tables next to the paper's numbers:
 //
@@ -20,7 +20,7 @@
 // pre_post and dynamic's initial. The receive layout is the paper's: one
 // per-peer queue of 2 KiB buffers, eager messages up to what one holds,
 // larger ones by rendezvous.
-package fcexp
+package flowcontrol
 
 import (
 	"context"
