@@ -15,10 +15,13 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
-	"github.com/gobtl/gobtl/bench/patterns"
 )
 
-// Comm is what the benchmarks need of a communicator; *pml.Comm has it.
+// Comm is what a rank program needs of a communicator: the benchmarks
+// here, the NPB patterns (bench/patterns) and the paper experiments
+// (experiment/...) all take it. *pml.Comm and *gobtl.Comm have it.
+// Extras that only some communicators have are found by type assertion
+// (RailWeights).
 type Comm interface {
 	Rank() int
 	Size() int
@@ -33,6 +36,13 @@ type Comm interface {
 	Metrics() *core.Metrics
 }
 
+// RailWeights is the extra of a communicator whose peers may be reached
+// over several rails (*gobtl.Comm): the scheduling weights of the
+// subchannels toward rank, in rail order, summing to the policy's total.
+type RailWeights interface {
+	Weights(rank int) []float64
+}
+
 // Options configure a run. Zero fields take the benchmark's defaults.
 type Options struct {
 	// Sizes in bytes; nil means the benchmark's default list.
@@ -43,7 +53,7 @@ type Options struct {
 	Window int
 	// Compute is the overlap benchmark's W; 0 means twice the measured
 	// transfer time of each size. For the NPB patterns it is the spin of
-	// one compute phase: 0 means patterns.DefaultCompute, negative none.
+	// one compute phase: 0 means the patterns' default, negative none.
 	Compute time.Duration
 	// Scale multiplies the class A message sizes of an NPB pattern; 0
 	// means the pattern's default. (Iters is the pattern's time steps.)
@@ -195,14 +205,46 @@ var suite = map[string]*benchmark{
 	},
 }
 
-// Names lists the benchmarks: the osu-style ones, then the NPB patterns.
+// extra is a benchmark another package adds to the suite (Register).
+type extra struct {
+	name, doc string
+	run       func(c Comm, o Options) (*Report, error)
+}
+
+// extras are the added benchmarks, in the order they were registered.
+var extras []extra
+
+// Register adds a benchmark that runs itself and writes its own report:
+// the NPB patterns of bench/patterns register one each from init, so a
+// program that imports that package runs them by name. It panics on a
+// name the suite has already.
+func Register(name, doc string, run func(c Comm, o Options) (*Report, error)) {
+	if _, dup := suite[name]; dup || slices.ContainsFunc(extras, func(e extra) bool { return e.name == name }) {
+		panic("bench: " + name + " registered twice")
+	}
+	extras = append(extras, extra{name, doc, run})
+}
+
+func lookupExtra(name string) (extra, bool) {
+	i := slices.IndexFunc(extras, func(e extra) bool { return e.name == name })
+	if i < 0 {
+		return extra{}, false
+	}
+	return extras[i], true
+}
+
+// Names lists the benchmarks: the osu-style ones, then the registered
+// ones (the NPB patterns) in the order they registered.
 func Names() []string {
-	names := make([]string, 0, len(suite))
+	names := make([]string, 0, len(suite)+len(extras))
 	for n := range suite {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return append(names, patterns.Names()...)
+	for _, e := range extras {
+		names = append(names, e.name)
+	}
+	return names
 }
 
 // Doc describes a benchmark.
@@ -210,8 +252,8 @@ func Doc(name string) string {
 	if b, ok := suite[name]; ok {
 		return b.doc
 	}
-	if p, ok := patterns.Lookup(name); ok {
-		return p.Doc
+	if e, ok := lookupExtra(name); ok {
+		return e.doc
 	}
 	return ""
 }
@@ -235,8 +277,8 @@ type runner struct {
 // Run runs the named benchmark on every rank and writes the report on rank
 // 0. Every rank of c must call it with the same options.
 func Run(c Comm, name string, o Options) (*Report, error) {
-	if p, ok := patterns.Lookup(name); ok {
-		return runPattern(c, p, o)
+	if e, ok := lookupExtra(name); ok {
+		return e.run(c, o)
 	}
 	b, ok := suite[name]
 	if !ok {
@@ -309,8 +351,8 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	return rep, writeTable(o.Out, rep, b)
 }
 
-// writeHeader prints the table's first two lines: what ran, and where.
-func writeHeader(w io.Writer, rep *Report, doc string) {
+// WriteHeader prints a table's first two lines: what ran, and where.
+func WriteHeader(w io.Writer, rep *Report, doc string) {
 	fmt.Fprintf(w, "# gobtl %s: %s\n", rep.Bench, doc)
 	fmt.Fprintf(w, "# %d ranks", rep.Ranks)
 	keys := make([]string, 0, len(rep.Config))
@@ -325,7 +367,7 @@ func writeHeader(w io.Writer, rep *Report, doc string) {
 }
 
 func writeTable(w io.Writer, rep *Report, b *benchmark) error {
-	writeHeader(w, rep, b.doc)
+	WriteHeader(w, rep, b.doc)
 	fmt.Fprintf(w, "%-10s", "# Size")
 	for _, c := range b.columns {
 		fmt.Fprintf(w, " %16s", c.title)

@@ -19,7 +19,8 @@
 //     ping-pong at once; mean and worst one-way latency over the pairs.
 //   - is, ft, cg, mg, lu, bt, sp: the communication patterns of the NAS
 //     Parallel Benchmarks that seed 000 §6.3 runs (package
-//     test/patterns): Iters time steps, message sizes Scale × class A's,
+//     bench/patterns, which adds them to the suite with Register when it
+//     is imported): Iters time steps, message sizes Scale × class A's,
 //     Compute spun per compute phase; every message checked.
 //
 // Output is an OSU-like table, or with JSON one object

@@ -10,12 +10,13 @@
 // messages, sizes and dependencies with a short busy spin where NPB
 // computes.
 //
-// A generator is a collective function over a communicator (Comm, which
-// *pml.Comm, *gobtl.Comm and every bench.Comm satisfy): every rank calls
-// it with the same Options and gets its Stats — messages and bytes sent
-// per destination, messages received per source, the time from the
-// starting barrier. `gobtl bench lu` (and is, ft, cg, mg, bt, sp) runs
-// one under `gobtl run`.
+// A generator is a collective function over a communicator (bench.Comm,
+// which *pml.Comm and *gobtl.Comm satisfy): every rank calls it with the
+// same Options and gets its Stats — messages and bytes sent per
+// destination, messages received per source, the time from the starting
+// barrier. Each pattern is also a benchmark of the suite (it registers
+// itself with bench.Register): `gobtl bench lu` (and is, ft, cg, mg, bt,
+// sp) runs one under `gobtl run`.
 //
 // # Checked messages
 //

@@ -2,6 +2,8 @@ package patterns
 
 import (
 	"fmt"
+
+	"github.com/gobtl/gobtl/bench"
 	"sort"
 	"time"
 )
@@ -53,7 +55,7 @@ func Names() []string {
 // call it with the same options. It returns this rank's stats once the
 // pattern has ended and every connection has been checked for lost and
 // duplicated messages.
-func Run(c Comm, name string, o Options) (*Stats, error) {
+func Run(c bench.Comm, name string, o Options) (*Stats, error) {
 	p, ok := Lookup(name)
 	if !ok {
 		return nil, fmt.Errorf("patterns: no pattern %q (have %v)", name, Names())
@@ -62,7 +64,7 @@ func Run(c Comm, name string, o Options) (*Stats, error) {
 }
 
 // Run runs p on every rank of c; see the package function Run.
-func (p *Pattern) Run(c Comm, o Options) (*Stats, error) {
+func (p *Pattern) Run(c bench.Comm, o Options) (*Stats, error) {
 	r, err := newRun(c, p, o)
 	if err != nil {
 		return nil, err
@@ -84,25 +86,25 @@ func (p *Pattern) Run(c Comm, o Options) (*Stats, error) {
 // The generators, one function per NPB benchmark.
 
 // IS runs the IS pattern (integer sort: alltoall + alltoallv).
-func IS(c Comm, o Options) (*Stats, error) { return isPattern.Run(c, o) }
+func IS(c bench.Comm, o Options) (*Stats, error) { return isPattern.Run(c, o) }
 
 // FT runs the FT pattern (3D FFT: alltoall transposes).
-func FT(c Comm, o Options) (*Stats, error) { return ftPattern.Run(c, o) }
+func FT(c bench.Comm, o Options) (*Stats, error) { return ftPattern.Run(c, o) }
 
 // CG runs the CG pattern (row reductions and transpose exchanges on a 2D
 // grid of ranks).
-func CG(c Comm, o Options) (*Stats, error) { return cgPattern.Run(c, o) }
+func CG(c bench.Comm, o Options) (*Stats, error) { return cgPattern.Run(c, o) }
 
 // MG runs the MG pattern (3D halo exchanges over a V-cycle).
-func MG(c Comm, o Options) (*Stats, error) { return mgPattern.Run(c, o) }
+func MG(c bench.Comm, o Options) (*Stats, error) { return mgPattern.Run(c, o) }
 
 // LU runs the LU pattern (SSOR wavefront pipelines on a 2D grid of ranks).
-func LU(c Comm, o Options) (*Stats, error) { return luPattern.Run(c, o) }
+func LU(c bench.Comm, o Options) (*Stats, error) { return luPattern.Run(c, o) }
 
 // BT runs the BT pattern (multi-partition faces and block-tridiagonal
 // line solves).
-func BT(c Comm, o Options) (*Stats, error) { return btPattern.Run(c, o) }
+func BT(c bench.Comm, o Options) (*Stats, error) { return btPattern.Run(c, o) }
 
 // SP runs the SP pattern (multi-partition faces and scalar-pentadiagonal
 // line solves).
-func SP(c Comm, o Options) (*Stats, error) { return spPattern.Run(c, o) }
+func SP(c bench.Comm, o Options) (*Stats, error) { return spPattern.Run(c, o) }

@@ -11,19 +11,20 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/pml"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/pml"
 )
 
 // runAll runs the pattern on n goroutine ranks (the in-process fabric, or
 // the stack opts names) and returns every rank's stats. wrap, if set,
 // stands between the pattern and one rank's communicator.
-func runAll(t *testing.T, n int, name string, o patterns.Options, opts gobtl.Options, wrap func(c *gobtl.Comm) patterns.Comm) ([]*patterns.Stats, error) {
+func runAll(t *testing.T, n int, name string, o patterns.Options, opts gobtl.Options, wrap func(c *gobtl.Comm) bench.Comm) ([]*patterns.Stats, error) {
 	t.Helper()
 	stats := make([]*patterns.Stats, n)
 	var mu sync.Mutex
 	err := gobtl.RunLocal(context.Background(), n, opts, func(c *gobtl.Comm) error {
-		var pc patterns.Comm = c
+		var pc bench.Comm = c
 		if wrap != nil {
 			pc = wrap(c)
 		}
@@ -284,7 +285,7 @@ func TestASpoiledMessageFailsTheRun(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.pattern+" "+tc.mode, func(t *testing.T) {
 			var tp *tamper
-			_, err := runAll(t, 8, tc.pattern, small, stallStack(t), func(c *gobtl.Comm) patterns.Comm {
+			_, err := runAll(t, 8, tc.pattern, small, stallStack(t), func(c *gobtl.Comm) bench.Comm {
 				if c.Rank() != 2 {
 					return c
 				}

@@ -6,20 +6,10 @@ import (
 	"math"
 	"time"
 
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
-
-// Comm is what a pattern needs of a communicator: a subset of bench.Comm,
-// so *pml.Comm, *gobtl.Comm and every bench.Comm run the patterns.
-type Comm interface {
-	Rank() int
-	Size() int
-	Isend(buf []byte, dest, tag int) (*pml.Request, error)
-	Irecv(buf []byte, source, tag int) (*pml.Request, error)
-	Wait(r *pml.Request) (pml.Status, error)
-	Barrier() error
-}
 
 // Tag is the one tag of every pattern message. One tag keeps MPI's
 // non-overtaking order across all the messages of a connection, so the
@@ -93,7 +83,7 @@ type op struct {
 // connection, posted operations and a pool of buffers by size (a pattern
 // uses a handful of sizes over and over).
 type run struct {
-	c       Comm
+	c       bench.Comm
 	p       *Pattern
 	me, n   int
 	iters   int
@@ -109,7 +99,7 @@ type run struct {
 	iter  int
 }
 
-func newRun(c Comm, p *Pattern, o Options) (*run, error) {
+func newRun(c bench.Comm, p *Pattern, o Options) (*run, error) {
 	n := c.Size()
 	r := &run{c: c, p: p, me: c.Rank(), n: n, iters: o.Iters, scale: o.Scale, compute: o.Compute,
 		sendSeq: make([]uint32, n), recvSeq: make([]uint32, n), pool: map[int][][]byte{}}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/bench"
+	_ "github.com/gobtl/gobtl/bench/patterns" // the NPB patterns are benchmarks too
 	"github.com/gobtl/gobtl/boot"
 	"github.com/spf13/cobra"
 )

@@ -27,9 +27,6 @@ import (
 	"github.com/gobtl/gobtl/pml"
 )
 
-// Comm is what the patterns need of a communicator: the benchmark suite's.
-type Comm = bench.Comm
-
 // Spec says which pattern to run.
 type Spec struct {
 	// Pattern is "multipingpong", "alltoall" or "phases".
@@ -81,7 +78,7 @@ const (
 )
 
 // Run runs s collectively; rank 0 gets the outcome, the others nil.
-func Run(c Comm, s Spec) (*Outcome, error) {
+func Run(c bench.Comm, s Spec) (*Outcome, error) {
 	if s.Size <= 0 {
 		s.Size = 2048
 	}
@@ -137,7 +134,7 @@ func Run(c Comm, s Spec) (*Outcome, error) {
 }
 
 type runner struct {
-	c    Comm
+	c    bench.Comm
 	s    Spec
 	send []byte
 	recv [][]byte

@@ -12,10 +12,6 @@ import (
 	"github.com/gobtl/gobtl/pml"
 )
 
-// Comm is what a rank of the bandwidth test needs of a communicator: the
-// benchmark suite's (*gobtl.Comm has it).
-type Comm = bench.Comm
-
 // BWOptions configure the bandwidth test of seed 000 §6.2.2: the sender
 // sends Window back-to-back messages of Size bytes, the receiver answers
 // once it has all of them, Iters times per window; with Blocking, both
@@ -46,7 +42,7 @@ const (
 
 // BW runs the test between ranks 0 and 1 and prints one JSON object per
 // window on rank 0's out.
-func BW(c Comm, o BWOptions, out io.Writer) error {
+func BW(c bench.Comm, o BWOptions, out io.Writer) error {
 	if c.Size() < 2 {
 		return fmt.Errorf("fcexp: the bandwidth test needs 2 ranks, the job has %d", c.Size())
 	}

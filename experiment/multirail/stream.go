@@ -7,23 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/pml"
 )
-
-// Comm is what a rank of the stream needs of a communicator; *gobtl.Comm
-// has it.
-type Comm interface {
-	Rank() int
-	Size() int
-	Isend(buf []byte, dest, tag int) (*pml.Request, error)
-	Irecv(buf []byte, source, tag int) (*pml.Request, error)
-	Send(buf []byte, dest, tag int) error
-	Recv(buf []byte, source, tag int) (pml.Status, error)
-	Waitall(rs []*pml.Request) error
-	Metrics() *core.Metrics
-	Weights(rank int) []float64
-}
 
 // StreamOptions configure one stream: rank 0 sends windows of Window
 // messages of Size bytes to rank 1, which answers each window with an ack
@@ -73,8 +59,9 @@ const (
 )
 
 // Stream runs one rank of the stream; rank 0 writes the JSON report to
-// out. Ranks above 1 only take part in nothing.
-func Stream(c Comm, o StreamOptions, out io.Writer) error {
+// out. Ranks above 1 only take part in nothing. The samples carry the
+// scheduling weights when c has them (bench.RailWeights).
+func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 	if c.Size() < 2 {
 		return fmt.Errorf("stream: needs 2 ranks, not %d", c.Size())
 	}
@@ -90,6 +77,10 @@ func Stream(c Comm, o StreamOptions, out io.Writer) error {
 	me := c.Rank()
 	if me > 1 {
 		return nil
+	}
+	weights := func(int) []float64 { return nil }
+	if rw, ok := c.(bench.RailWeights); ok {
+		weights = rw.Weights
 	}
 	peer := 1 - me
 	buf := make([]byte, o.Size)
@@ -151,7 +142,7 @@ func Stream(c Comm, o StreamOptions, out io.Writer) error {
 		}
 		sent += n
 		if now := time.Now(); !now.Before(next) {
-			s := Sample{Unix: now.UnixNano(), Weights: c.Weights(peer)}
+			s := Sample{Unix: now.UnixNano(), Weights: weights(peer)}
 			if me == 0 {
 				s.MBps = float64((sent-lastBytes)*o.Size) / now.Sub(last).Seconds() / 1e6
 			}

@@ -1,4 +1,4 @@
-package bench
+package patterns
 
 import (
 	"bytes"
@@ -9,13 +9,23 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/bench"
 )
 
-// Every benchmark communicator runs the NPB communication patterns.
-var _ patterns.Comm = Comm(nil)
+// Every pattern is a benchmark of the suite: `gobtl bench lu`.
+func init() {
+	for _, name := range Names() {
+		p := registry[name]
+		bench.Register(name, p.Doc, func(c bench.Comm, o bench.Options) (*bench.Report, error) { return runBench(c, p, o) })
+	}
+}
 
-const tagCounters = 4
+// The tags of the gathering after a pattern (the pattern's own messages
+// all go on Tag).
+const (
+	tagLength   = 3
+	tagCounters = 4
+)
 
 // rankResult is what every rank sends rank 0 after a pattern: its stats and
 // its counters, snapshot as soon as its part of the pattern (and the
@@ -27,13 +37,13 @@ type rankResult struct {
 	Counters  map[string]any `json:"counters"`
 }
 
-// runPattern runs one of the NPB patterns (seed 000 §6.3) and reports one
-// row, the message matrices and every rank's counters.
-func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
+// runBench runs one of the NPB patterns (seed 000 §6.3) as a benchmark
+// and reports one row, the message matrices and every rank's counters.
+func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) {
 	if len(o.Sizes) > 0 {
 		return nil, fmt.Errorf("bench: %s is a communication pattern: it takes iterations and a scale, not sizes", p.Name)
 	}
-	st, err := p.Run(c, patterns.Options{Iters: o.Iters, Scale: o.Scale, Compute: o.Compute})
+	st, err := p.Run(c, Options{Iters: o.Iters, Scale: o.Scale, Compute: o.Compute})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -48,11 +58,11 @@ func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
 	compute := o.Compute
 	switch {
 	case compute == 0:
-		compute = patterns.DefaultCompute
+		compute = DefaultCompute
 	case compute < 0:
 		compute = 0
 	}
-	rep := &Report{Bench: p.Name, Ranks: c.Size(), Config: map[string]any{}, Rows: []Row{}}
+	rep := &bench.Report{Bench: p.Name, Ranks: c.Size(), Config: map[string]any{}, Rows: []bench.Row{}}
 	for k, v := range o.Config {
 		rep.Config[k] = v
 	}
@@ -61,7 +71,7 @@ func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
 	if c.Rank() != 0 {
 		return rep, nil
 	}
-	rep.Rows = []Row{patternRow(all, st)}
+	rep.Rows = []bench.Row{patternRow(all, st)}
 	for _, r := range all {
 		rep.RankMsgs = append(rep.RankMsgs, r.Msgs)
 		rep.RankBytes = append(rep.RankBytes, r.Bytes)
@@ -80,7 +90,7 @@ func runPattern(c Comm, p *patterns.Pattern, o Options) (*Report, error) {
 // mean), application messages and bytes (a rank's messages to itself
 // included, as CG's diagonal ranks send them), and messages per
 // connection (ordered pairs of distinct ranks that carried any).
-func patternRow(all []rankResult, st *patterns.Stats) Row {
+func patternRow(all []rankResult, st *Stats) bench.Row {
 	var maxNS, sumNS, msgs, bytes, conns, connMsgs, maxConn int64
 	for s, r := range all {
 		maxNS = max(maxNS, r.ElapsedNS)
@@ -102,23 +112,23 @@ func patternRow(all []rankResult, st *patterns.Stats) Row {
 	if msgs > 0 {
 		size = int(bytes / msgs)
 	}
-	return Row{Size: size, Fields: []Field{
-		{"time_us", float64(maxNS) / 1e3},
-		{"time_mean_us", float64(sumNS) / float64(len(all)) / 1e3},
-		{"msgs", float64(msgs)},
-		{"bytes", float64(bytes)},
-		{"conns", float64(conns)},
-		{"msgs_per_conn", perConn},
-		{"max_conn_msgs", float64(maxConn)},
-		{"iters", float64(st.Iters)},
-		{"scale", st.Scale},
+	return bench.Row{Size: size, Fields: []bench.Field{
+		{Name: "time_us", Value: float64(maxNS) / 1e3},
+		{Name: "time_mean_us", Value: float64(sumNS) / float64(len(all)) / 1e3},
+		{Name: "msgs", Value: float64(msgs)},
+		{Name: "bytes", Value: float64(bytes)},
+		{Name: "conns", Value: float64(conns)},
+		{Name: "msgs_per_conn", Value: perConn},
+		{Name: "max_conn_msgs", Value: float64(maxConn)},
+		{Name: "iters", Value: float64(st.Iters)},
+		{Name: "scale", Value: st.Scale},
 	}}
 }
 
 // gatherResults collects every rank's result at rank 0, in rank order: a
 // length, then the JSON. Rank 0's own goes through JSON too, so every
 // entry's counters decode alike (numbers as json.Number).
-func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
+func gatherResults(c bench.Comm, mine rankResult) ([]rankResult, error) {
 	blob, err := json.Marshal(mine)
 	if err != nil {
 		return nil, err
@@ -126,7 +136,7 @@ func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
 	var n [8]byte
 	if c.Rank() != 0 {
 		binary.LittleEndian.PutUint64(n[:], uint64(len(blob)))
-		if err := c.Send(n[:], 0, tagResult); err != nil {
+		if err := c.Send(n[:], 0, tagLength); err != nil {
 			return nil, err
 		}
 		return nil, c.Send(blob, 0, tagCounters)
@@ -134,7 +144,7 @@ func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
 	all := make([]rankResult, c.Size())
 	for r := range c.Size() {
 		if r > 0 {
-			if _, err := c.Recv(n[:], r, tagResult); err != nil {
+			if _, err := c.Recv(n[:], r, tagLength); err != nil {
 				return nil, err
 			}
 			blob = make([]byte, binary.LittleEndian.Uint64(n[:]))
@@ -154,9 +164,10 @@ func gatherResults(c Comm, mine rankResult) ([]rankResult, error) {
 	return all, nil
 }
 
-func writePatternTable(w io.Writer, rep *Report, p *patterns.Pattern) error {
-	writeHeader(w, rep, fmt.Sprintf("%s (seed 000 §6.3; class A runs %d iterations)", p.Doc, p.ClassAIters))
+func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
+	bench.WriteHeader(w, rep, fmt.Sprintf("%s (seed 000 §6.3; class A runs %d iterations)", p.Doc, p.ClassAIters))
 	row := rep.Rows[0]
+	type column struct{ field, title, format string }
 	cols := []column{{"time_us", "Time (us)", "%.0f"}, {"msgs", "Messages", "%.0f"}, {"bytes", "Bytes", "%.0f"},
 		{"conns", "Connections", "%.0f"}, {"msgs_per_conn", "Msgs/conn", "%.1f"}, {"max_conn_msgs", "Max msgs/conn", "%.0f"}}
 	for _, c := range cols {

@@ -1,4 +1,4 @@
-package bench_test
+package patterns_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/bench"
+	_ "github.com/gobtl/gobtl/bench/patterns"
 )
 
 // runBench runs a benchmark on n goroutine ranks and returns rank 0's
@@ -52,7 +53,7 @@ func TestAPatternReportsEveryRanksCountersAndMessages(t *testing.T) {
 		t.Errorf("config %v", rep.Config)
 	}
 	row := rep.Rows[0]
-	// The package doc of test/patterns: LU sends 1260T + 88 messages at 8
+	// The package doc: LU sends 1260T + 88 messages at 8
 	// ranks, over 20 neighbour connections and 8 allreduce-only ones.
 	if row["msgs"] != 1260*2+88 || row["conns"] != 28 || row["iters"] != 2 || row["time_us"] <= 0 || row["time_mean_us"] > row["time_us"] {
 		t.Errorf("row %v", row)
