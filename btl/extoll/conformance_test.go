@@ -3,9 +3,9 @@ package extoll_test
 import (
 	"testing"
 
+	"github.com/gobtl/gobtl/btl/btltest"
 	"github.com/gobtl/gobtl/btl/extoll"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/btl/btltest"
 
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 )

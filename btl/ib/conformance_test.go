@@ -3,9 +3,9 @@ package ib_test
 import (
 	"testing"
 
+	"github.com/gobtl/gobtl/btl/btltest"
 	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/btl/btltest"
 )
 
 // TestConformance runs the BTL conformance suite on ib/softrc. The suite

@@ -3,9 +3,9 @@ package sm_test
 import (
 	"testing"
 
+	"github.com/gobtl/gobtl/btl/btltest"
 	"github.com/gobtl/gobtl/btl/sm"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/btl/btltest"
 )
 
 func TestConformance(t *testing.T) {
