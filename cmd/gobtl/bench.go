@@ -58,9 +58,7 @@ Benchmarks:
 			}
 			o.Sizes = s
 		}
-		if os.Getenv(boot.EnvStderrTTY) == "1" {
-			o.Progress = os.Stderr
-		} else if st, err := os.Stderr.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		if stderrIsTerminal() {
 			o.Progress = os.Stderr
 		}
 		comm, config, err := openComm(context.Background(), benchFlags.config)
@@ -83,6 +81,16 @@ Benchmarks:
 		_, err = bench.Run(comm, args[0], o)
 		return err
 	},
+}
+
+// stderrIsTerminal says whether progress bars can be drawn: standard
+// error is a terminal, or the launcher says a rank's is forwarded to one.
+func stderrIsTerminal() bool {
+	if os.Getenv(boot.EnvStderrTTY) == "1" {
+		return true
+	}
+	st, err := os.Stderr.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func benchList() string {

@@ -3,6 +3,8 @@ package extoll
 import (
 	"strings"
 	"testing"
+
+	"github.com/gobtl/gobtl/experiment"
 )
 
 func TestPatternsRunInProcess(t *testing.T) {
@@ -28,11 +30,12 @@ func TestPatternsRunInProcess(t *testing.T) {
 
 func TestExperimentsPrintTheirTables(t *testing.T) {
 	var out strings.Builder
-	err := Experiments(Options{Ranks: 4, Run: InProcess, Mode: "test", Quick: true, Only: []string{"memory", "phases", "none"}, Out: &out})
+	env := &experiment.Env{Out: &out}
+	err := experiment.Run(env, New(env, Options{Ranks: 4, InProcess: true, Quick: true}), []string{"memory", "phases", "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Table 3", "256K", "Multi-phase", "steals", "stalled, as the hardware would"} {
+	for _, want := range []string{"Table 3", "256K", "Multi-phase", "steals", "stalled, as the hardware would", "(phases took "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

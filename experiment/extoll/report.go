@@ -1,93 +1,131 @@
 package extoll
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/btl/extoll/velo"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/experiment"
 )
 
-// Runner runs one configuration on n ranks.
-type Runner func(n int, st Stack, sp Spec) (*Outcome, error)
+// Experiment is `gobtl experiment extoll`; its rank program runs one
+// pattern (Run) and prints rank 0's outcome.
+var Experiment = experiment.Register(&experiment.Experiment{
+	Name:  "extoll",
+	Short: "run the EXTOLL flow-control experiments of seed 003 and print their tables",
+	Long: `Runs multi-pingpong, alltoall (all and a fraction of ranks active), the multi-phase
+run and the memory model of seed 003 §5.3, §6.8 and §7 on the EXTOLL BTL with each flow
+control, against a reference with a huge mailbox and no flow control, and prints the
+tables next to the paper's trends. Ranks are processes under gobtl run unless
+--in-process (goroutines of this process).`,
+	Rank: experiment.RankOf(func(c bench.Comm, sp Spec, out io.Writer) error {
+		o, err := Run(c, sp)
+		if err != nil || o == nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(o)
+	}),
+})
 
-// Options configure Experiments.
+// Options configure the experiments; zero fields take the defaults.
 type Options struct {
+	// Ranks per run (seed 003: 16 + 16 on two nodes).
 	Ranks int
-	Run   Runner
-	// Mode says how ranks run, for the header ("processes under gobtl run").
-	Mode string
 	// Reps repeats each timed configuration; the median is reported.
 	Reps  int
 	Quick bool
-	// Only names the experiments to run (pingpong, alltoall, active,
-	// phases, memory, none, sm); empty runs all.
-	Only []string
-	Out  io.Writer
-	// SM says btl/sm can carry intra-node traffic (processes only).
-	SM bool
+	// InProcess runs the ranks as goroutines of this process, each with
+	// its own mailbox in /dev/shm (also when there is no launcher).
+	InProcess bool
 }
 
 // Names of the experiments, in order.
 var Names = []string{"memory", "pingpong", "alltoall", "active", "phases", "sm", "none"}
 
-// Experiments runs the experiments and prints their tables next to the
-// paper's trends.
-func Experiments(o Options) error {
+type exp struct {
+	Options
+	*experiment.Env
+	refs map[string]float64
+	// mode says how ranks run, for the header.
+	mode string
+	// sm says btl/sm can carry intra-node traffic (processes only).
+	smNodes bool
+}
+
+// New sets the experiments up to run in env.
+func New(env *experiment.Env, o Options) *experiment.Plan {
 	if o.Reps <= 0 {
 		o.Reps = 1
 	}
-	w := o.Out
-	fmt.Fprintf(w, "EXTOLL flow control experiments (seed 003 §5.3, §6.8, §7): %d ranks, %s.\n", o.Ranks, o.Mode)
+	if o.Ranks <= 0 {
+		o.Ranks = 16
+	}
+	x := &exp{Options: o, Env: env, refs: map[string]float64{}}
+	switch {
+	case o.InProcess || env.Jobs == nil:
+		x.mode = "ranks are goroutines of one process (each with its own mailbox in /dev/shm)"
+		if !o.InProcess {
+			x.mode += "; gobtl run is not compiled in"
+		}
+	default:
+		x.mode = "ranks are processes under gobtl run"
+		// Simulated nodes need btl/sm to reach only its node's ranks.
+		if sm, ok := core.Lookup(core.KindBTL, "sm"); ok {
+			for _, p := range sm.Params {
+				x.smNodes = x.smNodes || p.Name == "node_size"
+			}
+		}
+	}
+	w := &strings.Builder{}
+	fmt.Fprintf(w, "EXTOLL flow control experiments (seed 003 §5.3, §6.8, §7): %d ranks, %s.\n", o.Ranks, x.mode)
 	fmt.Fprintf(w, "Machine: 2 cores shared with other work, so ranks are oversubscribed %d:1 and times are noisy;\n", max(1, o.Ranks/2))
 	fmt.Fprintf(w, "each time is the median of %d run(s). Overhead = time / reference - 1, the reference being no flow\n", o.Reps)
 	fmt.Fprintf(w, "control and a %d-slot-per-peer mailbox (§5.3). Delayed = sends that waited for credits.\n\n", Reference().SlotsPerPeer)
-	x := &exp{Options: o, refs: map[string]float64{}}
-	for _, name := range Names {
-		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
-			continue
-		}
-		start := time.Now()
-		var err error
-		switch name {
-		case "memory":
-			x.memory()
-		case "pingpong":
-			err = x.pingpong()
-		case "alltoall":
-			err = x.alltoall()
-		case "active":
-			err = x.active()
-		case "phases":
-			err = x.phases()
-		case "sm":
-			err = x.sm()
-		case "none":
-			err = x.none()
-		}
-		if err != nil {
-			return fmt.Errorf("experiment %s: %w", name, err)
-		}
-		fmt.Fprintf(w, "(%s took %v)\n\n", name, time.Since(start).Round(100*time.Millisecond))
+	return &experiment.Plan{
+		Name:   "extoll",
+		Header: w.String(),
+		Steps: []experiment.Step{
+			{Name: "memory", Run: func() error { x.memory(); return nil }},
+			{Name: "pingpong", Runs: x.sweepRuns(), Run: x.pingpong},
+			{Name: "alltoall", Runs: x.sweepRuns(), Run: x.alltoall},
+			{Name: "active", Runs: x.activeRuns(), Run: x.active},
+			{Name: "phases", Runs: 1, Run: x.phases},
+			{Name: "sm", Runs: x.smRuns(), Run: x.sm},
+			{Name: "none", Runs: 1, Run: x.none},
+		},
 	}
-	return nil
 }
 
-type exp struct {
-	Options
-	refs map[string]float64
+// run runs one configuration on n ranks: processes under gobtl run, or
+// goroutines of this process.
+func (x *exp) run(n int, st Stack, sp Spec) (*Outcome, error) {
+	x.Begin("extoll: %s, %v, %d ranks", sp.Pattern, st, n)
+	if x.InProcess || x.Jobs == nil {
+		return InProcess(n, st, sp)
+	}
+	lines, err := x.Jobs.Rank(x.Ctx, n, st.HCL(), Experiment.Name, sp)
+	if err != nil {
+		return nil, fmt.Errorf("gobtl run -np %d (%v): %w", n, st, err)
+	}
+	var o Outcome
+	if err := json.Unmarshal(lines[0], &o); err != nil {
+		return nil, fmt.Errorf("%v, %s: the outcome: %w", st, sp.Pattern, err)
+	}
+	return &o, nil
 }
 
 // measure runs a configuration Reps times and returns the median outcome.
 func (x *exp) measure(st Stack, sp Spec) (*Outcome, error) {
 	var outs []*Outcome
 	for range x.Reps {
-		o, err := x.Run(x.Ranks, st, sp)
+		o, err := x.run(x.Ranks, st, sp)
 		if err != nil {
 			return nil, fmt.Errorf("%v, %s: %w", st, sp.Pattern, err)
 		}
@@ -134,6 +172,20 @@ func (x *exp) creditSweep() []int {
 		return []int{1, 2, 4}
 	}
 	return []int{1, 2, 3, 4, 5}
+}
+
+func (x *exp) activeSlots() []int {
+	if x.Quick {
+		return []int{4, 8, 16, 32, 58}
+	}
+	return []int{4, 8, 12, 16, 24, 32, 48, 64}
+}
+
+func (x *exp) smSlots() []int {
+	if x.Quick {
+		return []int{8, 32}
+	}
+	return []int{8, 16, 32, 58}
 }
 
 func (x *exp) iters(full, quick int) int {
@@ -236,10 +288,7 @@ func (x *exp) active() error {
 	fmt.Fprintln(w, "Paper: the static scheme's overhead stays high below ~55 slots/process however few ranks are active")
 	fmt.Fprintln(w, "(their quota is wasted on idle senders); the dynamic scheme keeps overhead low at small mailboxes when")
 	fmt.Fprintln(w, "few are active, and is about equal to static (slightly worse below 16 slots) when all are.")
-	slots := []int{4, 8, 12, 16, 24, 32, 48, 64}
-	if x.Quick {
-		slots = []int{4, 8, 16, 32, 58}
-	}
+	slots := x.activeSlots()
 	fracs := []int{1, 2, 4, 8}
 	head := fmt.Sprintf("%-20s", "slots/process")
 	for _, s := range slots {
@@ -284,7 +333,7 @@ func (x *exp) phases() error {
 	fmt.Fprintf(w, "toward ranks (0,%d), [%d,%d), [%d,%d): median [min, max] over the phase's iterations.\n", q, q, h, h, n)
 	fmt.Fprintln(w, "Paper: the credits follow the pattern — the group in the alltoall gains, the idle groups lose (to their")
 	fmt.Fprintln(w, "static slots); ranks outside every alltoall still change a little through the barriers.")
-	o, err := x.Run(n, Stack{Scheme: "extoll_dynamic", CreditSlots: 2, SlotsPerPeer: 30}, sp)
+	o, err := x.run(n, Stack{Scheme: "extoll_dynamic", CreditSlots: 2, SlotsPerPeer: 30}, sp)
 	if err != nil {
 		return err
 	}
@@ -354,16 +403,13 @@ func (x *exp) sm() error {
 	fmt.Fprintf(w, "== Alltoall of 2 KiB, %d ranks, node-local peers over btl/sm using no credits (seed 003 §7.2, Fig 18)\n", n)
 	fmt.Fprintln(w, "Paper: with 25% or more of the destinations on the node the dynamic scheme's overhead is lower than")
 	fmt.Fprintln(w, "the static one's (the local peers' quota goes to remote ones); at 12.5% and 6.25% they are similar.")
-	if !x.SM {
+	if !x.smNodes {
 		fmt.Fprintln(w, "skipped: needs ranks that are processes (gobtl run) and a btl/sm that can pretend nodes")
 		fmt.Fprintln(w, "(a node_size parameter, as btl/extoll has): on one host sm reaches every rank and, with its")
 		fmt.Fprintln(w, "higher exclusivity, would carry all the traffic, leaving EXTOLL none.")
 		return nil
 	}
-	slots := []int{8, 16, 32, 58}
-	if x.Quick {
-		slots = []int{8, 32}
-	}
+	slots := x.smSlots()
 	head := fmt.Sprintf("%-26s", "slots/process")
 	for _, s := range slots {
 		head += fmt.Sprintf("%8d", s)
@@ -397,7 +443,7 @@ func (x *exp) none() error {
 	fmt.Fprintln(w, "Paper: the hardware has no end-to-end flow control; a full mailbox blocks the sender, so software")
 	fmt.Fprintln(w, "flow control is required for the system to work at all.")
 	st := Stack{Scheme: "none", SlotsPerPeer: 4, StallTimeout: 250 * time.Millisecond}
-	_, err := x.Run(x.Ranks, st, Spec{Pattern: "alltoall", Iters: 3})
+	_, err := x.run(x.Ranks, st, Spec{Pattern: "alltoall", Iters: 3})
 	switch {
 	case errors.Is(err, core.ErrStalled) || (err != nil && strings.Contains(err.Error(), core.ErrStalled.Error())):
 		fmt.Fprintf(w, "stalled, as the hardware would, and reported after the 250 ms bound:\n  %v\n", firstLine(err))
@@ -415,4 +461,43 @@ func firstLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// sweepRuns counts the runs of a sweep: the reference twice, then each
+// scheme at each mailbox size that holds its credit slots, Reps times.
+func (x *exp) sweepRuns() int {
+	n := 0
+	for _, k := range append(x.creditSweep(), 2) {
+		for _, s := range x.slotsSweep() {
+			if s >= 2*k {
+				n++
+			}
+		}
+	}
+	return (2 + n) * x.Reps
+}
+
+// activeRuns counts the runs of active: per fraction of active ranks, the
+// reference twice and both schemes at each mailbox size, Reps times.
+func (x *exp) activeRuns() int {
+	n := 0
+	for _, f := range []int{1, 2, 4, 8} {
+		if x.Ranks/f >= 2 {
+			n += 2 + 2*len(x.activeSlots())
+		}
+	}
+	return n * x.Reps
+}
+
+// smRuns counts the runs of sm: per node size, the reference and both
+// schemes at each mailbox size, Reps times.
+func (x *exp) smRuns() int {
+	if !x.smNodes {
+		return 0
+	}
+	n := 0
+	for node := x.Ranks / 2; node >= 1; node /= 2 {
+		n += 1 + 2*len(x.smSlots())
+	}
+	return n * x.Reps
 }

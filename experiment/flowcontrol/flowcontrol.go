@@ -9,7 +9,7 @@
 //     with 100 and with 10 buffers pre-posted;
 //   - bw32k (Figs 7–8): the same with 32 KiB messages (rendezvous) and 10
 //     buffers;
-//   - patterns (§6.3): the NAS-like patterns of test/patterns on 8 ranks:
+//   - patterns (§6.3): the NAS-like patterns of bench/patterns on 8 ranks:
 //     explicit credit messages and all messages per connection under the
 //     static scheme at pre-post 100 (Table 1), time per scheme (Fig 9),
 //     the slowdown from pre-post 100 to pre-post 1 (Fig 10), and the
@@ -23,34 +23,39 @@
 package flowcontrol
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/gobtl/gobtl/experiment"
 )
 
-// Runner runs `gobtl run -np NP -c <stack> -- gobtl ARGS` with the stack
-// text given, and returns what rank 0 printed.
-type Runner func(ctx context.Context, np int, stack string, args []string) ([]byte, error)
+// Experiment is `gobtl experiment flowcontrol`; its rank program is one
+// rank of the bandwidth test (BW).
+var Experiment = experiment.Register(&experiment.Experiment{
+	Name:  "flowcontrol",
+	Short: "flow-control experiments over ib/softrc (seed 000 §6): latency, bandwidth vs window, NAS-like patterns",
+	Long: `Runs the flow-control experiments of seed 000 §6 over the ib BTL on softrc,
+between processes under gobtl run, for the three schemes (hardware, static,
+dynamic), and prints the tables next to the paper's numbers; plots go to --plots:
 
-// Options configure Experiments.
+  latency   ping-pong 4 B to 4 KiB, pre-post 100 (Fig 2)
+  bw        4-byte messages vs window size, blocking and non-blocking, pre-post 100 and 10 (Figs 3-6)
+  bw32k     32 KiB messages vs window size, pre-post 10 (Figs 7-8)
+  patterns  the NAS patterns on 8 ranks: explicit credits per connection (Table 1), time (Fig 9),
+            slowdown at pre-post 1 (Fig 10), the dynamic scheme's most buffers posted (Table 2)`,
+	Rank: experiment.RankOf(BW),
+})
+
+// Options configure the experiments; zero fields take the defaults.
 type Options struct {
-	Run Runner
-	Out io.Writer
-	// Progress receives a line per run; nil discards them.
-	Progress io.Writer
-	// Plots is the directory plots are written to; empty writes none.
-	Plots string
 	// Reps repeats every measurement; the best is kept.
 	Reps int
 	// Quick runs fewer points and shorter runs.
 	Quick bool
-	// Only names the experiments to run; empty runs all.
-	Only []string
-	// Patterns to run (test/patterns names); empty runs all.
+	// Patterns to run (bench/patterns names); empty runs all.
 	Patterns []string
 	// Ranks of the pattern runs (seed 000: 8).
 	Ranks int
@@ -72,12 +77,12 @@ var AllPatterns = []string{"is", "ft", "lu", "cg", "mg", "bt", "sp"}
 
 type exp struct {
 	Options
-	ctx context.Context
-	w   io.Writer
+	*experiment.Env
 }
 
-// Experiments runs the experiments and prints their tables.
-func Experiments(ctx context.Context, o Options) error {
+// New sets the experiments up to run in env: their ranks are processes
+// started by env.Jobs.
+func New(env *experiment.Env, o Options) *experiment.Plan {
 	if o.Reps <= 0 {
 		o.Reps = 1
 	}
@@ -87,41 +92,23 @@ func Experiments(ctx context.Context, o Options) error {
 	if o.Max <= 0 {
 		o.Max = 128
 	}
-	if o.Progress == nil {
-		o.Progress = io.Discard
-	}
 	if len(o.Patterns) == 0 {
 		o.Patterns = AllPatterns
 	}
-	for _, n := range o.Only {
-		if !slices.Contains(Names, n) {
-			return fmt.Errorf("flowcontrol: no experiment %q (have %s)", n, strings.Join(Names, ", "))
-		}
+	x := &exp{Options: o, Env: env}
+	schemes := len(Schemes) * o.Reps
+	return &experiment.Plan{
+		Name: "flowcontrol",
+		Header: fmt.Sprintf("Flow-control experiments (seed 000 §6) over ib/softrc between processes under gobtl run.\n"+
+			"Schemes: hardware (RNR NAK, retry 7), static (credits = pre-posted buffers, threshold 5),\n"+
+			"dynamic (starts at the pre-post count, +1 per backlogged frame up to %d). Best of %d run(s).\n", o.Max, o.Reps),
+		Steps: []experiment.Step{
+			{Name: "latency", Runs: schemes, Run: x.latency},
+			{Name: "bw", Runs: 2 * 2 * schemes, Run: func() error { return x.bandwidth(4, []int{100, 10}) }},
+			{Name: "bw32k", Runs: 2 * schemes, Run: func() error { return x.bandwidth(32<<10, []int{10}) }},
+			{Name: "patterns", Runs: len(o.Patterns) * 2 * schemes, Run: x.patterns},
+		},
 	}
-	x := &exp{Options: o, ctx: ctx, w: o.Out}
-	fmt.Fprintf(x.w, "Flow-control experiments (seed 000 §6) over ib/softrc between processes under gobtl run.\n")
-	fmt.Fprintf(x.w, "Schemes: hardware (RNR NAK, retry 7), static (credits = pre-posted buffers, threshold 5),\n")
-	fmt.Fprintf(x.w, "dynamic (starts at the pre-post count, +1 per backlogged frame up to %d). Best of %d run(s).\n", o.Max, o.Reps)
-	for _, name := range Names {
-		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
-			continue
-		}
-		var err error
-		switch name {
-		case "latency":
-			err = x.latency()
-		case "bw":
-			err = x.bandwidth(4, []int{100, 10})
-		case "bw32k":
-			err = x.bandwidth(32<<10, []int{10})
-		case "patterns":
-			err = x.patterns()
-		}
-		if err != nil {
-			return fmt.Errorf("flowcontrol %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // Stack renders the stack of a run: self, one softrc port, the paper's
@@ -162,23 +149,12 @@ btl "ib" "ib0" {
 	return b.String()
 }
 
-// run runs one job and returns rank 0's JSON lines.
-func (x *exp) run(np int, stack string, args []string, what string) ([][]byte, error) {
-	fmt.Fprintf(x.Progress, "flowcontrol: %s\n", what)
-	out, err := x.Run(x.ctx, np, stack, args)
-	if err != nil {
-		return nil, err
+// jobs are the launcher of the ranks; the experiments need processes.
+func (x *exp) jobs() (*experiment.Launcher, error) {
+	if x.Jobs == nil {
+		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
 	}
-	var lines [][]byte
-	for _, l := range strings.Split(string(out), "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "{") {
-			lines = append(lines, []byte(l))
-		}
-	}
-	if len(lines) == 0 {
-		return nil, fmt.Errorf("%s: no JSON in the output:\n%s", what, out)
-	}
-	return lines, nil
+	return x.Jobs, nil
 }
 
 // latency: Fig 2.
@@ -199,9 +175,12 @@ func (x *exp) latency() error {
 	for _, sc := range Schemes {
 		res[sc] = map[int]float64{}
 		for rep := range x.Reps {
-			lines, err := x.run(2, Stack(sc, 100, x.Max, x.RNRTimer),
-				[]string{"bench", "latency", "--sizes", strings.Join(ss, ","), "--iters", iters, "--json"},
-				fmt.Sprintf("latency %s, run %d of %d", sc, rep+1, x.Reps))
+			jobs, err := x.jobs()
+			if err != nil {
+				return err
+			}
+			x.Begin("flowcontrol: latency %s, run %d of %d", sc, rep+1, x.Reps)
+			report, err := jobs.Bench(x.Ctx, 2, Stack(sc, 100, x.Max, x.RNRTimer), "latency", "--sizes", strings.Join(ss, ","), "--iters", iters)
 			if err != nil {
 				return err
 			}
@@ -211,7 +190,7 @@ func (x *exp) latency() error {
 					Lat  float64 `json:"lat_us"`
 				} `json:"rows"`
 			}
-			if err := json.Unmarshal(lines[0], &r); err != nil {
+			if err := json.Unmarshal(report.Raw, &r); err != nil {
 				return err
 			}
 			for _, row := range r.Rows {
@@ -221,11 +200,11 @@ func (x *exp) latency() error {
 			}
 		}
 	}
-	fmt.Fprintf(x.w, "\n== Latency, pre-post 100 (Fig 2: the three schemes comparable) ==\n")
-	fmt.Fprintf(x.w, "%8s %10s %10s %10s   static/hw dynamic/hw\n", "size", "hardware", "static", "dynamic")
+	fmt.Fprintf(x.Out, "\n== Latency, pre-post 100 (Fig 2: the three schemes comparable) ==\n")
+	fmt.Fprintf(x.Out, "%8s %10s %10s %10s   static/hw dynamic/hw\n", "size", "hardware", "static", "dynamic")
 	for _, s := range sizes {
 		h, st, d := res["hardware"][s], res["static"][s], res["dynamic"][s]
-		fmt.Fprintf(x.w, "%8d %9.2fµs %9.2fµs %9.2fµs   %8.2f %10.2f\n", s, h, st, d, ratio(st, h), ratio(d, h))
+		fmt.Fprintf(x.Out, "%8d %9.2fµs %9.2fµs %9.2fµs   %8.2f %10.2f\n", s, h, st, d, ratio(st, h), ratio(d, h))
 	}
 	return x.plot("latency", "Latency, pre-post 100 (seed 000 Fig 2)", "message size (bytes)", "one-way latency (us)", true, res)
 }
@@ -250,10 +229,6 @@ func (x *exp) bandwidth(size int, pres []int) error {
 		if x.Quick {
 			iters /= 4
 		}
-		var ws []string
-		for _, w := range windows {
-			ws = append(ws, fmt.Sprint(w))
-		}
 		for _, blocking := range []bool{true, false} {
 			mode := "non-blocking"
 			if blocking {
@@ -264,13 +239,13 @@ func (x *exp) bandwidth(size int, pres []int) error {
 			for _, sc := range Schemes {
 				res[sc], rows[sc] = map[int]float64{}, map[int]BWRow{}
 				for rep := range x.Reps {
-					args := []string{"experiment", "flowcontrol", "rank", "--size", fmt.Sprint(size), "--windows", strings.Join(ws, ","),
-						"--iters", fmt.Sprint(iters), "--warmup", fmt.Sprint(max(2, iters/10))}
-					if blocking {
-						args = append(args, "--blocking")
+					jobs, err := x.jobs()
+					if err != nil {
+						return err
 					}
-					lines, err := x.run(2, Stack(sc, pre, x.Max, x.RNRTimer), args,
-						fmt.Sprintf("bw %dB pre-post %d %s %s, run %d of %d", size, pre, mode, sc, rep+1, x.Reps))
+					x.Begin("flowcontrol: bw %dB pre-post %d %s %s, run %d of %d", size, pre, mode, sc, rep+1, x.Reps)
+					lines, err := jobs.Rank(x.Ctx, 2, Stack(sc, pre, x.Max, x.RNRTimer), Experiment.Name,
+						BWOptions{Size: size, Windows: windows, Iters: iters, Warmup: max(2, iters/10), Blocking: blocking})
 					if err != nil {
 						return err
 					}
@@ -286,12 +261,12 @@ func (x *exp) bandwidth(size int, pres []int) error {
 				}
 			}
 			fig := bwFigure(size, pre, blocking)
-			fmt.Fprintf(x.w, "\n== Bandwidth of %d-byte messages, pre-post %d, %s (%s) ==\n", size, pre, mode, fig)
-			fmt.Fprintf(x.w, "%7s %11s %11s %11s   %s\n", "window", "hardware", "static", "dynamic",
+			fmt.Fprintf(x.Out, "\n== Bandwidth of %d-byte messages, pre-post %d, %s (%s) ==\n", size, pre, mode, fig)
+			fmt.Fprintf(x.Out, "%7s %11s %11s %11s   %s\n", "window", "hardware", "static", "dynamic",
 				"hw RNR NAKs | static stalls, rndv | dynamic stalls, most posted")
 			for _, w := range windows {
 				h, s, d := rows["hardware"][w], rows["static"][w], rows["dynamic"][w]
-				fmt.Fprintf(x.w, "%7d %8.2fMB/s %8.2fMB/s %8.2fMB/s   %6d | %6d %6d | %6d %4d\n", w,
+				fmt.Fprintf(x.Out, "%7d %8.2fMB/s %8.2fMB/s %8.2fMB/s   %6d | %6d %6d | %6d %4d\n", w,
 					h.MBps, s.MBps, d.MBps,
 					sum(h.Receiver, "rnr_naks_sent"),
 					sum(s.Sender, ".stalls.peer1"), sum(s.Sender, ".rndv_no_credit.peer1"),

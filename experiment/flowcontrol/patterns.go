@@ -121,16 +121,20 @@ func (x *exp) patterns() error {
 			best[p][sc] = map[int]PatternRun{}
 			for _, pre := range pres {
 				for rep := range x.Reps {
-					args := []string{"bench", p, "--json"}
+					args := []string{p}
 					if x.Quick {
 						args = append(args, "--iters", "2")
 					}
-					lines, err := x.run(x.Ranks, Stack(sc, pre, x.Max, x.RNRTimer), args,
-						fmt.Sprintf("%s on %d ranks, %s, pre-post %d, run %d of %d", p, x.Ranks, sc, pre, rep+1, x.Reps))
+					jobs, err := x.jobs()
 					if err != nil {
 						return err
 					}
-					r, err := ParsePattern(lines[0])
+					x.Begin("flowcontrol: %s on %d ranks, %s, pre-post %d, run %d of %d", p, x.Ranks, sc, pre, rep+1, x.Reps)
+					report, err := jobs.Bench(x.Ctx, x.Ranks, Stack(sc, pre, x.Max, x.RNRTimer), args...)
+					if err != nil {
+						return err
+					}
+					r, err := ParsePattern(report.Raw)
 					if err != nil {
 						return fmt.Errorf("%s: %w", p, err)
 					}
@@ -142,41 +146,41 @@ func (x *exp) patterns() error {
 		}
 	}
 
-	fmt.Fprintf(x.w, "\n== Table 1: explicit credit messages (ECM) per connection, static scheme, pre-post 100 ==\n")
-	fmt.Fprintf(x.w, "%-4s %10s %10s %7s %10s   %10s %10s %7s\n", "app", "ECM", "all msgs", "ECM %", "ECM max", "paper ECM", "paper all", "paper %")
+	fmt.Fprintf(x.Out, "\n== Table 1: explicit credit messages (ECM) per connection, static scheme, pre-post 100 ==\n")
+	fmt.Fprintf(x.Out, "%-4s %10s %10s %7s %10s   %10s %10s %7s\n", "app", "ECM", "all msgs", "ECM %", "ECM max", "paper ECM", "paper all", "paper %")
 	for _, p := range x.Patterns {
 		r := best[p]["static"][100]
 		e, emax := r.perConn(func(c Conn) int64 { return c.ECM })
 		all, _ := r.perConn(func(c Conn) int64 { return c.Frames })
 		pe := paperECM[p]
-		fmt.Fprintf(x.w, "%-4s %10.1f %10.1f %6.1f%% %10d   %10d %10d %6.1f%%\n", strings.ToUpper(p), e, all, 100*e/all, emax,
+		fmt.Fprintf(x.Out, "%-4s %10.1f %10.1f %6.1f%% %10d   %10d %10d %6.1f%%\n", strings.ToUpper(p), e, all, 100*e/all, emax,
 			pe[0], pe[1], 100*float64(pe[0])/float64(pe[1]))
 	}
 
-	fmt.Fprintf(x.w, "\n== Fig 9: time per scheme, pre-post 100 (paper: within 2-3%%, LU 5-6%% faster on hardware) ==\n")
-	fmt.Fprintf(x.w, "%-4s %12s %12s %12s   static/hw dynamic/hw\n", "app", "hardware", "static", "dynamic")
+	fmt.Fprintf(x.Out, "\n== Fig 9: time per scheme, pre-post 100 (paper: within 2-3%%, LU 5-6%% faster on hardware) ==\n")
+	fmt.Fprintf(x.Out, "%-4s %12s %12s %12s   static/hw dynamic/hw\n", "app", "hardware", "static", "dynamic")
 	for _, p := range x.Patterns {
 		h, s, d := best[p]["hardware"][100].TimeUS, best[p]["static"][100].TimeUS, best[p]["dynamic"][100].TimeUS
-		fmt.Fprintf(x.w, "%-4s %10.0fµs %10.0fµs %10.0fµs   %9.3f %10.3f\n", strings.ToUpper(p), h, s, d, ratio(s, h), ratio(d, h))
+		fmt.Fprintf(x.Out, "%-4s %10.0fµs %10.0fµs %10.0fµs   %9.3f %10.3f\n", strings.ToUpper(p), h, s, d, ratio(s, h), ratio(d, h))
 	}
 
-	fmt.Fprintf(x.w, "\n== Fig 10: slowdown from pre-post 100 to pre-post 1 (paper: hardware worst on LU and MG, static LU 13%% CG 6%%, dynamic ~0) ==\n")
-	fmt.Fprintf(x.w, "%-4s %10s %10s %10s\n", "app", "hardware", "static", "dynamic")
+	fmt.Fprintf(x.Out, "\n== Fig 10: slowdown from pre-post 100 to pre-post 1 (paper: hardware worst on LU and MG, static LU 13%% CG 6%%, dynamic ~0) ==\n")
+	fmt.Fprintf(x.Out, "%-4s %10s %10s %10s\n", "app", "hardware", "static", "dynamic")
 	for _, p := range x.Patterns {
-		fmt.Fprintf(x.w, "%-4s", strings.ToUpper(p))
+		fmt.Fprintf(x.Out, "%-4s", strings.ToUpper(p))
 		for _, sc := range Schemes {
 			a, b := best[p][sc][100].TimeUS, best[p][sc][1].TimeUS
-			fmt.Fprintf(x.w, " %9.1f%%", 100*(b-a)/a)
+			fmt.Fprintf(x.Out, " %9.1f%%", 100*(b-a)/a)
 		}
-		fmt.Fprintln(x.w)
+		fmt.Fprintln(x.Out)
 	}
 
-	fmt.Fprintf(x.w, "\n== Table 2: most buffers posted per connection, dynamic scheme from pre-post 1 (paper: <= 7 except LU 63) ==\n")
-	fmt.Fprintf(x.w, "%-4s %8s %8s %8s\n", "app", "max", "mean", "paper")
+	fmt.Fprintf(x.Out, "\n== Table 2: most buffers posted per connection, dynamic scheme from pre-post 1 (paper: <= 7 except LU 63) ==\n")
+	fmt.Fprintf(x.Out, "%-4s %8s %8s %8s\n", "app", "max", "mean", "paper")
 	for _, p := range x.Patterns {
 		r := best[p]["dynamic"][1]
 		avg, most := r.perConn(func(c Conn) int64 { return c.PostedMost })
-		fmt.Fprintf(x.w, "%-4s %8d %8.1f %8d\n", strings.ToUpper(p), most, avg, paperMaxed[p])
+		fmt.Fprintf(x.Out, "%-4s %8d %8.1f %8d\n", strings.ToUpper(p), most, avg, paperMaxed[p])
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package multirail
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -26,44 +25,37 @@ func (x *exp) load() error {
 	link := fmt.Sprintf("gobtl-mr-%s-rail1-node%%r", x.Tag)
 	rails := []Rail{{Name: "hca0", Rate: rate4x}, {Name: "hca1", Rate: rate4x, Link: link}}
 	loader := Stack{Rails: []Rail{{Name: "hca1", Rate: rate4x, Link: link}}}
-	stream := func(d time.Duration) []string {
-		return []string{"experiment", "multirail", "rank", "--size", "1MiB", "--window", "8", "--duration", d.String(), "--interval", "100ms"}
+	stream := func(d time.Duration) StreamOptions {
+		return StreamOptions{Size: 1 << 20, Window: 8, Duration: d, Interval: 100 * time.Millisecond}
 	}
 	var runs []loadRun
 	for _, policy := range []string{"even_striping", "adaptive_striping"} {
 		pol, params := striping(policy, nil)
 		st := Stack{Rails: rails, Policy: pol, Params: params}
-		fmt.Fprintf(x.progress(), "multirail: load, %s, %v with a second job on rail 1 from %v for %v\n", policy, total, on, length)
+		x.Begin("multirail: load, %s, %v with a second job on rail 1 from %v for %v", policy, total, on, length)
 		type result struct {
-			out []byte
+			rep StreamReport
 			err error
 		}
 		done := make(chan result, 1)
 		go func() {
-			out, err := x.Run(x.ctx, st.HCL(), stream(total))
-			done <- result{out, err}
+			rep, err := x.stream(st, stream(total))
+			done <- result{rep, err}
 		}()
 		select {
 		case <-time.After(on):
 		case r := <-done:
-			return fmt.Errorf("the measured job ended before the load started: %v\n%s", r.err, r.out)
+			return fmt.Errorf("the measured job ended before the load started: %v", r.err)
 		}
-		lout, lerr := x.Run(x.ctx, loader.HCL(), stream(length))
+		lrep, lerr := x.stream(loader, stream(length))
 		r := <-done
 		if r.err != nil {
-			return r.err
+			return fmt.Errorf("%s: %w", policy, r.err)
 		}
 		if lerr != nil {
 			return fmt.Errorf("the loading job: %w", lerr)
 		}
-		run := loadRun{policy: policy}
-		if err := json.Unmarshal(firstJSON(r.out), &run.main); err != nil {
-			return fmt.Errorf("%s: %w in %q", policy, err, r.out)
-		}
-		if err := json.Unmarshal(firstJSON(lout), &run.load); err != nil {
-			return fmt.Errorf("the loading job: %w in %q", err, lout)
-		}
-		runs = append(runs, run)
+		runs = append(runs, loadRun{policy: policy, main: r.rep, load: lrep})
 	}
 	x.printLoad(runs)
 	return x.plotLoad(runs)
@@ -124,7 +116,7 @@ func (r loadRun) phases() (before, during, after float64) {
 }
 
 func (x *exp) printLoad(runs []loadRun) {
-	w := x.w
+	w := x.Out
 	even, adaptive := runs[0], runs[1]
 	fmt.Fprintf(w, "== load: two 1GB/s rails; a second job streams 1MiB messages over rail 1's link for a while (Fig. 20)\n")
 	fmt.Fprintf(w, "The second job's ports name the same softrc link as rail 1 of the measured job (one token bucket per node\n")

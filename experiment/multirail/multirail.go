@@ -23,35 +23,41 @@
 package multirail
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"slices"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/experiment"
 )
 
-// Runner runs `gobtl run -np 2 -c <stack> -- gobtl ARGS` with the stack
-// text given, and returns what rank 0 printed.
-type Runner func(ctx context.Context, stack string, args []string) ([]byte, error)
+// Experiment is `gobtl experiment multirail`; its rank program is one
+// rank of a stream (Stream).
+var Experiment = experiment.Register(&experiment.Experiment{
+	Name:  "multirail",
+	Short: "multirail experiments over ib/softrc rails (seed 001 §6): equal rails, 4x+1x rails, a loaded rail, window round robin",
+	Long: `Runs the multirail experiments of seed 001 §6 between two processes under gobtl run,
+over ib/softrc rails with per-port link rates, and prints the tables next to the
+paper's numbers; plots go to --plots:
 
-// Options configure Experiments.
+  equal   two 1GB/s rails vs one: latency, bandwidth, bidirectional bandwidth, 4 B to 4 MiB (Figs 5, 7, 8)
+  4x1x    1GB/s + 250MB/s rails: even vs weighted 4:1 vs adaptive striping (Figs 17-19)
+  load    a second job loads one rail during a long bandwidth run: bandwidth and weights every 100 ms (Fig 20)
+  window  window round robin on rails of different latency: out-of-order arrivals as W grows`,
+	Rank: experiment.RankOf(Stream),
+})
+
+// Options configure the experiments; zero fields take the defaults.
 type Options struct {
-	Run Runner
-	Out io.Writer
-	// Plots is the directory plots are written to; empty writes none.
-	Plots string
 	// Reps repeats every measurement; the best is kept.
 	Reps int
 	// Quick runs fewer sizes and shorter streams.
 	Quick bool
-	// Only names the experiments to run; empty runs all.
-	Only []string
-	// Tag makes the shared links of this run unique on the host.
+	// Tag makes the shared links of this run unique on the host (default:
+	// the process id).
 	Tag string
 }
 
@@ -60,47 +66,59 @@ var Names = []string{"equal", "4x1x", "load", "window"}
 
 type exp struct {
 	Options
-	ctx context.Context
-	w   io.Writer
+	*experiment.Env
 }
 
-// Experiments runs the experiments and prints their tables.
-func Experiments(ctx context.Context, o Options) error {
+// New sets the experiments up to run in env: their ranks are processes
+// started by env.Jobs.
+func New(env *experiment.Env, o Options) *experiment.Plan {
 	if o.Reps <= 0 {
 		o.Reps = 1
 	}
-	for _, n := range o.Only {
-		if !slices.Contains(Names, n) {
-			return fmt.Errorf("multirail: no experiment %q (have %s)", n, strings.Join(Names, ", "))
-		}
+	if o.Tag == "" {
+		o.Tag = fmt.Sprint(os.Getpid())
 	}
-	x := &exp{Options: o, ctx: ctx, w: o.Out}
-	fmt.Fprintf(x.w, "Multirail experiments (seed 001 §6) over ib/softrc between two processes under gobtl run.\n")
-	fmt.Fprintf(x.w, "softrc rails are rate-limited TCP connections over loopback (a token bucket per port), and the\n")
-	fmt.Fprintf(x.w, "machine has 2 cores, shared with other work: both ranks, their softrc device goroutines and the\n")
-	fmt.Fprintf(x.w, "kernel's TCP copies compete for them. Each number is the best of %d run(s); rendezvous is rdma_read.\n\n", o.Reps)
-	for _, name := range Names {
-		if len(o.Only) > 0 && !slices.Contains(o.Only, name) {
-			continue
-		}
-		start := time.Now()
-		var err error
-		switch name {
-		case "equal":
-			err = x.equal()
-		case "4x1x":
-			err = x.fourByOne()
-		case "load":
-			err = x.load()
-		case "window":
-			err = x.window()
-		}
-		if err != nil {
-			return fmt.Errorf("multirail %s: %w", name, err)
-		}
-		fmt.Fprintf(x.w, "(%s took %v)\n\n", name, time.Since(start).Round(100*time.Millisecond))
+	x := &exp{Options: o, Env: env}
+	windows := len(x.windows()) + 1
+	return &experiment.Plan{
+		Name: "multirail",
+		Header: fmt.Sprintf("Multirail experiments (seed 001 §6) over ib/softrc between two processes under gobtl run.\n"+
+			"softrc rails are rate-limited TCP connections over loopback (a token bucket per port), and the\n"+
+			"machine has 2 cores, shared with other work: both ranks, their softrc device goroutines and the\n"+
+			"kernel's TCP copies compete for them. Each number is the best of %d run(s); rendezvous is rdma_read.\n\n", o.Reps),
+		Steps: []experiment.Step{
+			// bench runs 3 benchmarks × configs × 2 groups of sizes.
+			{Name: "equal", Runs: 3 * 2 * 2 * o.Reps, Run: x.equal},
+			{Name: "4x1x", Runs: 3*4*2*o.Reps + 1, Run: x.fourByOne},
+			{Name: "load", Runs: 2, Run: x.load},
+			{Name: "window", Runs: windows * o.Reps, Run: x.window},
+		},
 	}
-	return nil
+}
+
+// jobs are the launcher of the ranks; the experiments need processes.
+func (x *exp) jobs() (*experiment.Launcher, error) {
+	if x.Jobs == nil {
+		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
+	}
+	return x.Jobs, nil
+}
+
+// stream runs a stream between two processes over st.
+func (x *exp) stream(st Stack, o StreamOptions) (StreamReport, error) {
+	var r StreamReport
+	jobs, err := x.jobs()
+	if err != nil {
+		return r, err
+	}
+	lines, err := jobs.Rank(x.Ctx, 2, st.HCL(), Experiment.Name, o)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(lines[0], &r); err != nil {
+		return r, fmt.Errorf("a stream report: %w in %q", err, lines[0])
+	}
+	return r, nil
 }
 
 // config is one stack under test.
@@ -153,7 +171,7 @@ func (x *exp) bench(configs []config, benches []string) (curves, error) {
 					if len(group) == 0 {
 						continue
 					}
-					args := []string{"bench", b, "--sizes", strings.Join(group, ","), "--json"}
+					args := []string{b, "--sizes", strings.Join(group, ",")}
 					big := group[0] != small[0]
 					switch {
 					case b == "latency" && big:
@@ -165,18 +183,16 @@ func (x *exp) bench(configs []config, benches []string) (curves, error) {
 					default:
 						args = append(args, "--iters", "50", "--warmup", "5", "--window", "64")
 					}
-					fmt.Fprintf(x.progress(), "multirail: %s %s (%s), run %d of %d\n", b, c.name, strings.Join(group, ","), rep+1, x.Reps)
-					raw, err := x.Run(x.ctx, c.stack.HCL(), args)
+					jobs, err := x.jobs()
 					if err != nil {
 						return nil, err
 					}
-					var rep struct {
-						Rows []map[string]any `json:"rows"`
+					x.Begin("multirail: %s %s (%s), run %d of %d", b, c.name, strings.Join(group, ","), rep+1, x.Reps)
+					report, err := jobs.Bench(x.Ctx, 2, c.stack.HCL(), args...)
+					if err != nil {
+						return nil, fmt.Errorf("%s %s: %w", b, c.name, err)
 					}
-					if err := json.Unmarshal(firstJSON(raw), &rep); err != nil {
-						return nil, fmt.Errorf("%s %s: no report in %q: %w", b, c.name, raw, err)
-					}
-					for _, row := range rep.Rows {
+					for _, row := range report.Rows {
 						size, _ := row["size"].(float64)
 						v, ok := row[benchField[b]].(float64)
 						if !ok {
@@ -193,26 +209,6 @@ func (x *exp) bench(configs []config, benches []string) (curves, error) {
 		}
 	}
 	return out, nil
-}
-
-// progress is where progress lines go: stderr-like, not the tables.
-func (x *exp) progress() io.Writer { return progressOut }
-
-// progressOut receives progress lines (cmd sets it to stderr).
-var progressOut io.Writer = io.Discard
-
-// SetProgress sends progress lines to w.
-func SetProgress(w io.Writer) { progressOut = w }
-
-// firstJSON returns the first line of out that starts a JSON object (the
-// launcher may print other lines).
-func firstJSON(out []byte) []byte {
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "{") {
-			return []byte(line)
-		}
-	}
-	return out
 }
 
 func sizeName(n int) string { return core.FormatSize(int64(n)) }
@@ -244,7 +240,7 @@ func (x *exp) equal() error {
 	if err != nil {
 		return err
 	}
-	w := x.w
+	w := x.Out
 	fmt.Fprintf(w, "== equal: one rail vs two rails of 1GB/s (Figs. 5, 7, 8); two rails: even striping of RDMA data >= 64KiB, round robin below\n")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "", "latency", "(us)", "", "bandwidth", "(MB/s)", "", "bidir bw", "(MB/s)", "")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "size", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1")
@@ -304,7 +300,7 @@ func (x *exp) fourByOne() error {
 	if err != nil {
 		return err
 	}
-	w := x.w
+	w := x.Out
 	fmt.Fprintf(w, "== 4x1x: a 4x rail (1GB/s) and a 1x rail (250MB/s): even vs weighted 4:1 vs adaptive striping (Figs. 17-19)\n")
 	fmt.Fprintf(w, "adaptive starts from equal weights and is not told the rates; alpha 0.5, W_total 100\n")
 	titles := map[string]string{"latency": "latency (us)", "bw": "bandwidth (MB/s)", "bibw": "bidirectional bandwidth (MB/s)"}
@@ -323,18 +319,14 @@ func (x *exp) fourByOne() error {
 		}
 	}
 	// The weights adaptive striping reaches in a stream of 1 MiB messages.
-	dur := "3s"
+	dur := 3 * time.Second
 	if x.Quick {
-		dur = "1s"
+		dur = time.Second
 	}
-	fmt.Fprintf(x.progress(), "multirail: adaptive weights, %s stream\n", dur)
-	raw, err := x.Run(x.ctx, adaptive.stack.HCL(), []string{"experiment", "multirail", "rank", "--size", "1MiB", "--window", "16", "--duration", dur, "--interval", "100ms"})
+	x.Begin("multirail: adaptive weights, %s stream", dur)
+	st, err := x.stream(adaptive.stack, StreamOptions{Size: 1 << 20, Window: 16, Duration: dur, Interval: 100 * time.Millisecond})
 	if err != nil {
-		return err
-	}
-	var st StreamReport
-	if err := json.Unmarshal(firstJSON(raw), &st); err != nil {
-		return fmt.Errorf("adaptive stream: %w in %q", err, raw)
+		return fmt.Errorf("adaptive stream: %w", err)
 	}
 	big := func(b string) (float64, float64) {
 		var a, wt float64

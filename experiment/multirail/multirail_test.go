@@ -13,21 +13,28 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/experiment"
 )
 
 // Every stack the experiments run is one `gobtl config check` accepts.
 func TestTheExperimentsStacksLoad(t *testing.T) {
 	var stacks []string
-	x := &exp{Options: Options{Tag: "t", Reps: 1}}
-	run := func(_ context.Context, stack string, args []string) ([]byte, error) {
-		stacks = append(stacks, stack)
-		return nil, fmt.Errorf("not run")
+	// A "gobtl" that fails every job: each step stops at its first run,
+	// whose error carries the stack.
+	jobs, err := experiment.NewLauncher("/bin/false")
+	if err != nil {
+		t.Fatal(err)
 	}
-	x.Run = run
-	x.ctx = context.Background()
-	x.w = &bytes.Buffer{}
+	defer jobs.Close()
+	x := &exp{Options: Options{Tag: "t", Reps: 1}, Env: &experiment.Env{Ctx: context.Background(), Out: &bytes.Buffer{}, Jobs: jobs}}
 	for _, f := range []func() error{x.equal, x.fourByOne, x.window} {
-		f() // stops at the first run; the stack is recorded
+		err := f()
+		_, stack, ok := strings.Cut(fmt.Sprint(err), "stack:\n")
+		stack, _, ok2 := strings.Cut(stack, "\ncommand: ")
+		if !ok || !ok2 {
+			t.Fatalf("a failed job's error does not carry its stack: %v", err)
+		}
+		stacks = append(stacks, stack)
 	}
 	pol, params := striping("adaptive_striping", nil)
 	stacks = append(stacks,

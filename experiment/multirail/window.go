@@ -1,9 +1,9 @@
 package multirail
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 )
 
 // windowDelay is the extra latency of the slow rail.
@@ -21,17 +21,24 @@ type windowRow struct {
 	rate  float64 // messages per second
 }
 
+// windows are the W of the window experiment (then binding).
+func (x *exp) windows() []int {
+	if x.Quick {
+		return []int{1, 16, 256}
+	}
+	return []int{1, 4, 16, 64, 256, 1024}
+}
+
 // window: window round robin over a fast and a slow rail; out-of-order
 // arrivals fall as W grows (§4.4).
 func (x *exp) window() error {
 	rails := []Rail{{Name: "fast", Rate: rate4x}, {Name: "slow", Rate: rate4x, Delay: windowDelay}}
 	count := 50000
-	ws := []int{1, 4, 16, 64, 256, 1024}
 	if x.Quick {
-		count, ws = 10000, []int{1, 16, 256}
+		count = 10000
 	}
 	var rows []windowRow
-	for _, wv := range append(ws, 0) {
+	for _, wv := range append(x.windows(), 0) {
 		st := Stack{Rails: rails, Policy: "window_round_robin", Params: map[string]string{"small": `"window_round_robin"`, "window": fmt.Sprint(wv)}}
 		label := fmt.Sprintf("W=%d", wv)
 		if wv == 0 {
@@ -40,14 +47,10 @@ func (x *exp) window() error {
 		var oooRuns []float64
 		best := windowRow{label: label, w: wv}
 		for rep := 0; rep < x.Reps; rep++ {
-			fmt.Fprintf(x.progress(), "multirail: window, %s, run %d of %d\n", label, rep+1, x.Reps)
-			raw, err := x.Run(x.ctx, st.HCL(), []string{"experiment", "multirail", "rank", "--size", "64", "--window", fmt.Sprint(streamWindow), "--count", fmt.Sprint(count)})
+			x.Begin("multirail: window, %s, run %d of %d", label, rep+1, x.Reps)
+			sr, err := x.stream(st, StreamOptions{Size: 64, Window: streamWindow, Count: count, Interval: 100 * time.Millisecond})
 			if err != nil {
-				return err
-			}
-			var sr StreamReport
-			if err := json.Unmarshal(firstJSON(raw), &sr); err != nil {
-				return fmt.Errorf("%s: %w in %q", label, err, raw)
+				return fmt.Errorf("%s: %w", label, err)
 			}
 			// Both ranks receive (data on 1, acks and control on 0).
 			var ooo float64
@@ -65,7 +68,7 @@ func (x *exp) window() error {
 		best.ooo = oooRuns[len(oooRuns)/2]
 		rows = append(rows, best)
 	}
-	w := x.w
+	w := x.Out
 	fmt.Fprintf(w, "== window: window round robin over a fast rail and a slow one (+%s per packet), %d messages of 64 B\n", windowDelay, count)
 	fmt.Fprintf(w, "out-of-order arrivals are the pml.out_of_order counters of both ranks (median of the runs); the stream\n")
 	fmt.Fprintf(w, "posts %d messages at a time (after a control message) and waits for an ack, so the slow rail\n", streamWindow)

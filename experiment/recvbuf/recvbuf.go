@@ -13,10 +13,62 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/pml"
 	"github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 	"github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 )
+
+// Experiment is `gobtl experiment recvbuf`; its ranks are goroutines.
+var Experiment = experiment.Register(&experiment.Experiment{
+	Name:  "recvbuf",
+	Short: "receive-buffer utilization of per-peer buffers vs B-SRQ over ib/softrc (seed 002 §4)",
+	Long: `Recvbuf runs an MG-like workload (halo exchanges over a 3-D grid of ranks,
+message sizes halving per multigrid level, an 8-byte allreduce per cycle) over
+the ib BTL on softrc with Open MPI 1.2's per-peer 4KiB/32KiB buffers and with
+B-SRQ, and prints buffer utilization (frame size / buffer size), registered
+receive memory per process and time. The ranks run in this process, each on
+its own softrc HCA.`,
+})
+
+// Options configure the experiment; zero fields take the defaults.
+type Options struct {
+	// Ranks are the job sizes (default 8 and 16).
+	Ranks []int
+	// Cycles are the V-cycles timed, after one to wire up (default 20).
+	Cycles int
+}
+
+// New sets the experiment up to run in env: for each job size, the
+// per-peer layout, B-SRQ, and B-SRQ with a small slab that grows.
+func New(env *experiment.Env, o Options) *experiment.Plan {
+	if len(o.Ranks) == 0 {
+		o.Ranks = []int{8, 16}
+	}
+	if o.Cycles <= 0 {
+		o.Cycles = 20
+	}
+	layouts := append(append([]Layout(nil), Layouts...), SmallSlab)
+	run := func() error {
+		var rs []RecvbufResult
+		for _, n := range o.Ranks {
+			if n < 2 {
+				return fmt.Errorf("%d ranks: want at least 2", n)
+			}
+			for _, l := range layouts {
+				env.Begin("recvbuf: %d ranks, %s ...", n, l.Name)
+				r, err := RunRecvbuf(env.Ctx, n, o.Cycles, l)
+				if err != nil {
+					return fmt.Errorf("%d ranks, %s: %w", n, l.Name, err)
+				}
+				rs = append(rs, r)
+			}
+		}
+		PrintRecvbuf(env.Out, rs)
+		return nil
+	}
+	return &experiment.Plan{Name: "recvbuf", Steps: []experiment.Step{{Name: "recvbuf", Runs: len(o.Ranks) * len(layouts), Run: run}}}
+}
 
 // The receive-buffer experiment of seed 002 §4: the same workload over
 // per-peer fixed 4 KiB and 32 KiB buffers (Open MPI 1.2's default) and
