@@ -1,9 +1,10 @@
 // Package conformance is the suite every policy plugin must pass, run by
-// `gobtl plugins verify PATH` and, for a third party's own plugin, from
-// go test:
+// `gobtl plugins verify PATH` (Verify, a plain library: it returns a
+// Report) and, for a third party's own plugin, from go test through
+// package conformancetest:
 //
 //	func TestMyPolicyConforms(t *testing.T) {
-//		conformance.Test(t, "./bin/mypolicy", conformance.Options{})
+//		conformancetest.Run(t, "./bin/mypolicy", conformance.Options{})
 //	}
 //
 // For each policy kind the plugin serves, the suite starts the plugin
@@ -42,7 +43,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
@@ -124,28 +124,6 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintln(w, "ok")
 	} else {
 		fmt.Fprintln(w, "FAIL")
-	}
-}
-
-// Test runs the suite as subtests of t.
-func Test(t *testing.T, path string, o Options) {
-	t.Helper()
-	r, err := Verify(context.Background(), path, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, res := range r.Results {
-		res := res
-		t.Run(res.Name, func(t *testing.T) {
-			switch {
-			case res.Err != nil:
-				t.Error(res.Err)
-			case res.Skip:
-				t.Skip(res.Detail)
-			default:
-				t.Log(res.Detail)
-			}
-		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins/conformance"
+	"github.com/gobtl/gobtl/plugins/conformance/conformancetest"
 )
 
 func newTestAIMD(t *testing.T, info core.FlowInfo) (*aimd, core.FlowSetup) {
@@ -63,5 +64,5 @@ func TestAIMDConforms(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	conformance.Test(t, bin, conformance.Options{Events: 5000})
+	conformancetest.Run(t, bin, conformance.Options{Events: 5000})
 }
