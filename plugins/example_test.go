@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // TestTheExamplePluginBuildsOnItsOwnAndRuns builds examples/plugins/aimd
@@ -15,7 +15,7 @@ import (
 // block that sets a parameter of the plugin's own schema.
 func TestTheExamplePluginBuildsOnItsOwnAndRuns(t *testing.T) {
 	dir := t.TempDir()
-	if err := testbuild.Go("../examples/plugins/aimd", filepath.Join(dir, "aimd"), "."); err != nil {
+	if err := mptest.Build("../examples/plugins/aimd", filepath.Join(dir, "aimd"), "."); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := SchemaIn(core.KindFlowControl, "aimd", "", dir, "")

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/rs/zerolog"
 )
 
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := testbuild.Go("", dir+string(filepath.Separator), "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto"); err != nil {
+	if err := mptest.Build("", dir+string(filepath.Separator), "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

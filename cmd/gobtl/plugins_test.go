@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // buildTestPolicy builds gobtl's test policy plugin into a fresh directory.
@@ -13,7 +13,7 @@ func buildTestPolicy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "testpolicy")
-	if err := testbuild.Go("", bin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
+	if err := mptest.Build("", bin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
 		t.Fatal(err)
 	}
 	return bin

@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // TestEveryBuiltinPluginConforms builds every plugins/<name> wrapper of a
 // built-in policy and runs the suite on it, as `gobtl plugins verify`
 // would.
 func TestEveryBuiltinPluginConforms(t *testing.T) {
-	mains, err := testbuild.Mains("..", "*/main.go")
+	mains, err := mptest.Mains("..", "*/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestEveryBuiltinPluginConforms(t *testing.T) {
 		t.Skip("no built-in policy plugin wrappers")
 	}
 	dir := t.TempDir()
-	if err := testbuild.Go("..", dir+string(filepath.Separator), mains...); err != nil {
+	if err := mptest.Build("..", dir+string(filepath.Separator), mains...); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range mains {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 var testpolicy string
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testpolicy = filepath.Join(dir, "testpolicy")
-	if err := testbuild.Go("", testpolicy, "../internal/testplugins/testpolicy"); err != nil {
+	if err := mptest.Build("", testpolicy, "../internal/testplugins/testpolicy"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 var pluginDir string
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pluginDir = dir
-	if err := testbuild.Go("", dir+string(filepath.Separator), "../../plugins/adaptive_striping"); err != nil {
+	if err := mptest.Build("", dir+string(filepath.Separator), "../../plugins/adaptive_striping"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/internal/testbuild"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 var (
@@ -41,17 +41,17 @@ func TestMain(m *testing.M) {
 	}
 	testpolicyBin = filepath.Join(dir, "testpolicy")
 	gobtlBin = filepath.Join(dir, "gobtl")
-	if err := testbuild.Go("", dir+string(filepath.Separator), "../../plugins/internal/testplugins/testpolicy", "../../cmd/gobtl"); err != nil {
+	if err := mptest.Build("", dir+string(filepath.Separator), "../../plugins/internal/testplugins/testpolicy", "../../cmd/gobtl"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	mains, _ := testbuild.Mains("../../plugins", "*/main.go")
+	mains, _ := mptest.Mains("../../plugins", "*/main.go")
 	builtinDir = filepath.Join(dir, "builtin")
 	for _, m := range mains {
 		builtins = append(builtins, filepath.Base(m))
 	}
 	if len(mains) > 0 {
-		if err := testbuild.Go("../../plugins", builtinDir+string(filepath.Separator), mains...); err != nil {
+		if err := mptest.Build("../../plugins", builtinDir+string(filepath.Separator), mains...); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -1,0 +1,128 @@
+// Package mptest is the harness of gobtl's multi-process tests, and the
+// helpers every test of messages shares.
+//
+// A package whose ranks are processes makes its test binary double as
+// its rank program: its TestMain is Main, with the roles a rank can play,
+// and a test starts a Job — n ranks of the test binary in one role, under
+// the launcher (package launch, what `gobtl run` runs), with the
+// bootstrap, a stack file and a fresh job id of the launcher's, so that
+// two test runs on one host never share a socket or a /dev/shm name. A
+// job has a deadline: a rank that cannot get what it needs ends the job,
+// and a job that hangs is stopped and fails its test at once, instead of
+// holding the test binary until go test's own timeout. Tests of the gobtl
+// command itself get it from Gobtl, built once per test binary.
+//
+// Fill and Check are the one payload every test's messages carry, and
+// Until the one wait with a deadline.
+//
+// The harness imports testing: it is linked into tests only.
+package mptest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/launch"
+)
+
+// EnvRole names the role a rank of a Job plays; Main runs it.
+const EnvRole = "GOBTL_MPTEST_ROLE"
+
+// Main is the TestMain of a package whose test binary is also its rank
+// program: a process started as a rank (EnvRole set) plays its role and
+// exits with the role's status; otherwise Main runs the tests and removes
+// what the harness built for them.
+func Main(m *testing.M, roles map[string]func() int) {
+	if role := os.Getenv(EnvRole); role != "" {
+		f, ok := roles[role]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "mptest: this test binary has no role %q\n", role)
+			os.Exit(99)
+		}
+		os.Exit(f())
+	}
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// DefaultTimeout bounds a Job that sets no Timeout.
+const DefaultTimeout = 2 * time.Minute
+
+// Job is NP ranks of this test binary playing Role.
+type Job struct {
+	NP   int
+	Role string
+	// Stack is the stack file the ranks' gobtl.Init reads ("": the
+	// default stack).
+	Stack string
+	// Env is added to every rank's environment.
+	Env []string
+	// Wrap is a command line each rank runs under, the test binary last
+	// (a shell that enters a network namespace, say).
+	Wrap []string
+	// Timeout stops the job and fails the test (DefaultTimeout when 0,
+	// and never past the test's own deadline).
+	Timeout time.Duration
+}
+
+// Result is how a job ended and what its ranks printed.
+type Result struct {
+	launch.Result
+	// Stdout holds the ranks' standard output; Stderr theirs and the
+	// launcher's report ("gobtl run: rank 1 ... was killed by signal 9").
+	Stdout, Stderr string
+	Took           time.Duration
+}
+
+// Failed says whether a rank failed or the job was stopped.
+func (r Result) Failed() bool { return r.Status != 0 }
+
+// String is everything the job printed, for a failure message.
+func (r Result) String() string {
+	return fmt.Sprintf("status %d after %v\nstdout:\n%s\nstderr:\n%s", r.Status, r.Took.Round(time.Millisecond), r.Stdout, r.Stderr)
+}
+
+// Run starts the job and waits for it to end. It fails t when the job
+// could not start or ran into its timeout; how the ranks ended is for the
+// test to judge.
+func (j Job) Run(t testing.TB) Result {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := j.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		// Leave the test time to report what the job said.
+		if end, ok := d.Deadline(); ok {
+			timeout = min(timeout, time.Until(end)-5*time.Second)
+		}
+	}
+	args := append(append([]string(nil), j.Wrap...), self)
+	var stdout, stderr bytes.Buffer
+	cfg := launch.Config{
+		NP: j.NP, Prog: args[0], Args: args[1:], StackFile: j.Stack, Timeout: timeout,
+		Env:    append([]string{EnvRole + "=" + j.Role}, j.Env...),
+		Stdout: &stdout, Stderr: &stderr,
+	}
+	start := time.Now()
+	res, err := launch.Run(context.Background(), cfg)
+	r := Result{Result: res, Stdout: stdout.String(), Stderr: stderr.String(), Took: time.Since(start)}
+	if err != nil {
+		t.Fatalf("mptest: the launcher failed: %v\n%s", err, r)
+	}
+	if res.Status == launch.StatusTimeout {
+		t.Fatalf("mptest: job %s of %d ranks ran into its %v timeout\n%s", j.Role, j.NP, timeout, r)
+	}
+	return r
+}
