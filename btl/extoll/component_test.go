@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 )
@@ -35,6 +36,7 @@ func TestComponentOpensFromParams(t *testing.T) {
 	}
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
+	job := mptest.JobID()
 	var mods []core.Module
 	for r := range 2 {
 		p := core.MustParams(c.Params)
@@ -43,7 +45,7 @@ func TestComponentOpensFromParams(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ms, err := c.OpenBTL(core.BTLEnv{Instance: "x", Params: p, Boot: &boot{s: store, rank: r, size: 2, job: t.Name()}, Clock: core.SystemClock, Metrics: core.NewMetrics()})
+		ms, err := c.OpenBTL(core.BTLEnv{Instance: "x", Params: p, Boot: &boot{s: store, rank: r, size: 2, job: job}, Clock: core.SystemClock, Metrics: core.NewMetrics()})
 		if err != nil {
 			t.Fatal(err)
 		}

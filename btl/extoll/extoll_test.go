@@ -16,6 +16,7 @@ import (
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/btl/extoll/softnic"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
 	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 	extollstatic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
@@ -67,10 +68,11 @@ func ranks(t *testing.T, n, perPeer int, pol policyFor, mod func(*Config)) ([]*p
 	t.Helper()
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
+	job := mptest.JobID()
 	mods := make([]*Module, n)
 	for r := range n {
 		cfg := Config{
-			Rank: r, Size: n, JobID: t.Name(), Slots: perPeer * n, Policy: pol(), Piggyback: true,
+			Rank: r, Size: n, JobID: job, Slots: perPeer * n, Policy: pol(), Piggyback: true,
 			Device: softnic.Config{
 				Dir: dir, StallTimeout: 10 * time.Second,
 				Resolve: func(ctx context.Context, rank int) (softnic.Addr, error) {
@@ -152,12 +154,9 @@ func parallel(t *testing.T, comms []*pml.Comm, f func(c *pml.Comm) error, barrie
 	}
 }
 
+// pattern is message i from src to dst, n bytes of the tests' payload.
 func pattern(src, dst, i, n int) []byte {
-	b := make([]byte, n)
-	for j := range b {
-		b[j] = byte(src*31 + dst*7 + i + j)
-	}
-	return b
+	return mptest.Fill(make([]byte, n), uint64(src)<<40|uint64(dst)<<20|uint64(i))
 }
 
 // Every rank sends to every rank messages of sizes across the eager and

@@ -5,124 +5,85 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
+	bootstrap "github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
 )
 
-// fileBoot is a bootstrap through files in a directory, for ranks that are
-// processes started by the test itself (no launcher needed).
-type fileBoot struct {
-	dir        string
-	rank, size int
-	fences     atomic.Int32
-}
+// The test binary is also the rank program of TestRanksThatAreProcesses.
+func TestMain(m *testing.M) { mptest.Main(m, map[string]func() int{"exchange": exchangeRank}) }
 
-func (b *fileBoot) Rank() int     { return b.rank }
-func (b *fileBoot) Size() int     { return b.size }
-func (b *fileBoot) JobID() string { return filepath.Base(b.dir) }
-
-func (b *fileBoot) Put(key string, v []byte) error {
-	tmp := filepath.Join(b.dir, fmt.Sprintf(".%d.%s", b.rank, key))
-	if err := os.WriteFile(tmp, v, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(b.dir, fmt.Sprintf("%d.%s", b.rank, key)))
-}
-
-func (b *fileBoot) Fence(ctx context.Context) error {
-	f := b.fences.Add(1)
-	if err := os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("fence%d.%d", f, b.rank)), nil, 0o644); err != nil {
-		return err
-	}
-	for r := range b.size {
-		for {
-			if _, err := os.Stat(filepath.Join(b.dir, fmt.Sprintf("fence%d.%d", f, r))); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
-
-func (b *fileBoot) Get(_ context.Context, rank int, key string) ([]byte, error) {
-	return os.ReadFile(filepath.Join(b.dir, fmt.Sprintf("%d.%s", rank, key)))
-}
-
-// Ranks that are separate processes exchange messages of every size over
-// each transport: mailboxes mapped from /dev/shm, and TCP.
+// Ranks that are separate processes, started by the launcher, exchange
+// messages of every size over each transport: mailboxes mapped from
+// /dev/shm, and TCP. Every job has a job id of its own, so two test runs
+// on one host do not meet in /dev/shm or on a socket.
 func TestRanksThatAreProcesses(t *testing.T) {
-	if os.Getenv("EXTOLL_CHILD_DIR") != "" {
-		t.Skip("child")
-	}
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
 	for _, tc := range []struct{ transport, policy string }{{"shm", "extoll_dynamic"}, {"tcp", "extoll_static"}} {
 		t.Run(tc.transport+"/"+tc.policy, func(t *testing.T) {
 			const n = 4
-			dir := t.TempDir()
-			procs := make([]*exec.Cmd, n)
-			outs := make([]*bytes.Buffer, n)
-			for r := range n {
-				c := exec.Command(os.Args[0], "-test.run", "^TestChildRank$", "-test.v")
-				outs[r] = new(bytes.Buffer)
-				c.Stdout, c.Stderr = outs[r], outs[r]
-				c.Env = append(os.Environ(), "EXTOLL_CHILD_DIR="+dir, "EXTOLL_CHILD_RANK="+strconv.Itoa(r),
-					"EXTOLL_CHILD_SIZE="+strconv.Itoa(n), "EXTOLL_CHILD_TRANSPORT="+tc.transport, "EXTOLL_CHILD_POLICY="+tc.policy)
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
-				procs[r] = c
-			}
-			for r, c := range procs {
-				if err := c.Wait(); err != nil {
-					t.Errorf("rank %d: %v\n%s", r, err, outs[r])
-				} else if !bytes.Contains(outs[r].Bytes(), []byte("--- PASS: TestChildRank")) {
-					t.Errorf("rank %d did not run:\n%s", r, outs[r])
-				}
+			res := mptest.Job{NP: n, Role: "exchange", Timeout: time.Minute,
+				Env: []string{"EXTOLL_TEST_TRANSPORT=" + tc.transport, "EXTOLL_TEST_POLICY=" + tc.policy}}.Run(t)
+			if res.Failed() || strings.Count(res.Stdout, " exchanged ") != n {
+				t.Fatalf("not every rank exchanged its messages:\n%s", res)
 			}
 		})
 	}
 }
 
-// TestChildRank is one rank of TestRanksThatAreProcesses.
-func TestChildRank(t *testing.T) {
-	dir := os.Getenv("EXTOLL_CHILD_DIR")
-	if dir == "" {
-		t.Skip("run by TestRanksThatAreProcesses")
+// exchangeRank is one rank of TestRanksThatAreProcesses: every rank sends
+// every rank messages of every size class, all in flight at once.
+func exchangeRank() int {
+	if err := exchange(); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %s: %v\n", os.Getenv(bootstrap.EnvRank), err)
+		return 1
 	}
-	rank, _ := strconv.Atoi(os.Getenv("EXTOLL_CHILD_RANK"))
-	size, _ := strconv.Atoi(os.Getenv("EXTOLL_CHILD_SIZE"))
-	boot := &fileBoot{dir: dir, rank: rank, size: size}
+	return 0
+}
+
+func exchange() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, _, err := bootstrap.FromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	rank, size := b.Rank(), b.Size()
 	comp, _ := core.Lookup(core.KindBTL, Name)
 	p := core.MustParams(comp.Params)
-	p.SetText("transport", os.Getenv("EXTOLL_CHILD_TRANSPORT"))
-	p.SetText("slots_per_peer", "16")
-	pc, _ := core.Lookup(core.KindFlowControl, os.Getenv("EXTOLL_CHILD_POLICY"))
+	if err := p.SetText("transport", os.Getenv("EXTOLL_TEST_TRANSPORT")); err != nil {
+		return err
+	}
+	if err := p.SetText("slots_per_peer", "16"); err != nil {
+		return err
+	}
+	pc, ok := core.Lookup(core.KindFlowControl, os.Getenv("EXTOLL_TEST_POLICY"))
+	if !ok {
+		return fmt.Errorf("no flow_control policy %q", os.Getenv("EXTOLL_TEST_POLICY"))
+	}
 	pol, err := pc.NewPolicy(core.MustParams(pc.Params))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	mods, err := comp.OpenBTL(core.BTLEnv{Instance: "p", Params: p, Boot: boot, Clock: core.SystemClock,
+	mods, err := comp.OpenBTL(core.BTLEnv{Instance: "p", Params: p, Boot: b, Clock: core.SystemClock,
 		Metrics: core.NewMetrics(), FlowControl: pol.(core.FlowControl)})
 	if err != nil {
-		t.Fatal(err)
+		return err
+	}
+	// The modex: every rank's address is published before any connects.
+	if err := b.Fence(ctx); err != nil {
+		return err
 	}
 	c, err := pml.New(rank, size, mods, pml.Options{})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer c.Close()
 	sizes := []int{0, 7, 2048, 3000, 1 << 20}
@@ -130,11 +91,11 @@ func TestChildRank(t *testing.T) {
 	bufs := map[[2]int][]byte{}
 	for peer := range size {
 		for i, sz := range sizes {
-			b := make([]byte, sz)
-			bufs[[2]int{peer, i}] = b
-			r, err := c.Irecv(b, peer, i)
+			buf := make([]byte, sz)
+			bufs[[2]int{peer, i}] = buf
+			r, err := c.Irecv(buf, peer, i)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			reqs = append(reqs, r)
 		}
@@ -143,20 +104,22 @@ func TestChildRank(t *testing.T) {
 		for i, sz := range sizes {
 			r, err := c.Isend(pattern(rank, peer, i, sz), peer, i)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			reqs = append(reqs, r)
 		}
 	}
 	if err := c.Waitall(reqs); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	for k, b := range bufs {
-		if !bytes.Equal(b, pattern(k[0], rank, k[1], len(b))) {
-			t.Fatalf("message %d from rank %d corrupt", k[1], k[0])
+	for k, buf := range bufs {
+		if !bytes.Equal(buf, pattern(k[0], rank, k[1], len(buf))) {
+			return fmt.Errorf("message %d from rank %d corrupt", k[1], k[0])
 		}
 	}
 	if err := c.Barrier(); err != nil {
-		t.Fatal(err)
+		return err
 	}
+	fmt.Printf("rank %d exchanged %d messages\n", rank, len(bufs))
+	return nil
 }

@@ -126,3 +126,8 @@ func (j Job) Run(t testing.TB) Result {
 	}
 	return r
 }
+
+// JobID is a job id no other job on the host has, for a test that opens
+// transports itself: their sockets and /dev/shm files are named after
+// it, and a name two test runs share makes the second fail to bind.
+func JobID() string { return "t" + launch.NewJobID() }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // job opens size devices in this process, each pretending to be a rank,
@@ -22,10 +23,11 @@ func job(t *testing.T, size, slots int, mod func(*Config)) []*Device {
 	var mu sync.Mutex
 	addrs := map[int]Addr{}
 	dir := t.TempDir()
+	id := mptest.JobID()
 	devs := make([]*Device, size)
 	for r := range devs {
 		cfg := Config{
-			Rank: r, Size: size, JobID: t.Name(), Name: "x", Slots: slots, Dir: dir,
+			Rank: r, Size: size, JobID: id, Name: "x", Slots: slots, Dir: dir,
 			Resolve: func(ctx context.Context, rank int) (Addr, error) {
 				mu.Lock()
 				defer mu.Unlock()
