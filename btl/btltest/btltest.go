@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/rs/zerolog"
 )
 
@@ -168,15 +169,10 @@ func (j *job) progress() int {
 	return n
 }
 
-// until polls every module until cond holds or the timeout passes.
+// until progresses every module until cond holds or the timeout passes.
 func (j *job) until(what string, cond func() bool) {
 	j.t.Helper()
-	deadline := time.Now().Add(j.cfg.Timeout)
-	for !cond() {
-		if j.progress() == 0 && time.Now().After(deadline) {
-			j.t.Fatalf("btltest: timed out after %v waiting for %s", j.cfg.Timeout, what)
-		}
-	}
+	mptest.Until(j.t, "btltest: "+what, j.cfg.Timeout, cond, j.progress)
 }
 
 // send retries on ErrNoResources, progressing in between.
@@ -216,19 +212,6 @@ func (j *job) record() [][]received {
 		}
 	}
 	return got
-}
-
-// pattern fills b with bytes that depend on seed, so that a frame delivered
-// with another frame's payload, or shifted, is caught.
-func pattern(b []byte, seed uint64) []byte {
-	x := seed*0x9E3779B97F4A7C15 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
 }
 
 func testAttrs(t *testing.T, cfg Config) {
@@ -325,7 +308,7 @@ func testEverySize(t *testing.T, cfg Config) {
 	max := j.mods[0].Attrs().MaxSendSize
 	buf := make([]byte, max)
 	for i, n := range sizesUpTo(max) {
-		data := pattern(buf[:n], uint64(n))
+		data := mptest.Fill(buf[:n], uint64(n))
 		split := min(n, i%41) // the pre segment: none, part, or all
 		h := core.Header{Type: frameType, Context: uint32(n), Tag: int32(-n), PSN: uint32(i), Src: 0}
 		j.send(0, 1, h, data[:split], data[split:])
@@ -376,7 +359,7 @@ func testOrder(t *testing.T, cfg Config) {
 			for k := rng.IntN(16); k >= 0 && sent[from] < perSender; k-- {
 				seq := sent[from]
 				n := randomSize(rng, a)
-				data := pattern(buf[:n], uint64(from)<<32|uint64(seq))
+				data := mptest.Fill(buf[:n], uint64(from)<<32|uint64(seq))
 				j.send(from, 1, core.Header{Type: frameType, Src: int32(from), PSN: uint32(seq), Tag: int32(n)}, nil, data)
 				sent[from]++
 			}
@@ -391,7 +374,7 @@ func testOrder(t *testing.T, cfg Config) {
 		if f.h.PSN != uint32(next[from]) {
 			t.Fatalf("from rank %d: frame %d arrived when %d was next", from, f.h.PSN, next[from])
 		}
-		if want := pattern(check[:f.h.Tag], uint64(from)<<32|uint64(f.h.PSN)); !bytes.Equal(f.payload, want) {
+		if want := mptest.Fill(check[:f.h.Tag], uint64(from)<<32|uint64(f.h.PSN)); !bytes.Equal(f.payload, want) {
 			t.Fatalf("from rank %d: frame %d (%d bytes) has the wrong payload", from, f.h.PSN, f.h.Tag)
 		}
 		next[from]++
@@ -444,7 +427,7 @@ func testBackPressure(t *testing.T, cfg Config) {
 		// Only the sender progresses: the receiver is busy elsewhere.
 		var pushed error
 		for bytesSent := 0; bytesSent < 1<<30 && sent < 1<<22; bytesSent += n + core.HeaderSize {
-			err := ep.Send(core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, pattern(data, uint64(sent)), 0)
+			err := ep.Send(core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, mptest.Fill(data, uint64(sent)), 0)
 			if err != nil {
 				pushed = err
 				break
@@ -459,11 +442,11 @@ func testBackPressure(t *testing.T, cfg Config) {
 		// The receiver resumes; the rest goes through.
 		total := sent + 200
 		for ; sent < total; sent++ {
-			j.send(0, 1, core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, pattern(data, uint64(sent)))
+			j.send(0, 1, core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, mptest.Fill(data, uint64(sent)))
 		}
 		j.until("the frames sent under back-pressure", func() bool { return len(got[1]) == total })
 		for i, f := range got[1] {
-			if f.h.PSN != uint32(i) || !bytes.Equal(f.payload, pattern(data, uint64(i))) {
+			if f.h.PSN != uint32(i) || !bytes.Equal(f.payload, mptest.Fill(data, uint64(i))) {
 				t.Fatalf("%d-byte frames: frame %d arrived as %d or with a wrong payload", n, i, f.h.PSN)
 			}
 		}
@@ -539,7 +522,7 @@ func testRDMA(t *testing.T, cfg Config) {
 			off = rng.IntN(remoteLen - n)
 		}
 		if a.Caps.Has(core.CapGet) {
-			pattern(remote, uint64(i))
+			mptest.Fill(remote, uint64(i))
 			clear(local)
 			before := c.done
 			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}
@@ -550,7 +533,7 @@ func testRDMA(t *testing.T, cfg Config) {
 			}
 		}
 		if a.Caps.Has(core.CapPut) {
-			pattern(local[:n], uint64(i)+100)
+			mptest.Fill(local[:n], uint64(i)+100)
 			clear(remote)
 			before := c.done
 			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}

@@ -16,7 +16,7 @@ import (
 )
 
 // The test binary is also the rank program of TestRanksThatAreProcesses.
-func TestMain(m *testing.M) { mptest.Main(m, map[string]func() int{"exchange": exchangeRank}) }
+func TestMain(m *testing.M) { mptest.Main(m, map[string]func() int{"exchange": exchangeRank}, nil) }
 
 // Ranks that are separate processes, started by the launcher, exchange
 // messages of every size over each transport: mailboxes mapped from

@@ -21,8 +21,11 @@ package mptest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -34,9 +37,10 @@ const EnvRole = "GOBTL_MPTEST_ROLE"
 
 // Main is the TestMain of a package whose test binary is also its rank
 // program: a process started as a rank (EnvRole set) plays its role and
-// exits with the role's status; otherwise Main runs the tests and removes
-// what the harness built for them.
-func Main(m *testing.M, roles map[string]func() int) {
+// exits with the role's status. Otherwise Main runs setup, if not nil
+// (building what the tests start, say), then the tests, then the cleanup
+// setup returned, and removes what the harness built.
+func Main(m *testing.M, roles map[string]func() int, setup func() (cleanup func(), err error)) {
 	if role := os.Getenv(EnvRole); role != "" {
 		f, ok := roles[role]
 		if !ok {
@@ -45,7 +49,17 @@ func Main(m *testing.M, roles map[string]func() int) {
 		}
 		os.Exit(f())
 	}
+	cleanup := func() {}
+	if setup != nil {
+		c, err := setup()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cleanup = c
+	}
 	code := m.Run()
+	cleanup()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
@@ -70,6 +84,10 @@ type Job struct {
 	// Timeout stops the job and fails the test (DefaultTimeout when 0,
 	// and never past the test's own deadline).
 	Timeout time.Duration
+	// Command starts the job with the gobtl command (`gobtl run`, built
+	// by Gobtl) instead of the launcher package: for tests of the command
+	// itself. Result.Exits is empty then.
+	Command bool
 }
 
 // Result is how a job ended and what its ranks printed.
@@ -109,14 +127,22 @@ func (j Job) Run(t testing.TB) Result {
 		}
 	}
 	args := append(append([]string(nil), j.Wrap...), self)
+	env := append([]string{EnvRole + "=" + j.Role}, j.Env...)
 	var stdout, stderr bytes.Buffer
-	cfg := launch.Config{
-		NP: j.NP, Prog: args[0], Args: args[1:], StackFile: j.Stack, Timeout: timeout,
-		Env:    append([]string{EnvRole + "=" + j.Role}, j.Env...),
-		Stdout: &stdout, Stderr: &stderr,
+	gobtl := ""
+	if j.Command {
+		gobtl = Gobtl(t) // built before the clock starts
 	}
 	start := time.Now()
-	res, err := launch.Run(context.Background(), cfg)
+	var res launch.Result
+	if j.Command {
+		res.Status, err = j.command(gobtl, timeout, env, args, &stdout, &stderr)
+	} else {
+		res, err = launch.Run(context.Background(), launch.Config{
+			NP: j.NP, Prog: args[0], Args: args[1:], StackFile: j.Stack, Timeout: timeout,
+			Env: env, Stdout: &stdout, Stderr: &stderr,
+		})
+	}
 	r := Result{Result: res, Stdout: stdout.String(), Stderr: stderr.String(), Took: time.Since(start)}
 	if err != nil {
 		t.Fatalf("mptest: the launcher failed: %v\n%s", err, r)
@@ -125,6 +151,26 @@ func (j Job) Run(t testing.TB) Result {
 		t.Fatalf("mptest: job %s of %d ranks ran into its %v timeout\n%s", j.Role, j.NP, timeout, r)
 	}
 	return r
+}
+
+// command runs the job with `gobtl run` and returns its exit status.
+func (j Job) command(gobtl string, timeout time.Duration, env, prog []string, stdout, stderr io.Writer) (int, error) {
+	args := []string{"run", "-np", fmt.Sprint(j.NP), "--timeout", timeout.String()}
+	if j.Stack != "" {
+		args = append(args, "-c", j.Stack)
+	}
+	cmd := exec.Command(gobtl, append(append(args, "--"), prog...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), nil
+	case err != nil:
+		return 0, err
+	}
+	return 0, nil
 }
 
 // JobID is a job id no other job on the host has, for a test that opens

@@ -1,7 +1,6 @@
 package ibtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,16 +8,10 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/experiment/recvbuf"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
 	"github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 )
-
-func pattern(b []byte, seed int) []byte {
-	for i := range b {
-		b[i] = byte(seed*131 + i*7 + i>>9)
-	}
-	return b
-}
 
 // exchange sends every size from each rank to the next and checks what
 // arrives, with all receives posted first (expected) or after (unexpected).
@@ -48,7 +41,7 @@ func exchange(c *pml.Comm, sizes []int, preposted bool) error {
 	}
 	var ss []*pml.Request
 	for i, sz := range sizes {
-		s, err := c.Isend(pattern(make([]byte, sz), me*1000+i), to, i)
+		s, err := c.Isend(mptest.Fill(make([]byte, sz), uint64(me*1000+i)), to, i)
 		if err != nil {
 			return err
 		}
@@ -63,8 +56,8 @@ func exchange(c *pml.Comm, sizes []int, preposted bool) error {
 		return err
 	}
 	for i, sz := range sizes {
-		if !bytes.Equal(recvs[i], pattern(make([]byte, sz), from*1000+i)) {
-			return fmt.Errorf("message %d (%d bytes) from rank %d differs", i, sz, from)
+		if err := mptest.Check(recvs[i], uint64(from*1000+i)); err != nil {
+			return fmt.Errorf("message %d (%d bytes) from rank %d: %w", i, sz, from, err)
 		}
 	}
 	return nil

@@ -1,3 +1,7 @@
+// Package mp holds the multi-process tests of the shared-memory stack:
+// real ranks started by the launcher (internal/mptest: the test binary
+// doubles as the rank program), exchanging messages through btl/sm and
+// the PML, and the gobtl command's own `gobtl run` and `gobtl bench`.
 package mp
 
 import (
@@ -22,31 +26,16 @@ import (
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
 )
 
-const envRole = "GOBTL_MPTEST_ROLE"
-
-var gobtlBin string
-
 func TestMain(m *testing.M) {
-	if role := os.Getenv(envRole); role != "" {
-		os.Exit(rankMain(role))
-	}
-	dir, err := os.MkdirTemp("", "gobtl-mptest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gobtlBin = filepath.Join(dir, "gobtl")
-	out, err := exec.Command("go", "build", "-o", gobtlBin, "github.com/gobtl/gobtl/cmd/gobtl").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build gobtl: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	mptest.Main(m, map[string]func() int{
+		"exchange":   rank(exchangeRole),
+		"peer-death": rank(peerDeath),
+		"sigkill":    rank(sigkill),
+	}, nil)
 }
 
 // openComm is how a rank program starts: the same call every gobtl
@@ -91,23 +80,6 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// pattern fills b from seed; the receiver recomputes it to check every byte.
-func pattern(b []byte, seed uint64) []byte {
-	x := seed*0x9E3779B97F4A7C15 | 1
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i], b[i+1], b[i+2], b[i+3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
-		b[i+4], b[i+5], b[i+6], b[i+7] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
-	}
-	for ; i < len(b); i++ {
-		b[i] = byte(x >> (8 * (i & 7)))
-	}
-	return b
-}
-
 // msgSize picks a size from 0 B to max, spread evenly over the powers of
 // two so that every protocol sees traffic: eager, fragments, rendezvous.
 func msgSize(rng *rand.Rand, max int) int {
@@ -128,57 +100,66 @@ func leadingZeros(x uint64) int {
 
 func seedOf(src, dst, k int) uint64 { return uint64(src)<<40 | uint64(dst)<<20 | uint64(k) }
 
-func rankMain(role string) int {
-	c, err := openComm()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "open:", err)
-		return 2
+// rank is a role of the test binary: a rank of a job that opens its
+// communicator as every gobtl program does and announces its job (the
+// tests find its /dev/shm files by it).
+func rank(role func(c *gobtl.Comm) int) func() int {
+	return func() int {
+		c, err := openComm()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "open:", err)
+			return 2
+		}
+		defer c.Close()
+		fmt.Fprintf(os.Stderr, "job %s rank %d pid %d\n", os.Getenv(boot.EnvJobID), c.Rank(), os.Getpid())
+		return role(c)
 	}
-	defer c.Close()
-	fmt.Fprintf(os.Stderr, "job %s rank %d pid %d\n", os.Getenv(boot.EnvJobID), c.Rank(), os.Getpid())
-	switch role {
-	case "exchange":
-		if err := exchange(c); err != nil {
-			fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
-			return 1
-		}
-		return 0
-	case "peer-death":
-		// Rank 1 dies while rank 0 waits for a message from it; rank 0
-		// outlives the launcher's SIGTERM long enough to see its receive
-		// fail with ErrPeerLost (sm notices through rank 1's pidfd).
-		signal.Ignore(syscall.SIGTERM)
-		if err := c.Barrier(); err != nil {
-			return 3
-		}
-		if c.Rank() == 1 {
+}
+
+func exchangeRole(c *gobtl.Comm) int {
+	if err := exchange(c); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
+		return 1
+	}
+	return 0
+}
+
+// peerDeath: rank 1 dies while rank 0 waits for a message from it; rank 0
+// outlives the launcher's SIGTERM long enough to see its receive fail
+// with ErrPeerLost (sm notices through rank 1's pidfd).
+func peerDeath(c *gobtl.Comm) int {
+	signal.Ignore(syscall.SIGTERM)
+	if err := c.Barrier(); err != nil {
+		return 3
+	}
+	if c.Rank() == 1 {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	start := time.Now()
+	_, err := c.Recv(make([]byte, 8), 1, 0)
+	fmt.Printf("rank %d: receive from the dead rank 1 ended after %v: peer lost %v: %v\n",
+		c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
+	return 0
+}
+
+// sigkill: a ring that never ends; rank 1 dies in the middle of it.
+func sigkill(c *gobtl.Comm) int {
+	buf := make([]byte, 64<<10)
+	for i := 0; ; i++ {
+		if c.Rank() == 1 && i == 200 {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
-		start := time.Now()
-		_, err := c.Recv(make([]byte, 8), 1, 0)
-		fmt.Printf("rank %d: receive from the dead rank 1 ended after %v: peer lost %v: %v\n",
-			c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
-		return 0
-	case "sigkill":
-		// A ring that never ends; rank 1 dies in the middle of it.
-		buf := make([]byte, 64<<10)
-		for i := 0; ; i++ {
-			if c.Rank() == 1 && i == 200 {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			}
-			next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
-			r, _ := c.Irecv(buf, prev, 0)
-			if err := c.Send(buf[:1000+i%(60<<10)], next, 0); err != nil {
-				fmt.Fprintln(os.Stderr, "send:", err)
-				return 3
-			}
-			if _, err := c.Wait(r); err != nil {
-				fmt.Fprintln(os.Stderr, "recv:", err)
-				return 3
-			}
+		next, prev := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+		r, _ := c.Irecv(buf, prev, 0)
+		if err := c.Send(buf[:1000+i%(60<<10)], next, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "send:", err)
+			return 3
+		}
+		if _, err := c.Wait(r); err != nil {
+			fmt.Fprintln(os.Stderr, "recv:", err)
+			return 3
 		}
 	}
-	return 99
 }
 
 // exchange runs the phases named by MPTEST_PHASES on every rank and checks
@@ -192,9 +173,8 @@ func exchange(c *gobtl.Comm) error {
 		if st.Count != size {
 			return fmt.Errorf("%s: %d bytes arrived, %d sent", what, st.Count, size)
 		}
-		want := pattern(make([]byte, size), seed)
-		if !slicesEqual(buf[:size], want) {
-			return fmt.Errorf("%s: %d bytes differ from what was sent", what, size)
+		if err := mptest.Check(buf[:size], seed); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		got = crc32.Update(got, crc32.IEEETable, buf[:size])
 		msgs++
@@ -229,7 +209,7 @@ func exchange(c *gobtl.Comm) error {
 			if p == me {
 				continue
 			}
-			r, err := c.Isend(pattern(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
+			r, err := c.Isend(mptest.Fill(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
 			if err != nil {
 				return err
 			}
@@ -264,7 +244,7 @@ func exchange(c *gobtl.Comm) error {
 		reqs = append(reqs, r)
 	}
 	for k := range inflight {
-		r, err := c.Isend(pattern(make([]byte, small(me, k)), seedOf(me, 0, k)), next, 1<<20+k)
+		r, err := c.Isend(mptest.Fill(make([]byte, small(me, k)), seedOf(me, 0, k)), next, 1<<20+k)
 		if err != nil {
 			return err
 		}
@@ -285,7 +265,7 @@ func exchange(c *gobtl.Comm) error {
 	for k := range envInt("MPTEST_TOKENS", 30) {
 		sz := size(0, 0, 1000+k)
 		if me == 0 {
-			if err := c.Send(pattern(make([]byte, sz), uint64(k)), next, 7); err != nil {
+			if err := c.Send(mptest.Fill(make([]byte, sz), uint64(k)), next, 7); err != nil {
 				return err
 			}
 		}
@@ -314,24 +294,7 @@ func exchange(c *gobtl.Comm) error {
 	return nil
 }
 
-func slicesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == string(b) }
-
-// gobtlRun runs `gobtl run` with the test binary as the program.
-func gobtlRun(t *testing.T, np int, env []string, runArgs ...string) (stdout, stderr string, err error, took time.Duration) {
-	t.Helper()
-	exe, _ := os.Executable()
-	args := append([]string{"run", "-np", strconv.Itoa(np)}, runArgs...)
-	args = append(args, "--", exe, "-test.run=^$")
-	cmd := exec.Command(gobtlBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	start := time.Now()
-	err = cmd.Run()
-	return o.String(), e.String(), err, time.Since(start)
-}
-
-var counterRE = regexp.MustCompile(`(cma_gets|cma_puts|rndv|pipeline) (\d+)`) // as rankMain prints them
+var counterRE = regexp.MustCompile(`(cma_gets|cma_puts|rndv|pipeline) (\d+)`) // as exchange prints them
 
 var jobLine = regexp.MustCompile(`job ([0-9a-f]+) rank`)
 
@@ -354,15 +317,16 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		for _, s := range stacks {
 			t.Run(fmt.Sprintf("np%d/%s/%s", np, s.protocol, s.singleCopy), func(t *testing.T) {
-				env := []string{envRole + "=exchange"}
+				var env []string
 				if testing.Short() {
 					env = append(env, "MPTEST_ROUNDS=4", "MPTEST_INFLIGHT=300", "MPTEST_TOKENS=8")
 				}
 				stack := stackFile(t, s.protocol, map[string]string{"single_copy": s.singleCopy})
-				out, errOut, err, took := gobtlRun(t, np, env, "--timeout", "120s", "-c", stack)
-				if err != nil {
-					t.Fatalf("gobtl run: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+				res := mptest.Job{NP: np, Role: "exchange", Stack: stack, Env: env}.Run(t)
+				if res.Failed() {
+					t.Fatalf("the job failed:\n%s", res)
 				}
+				out, errOut, took := res.Stdout, res.Stderr, res.Took
 				if c := strings.Count(out, "messages,"); c != np {
 					t.Fatalf("%d of %d ranks reported:\n%s", c, np, out)
 				}
@@ -395,11 +359,12 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
 	for _, np := range []int{2, 4} {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
-			out, errOut, err, took := gobtlRun(t, np, []string{envRole + "=sigkill"})
-			ee, ok := err.(*exec.ExitError)
-			if !ok || ee.ExitCode() == 0 {
-				t.Fatalf("gobtl run exited with %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+			// Through the command: its exit status is the test's too.
+			res := mptest.Job{NP: np, Role: "sigkill", Command: true}.Run(t)
+			if !res.Failed() {
+				t.Fatalf("gobtl run exited with status 0\n%s", res)
 			}
+			errOut, took := res.Stderr, res.Took
 			if !strings.Contains(errOut, "gobtl run: rank 1 (pid") || !strings.Contains(errOut, "killed by signal 9") {
 				t.Errorf("the launcher does not name rank 1 and SIGKILL:\n%s", errOut)
 			}
@@ -412,16 +377,17 @@ func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
 			if jobLine.FindStringSubmatch(errOut) == nil {
 				t.Errorf("no rank announced its job:\n%s", errOut)
 			}
-			t.Logf("stopped after %v, status %d", took, ee.ExitCode())
+			t.Logf("stopped after %v, status %d", took, res.Status)
 		})
 	}
 }
 
 func TestSurvivorsSeeADeadPeerAsLost(t *testing.T) {
 	stack := stackFile(t, "rdma_read", map[string]string{"liveness_interval": "20ms"})
-	out, errOut, err, _ := gobtlRun(t, 2, []string{envRole + "=peer-death"}, "-c", stack)
-	if err == nil {
-		t.Fatalf("the job succeeded although rank 1 died\n%s%s", out, errOut)
+	res := mptest.Job{NP: 2, Role: "peer-death", Stack: stack}.Run(t)
+	out, errOut := res.Stdout, res.Stderr
+	if !res.Failed() {
+		t.Fatalf("the job succeeded although rank 1 died\n%s", res)
 	}
 	if !strings.Contains(out, "rank 0: receive from the dead rank 1 ended") || !strings.Contains(out, "peer lost true") {
 		t.Fatalf("rank 0 did not see rank 1 lost:\nstdout:\n%s\nstderr:\n%s", out, errOut)
@@ -445,8 +411,9 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(gobtlBin, "run", "-np", strconv.Itoa(tc.np), "--timeout", "60s", "--",
-				gobtlBin, "bench", tc.name, "--json", "--sizes", tc.sizes, "--iters", "20", "--warmup", "2")
+			gobtl := mptest.Gobtl(t)
+			cmd := exec.Command(gobtl, "run", "-np", strconv.Itoa(tc.np), "--timeout", "60s", "--",
+				gobtl, "bench", tc.name, "--json", "--sizes", tc.sizes, "--iters", "20", "--warmup", "2")
 			var o, e bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &o, &e
 			if err := cmd.Run(); err != nil {

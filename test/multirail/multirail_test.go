@@ -5,7 +5,6 @@
 package multirail
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,13 +12,14 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // exchange sends every size both ways at once and checks the bytes.
 func exchange(c *gobtl.Comm, sizes []int) error {
 	peer := 1 - c.Rank()
 	for i, n := range sizes {
-		out, in := pattern(n, 2*i+c.Rank()), make([]byte, n)
+		out, in := mptest.Fill(make([]byte, n), uint64(2*i+c.Rank())), make([]byte, n)
 		r, err := c.Irecv(in, peer, i)
 		if err != nil {
 			return err
@@ -30,19 +30,11 @@ func exchange(c *gobtl.Comm, sizes []int) error {
 		if _, err := c.Wait(r); err != nil {
 			return err
 		}
-		if !bytes.Equal(in, pattern(n, 2*i+peer)) {
-			return fmt.Errorf("%d-byte message %d arrived corrupt", n, i)
+		if err := mptest.Check(in, uint64(2*i+peer)); err != nil {
+			return fmt.Errorf("%d-byte message %d arrived corrupt: %w", n, i, err)
 		}
 	}
 	return nil
-}
-
-func pattern(n, seed int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i*7 + seed)
-	}
-	return b
 }
 
 // counters reads the named counters of this rank.

@@ -1,21 +1,17 @@
 package plugins_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
-
-// envRole makes this test binary a rank of a job started by gobtl run.
-const envRole = "GOBTL_PLUGINTEST_ROLE"
 
 // rankMain is a rank of TestSIGKILLOfAFlowControlPluginMidJob: rank 0
 // streams messages to rank 1, which checks each; halfway, each rank kills
@@ -37,10 +33,7 @@ func rankMain() int {
 			}
 		}
 		if c.Rank() == 0 {
-			for j := range buf {
-				buf[j] = byte(i ^ j)
-			}
-			if err := c.Send(buf, 1, 5); err != nil {
+			if err := c.Send(mptest.Fill(buf, uint64(i)), 1, 5); err != nil {
 				fmt.Fprintln(os.Stderr, "send:", err)
 				return 1
 			}
@@ -50,11 +43,9 @@ func rankMain() int {
 			fmt.Fprintln(os.Stderr, "recv:", err)
 			return 1
 		}
-		for j := range buf {
-			if buf[j] != byte(i^j) {
-				fmt.Fprintf(os.Stderr, "message %d byte %d corrupt\n", i, j)
-				return 1
-			}
+		if err := mptest.Check(buf, uint64(i)); err != nil {
+			fmt.Fprintf(os.Stderr, "message %d corrupt: %v\n", i, err)
+			return 1
 		}
 	}
 	if err := c.Barrier(); err != nil {
@@ -100,18 +91,16 @@ policy "flow_control" {
   plugin_dir = %q
 }
 `, builtinDir)), 0o644)
-	cmd := exec.Command(gobtlBin, "run", "-np", "2", "--timeout", "120s", "-c", stack, "--", os.Args[0])
-	cmd.Env = append(os.Environ(), envRole+"=rank", "GOBTL_PLUGINTEST_DIR="+builtinDir)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, out.String())
+	res := mptest.Job{NP: 2, Role: "rank", Stack: stack, Env: []string{"GOBTL_PLUGINTEST_DIR=" + builtinDir}}.Run(t)
+	if res.Failed() {
+		t.Fatalf("the job failed:\n%s", res)
 	}
-	t.Logf("the job said:\n%s", out.String())
+	out := res.Stdout + res.Stderr
+	t.Logf("the job said:\n%s", out)
 	for _, want := range []string{"rank 0 killed its plugin", "rank 1 killed its plugin", "all 4000 messages arrived intact",
 		"stack.hcl:3): plugin failed; switched to the built-in fallback", `"fallback":"extoll_static"`} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the job's output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("the job's output lacks %q:\n%s", want, out)
 		}
 	}
 }

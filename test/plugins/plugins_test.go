@@ -24,26 +24,26 @@ import (
 
 var (
 	testpolicyBin string
-	gobtlBin      string
 	// builtinDir holds every plugins/<name> wrapper of a built-in policy.
 	builtinDir string
 	builtins   []string
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) != "" {
-		os.Exit(rankMain())
-	}
+	mptest.Main(m, map[string]func() int{"rank": rankMain}, build)
+}
+
+// build builds the test policy plugin and every plugins/<name> wrapper of
+// a built-in policy into a directory of their own.
+func build() (func(), error) {
 	dir, err := os.MkdirTemp("", "gobtl-plugin-jobs-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return nil, err
 	}
 	testpolicyBin = filepath.Join(dir, "testpolicy")
-	gobtlBin = filepath.Join(dir, "gobtl")
-	if err := mptest.Build("", dir+string(filepath.Separator), "../../plugins/internal/testplugins/testpolicy", "../../cmd/gobtl"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if err := mptest.Build("", testpolicyBin, "../../plugins/internal/testplugins/testpolicy"); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	mains, _ := mptest.Mains("../../plugins", "*/main.go")
 	builtinDir = filepath.Join(dir, "builtin")
@@ -52,13 +52,11 @@ func TestMain(m *testing.M) {
 	}
 	if len(mains) > 0 {
 		if err := mptest.Build("../../plugins", builtinDir+string(filepath.Separator), mains...); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			os.RemoveAll(dir)
+			return nil, err
 		}
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return func() { os.RemoveAll(dir) }, nil
 }
 
 // stack writes a stack file: two in-process rails of different speeds and
@@ -99,10 +97,7 @@ func exchange(c *gobtl.Comm, n, size int, mid func()) error {
 		}
 		switch c.Rank() {
 		case 0:
-			for j := range buf {
-				buf[j] = byte(i + j/4096)
-			}
-			if err := c.Send(buf, 1, i); err != nil {
+			if err := c.Send(mptest.Fill(buf, uint64(i)), 1, i); err != nil {
 				return fmt.Errorf("send %d: %w", i, err)
 			}
 		case 1:
@@ -114,10 +109,8 @@ func exchange(c *gobtl.Comm, n, size int, mid func()) error {
 			if st.Count != size {
 				return fmt.Errorf("message %d: %d bytes, want %d", i, st.Count, size)
 			}
-			for j := range buf {
-				if buf[j] != byte(i+j/4096) {
-					return fmt.Errorf("message %d: byte %d is %d, want %d", i, j, buf[j], byte(i+j/4096))
-				}
+			if err := mptest.Check(buf, uint64(i)); err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
 			}
 		}
 	}
@@ -135,18 +128,11 @@ func TestASchedulingPluginSteersAJob(t *testing.T) {
 		}
 		// The plugin's weights arrive asynchronously; the progress loop
 		// applies them.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			w := c.Weights(1)
-			if len(w) == 2 && w[0] != w[1] {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("weights toward rank 1 still %v: no decision of the plugin was applied", w)
-			}
-			c.Progress()
-			time.Sleep(time.Millisecond)
+		unequal := func() bool { w := c.Weights(1); return len(w) == 2 && w[0] != w[1] }
+		if err := mptest.Poll("a decision of the plugin to be applied", 20*time.Second, unequal, func() int { c.Progress(); time.Sleep(time.Millisecond); return 0 }); err != nil {
+			return fmt.Errorf("weights toward rank 1 still %v: %w", c.Weights(1), err)
 		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -226,10 +212,8 @@ func TestSIGKILLingThePluginMidJobLosesNoMessage(t *testing.T) {
 		// The host learns of the death asynchronously; the job may finish
 		// first. Wait (bounded) until this rank's proxy has noticed, so
 		// that the log has something to show.
-		for deadline := time.Now().Add(10 * time.Second); pluginFailures(c) == 0; time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("rank %d: the plugin's death went unnoticed for 10s", c.Rank())
-			}
+		if err := mptest.Poll("the host to notice the plugin's death", 10*time.Second, func() bool { return pluginFailures(c) > 0 }); err != nil {
+			return fmt.Errorf("rank %d: %w", c.Rank(), err)
 		}
 		return c.Barrier()
 	})

@@ -1,11 +1,10 @@
-// Package mp runs the ib BTL between real processes started by `gobtl
-// run`: every protocol over softrc, a rank killed mid-job, and a job whose
+// Package mp runs the ib BTL between real processes started by the
+// launcher (internal/mptest): every protocol over softrc, a rank killed mid-job, and a job whose
 // two ranks live in two network namespaces joined by a veth pair — two
 // "hosts" the test makes itself.
 package mp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,35 +20,11 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/core"
-)
-
-const envRole = "GOBTL_IBMP_ROLE"
-
-var (
-	gobtlBin   string
-	noLauncher bool // this build of gobtl has no run command
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(envRole); role != "" {
-		os.Exit(rankMain(role))
-	}
-	dir, err := os.MkdirTemp("", "gobtl-ibmp-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	gobtlBin = filepath.Join(dir, "gobtl")
-	if out, err := exec.Command("go", "build", "-o", gobtlBin, "github.com/gobtl/gobtl/cmd/gobtl").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build gobtl: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	if exec.Command(gobtlBin, "run", "--help").Run() != nil {
-		noLauncher = true
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	mptest.Main(m, map[string]func() int{"ring": rank(ringRole), "peer-death": rank(peerDeath)}, nil)
 }
 
 // stack writes an ib/softrc stack for one test.
@@ -68,38 +43,16 @@ func stack(t *testing.T, protocol string, ib map[string]string) string {
 	return path
 }
 
-// launch runs `gobtl run -np n -c stack -- wrap... <this test binary>`
-// with the rank role, and returns its combined output.
+// launch runs n ranks of this test binary in role over the stack, each
+// under wrap, and returns everything they printed.
 func launch(t *testing.T, n int, stackFile, role string, wrap ...string) (string, error) {
 	t.Helper()
-	if noLauncher {
-		t.Skip("gobtl has no run command in this build: the launcher has not landed")
+	res := mptest.Job{NP: n, Role: role, Stack: stackFile, Wrap: wrap, Timeout: 3 * time.Minute}.Run(t)
+	var err error
+	if res.Failed() {
+		err = fmt.Errorf("the job ended with status %d", res.Status)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"run", "-np", fmt.Sprint(n), "-c", stackFile, "--"}, wrap...)
-	args = append(args, self)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gobtlBin, args...)
-	cmd.Env = append(os.Environ(), envRole+"="+role)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
-}
-
-func pattern(b []byte, seed int) []byte {
-	x := uint64(seed)*0x9E3779B97F4A7C15 | 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return b
+	return res.Stdout + res.Stderr, err
 }
 
 // ring sends every size around the ring, all at once, and checks what
@@ -120,7 +73,7 @@ func ring(c *gobtl.Comm) error {
 			rs = append(rs, r)
 		}
 		for i, sz := range sizes {
-			s, err := c.Isend(pattern(make([]byte, sz), me*1000+round*100+i), next, round*100+i)
+			s, err := c.Isend(mptest.Fill(make([]byte, sz), uint64(me*1000+round*100+i)), next, round*100+i)
 			if err != nil {
 				return err
 			}
@@ -129,53 +82,59 @@ func ring(c *gobtl.Comm) error {
 		if err := c.Waitall(rs); err != nil {
 			return err
 		}
-		for i, sz := range sizes {
-			if !bytes.Equal(bufs[i], pattern(make([]byte, sz), prev*1000+round*100+i)) {
-				return fmt.Errorf("round %d: %d bytes from rank %d differ", round, sz, prev)
+		for i := range sizes {
+			if err := mptest.Check(bufs[i], uint64(prev*1000+round*100+i)); err != nil {
+				return fmt.Errorf("round %d: message %d from rank %d: %w", round, i, prev, err)
 			}
 		}
 	}
 	return c.Barrier()
 }
 
-func rankMain(role string) int {
-	c, err := gobtl.Init(context.Background(), gobtl.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "init:", err)
-		return 2
+// rank is a role of the test binary: a rank that opens its communicator
+// as every gobtl program does.
+func rank(role func(c *gobtl.Comm) int) func() int {
+	return func() int {
+		c, err := gobtl.Init(context.Background(), gobtl.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+			return 2
+		}
+		defer c.Close()
+		return role(c)
 	}
-	defer c.Close()
-	switch role {
-	case "ring":
-		if err := ring(c); err != nil {
-			fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
-			return 1
-		}
-		var wire int64
-		for k, v := range c.Metrics().Snapshot() {
-			if g, ok := v.(map[string]int64); ok && strings.HasSuffix(k, ".wire_bytes_sent") {
-				wire += g["value"]
-			}
-		}
-		fmt.Printf("rank %d ok: %d wire bytes sent\n", c.Rank(), wire)
-		return 0
-	case "peer-death":
-		// Outlive the launcher's SIGTERM after rank 1 dies, long enough to
-		// see the receive fail.
-		signal.Ignore(syscall.SIGTERM)
-		if err := c.Barrier(); err != nil {
-			return 3
-		}
-		if c.Rank() == 1 {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-		start := time.Now()
-		_, err := c.Recv(make([]byte, 8), 1, 0)
-		fmt.Printf("rank %d: receive from the killed rank 1 ended after %v: peer lost %v: %v\n",
-			c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
-		return 0
+}
+
+func ringRole(c *gobtl.Comm) int {
+	if err := ring(c); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
+		return 1
 	}
-	return 99
+	var wire int64
+	for k, v := range c.Metrics().Snapshot() {
+		if g, ok := v.(map[string]int64); ok && strings.HasSuffix(k, ".wire_bytes_sent") {
+			wire += g["value"]
+		}
+	}
+	fmt.Printf("rank %d ok: %d wire bytes sent\n", c.Rank(), wire)
+	return 0
+}
+
+// peerDeath: rank 1 dies; the others outlive the launcher's SIGTERM long
+// enough to see their receive from it fail.
+func peerDeath(c *gobtl.Comm) int {
+	signal.Ignore(syscall.SIGTERM)
+	if err := c.Barrier(); err != nil {
+		return 3
+	}
+	if c.Rank() == 1 {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	start := time.Now()
+	_, err := c.Recv(make([]byte, 8), 1, 0)
+	fmt.Printf("rank %d: receive from the killed rank 1 ended after %v: peer lost %v: %v\n",
+		c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
+	return 0
 }
 
 func TestEveryProtocolBetweenProcessesOverSoftrc(t *testing.T) {
