@@ -2,8 +2,6 @@ package plugins
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,20 +15,16 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gobtl-plugins-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := mptest.Build("", dir+string(filepath.Separator), "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	mptest.Main(m, nil, func() (cleanup func(), err error) {
+		binDir, cleanup, err = mptest.BuildTemp("", "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto")
+		return cleanup, err
+	})
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	mptest.Until(t, what, d, cond)
 }
 
 func testBin(name string) string { return filepath.Join(binDir, name) }
@@ -51,18 +45,6 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func testLogger() (zerolog.Logger, *logBuffer) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 // newBoots returns the bootstraps of an n-rank job in this process (the
@@ -125,12 +126,7 @@ func (j *job) progress() int {
 
 func (j *job) until(what string, cond func() bool) {
 	j.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if j.progress() == 0 && time.Now().After(deadline) {
-			j.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	mptest.Until(j.t, what, 20*time.Second, cond, j.progress)
 }
 
 func (j *job) ep(from, to int) *endpoint {

@@ -30,6 +30,22 @@ func Build(wd, out string, pkgs ...string) error {
 	return nil
 }
 
+// BuildTemp builds the main packages pkgs (as Build does, in wd) into a
+// fresh directory, one executable each named after its package, for a
+// TestMain's setup: cleanup removes the directory.
+func BuildTemp(wd string, pkgs ...string) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", "gobtl-test-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err := Build(wd, dir+string(filepath.Separator), pkgs...); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
+}
+
 // Mains lists, as ./relative package paths, the directories matching
 // pattern (a glob of main.go files, like "plugins/*/main.go") relative to
 // root.

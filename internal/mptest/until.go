@@ -2,7 +2,6 @@ package mptest
 
 import (
 	"fmt"
-	"testing"
 	"time"
 )
 
@@ -27,8 +26,15 @@ func Poll(what string, d time.Duration, cond func() bool, progress ...func() int
 	return nil
 }
 
+// T is what Until needs of a test: a testing.TB, or a harness's
+// narrower view of one.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // Until is Poll that fails t, for the test's own goroutine.
-func Until(t testing.TB, what string, d time.Duration, cond func() bool, progress ...func() int) {
+func Until(t T, what string, d time.Duration, cond func() bool, progress ...func() int) {
 	t.Helper()
 	if err := Poll(what, d, cond, progress...); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package conformance
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,20 +14,11 @@ import (
 var testpolicy string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gobtl-conformance-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	testpolicy = filepath.Join(dir, "testpolicy")
-	if err := mptest.Build("", testpolicy, "../internal/testplugins/testpolicy"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	mptest.Main(m, nil, func() (func(), error) {
+		dir, cleanup, err := mptest.BuildTemp("", "../internal/testplugins/testpolicy")
+		testpolicy = filepath.Join(dir, "testpolicy")
+		return cleanup, err
+	})
 }
 
 func verify(t *testing.T, mode string) *Report {

@@ -15,19 +15,10 @@ import (
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gobtl-multirail-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	pluginDir = dir
-	if err := mptest.Build("", dir+string(filepath.Separator), "../../plugins/adaptive_striping"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	mptest.Main(m, nil, func() (cleanup func(), err error) {
+		pluginDir, cleanup, err = mptest.BuildTemp("", "../../plugins/adaptive_striping")
+		return cleanup, err
+	})
 }
 
 // stackFrom writes conf/examples/<example> with its policy selection

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 var devSeq atomic.Int64
@@ -170,17 +171,17 @@ func (e *end) poll() {
 // pollUntil polls every end until cond holds, failing after a deadline.
 func pollUntil(t testing.TB, what string, cond func() bool, ends ...*end) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			for _, e := range ends {
-				t.Logf("%s: %d completions: %+v; stats %+v", e.dev.name, len(e.wcs), e.wcs, e.dev.Stats())
-			}
-			t.Fatalf("timed out waiting for %s", what)
-		}
+	poll := func() int {
 		for _, e := range ends {
 			e.poll()
 		}
+		return 0
+	}
+	if err := mptest.Poll(what, 10*time.Second, cond, poll); err != nil {
+		for _, e := range ends {
+			t.Logf("%s: %d completions: %+v; stats %+v", e.dev.name, len(e.wcs), e.wcs, e.dev.Stats())
+		}
+		t.Fatal(err)
 	}
 }
 
