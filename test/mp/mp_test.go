@@ -1,7 +1,8 @@
-// Package mp holds the multi-process tests of the shared-memory stack:
-// real ranks started by the launcher (internal/mptest: the test binary
-// doubles as the rank program), exchanging messages through btl/sm and
-// the PML, and the gobtl command's own `gobtl run` and `gobtl bench`.
+// Package mp holds the multi-process tests: real ranks started by the
+// launcher (internal/mptest: the test binary doubles as the rank
+// program), exchanging messages through the PML over btl/sm and over
+// btl/ib on softrc, and the gobtl command's own `gobtl run` and `gobtl
+// bench`.
 package mp
 
 import (
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 		"exchange":   rank(exchangeRole),
 		"peer-death": rank(peerDeath),
 		"sigkill":    rank(sigkill),
+		"ring":       rank(ringRole),
 	}, nil)
 }
 
@@ -56,13 +58,18 @@ func counter(m *core.Metrics, name string) int64 {
 	return n
 }
 
-// stackFile writes a stack for one test: the PML protocol and sm
-// parameters.
-func stackFile(t *testing.T, protocol string, sm map[string]string) string {
+// stackFile writes a stack for one test: the PML protocol and one btl
+// block of kind with params: "sm", or "ib" (one softrc rail, beside self,
+// with a stall bound).
+func stackFile(t *testing.T, protocol, kind string, params map[string]string) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "job {\n  protocol = %q\n}\nbtl \"sm\" \"sm\" {\n", protocol)
-	for k, v := range sm {
+	if kind == "ib" {
+		fmt.Fprintf(&b, "job {\n  protocol = %q\n  stall_timeout = \"60s\"\n}\nbtl \"self\" \"self\" {}\nbtl \"ib\" \"rail0\" {\n", protocol)
+	} else {
+		fmt.Fprintf(&b, "job {\n  protocol = %q\n}\nbtl %q %q {\n", protocol, kind, kind)
+	}
+	for k, v := range params {
 		fmt.Fprintf(&b, "  %s = %q\n", k, v)
 	}
 	b.WriteString("}\n")
@@ -124,9 +131,10 @@ func exchangeRole(c *gobtl.Comm) int {
 	return 0
 }
 
-// peerDeath: rank 1 dies while rank 0 waits for a message from it; rank 0
-// outlives the launcher's SIGTERM long enough to see its receive fail
-// with ErrPeerLost (sm notices through rank 1's pidfd).
+// peerDeath: rank 1 dies while the others wait for a message from it;
+// they outlive the launcher's SIGTERM long enough to see their receive
+// fail with ErrPeerLost (sm notices through rank 1's pidfd, ib through
+// its connections).
 func peerDeath(c *gobtl.Comm) int {
 	signal.Ignore(syscall.SIGTERM)
 	if err := c.Barrier(); err != nil {
@@ -137,7 +145,7 @@ func peerDeath(c *gobtl.Comm) int {
 	}
 	start := time.Now()
 	_, err := c.Recv(make([]byte, 8), 1, 0)
-	fmt.Printf("rank %d: receive from the dead rank 1 ended after %v: peer lost %v: %v\n",
+	fmt.Printf("rank %d: receive from the killed rank 1 ended after %v: peer lost %v: %v\n",
 		c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
 	return 0
 }
@@ -321,7 +329,7 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 				if testing.Short() {
 					env = append(env, "MPTEST_ROUNDS=4", "MPTEST_INFLIGHT=300", "MPTEST_TOKENS=8")
 				}
-				stack := stackFile(t, s.protocol, map[string]string{"single_copy": s.singleCopy})
+				stack := stackFile(t, s.protocol, "sm", map[string]string{"single_copy": s.singleCopy})
 				res := mptest.Job{NP: np, Role: "exchange", Stack: stack, Env: env}.Run(t)
 				if res.Failed() {
 					t.Fatalf("the job failed:\n%s", res)
@@ -383,13 +391,13 @@ func TestAKilledRankStopsTheJobNamesItAndLeavesNoSegments(t *testing.T) {
 }
 
 func TestSurvivorsSeeADeadPeerAsLost(t *testing.T) {
-	stack := stackFile(t, "rdma_read", map[string]string{"liveness_interval": "20ms"})
+	stack := stackFile(t, "rdma_read", "sm", map[string]string{"liveness_interval": "20ms"})
 	res := mptest.Job{NP: 2, Role: "peer-death", Stack: stack}.Run(t)
 	out, errOut := res.Stdout, res.Stderr
 	if !res.Failed() {
 		t.Fatalf("the job succeeded although rank 1 died\n%s", res)
 	}
-	if !strings.Contains(out, "rank 0: receive from the dead rank 1 ended") || !strings.Contains(out, "peer lost true") {
+	if !strings.Contains(out, "rank 0: receive from the killed rank 1 ended") || !strings.Contains(out, "peer lost true") {
 		t.Fatalf("rank 0 did not see rank 1 lost:\nstdout:\n%s\nstderr:\n%s", out, errOut)
 	}
 	t.Log(strings.TrimSpace(out))

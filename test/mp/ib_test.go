@@ -1,47 +1,21 @@
-// Package mp runs the ib BTL between real processes started by the
-// launcher (internal/mptest): every protocol over softrc, a rank killed mid-job, and a job whose
-// two ranks live in two network namespaces joined by a veth pair — two
-// "hosts" the test makes itself.
+// The ib BTL between processes: every protocol over softrc, a rank
+// killed mid-job, and a job whose two ranks live in two network
+// namespaces joined by a veth pair — two "hosts" the test makes itself.
+
 package mp
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
 )
-
-func TestMain(m *testing.M) {
-	mptest.Main(m, map[string]func() int{"ring": rank(ringRole), "peer-death": rank(peerDeath)}, nil)
-}
-
-// stack writes an ib/softrc stack for one test.
-func stack(t *testing.T, protocol string, ib map[string]string) string {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "job {\n  protocol = %q\n  stall_timeout = \"60s\"\n}\nbtl \"self\" \"self\" {}\nbtl \"ib\" \"rail0\" {\n", protocol)
-	for k, v := range ib {
-		fmt.Fprintf(&b, "  %s = %q\n", k, v)
-	}
-	b.WriteString("}\n")
-	path := filepath.Join(t.TempDir(), "stack.hcl")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // launch runs n ranks of this test binary in role over the stack, each
 // under wrap, and returns everything they printed.
@@ -91,20 +65,6 @@ func ring(c *gobtl.Comm) error {
 	return c.Barrier()
 }
 
-// rank is a role of the test binary: a rank that opens its communicator
-// as every gobtl program does.
-func rank(role func(c *gobtl.Comm) int) func() int {
-	return func() int {
-		c, err := gobtl.Init(context.Background(), gobtl.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
-			return 2
-		}
-		defer c.Close()
-		return role(c)
-	}
-}
-
 func ringRole(c *gobtl.Comm) int {
 	if err := ring(c); err != nil {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", c.Rank(), err)
@@ -120,27 +80,10 @@ func ringRole(c *gobtl.Comm) int {
 	return 0
 }
 
-// peerDeath: rank 1 dies; the others outlive the launcher's SIGTERM long
-// enough to see their receive from it fail.
-func peerDeath(c *gobtl.Comm) int {
-	signal.Ignore(syscall.SIGTERM)
-	if err := c.Barrier(); err != nil {
-		return 3
-	}
-	if c.Rank() == 1 {
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	}
-	start := time.Now()
-	_, err := c.Recv(make([]byte, 8), 1, 0)
-	fmt.Printf("rank %d: receive from the killed rank 1 ended after %v: peer lost %v: %v\n",
-		c.Rank(), time.Since(start).Round(time.Millisecond), errors.Is(err, core.ErrPeerLost), err)
-	return 0
-}
-
 func TestEveryProtocolBetweenProcessesOverSoftrc(t *testing.T) {
 	for _, proto := range []string{"rdma_read", "rdma_write", "rdma_read_async", "pipeline"} {
 		t.Run(proto, func(t *testing.T) {
-			out, err := launch(t, 3, stack(t, proto, nil), "ring")
+			out, err := launch(t, 3, stackFile(t, proto, "ib", nil), "ring")
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -152,7 +95,7 @@ func TestEveryProtocolBetweenProcessesOverSoftrc(t *testing.T) {
 }
 
 func TestAKilledRankIsALostPeerToTheOthers(t *testing.T) {
-	out, _ := launch(t, 3, stack(t, "rdma_read", nil), "peer-death")
+	out, _ := launch(t, 3, stackFile(t, "rdma_read", "ib", nil), "peer-death")
 	for _, r := range []string{"rank 0", "rank 2"} {
 		line := ""
 		for _, l := range strings.Split(out, "\n") {
@@ -198,7 +141,7 @@ func TestTwoNetworkNamespacesAreTwoHosts(t *testing.T) {
 		ip("-n", ns[i], "link", "set", "gb0", "up")
 		ip("-n", ns[i], "link", "set", "lo", "up")
 	}
-	st := stack(t, "rdma_read", map[string]string{"address": "gb0"})
+	st := stackFile(t, "rdma_read", "ib", map[string]string{"address": "gb0"})
 	// Each rank enters its namespace: rank r runs in ns[r].
 	wrap := []string{"/bin/sh", "-c", `exec ip netns exec "$(eval echo \$GBIB_NS$GOBTL_RANK)" "$0"`}
 	os.Setenv("GBIB_NS0", ns[0])
