@@ -154,6 +154,43 @@ func parallel(t *testing.T, comms []*pml.Comm, f func(c *pml.Comm) error, barrie
 	}
 }
 
+// allPairs sends every rank a message of each size, all in flight at
+// once, and checks what arrives.
+func allPairs(c *pml.Comm, sizes []int) error {
+	me, n := c.Rank(), c.Size()
+	var reqs []*pml.Request
+	recvs := map[[2]int][]byte{}
+	for peer := range n {
+		for i, sz := range sizes {
+			buf := make([]byte, sz)
+			recvs[[2]int{peer, i}] = buf
+			r, err := c.Irecv(buf, peer, i)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+	}
+	for peer := range n {
+		for i, sz := range sizes {
+			r, err := c.Isend(pattern(me, peer, i, sz), peer, i)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+	}
+	if err := c.Waitall(reqs); err != nil {
+		return fmt.Errorf("rank %d: %w", me, err)
+	}
+	for k, buf := range recvs {
+		if !bytes.Equal(buf, pattern(k[0], me, k[1], len(buf))) {
+			return fmt.Errorf("rank %d: message %d from %d corrupt", me, k[1], k[0])
+		}
+	}
+	return nil
+}
+
 // pattern is message i from src to dst, n bytes of the tests' payload.
 func pattern(src, dst, i, n int) []byte {
 	return mptest.Fill(make([]byte, n), uint64(src)<<40|uint64(dst)<<20|uint64(i))
@@ -167,40 +204,7 @@ func TestAllPairsExchangeUnderEachFlowControl(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			const n = 4
 			comms, mods := ranks(t, n, s.perPeer, s.policy, nil)
-			parallel(t, comms, func(c *pml.Comm) error {
-				me := c.Rank()
-				var reqs []*pml.Request
-				recvs := map[[2]int][]byte{}
-				for peer := range n {
-					for i, sz := range sizes {
-						buf := make([]byte, sz)
-						recvs[[2]int{peer, i}] = buf
-						r, err := c.Irecv(buf, peer, i)
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-				}
-				for peer := range n {
-					for i, sz := range sizes {
-						r, err := c.Isend(pattern(me, peer, i, sz), peer, i)
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, r)
-					}
-				}
-				if err := c.Waitall(reqs); err != nil {
-					return fmt.Errorf("rank %d: %w", me, err)
-				}
-				for k, buf := range recvs {
-					if !bytes.Equal(buf, pattern(k[0], me, k[1], len(buf))) {
-						return fmt.Errorf("rank %d: message %d from %d corrupt", me, k[1], k[0])
-					}
-				}
-				return nil
-			}, true)
+			parallel(t, comms, func(c *pml.Comm) error { return allPairs(c, sizes) }, true)
 			_ = mods
 		})
 	}

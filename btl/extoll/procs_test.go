@@ -1,7 +1,6 @@
 package extoll
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -86,40 +85,12 @@ func exchange() error {
 		return err
 	}
 	defer c.Close()
-	sizes := []int{0, 7, 2048, 3000, 1 << 20}
-	var reqs []*pml.Request
-	bufs := map[[2]int][]byte{}
-	for peer := range size {
-		for i, sz := range sizes {
-			buf := make([]byte, sz)
-			bufs[[2]int{peer, i}] = buf
-			r, err := c.Irecv(buf, peer, i)
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
-		}
-	}
-	for peer := range size {
-		for i, sz := range sizes {
-			r, err := c.Isend(pattern(rank, peer, i, sz), peer, i)
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
-		}
-	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := allPairs(c, []int{0, 7, 2048, 3000, 1 << 20}); err != nil {
 		return err
-	}
-	for k, buf := range bufs {
-		if !bytes.Equal(buf, pattern(k[0], rank, k[1], len(buf))) {
-			return fmt.Errorf("message %d from rank %d corrupt", k[1], k[0])
-		}
 	}
 	if err := c.Barrier(); err != nil {
 		return err
 	}
-	fmt.Printf("rank %d exchanged %d messages\n", rank, len(bufs))
+	fmt.Printf("rank %d exchanged its messages\n", rank)
 	return nil
 }
