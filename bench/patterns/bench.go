@@ -14,9 +14,8 @@ import (
 
 // Every pattern is a benchmark of the suite: `gobtl bench lu`.
 func init() {
-	for _, name := range Names() {
-		p := registry[name]
-		bench.Register(name, p.Doc, func(c bench.Comm, o bench.Options) (*bench.Report, error) { return runBench(c, p, o) })
+	for _, p := range all {
+		bench.Register(p.Name, p.Doc, func(c bench.Comm, o bench.Options) (*bench.Report, error) { return runBench(c, p, o) })
 	}
 }
 

@@ -5,19 +5,19 @@ package patterns
 // grid, 200 (BT) and 400 (SP) time steps after an untimed one.
 const btN = 64
 
-var btPattern = register(&Pattern{
+var btPattern = &Pattern{
 	Name:        "bt",
 	Doc:         "NPB BT: multi-partition face exchange and pipelined block-tridiagonal line solves in x, y, z",
 	ClassAIters: 201, DefaultIters: 20,
 	gen: func(r *run) error { return genMultiPartition(r, 30, 5) },
-})
+}
 
-var spPattern = register(&Pattern{
+var spPattern = &Pattern{
 	Name:        "sp",
 	Doc:         "NPB SP: multi-partition face exchange and pipelined scalar-pentadiagonal line solves in x, y, z",
 	ClassAIters: 401, DefaultIters: 40,
 	gen: func(r *run) error { return genMultiPartition(r, 22, 10) },
-})
+}
 
 // multiPartition is the cell layout for n ranks.
 type multiPartition struct {

@@ -13,12 +13,12 @@ const (
 	cgSteps = 25
 )
 
-var cgPattern = register(&Pattern{
+var cgPattern = &Pattern{
 	Name:        "cg",
 	Doc:         "NPB CG: row-wise reduction exchanges with log2 partners and a transpose exchange on a 2D grid of ranks",
 	ClassAIters: 16, DefaultIters: 5,
 	gen: genCG,
-})
+}
 
 // cgGrid is NPB CG's process grid and this rank's partners.
 type cgGrid struct {

@@ -5,12 +5,12 @@ package patterns
 // starts over: the forward FFT and the iterations.
 const ftGridBytes = 256 * 256 * 128 * 16
 
-var ftPattern = register(&Pattern{
+var ftPattern = &Pattern{
 	Name:        "ft",
 	Doc:         "NPB FT: per iteration an alltoall transpose of large blocks and a checksum reduce",
 	ClassAIters: 6, DefaultIters: 6,
 	gen: genFT,
-})
+}
 
 func genFT(r *run) error {
 	block := r.scaled(ftGridBytes / (r.n * r.n))

@@ -7,12 +7,12 @@ const (
 	isBucketBytes = (1024 + 5) * 4
 )
 
-var isPattern = register(&Pattern{
+var isPattern = &Pattern{
 	Name:        "is",
 	Doc:         "NPB IS: per iteration an allreduce of bucket sizes, an alltoall of counts and an alltoallv of keys",
 	ClassAIters: 11, DefaultIters: 11,
 	gen: genIS,
-})
+}
 
 // isBlock is the size of the keys rank src sends rank dst in iteration it:
 // 4 bytes per key, the class A share ±2 %.

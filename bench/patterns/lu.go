@@ -10,12 +10,12 @@ const (
 	luPlanes = luN - 2
 )
 
-var luPattern = register(&Pattern{
+var luPattern = &Pattern{
 	Name:        "lu",
 	Doc:         "NPB LU: SSOR wavefront pipeline, many small one-way messages per k-plane (the asymmetric case)",
 	ClassAIters: 251, DefaultIters: 25,
 	gen: genLU,
-})
+}
 
 // grid2 splits n ranks into xdim ≥ ydim: NPB LU's split for a power of
 // two, the most even one otherwise.

@@ -5,12 +5,12 @@ package patterns
 // one.
 const mgLevels = 8
 
-var mgPattern = register(&Pattern{
+var mgPattern = &Pattern{
 	Name:        "mg",
 	Doc:         "NPB MG: 3D halo exchange with 6 neighbours at every level of a V-cycle, and small allreduces",
 	ClassAIters: 5, DefaultIters: 5,
 	gen: genMG,
-})
+}
 
 // grid3 splits n ranks into px ≤ py ≤ pz, as evenly as possible (for a
 // power of two: NPB MG's split).

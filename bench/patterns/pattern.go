@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gobtl/gobtl/bench"
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -24,30 +24,24 @@ type Pattern struct {
 	gen          func(r *run) error
 }
 
-var registry = map[string]*Pattern{}
-
-func register(p *Pattern) *Pattern {
-	if _, dup := registry[p.Name]; dup {
-		panic("patterns: " + p.Name + " registered twice")
-	}
-	registry[p.Name] = p
-	return p
-}
+// all are the patterns, in the order of seed 000's Table 1.
+var all = []*Pattern{isPattern, ftPattern, luPattern, cgPattern, mgPattern, btPattern, spPattern}
 
 // Lookup returns the pattern called name.
 func Lookup(name string) (*Pattern, bool) {
-	p, ok := registry[name]
-	return p, ok
+	i := slices.IndexFunc(all, func(p *Pattern) bool { return p.Name == name })
+	if i < 0 {
+		return nil, false
+	}
+	return all[i], true
 }
 
-// Names lists the patterns in NPB's order of seed 000's Table 1.
+// Names lists the patterns in the order of seed 000's Table 1.
 func Names() []string {
-	order := map[string]int{"is": 0, "ft": 1, "lu": 2, "cg": 3, "mg": 4, "bt": 5, "sp": 6}
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	names := make([]string, len(all))
+	for i, p := range all {
+		names[i] = p.Name
 	}
-	sort.Slice(names, func(i, j int) bool { return order[names[i]] < order[names[j]] })
 	return names
 }
 
