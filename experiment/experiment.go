@@ -53,6 +53,19 @@ func RankOf[S any](fn func(c bench.Comm, spec S, out io.Writer) error) RankFunc 
 	}
 }
 
+// Progress is the progress block of the job blocks the experiments over
+// ib/softrc write: the ranks share the machine's two cores with their
+// device goroutines, so a waiting rank yields soon and the others get a
+// core (seed 004 ran its overlap tests on a uniprocessor kernel for the
+// same reason).
+const Progress = `  progress {
+    spin      = 50
+    yield     = 10
+    sleep     = "10us"
+    max_sleep = "200us"
+  }
+`
+
 var registry = map[string]*Experiment{}
 
 // Register adds e to the experiments; it panics on a name taken twice.

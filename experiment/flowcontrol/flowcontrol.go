@@ -115,18 +115,8 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 // receive layout and the scheme with pre buffers per peer.
 func Stack(scheme string, pre, maxPosted int, rnrTimer string) string {
 	var b strings.Builder
-	// Ranks share two cores: a waiting rank yields soon, so that the
-	// others and the device goroutines get a core.
-	b.WriteString(`job {
-  log { level = "warn" }
-  progress {
-    spin      = 50
-    yield     = 10
-    sleep     = "10us"
-    max_sleep = "200us"
-  }
-}
-
+	b.WriteString("job {\n  log { level = \"warn\" }\n" + experiment.Progress + "}\n")
+	b.WriteString(`
 btl "self" "self" {}
 
 btl "ib" "ib0" {

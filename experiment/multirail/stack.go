@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/gobtl/gobtl/experiment"
 )
 
 // Rail is one btl "ib" block on softrc: one port of its own device.
@@ -37,20 +39,7 @@ func (s Stack) HCL() string {
 	if proto == "" {
 		proto = "rdma_read"
 	}
-	// Two ranks share two cores: a waiting rank yields soon, so that the
-	// other's device goroutines get a core.
-	fmt.Fprintf(&b, `job {
-  protocol = %q
-  progress {
-    spin      = 50
-    yield     = 10
-    sleep     = "10us"
-    max_sleep = "200us"
-  }
-}
-
-btl "self" "self" {}
-`, proto)
+	fmt.Fprintf(&b, "job {\n  protocol = %q\n%s}\n\nbtl \"self\" \"self\" {}\n", proto, experiment.Progress)
 	for _, r := range s.Rails {
 		fmt.Fprintf(&b, "\nbtl \"ib\" %q {\n  device = %q\n  port   = 1\n", r.Name, r.Name)
 		if r.Rate != "" {

@@ -41,22 +41,13 @@ func ibStack(protocol, rate string) string {
 	}
 	return fmt.Sprintf(`job {
   protocol = %q
-  # Two ranks share two cores: a waiting rank yields soon, so that the
-  # other's device and progress goroutines get a core (seed 004 ran its
-  # overlap tests on a uniprocessor kernel for the same reason).
-  progress {
-    spin      = 50
-    yield     = 10
-    sleep     = "10us"
-    max_sleep = "200us"
-  }
-}
+%s}
 btl "self" "self" {}
 btl "ib" "rail0" {
   provider = "softrc"
   port     = 1
 %s}
-`, protocol, r)
+`, protocol, experiment.Progress, r)
 }
 
 // jobs are the launcher of the ranks; the experiments need processes.
