@@ -44,7 +44,7 @@ const (
 // window on rank 0's out.
 func BW(c bench.Comm, o BWOptions, out io.Writer) error {
 	if c.Size() < 2 {
-		return fmt.Errorf("fcexp: the bandwidth test needs 2 ranks, the job has %d", c.Size())
+		return fmt.Errorf("flowcontrol: the bandwidth test needs 2 ranks, the job has %d", c.Size())
 	}
 	if c.Rank() > 1 {
 		return nil
@@ -52,7 +52,7 @@ func BW(c bench.Comm, o BWOptions, out io.Writer) error {
 	maxW := 0
 	for _, w := range o.Windows {
 		if w < 1 {
-			return fmt.Errorf("fcexp: window %d: want at least 1", w)
+			return fmt.Errorf("flowcontrol: window %d: want at least 1", w)
 		}
 		maxW = max(maxW, w)
 	}

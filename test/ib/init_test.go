@@ -1,4 +1,4 @@
-package ibtest
+package ib
 
 import (
 	"bytes"
