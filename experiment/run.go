@@ -95,6 +95,15 @@ func Run(e *Env, p *Plan, only []string) error {
 	return nil
 }
 
+// Launch returns the launcher of rank processes, or an error saying that
+// the experiment needs one and there is none.
+func (e *Env) Launch() (*Launcher, error) {
+	if e.Jobs == nil {
+		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
+	}
+	return e.Jobs, nil
+}
+
 // Begin announces a run: a line on the progress writer, and one more run
 // toward the estimate of the time left.
 func (e *Env) Begin(format string, args ...any) {

@@ -139,14 +139,6 @@ btl "ib" "ib0" {
 	return b.String()
 }
 
-// jobs are the launcher of the ranks; the experiments need processes.
-func (x *exp) jobs() (*experiment.Launcher, error) {
-	if x.Jobs == nil {
-		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
-	}
-	return x.Jobs, nil
-}
-
 // latency: Fig 2.
 func (x *exp) latency() error {
 	sizes := []int{4, 16, 64, 256, 1024, 2048, 4096}
@@ -165,7 +157,7 @@ func (x *exp) latency() error {
 	for _, sc := range Schemes {
 		res[sc] = map[int]float64{}
 		for rep := range x.Reps {
-			jobs, err := x.jobs()
+			jobs, err := x.Launch()
 			if err != nil {
 				return err
 			}
@@ -229,7 +221,7 @@ func (x *exp) bandwidth(size int, pres []int) error {
 			for _, sc := range Schemes {
 				res[sc], rows[sc] = map[int]float64{}, map[int]BWRow{}
 				for rep := range x.Reps {
-					jobs, err := x.jobs()
+					jobs, err := x.Launch()
 					if err != nil {
 						return err
 					}

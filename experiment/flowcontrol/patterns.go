@@ -125,7 +125,7 @@ func (x *exp) patterns() error {
 					if x.Quick {
 						args = append(args, "--iters", "2")
 					}
-					jobs, err := x.jobs()
+					jobs, err := x.Launch()
 					if err != nil {
 						return err
 					}

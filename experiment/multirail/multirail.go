@@ -96,18 +96,10 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 	}
 }
 
-// jobs are the launcher of the ranks; the experiments need processes.
-func (x *exp) jobs() (*experiment.Launcher, error) {
-	if x.Jobs == nil {
-		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
-	}
-	return x.Jobs, nil
-}
-
 // stream runs a stream between two processes over st.
 func (x *exp) stream(st Stack, o StreamOptions) (StreamReport, error) {
 	var r StreamReport
-	jobs, err := x.jobs()
+	jobs, err := x.Launch()
 	if err != nil {
 		return r, err
 	}
@@ -183,7 +175,7 @@ func (x *exp) bench(configs []config, benches []string) (curves, error) {
 					default:
 						args = append(args, "--iters", "50", "--warmup", "5", "--window", "64")
 					}
-					jobs, err := x.jobs()
+					jobs, err := x.Launch()
 					if err != nil {
 						return nil, err
 					}

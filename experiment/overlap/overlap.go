@@ -50,14 +50,6 @@ btl "ib" "rail0" {
 `, protocol, experiment.Progress, r)
 }
 
-// jobs are the launcher of the ranks; the experiments need processes.
-func jobs(env *experiment.Env) (*experiment.Launcher, error) {
-	if env.Jobs == nil {
-		return nil, fmt.Errorf("the ranks are processes under gobtl run, and there is no launcher")
-	}
-	return env.Jobs, nil
-}
-
 // Options configure the overlap experiment.
 type Options struct {
 	// Sizes are the message sizes.
@@ -79,7 +71,7 @@ const paperOverlap = "seed 004 (1MB, W=1800us): receiver write 59%, read 62.2%, 
 // NewOverlap sets the overlap experiment up to run in env.
 func NewOverlap(env *experiment.Env, o Options) *experiment.Plan {
 	run := func() error {
-		l, err := jobs(env)
+		l, err := env.Launch()
 		if err != nil {
 			return err
 		}
@@ -151,7 +143,7 @@ const ompiLatencyUs, ompiBandwidthMBs = 4.18, 5960.0
 // rendezvous protocol given.
 func NewIBPerf(env *experiment.Env, protocol string, iters int) *experiment.Plan {
 	run := func() error {
-		l, err := jobs(env)
+		l, err := env.Launch()
 		if err != nil {
 			return err
 		}
