@@ -32,9 +32,12 @@ func init() {
 }
 
 // experimentCommand is the command of e: it sets up the experiment's
-// environment and runs the steps only names (all when empty) of the plan.
-func experimentCommand(e *experiment.Experiment, plots *string, only *[]string, plan func(env *experiment.Env) *experiment.Plan) *cobra.Command {
-	return &cobra.Command{
+// environment and runs the plan. With steps it takes --only (the steps
+// to run, all by default); with plots, --plots (where figures go, plots
+// by default).
+func experimentCommand(e *experiment.Experiment, steps []string, plots string, plan func(env *experiment.Env) *experiment.Plan) *cobra.Command {
+	var only []string
+	cmd := &cobra.Command{
 		Use: e.Name, Short: e.Short, Long: e.Long, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
@@ -46,52 +49,44 @@ func experimentCommand(e *experiment.Experiment, plots *string, only *[]string, 
 				return err
 			}
 			defer jobs.Close()
-			env := &experiment.Env{Ctx: cmd.Context(), Out: cmd.OutOrStdout(), Progress: cmd.ErrOrStderr(), Bar: stderrIsTerminal(), Jobs: jobs}
-			if plots != nil {
-				env.Plots = *plots
-			}
-			var steps []string
-			if only != nil {
-				steps = *only
-			}
-			return experiment.Run(env, plan(env), steps)
+			env := &experiment.Env{Ctx: cmd.Context(), Out: cmd.OutOrStdout(), Progress: cmd.ErrOrStderr(), Bar: stderrIsTerminal(), Jobs: jobs, Plots: plots}
+			return experiment.Run(env, plan(env), only)
 		},
 	}
+	if len(steps) > 0 {
+		cmd.Flags().StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(steps, ", "))
+	}
+	if plots != "" {
+		cmd.Flags().StringVar(&plots, "plots", plots, `directory for the plots ("" for none)`)
+	}
+	return cmd
 }
 
 func flowcontrolCmd() *cobra.Command {
 	var o flowcontrol.Options
-	var only []string
-	var plots string
-	cmd := experimentCommand(flowcontrol.Experiment, &plots, &only, func(env *experiment.Env) *experiment.Plan { return flowcontrol.New(env, o) })
+	cmd := experimentCommand(flowcontrol.Experiment, flowcontrol.Names, "out/flowcontrol", func(env *experiment.Env) *experiment.Plan { return flowcontrol.New(env, o) })
 	f := cmd.Flags()
 	f.IntVar(&o.Reps, "reps", 1, "runs per measurement; the best is kept")
 	f.BoolVar(&o.Quick, "quick", false, "fewer points, shorter runs")
-	f.StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(flowcontrol.Names, ", "))
 	f.StringSliceVar(&o.Patterns, "patterns", nil, "patterns to run (default: "+strings.Join(flowcontrol.AllPatterns, ",")+")")
 	f.IntVar(&o.Ranks, "ranks", 8, "ranks of the pattern runs")
 	f.IntVar(&o.Max, "max", 128, "the dynamic scheme's most buffers per peer")
 	f.StringVar(&o.RNRTimer, "rnr-timer", "", `the btl's min_rnr_timer, e.g. "100us" (default: the btl's)`)
-	f.StringVar(&plots, "plots", "out/flowcontrol", `directory for the plots ("" for none)`)
 	return cmd
 }
 
 func multirailCmd() *cobra.Command {
 	var o multirail.Options
-	var only []string
-	var plots string
-	cmd := experimentCommand(multirail.Experiment, &plots, &only, func(env *experiment.Env) *experiment.Plan { return multirail.New(env, o) })
+	cmd := experimentCommand(multirail.Experiment, multirail.Names, "out/multirail", func(env *experiment.Env) *experiment.Plan { return multirail.New(env, o) })
 	f := cmd.Flags()
 	f.IntVar(&o.Reps, "reps", 3, "runs per measurement; the best is kept")
 	f.BoolVar(&o.Quick, "quick", false, "fewer sizes, shorter streams")
-	f.StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(multirail.Names, ", "))
-	f.StringVar(&plots, "plots", "out/multirail", `directory for the plots ("" for none)`)
 	return cmd
 }
 
 func recvbufCmd() *cobra.Command {
 	var o recvbuf.Options
-	cmd := experimentCommand(recvbuf.Experiment, nil, nil, func(env *experiment.Env) *experiment.Plan { return recvbuf.New(env, o) })
+	cmd := experimentCommand(recvbuf.Experiment, nil, "", func(env *experiment.Env) *experiment.Plan { return recvbuf.New(env, o) })
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Ranks, "ranks", []int{8, 16}, "job sizes")
 	f.IntVar(&o.Cycles, "cycles", 20, "V-cycles timed (after one to wire up)")
@@ -100,21 +95,19 @@ func recvbufCmd() *cobra.Command {
 
 func extollCmd() *cobra.Command {
 	var o extoll.Options
-	var only []string
-	cmd := experimentCommand(extoll.Experiment, nil, &only, func(env *experiment.Env) *experiment.Plan { return extoll.New(env, o) })
+	cmd := experimentCommand(extoll.Experiment, extoll.Names, "", func(env *experiment.Env) *experiment.Plan { return extoll.New(env, o) })
 	f := cmd.Flags()
 	f.IntVar(&o.Ranks, "ranks", 16, "ranks per run (oversubscribing the cores)")
 	f.IntVar(&o.Reps, "reps", 3, "runs per configuration; the median time is reported")
 	f.BoolVar(&o.Quick, "quick", false, "fewer configurations and iterations")
 	f.BoolVar(&o.InProcess, "in-process", false, "run ranks as goroutines instead of processes")
-	f.StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(extoll.Names, ", "))
 	return cmd
 }
 
 func overlapCmd() *cobra.Command {
 	var o overlap.Options
 	var sizes string
-	cmd := experimentCommand(overlap.Overlap, nil, nil, func(env *experiment.Env) *experiment.Plan { return overlap.NewOverlap(env, o) })
+	cmd := experimentCommand(overlap.Overlap, nil, "", func(env *experiment.Env) *experiment.Plan { return overlap.NewOverlap(env, o) })
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		s, err := bench.ParseSizes(sizes)
@@ -136,7 +129,7 @@ func overlapCmd() *cobra.Command {
 func ibperfCmd() *cobra.Command {
 	var protocol string
 	var iters int
-	cmd := experimentCommand(overlap.IBPerf, nil, nil, func(env *experiment.Env) *experiment.Plan { return overlap.NewIBPerf(env, protocol, iters) })
+	cmd := experimentCommand(overlap.IBPerf, nil, "", func(env *experiment.Env) *experiment.Plan { return overlap.NewIBPerf(env, protocol, iters) })
 	f := cmd.Flags()
 	f.StringVar(&protocol, "protocol", "rdma_read", "rendezvous protocol")
 	f.IntVar(&iters, "iters", 20000, "latency iterations")
