@@ -5,11 +5,11 @@
 # Runs alternate between the two stacks; the medians are printed, with
 # the plugin's cost relative to the built-in.
 #
-#   test/plugins/compare.sh                    # adaptive_striping, 9 runs each
-#   POLICY=weighted_striping REPS=15 test/plugins/compare.sh
-#   KIND=flow_control POLICY=extoll_static BTL='btl "extoll" "x" {}' test/plugins/compare.sh
+#   bench/compare-plugin.sh                    # adaptive_striping, 9 runs each
+#   POLICY=weighted_striping REPS=15 bench/compare-plugin.sh
+#   KIND=flow_control POLICY=extoll_static BTL='btl "extoll" "x" {}' bench/compare-plugin.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 kind=${KIND:-sched}
 policy=${POLICY:-adaptive_striping}
 reps=${REPS:-9}
