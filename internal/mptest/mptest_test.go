@@ -12,9 +12,12 @@ import (
 
 func TestMain(m *testing.M) {
 	Main(m, map[string]func() int{
-		"hello": func() int { fmt.Printf("rank %s of %s in job %s\n", os.Getenv(boot.EnvRank), os.Getenv(boot.EnvSize), os.Getenv(boot.EnvJobID)); return 0 },
-		"fail":  func() int { return 3 },
-		"hang":  func() int { time.Sleep(time.Minute); return 0 },
+		"hello": func() int {
+			fmt.Printf("rank %s of %s in job %s\n", os.Getenv(boot.EnvRank), os.Getenv(boot.EnvSize), os.Getenv(boot.EnvJobID))
+			return 0
+		},
+		"fail": func() int { return 3 },
+		"hang": func() int { time.Sleep(time.Minute); return 0 },
 	}, nil)
 }
 
