@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -157,9 +156,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 
 	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
-	name := boot.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
+	name := core.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
 	if env.Instance != "" {
-		name = boot.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
+		name = core.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
 	}
 	path := filepath.Join(cfg.dir, name)
 	seg, err := createSegment(path, m.rank, os.Getpid(), lay)
