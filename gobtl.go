@@ -25,7 +25,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -63,6 +62,11 @@ type Options struct {
 	Metrics *core.Metrics
 	// Clock is the time source of mechanisms; nil: the system clock.
 	Clock core.Clock
+
+	// inProcess says the job's ranks are goroutines of this process
+	// (RunLocal, or a job of one rank), whose default stack is the
+	// in-process fabric.
+	inProcess bool
 }
 
 // Comm is a communicator of all the job's ranks.
@@ -96,10 +100,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		if ok {
 			boot = b
 		} else {
-			boot = inproc.New(1, nil).Boot(0) // a job of one rank
+			boot = localJob(1)[0] // a job of one rank
+			opts.inProcess = true
 		}
 	}
-	cfg, err := loadConfig(opts, boot)
+	cfg, err := loadConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +222,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 
 // loadConfig loads the stack and makes sure it can reach this rank's own
 // messages: a stack without btl "self" gets it.
-func loadConfig(opts Options, boot core.Bootstrap) (*conf.Config, error) {
+func loadConfig(opts Options) (*conf.Config, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		files := opts.ConfigFiles
@@ -228,7 +233,7 @@ func loadConfig(opts Options, boot core.Bootstrap) (*conf.Config, error) {
 		}
 		var diags hcl.Diagnostics
 		if len(files) == 0 {
-			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(boot))})
+			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(opts.inProcess))})
 		} else {
 			cfg, diags = conf.Load(conf.Options{Vars: opts.Vars}, files...)
 		}
@@ -253,8 +258,8 @@ func loadConfig(opts Options, boot core.Bootstrap) (*conf.Config, error) {
 // defaultStack is the stack of a job that names none: the in-process
 // fabric between goroutine ranks, otherwise the best transport between
 // processes that is compiled in.
-func defaultStack(boot core.Bootstrap) string {
-	if _, ok := boot.(*inproc.Boot); ok {
+func defaultStack(inProcess bool) string {
+	if inProcess {
 		return `btl "inproc" "default" {}`
 	}
 	if _, ok := core.Lookup(core.KindBTL, "sm"); ok {
@@ -294,7 +299,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)
 	}
-	f := inproc.New(n, opts.Clock)
+	boots := localJob(n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
@@ -326,7 +331,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 		go func(r int) {
 			defer wg.Done()
 			o := opts
-			o.Boot = f.Boot(r)
+			o.Boot, o.inProcess = boots[r], true
 			o.Metrics = nil
 			c, err := Init(ctx, o)
 			if err != nil {
@@ -368,9 +373,6 @@ func localRank(ctx context.Context, boot core.Bootstrap) (int, int, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return 0, 0, fmt.Errorf("hostname: %w", err)
-	}
-	if _, ok := boot.(*inproc.Boot); ok {
-		host = fmt.Sprintf("%s/%s", host, boot.JobID()) // goroutine ranks share a process
 	}
 	if err := boot.Put("gobtl.host", []byte(host)); err != nil {
 		return 0, 0, err

@@ -4,25 +4,25 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/gobtl/gobtl/btl/inproc"
+	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 )
 
-// newBoots returns the bootstraps of an n-rank job in this process (the
-// in-process fabric's: Puts are visible after a Fence).
-func newBoots(n int) []*inproc.Boot {
-	f := inproc.New(n, nil)
-	out := make([]*inproc.Boot, n)
-	for i := range out {
-		out[i] = f.Boot(i)
-	}
-	return out
+var jobSeq atomic.Int64
+
+// newBoots returns the bootstraps of an n-rank job in this process (Puts
+// are visible after a Fence).
+func newBoots(n int) []core.Bootstrap {
+	return boot.Group(n, fmt.Sprintf("ibtest-%d-%d", os.Getpid(), jobSeq.Add(1)))
 }
 
 // job is n ranks of the ib BTL in this process, each on its own softrc
@@ -99,7 +99,7 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 }
 
 // fence runs the bootstraps' fence together.
-func fence(boots []*inproc.Boot) {
+func fence(boots []core.Bootstrap) {
 	var wg sync.WaitGroup
 	for _, b := range boots {
 		wg.Add(1)
