@@ -13,8 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
