@@ -19,6 +19,7 @@ const Exclusivity = math.MaxInt32
 var Params = []core.Param{
 	{Name: "eager_limit", Type: core.ParamSize, Default: "64KiB", Doc: "largest message sent eagerly to self"},
 	{Name: "max_send_size", Type: core.ParamSize, Default: "256KiB", Doc: "largest frame payload"},
+	{Name: "latency", Type: core.ParamDuration, Default: "50ns", Doc: "latency the module reports: one copy into a local queue"},
 }
 
 func init() {
@@ -27,6 +28,7 @@ func init() {
 		Doc: "Sends to the own rank by memory copy. Always present; gobtl adds it when a stack does not name it.",
 		OpenBTL: func(env core.BTLEnv) ([]core.Module, error) {
 			m := New(env.Boot.Rank(), int(env.Params.Size("eager_limit")), int(env.Params.Size("max_send_size")))
+			m.attrs.Latency = env.Params.Duration("latency")
 			return []core.Module{m}, nil
 		},
 	})
@@ -76,6 +78,9 @@ func (m *Module) Attrs() core.Attrs { return m.attrs }
 
 // Endpoint implements core.Module; only the own rank is reachable.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	if m.closed {
+		return nil, fmt.Errorf("self: endpoint: %w", core.ErrClosed)
+	}
 	if rank != m.rank {
 		return nil, fmt.Errorf("self: rank %d: %w", rank, core.ErrUnreachable)
 	}

@@ -32,4 +32,7 @@
 //	func TestConformance(t *testing.T) {
 //		btltest.Run(t, btltest.Config{Component: "sm", Kill: ...})
 //	}
+//
+// A transport that reaches only its own rank (btl/self) sets Loopback: every
+// frame then goes from a rank to itself.
 package btltest
