@@ -14,15 +14,15 @@ import (
 // Params is the HCL schema of btl "inproc": each block is one rail of the
 // fabric the ranks of this process share.
 var Params = []core.Param{
-	{Name: "eager_limit", Type: core.ParamSize, Default: "4KiB", Doc: "largest message sent eagerly"},
-	{Name: "max_send_size", Type: core.ParamSize, Default: "16KiB", Doc: "largest frame payload"},
-	{Name: "rndv_eager_limit", Type: core.ParamSize, Default: "1KiB", Doc: "bytes sent inline with a rendezvous start"},
+	core.BTLParam("eager_limit", "4KiB"),
+	core.BTLParam("max_send_size", "16KiB"),
+	core.BTLParam("rndv_eager_limit", "1KiB"),
 	{Name: "slots", Type: core.ParamInt, Default: "64", Doc: "ring slots per link and direction"},
-	{Name: "max_reads", Type: core.ParamInt, Default: "16", Doc: "outstanding RDMA reads per endpoint"},
+	core.BTLParam("max_reads", "16"),
 	{Name: "rdma", Type: core.ParamBool, Default: "true", Doc: "offer put/get; false makes the PML use its send pipeline"},
 	{Name: "delay", Type: core.ParamDuration, Default: "0s", Doc: "extra delivery delay on every link of the rail"},
 	{Name: "jitter", Type: core.ParamDuration, Default: "0s", Doc: "random extra delay per frame, reordering frames across rails"},
-	{Name: "bandwidth", Type: core.ParamRate, Default: "5GB/s", Doc: "bandwidth the module reports to the scheduler"},
+	core.BTLParam("bandwidth", "5GB/s"),
 }
 
 func init() {
@@ -57,21 +57,23 @@ var process = []byte(fmt.Sprintf("%d-%016x", os.Getpid(), rand.Uint64()))
 // this process's address, so that peers in other processes are reported
 // unreachable instead of being waited for.
 func open(env core.BTLEnv) ([]core.Module, error) {
+	p := env.Params
+	a, err := core.BTLAttrs(p)
+	if err != nil {
+		return nil, fmt.Errorf("inproc: %w", err)
+	}
+	if a.RndvEagerLimit == 0 {
+		a.RndvEagerLimit = -1 // none; RailOptions' zero is the default
+	}
 	b := env.Boot
 	f, release, err := fabricOf(b, env.Clock)
 	if err != nil {
 		return nil, err
 	}
-	p := env.Params
-	inline := int(p.Size("rndv_eager_limit"))
-	if inline == 0 {
-		inline = -1
-	}
 	rank := b.Rank()
 	i := f.Rail(env.Instance, RailOptions{
-		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
-		RndvEagerLimit: inline, Slots: p.Int("slots"), MaxReads: p.Int("max_reads"),
-		NoRDMA: !p.Bool("rdma"), Bandwidth: p.Rate("bandwidth"),
+		EagerLimit: a.EagerLimit, MaxSendSize: a.MaxSendSize, RndvEagerLimit: a.RndvEagerLimit,
+		Slots: p.Int("slots"), MaxReads: a.MaxReads, NoRDMA: !p.Bool("rdma"), Bandwidth: a.Bandwidth,
 	})
 	if d := p.Duration("delay"); d > 0 {
 		for a := 0; a < f.n; a++ {

@@ -17,9 +17,9 @@ const Exclusivity = math.MaxInt32
 
 // Params is the HCL schema of btl "self".
 var Params = []core.Param{
-	{Name: "eager_limit", Type: core.ParamSize, Default: "64KiB", Doc: "largest message sent eagerly to self"},
-	{Name: "max_send_size", Type: core.ParamSize, Default: "256KiB", Doc: "largest frame payload"},
-	{Name: "latency", Type: core.ParamDuration, Default: "50ns", Doc: "latency the module reports: one copy into a local queue"},
+	core.BTLParam("eager_limit", "64KiB"),
+	core.BTLParam("max_send_size", "256KiB"),
+	core.BTLParam("latency", "50ns").WithDoc("a send to self is one copy into a local queue"),
 }
 
 func init() {
@@ -27,8 +27,12 @@ func init() {
 		Kind: core.KindBTL, Name: "self", Params: Params,
 		Doc: "Sends to the own rank by memory copy. Always present; gobtl adds it when a stack does not name it.",
 		OpenBTL: func(env core.BTLEnv) ([]core.Module, error) {
-			m := New(env.Boot.Rank(), int(env.Params.Size("eager_limit")), int(env.Params.Size("max_send_size")))
-			m.attrs.Latency = env.Params.Duration("latency")
+			a, err := core.BTLAttrs(env.Params)
+			if err != nil {
+				return nil, fmt.Errorf("self: %w", err)
+			}
+			m := New(env.Boot.Rank(), a.EagerLimit, a.MaxSendSize)
+			m.attrs.Latency = a.Latency
 			return []core.Module{m}, nil
 		},
 	})

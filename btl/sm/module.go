@@ -134,9 +134,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		clock:    clock,
 		pid:      os.Getpid(),
 		fboxMax:  core.HeaderSize + cfg.fboxMax,
-		maxFrame: core.HeaderSize + cfg.maxSend,
+		maxFrame: core.HeaderSize + cfg.attrs.MaxSendSize,
 	}
-	m.lim = core.FrameLimits{Size: m.size, MaxPayload: cfg.maxSend}
+	m.lim = core.FrameLimits{Size: m.size, MaxPayload: cfg.attrs.MaxSendSize}
 	m.st.init(env.Metrics, env.Instance)
 	host, err := localHost(cfg.dir)
 	if err != nil {
@@ -185,19 +185,8 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	if m.cma.ok {
 		caps |= core.CapPut | core.CapGet
 	}
-	m.attrs = core.Attrs{
-		Component:      "sm",
-		Name:           "sm" + instanceSuffix(env.Instance),
-		EagerLimit:     cfg.eagerLimit,
-		MaxSendSize:    cfg.maxSend,
-		RndvEagerLimit: cfg.rndvEager,
-		RDMAMin:        cfg.rdmaMin,
-		RDMAMax:        cfg.rdmaMax,
-		Bandwidth:      cfg.bandwidth,
-		Latency:        cfg.latency,
-		Exclusivity:    cfg.exclusivity,
-		Caps:           caps,
-	}
+	m.attrs = cfg.attrs
+	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
