@@ -8,28 +8,22 @@ import (
 	"github.com/gobtl/gobtl/test/btltest"
 )
 
-// kill drops every connection of m's rank, as if its process had died.
-func kill(m core.Module) {
-	d := m.(core.Disconnecter)
-	for r := range 3 {
-		d.Disconnect(r, nil)
-	}
-}
-
 func TestConformance(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		params map[string]string
-	}{
-		{"defaults", nil},
-		// Few slots: every burst fills a ring.
-		{"tiny rings", map[string]string{"slots": "4", "max_send_size": "1KiB", "eager_limit": "512B"}},
-		// Delayed and jittered links: frames wait in the ring for their time.
-		{"delayed", map[string]string{"delay": "20us", "jitter": "20us"}},
-		{"no rdma", map[string]string{"rdma": "false"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			btltest.Run(t, btltest.Config{Component: "inproc", Instance: "conformance", Params: c.params, Kill: kill})
-		})
-	}
+	btltest.Run(t, btltest.Config{
+		Component: "inproc", Instance: "conformance",
+		// A rank that dies drops every connection it has.
+		Kill: func(m core.Module) {
+			for r := range 3 {
+				m.(core.Disconnecter).Disconnect(r, nil)
+			}
+		},
+		Variants: []btltest.Variant{
+			{Name: "defaults"},
+			// Few slots: every burst fills a ring.
+			{Name: "tiny rings", Params: map[string]string{"slots": "4", "max_send_size": "1KiB", "eager_limit": "512B"}},
+			// Delayed and jittered links: frames wait in the ring for their time.
+			{Name: "delayed", Params: map[string]string{"delay": "20us", "jitter": "20us"}},
+			{Name: "no rdma", Params: map[string]string{"rdma": "false"}},
+		},
+	})
 }

@@ -80,28 +80,25 @@ func Open(env core.BTLEnv) ([]core.Module, error) {
 // a connection from every rank, so a peer's connect never waits for this
 // rank to accept.
 func listen(path string, ranks int) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	if err := unix.Listen(fd, ranks); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
+	return seqpacket(path, func(fd int, sa unix.Sockaddr) error {
+		if err := unix.Bind(fd, sa); err != nil {
+			return err
+		}
+		return unix.Listen(fd, ranks)
+	})
 }
 
 // dial connects a non-blocking seqpacket socket to path.
-func dial(path string) (int, error) {
+func dial(path string) (int, error) { return seqpacket(path, unix.Connect) }
+
+// seqpacket makes a non-blocking seqpacket socket and applies use to it
+// and path's address, closing it if that fails.
+func seqpacket(path string, use func(fd int, sa unix.Sockaddr) error) (int, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	if err := use(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -38,14 +39,39 @@ type Config struct {
 	// every test's frames then go from a rank to itself, and the tests
 	// that need a second party (back-pressure, a dead peer) are skipped.
 	Loopback bool
+	// Variants, if any, run the whole suite once each, as subtests named
+	// after them: the transport's configurations worth checking (tiny
+	// rings, another wire, no RDMA).
+	Variants []Variant
+}
+
+// Variant is one configuration of the transport under test.
+type Variant struct {
+	Name string
+	// Params are laid over Config.Params.
+	Params map[string]string
+	// NoAllocCheck skips the zero-allocation test in this variant only.
+	NoAllocCheck bool
 }
 
 // frameType is the type the suite's frames use: the first one left to
 // extensions and tests.
 const frameType = core.TypeUserBase
 
-// Run runs the whole suite as subtests of t.
+// Run runs the whole suite as subtests of t, once per variant if there
+// are any.
 func Run(t *testing.T, cfg Config) {
+	if len(cfg.Variants) > 0 {
+		for _, v := range cfg.Variants {
+			c := cfg
+			c.Variants, c.Params = nil, map[string]string{}
+			maps.Copy(c.Params, cfg.Params)
+			maps.Copy(c.Params, v.Params)
+			c.NoAllocCheck = cfg.NoAllocCheck || v.NoAllocCheck
+			t.Run(v.Name, func(t *testing.T) { Run(t, c) })
+		}
+		return
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}

@@ -33,6 +33,13 @@
 //		btltest.Run(t, btltest.Config{Component: "sm", Kill: ...})
 //	}
 //
+// Variants run the suite once per configuration worth checking:
+//
+//	btltest.Run(t, btltest.Config{Component: "inproc", Variants: []btltest.Variant{
+//		{Name: "defaults"},
+//		{Name: "tiny rings", Params: map[string]string{"slots": "4"}},
+//	}})
+//
 // A transport that reaches only its own rank (btl/self) sets Loopback: every
 // frame then goes from a rank to itself.
 package btltest
