@@ -27,28 +27,15 @@ const (
 	ParamMap                           // map[string]string: { pml = "debug" }
 )
 
+var paramTypeNames = [...]string{
+	ParamString: "string", ParamInt: "int", ParamFloat: "float", ParamBool: "bool",
+	ParamSize: "size", ParamRate: "rate", ParamDuration: "duration",
+	ParamStrings: "list(string)", ParamBlock: "block", ParamMap: "map(string)",
+}
+
 func (t ParamType) String() string {
-	switch t {
-	case ParamString:
-		return "string"
-	case ParamInt:
-		return "int"
-	case ParamFloat:
-		return "float"
-	case ParamBool:
-		return "bool"
-	case ParamSize:
-		return "size"
-	case ParamRate:
-		return "rate"
-	case ParamDuration:
-		return "duration"
-	case ParamStrings:
-		return "list(string)"
-	case ParamBlock:
-		return "block"
-	case ParamMap:
-		return "map(string)"
+	if int(t) < len(paramTypeNames) && paramTypeNames[t] != "" {
+		return paramTypeNames[t]
 	}
 	return fmt.Sprintf("ParamType(%d)", uint8(t))
 }
