@@ -6,6 +6,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 )
 
 // The credit engine: flow control of seed 000 §3–5 for the per-peer ("P")
@@ -321,65 +322,50 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 
 // ---- the policy ----
 
-// observeFlow hands the events gathered since the last call to the policy
-// and applies its decisions. Built-in policies answer at once; a plugin's
-// decisions come in later calls.
-func (m *module) observeFlow() {
-	if m.fc.policy == nil {
-		return
-	}
-	m.fdecisions = m.fc.policy.Observe(m.fevents, m.fdecisions[:0])
-	m.fevents = m.fevents[:0]
-	if len(m.fdecisions) > 0 {
-		m.applyFlow(m.fdecisions)
-	}
-}
-
-// applyFlow checks and applies a policy's decisions: buffers only for a
-// connected peer, within [initial, max] of each per-peer queue; a
-// threshold of at least one. Anything else is counted and dropped.
-func (m *module) applyFlow(ds []core.FlowDecision) {
-	for _, d := range ds {
-		switch d.Kind {
-		case core.FlowSetPosted:
-			e := m.flowPeer(d.Peer)
-			if e == nil || !m.fc.credits {
-				m.rejected.Inc()
-				continue
-			}
-			for i, q := range m.queues {
-				if q.shared {
-					continue
-				}
-				v := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
-				if int64(v) != d.Value {
-					m.clamped.Inc()
-					m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(v), At: m.clock.Now()})
-				}
-				c := &e.cred[i]
-				was := c.due(q.threshold)
-				c.target = v
-				if v > c.posted {
-					if err := m.grow(e, i, v-c.posted, true); err != nil {
-						m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
-						c.target = c.posted
-					}
-				} else {
-					m.checkDue(e, i, was)
-				}
-			}
-		case core.FlowSetThreshold:
-			if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
-				m.rejected.Inc()
-				continue
-			}
-			for _, q := range m.queues {
-				q.threshold = int(d.Value)
-			}
-		default:
-			m.rejected.Inc()
+// applyFlow checks and applies one of the policy's decisions: buffers only
+// for a connected peer, within [initial, max] of each per-peer queue (a
+// clamp is reported back to the policy); a threshold of at least one.
+// Anything else is rejected.
+func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
+	switch d.Kind {
+	case core.FlowSetPosted:
+		e := m.flowPeer(d.Peer)
+		if e == nil || !m.fc.credits {
+			return policy.Rejected
 		}
+		v := policy.Applied
+		for i, q := range m.queues {
+			if q.shared {
+				continue
+			}
+			n := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
+			if int64(n) != d.Value {
+				v = policy.Clamped
+				m.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(n), At: m.clock.Now()})
+			}
+			c := &e.cred[i]
+			was := c.due(q.threshold)
+			c.target = n
+			if n > c.posted {
+				if err := m.grow(e, i, n-c.posted, true); err != nil {
+					m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
+					c.target = c.posted
+				}
+			} else {
+				m.checkDue(e, i, was)
+			}
+		}
+		return v
+	case core.FlowSetThreshold:
+		if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
+			return policy.Rejected
+		}
+		for _, q := range m.queues {
+			q.threshold = int(d.Value)
+		}
+		return policy.Applied
 	}
+	return policy.Rejected
 }
 
 // flowPeer is the connected endpoint a decision names, or nil.
@@ -413,7 +399,7 @@ func (m *module) idleReports(now time.Duration) {
 			continue
 		}
 		if quiet := now - e.quietSince; quiet >= e.idleNext {
-			m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Posted: int32(c.target), Value: int64(quiet), At: now})
+			m.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Posted: int32(c.target), Value: int64(quiet), At: now})
 			e.idleNext *= 2
 		}
 	}

@@ -442,7 +442,7 @@ func TestTheMechanismChecksEveryDecision(t *testing.T) {
 	j.until("the connection", func() bool { s.retry(); return len(j.got[0]) == 1 })
 	m := j.mods[0]
 	e := j.ep(0, 1)
-	m.applyFlow([]core.FlowDecision{
+	m.flow.Dispose([]core.FlowDecision{
 		{Kind: core.FlowSetPosted, Peer: 2, Value: 4},   // not connected
 		{Kind: core.FlowSetPosted, Peer: 9, Value: 4},   // no such rank
 		{Kind: core.FlowSetThreshold, Value: 0},         // below one
@@ -452,10 +452,10 @@ func TestTheMechanismChecksEveryDecision(t *testing.T) {
 	if r := m.rejected.Load(); r != 4 {
 		t.Fatalf("%d decisions rejected, want 4", r)
 	}
-	if e.cred[0].posted != 4 || m.clamped.Load() != 1 || len(m.fevents) != 1 || m.fevents[0].Kind != core.FlowQuota || m.fevents[0].Posted != 4 {
-		t.Fatalf("posted %d, clamped %d, events %+v", e.cred[0].posted, m.clamped.Load(), m.fevents)
+	if ev := m.flow.Waiting(); e.cred[0].posted != 4 || m.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Posted != 4 {
+		t.Fatalf("posted %d, clamped %d, events %+v", e.cred[0].posted, m.clamped.Load(), ev)
 	}
-	m.applyFlow([]core.FlowDecision{{Kind: core.FlowSetPosted, Peer: 1, Value: 0}}) // clamped to initial
+	m.flow.Dispose([]core.FlowDecision{{Kind: core.FlowSetPosted, Peer: 1, Value: 0}}) // clamped to initial
 	if e.cred[0].target != 2 {
 		t.Fatalf("target %d, want the initial 2", e.cred[0].target)
 	}

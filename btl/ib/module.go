@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 	"github.com/gobtl/gobtl/policies/recvbuf"
 	"github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
@@ -32,7 +33,6 @@ type module struct {
 	erroring []*endpoint
 	log      zerolog.Logger
 	metrics  *core.Metrics
-	policy   core.RecvBuffers
 
 	ch       verbs.CompChannel
 	cq       verbs.CQ
@@ -69,15 +69,13 @@ type module struct {
 	rsg [1]verbs.SGE
 
 	fc         flowCfg
-	fevents    []core.FlowEvent
-	fdecisions []core.FlowDecision
+	flow       policy.Driver[core.FlowEvent, core.FlowDecision]
+	recv       policy.Driver[core.RecvEvent, core.RecvDecision]
 	creditDue  []*endpoint
 	gen        uint64      // Progress calls
 	pendingEps []*endpoint // connected, with frames still waiting to go
 	lost       []*endpoint
 	connecting []*endpoint
-	events     []core.RecvEvent
-	decisions  []core.RecvDecision
 	nextHK     time.Duration
 
 	framesSent, framesRecv, bytesSent, bytesRecv *core.Counter
@@ -147,7 +145,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		return nil, err
 	}
 	m := &module{cfg: c, h: h, port: c.port, rank: env.Boot.Rank(), size: env.Boot.Size(), boot: env.Boot,
-		clock: env.Clock, metrics: env.Metrics, policy: pol, byQPN: map[uint32]*endpoint{}}
+		clock: env.Clock, metrics: env.Metrics, byQPN: map[uint32]*endpoint{}}
 	if m.clock == nil {
 		m.clock = core.SystemClock
 	}
@@ -207,6 +205,9 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		*fc = &f
 	}
 	m.fc = **fc
+	m.recv.Init(policy.Config[core.RecvEvent, core.RecvDecision]{Policy: pol, Apply: policy.Each(m.applyRecv), Clock: m.clock, Rejected: m.rejected})
+	m.flow.Init(policy.Config[core.FlowEvent, core.FlowDecision]{Policy: m.fc.policy, Apply: policy.Each(m.applyFlow), Clock: m.clock,
+		Clamped: m.clamped, Rejected: m.rejected})
 	// The flow-control scheme sets the per-peer queues' numbers.
 	setup.Queues = append([]core.QueueSpec(nil), setup.Queues...)
 	for i, q := range setup.Queues {
@@ -356,8 +357,8 @@ func (m *module) Progress() int {
 		clear(m.pendingEps[k:])
 		m.pendingEps = m.pendingEps[:k]
 	}
-	if len(m.fevents) > 0 && !m.closed {
-		m.observeFlow()
+	if !m.closed {
+		m.flow.Flush()
 	}
 	if !m.closed {
 		if now := m.clock.Now(); now >= m.nextHK {
@@ -468,7 +469,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if h.Flags&core.FlagBacklog != 0 {
 		m.backlogRx.Inc()
 		if m.fc.dynamic && !q.shared {
-			m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
+			m.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
 				Posted: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
 		}
 	}
@@ -564,13 +565,11 @@ func (m *module) housekeeping(now time.Duration) {
 	if len(m.erroring) > 0 {
 		m.failErroring(now)
 	}
-	m.decisions = m.policy.Observe(m.events, m.decisions[:0])
-	m.events = m.events[:0]
-	m.applyRecv(m.decisions)
+	m.recv.Tick(now)
 	if m.fc.dynamic {
 		m.idleReports(now)
 	}
-	m.observeFlow()
+	m.flow.Tick(now)
 	if len(m.connecting) > 0 {
 		m.cmTimers(now)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 )
 
 // The receive-buffer mechanism (seed 002 §3–4, Open MPI's openib): a
@@ -299,45 +300,41 @@ func (m *module) onLimit(s verbs.SRQ) {
 	for _, q := range m.queues {
 		if q.shared && q.srq == s {
 			q.limitEvts.Inc()
-			m.events = append(m.events, core.RecvEvent{Kind: core.RecvLimit, Queue: int32(q.idx), Posted: int32(q.posted), Value: int64(q.posted), At: m.clock.Now()})
+			m.recv.Event(core.RecvEvent{Kind: core.RecvLimit, Queue: int32(q.idx), Posted: int32(q.posted), Value: int64(q.posted), At: m.clock.Now()})
 			return
 		}
 	}
 }
 
-// applyRecv checks and applies the policy's decisions: growth only on
-// shared queues and never past Max, limits only within what is posted.
-func (m *module) applyRecv(ds []core.RecvDecision) {
-	for _, d := range ds {
-		if d.Queue < 0 || int(d.Queue) >= len(m.queues) {
-			m.rejected.Inc()
-			continue
-		}
-		q := m.queues[d.Queue]
-		switch d.Kind {
-		case core.RecvGrow:
-			n := int(min(d.Value, int64(q.max-q.allocated)))
-			if !q.shared || n <= 0 {
-				m.rejected.Inc()
-				continue
-			}
-			if err := m.growShared(q, n); err != nil {
-				m.log.Warn().Err(err).Msg("growing a shared receive queue")
-			}
-		case core.RecvSetLimit:
-			v := int(d.Value)
-			if !q.shared || v < 0 || v > q.max {
-				m.rejected.Inc()
-				continue
-			}
-			// Arming above what is posted would fire at once; wait until
-			// the queue has refilled.
-			q.wantLimit = v
-			m.rearm(q)
-		default:
-			m.rejected.Inc()
-		}
+// applyRecv checks and applies one of the policy's decisions: growth only
+// on shared queues and never past Max, limits only within what is posted.
+func (m *module) applyRecv(d core.RecvDecision) policy.Verdict {
+	if d.Queue < 0 || int(d.Queue) >= len(m.queues) {
+		return policy.Rejected
 	}
+	q := m.queues[d.Queue]
+	switch d.Kind {
+	case core.RecvGrow:
+		n := int(min(d.Value, int64(q.max-q.allocated)))
+		if !q.shared || n <= 0 {
+			return policy.Rejected
+		}
+		if err := m.growShared(q, n); err != nil {
+			m.log.Warn().Err(err).Msg("growing a shared receive queue")
+		}
+		return policy.Applied
+	case core.RecvSetLimit:
+		v := int(d.Value)
+		if !q.shared || v < 0 || v > q.max {
+			return policy.Rejected
+		}
+		// Arming above what is posted would fire at once; wait until
+		// the queue has refilled.
+		q.wantLimit = v
+		m.rearm(q)
+		return policy.Applied
+	}
+	return policy.Rejected
 }
 
 func (m *module) rearm(q *rqueue) {

@@ -15,7 +15,7 @@
 // reports back) go to the next batch.
 //
 // The Driver never blocks and allocates nothing once its buffers have
-// grown to a batch: a built-in policy answers in the call, a plugin's
+// grown to the largest batch: a built-in policy answers in the call, a plugin's
 // Observe only queues the batch for its process (package plugins), so no
 // RPC runs on the mechanism's path.
 package policy
@@ -80,10 +80,6 @@ type Driver[E, D any] struct {
 	observing bool
 }
 
-// batchCap is the room a Driver's buffers start with, so that steady
-// state does not grow them.
-const batchCap = 64
-
 // Init sets the driver up; the first poll interval runs from now.
 func (d *Driver[E, D]) Init(c Config[E, D]) {
 	if c.Interval <= 0 {
@@ -92,11 +88,9 @@ func (d *Driver[E, D]) Init(c Config[E, D]) {
 	if c.Clock == nil {
 		c.Clock = core.SystemClock
 	}
+	// The buffers grow with the first batches and are kept: a Driver per
+	// peer costs nothing until its peer has events.
 	*d = Driver[E, D]{cfg: c, last: c.Clock.Now()}
-	if c.Policy != nil {
-		d.events = make([]E, 0, max(batchCap, c.Batch))
-		d.out = make([]D, 0, batchCap)
-	}
 }
 
 // Each adapts a function that disposes of one decision to Config.Apply.
@@ -109,6 +103,10 @@ func (d *Driver[E, D]) Active() bool { return d.cfg.Policy != nil }
 
 // Pending is how many events wait for the policy.
 func (d *Driver[E, D]) Pending() int { return len(d.events) }
+
+// Waiting returns the events that wait for the policy, for diagnostics;
+// the slice is the Driver's and valid until its next call.
+func (d *Driver[E, D]) Waiting() []E { return d.events }
 
 // Event reports ev to the policy: it joins the batch, which goes at once
 // when it is full. Without a policy it is dropped.
@@ -148,7 +146,16 @@ func (d *Driver[E, D]) observe(now time.Duration) {
 	d.observing = true
 	out := d.cfg.Policy.Observe(d.events, d.out[:0])
 	d.events = d.events[:0]
-	for ds := out; len(ds) > 0; {
+	d.Dispose(out)
+	d.out = out[:0] // keep the room the policy grew
+	d.last = now
+	d.observing = false
+}
+
+// Dispose hands decisions to the mechanism's Apply and counts what it
+// clamped and rejected, as for decisions the policy returned.
+func (d *Driver[E, D]) Dispose(ds []D) {
+	for len(ds) > 0 {
 		n, v := d.cfg.Apply(ds)
 		n = min(max(n, 1), len(ds))
 		switch v {
@@ -159,9 +166,6 @@ func (d *Driver[E, D]) observe(now time.Duration) {
 		}
 		ds = ds[n:]
 	}
-	d.out = out[:0] // keep the room the policy grew
-	d.last = now
-	d.observing = false
 }
 
 func add(c *core.Counter, n int) {
