@@ -37,6 +37,9 @@ type Component struct {
 	// NewPolicy builds a policy (policy kinds only): a FlowControl,
 	// RecvBuffers or Scheduler according to Kind.
 	NewPolicy func(p Params) (any, error)
+	// Deprecated are former names of the component: Lookup still finds
+	// it by them, and a stack file that uses one loads with a warning.
+	Deprecated []string
 }
 
 // BTLEnv is what a BTL component gets when it opens.
@@ -56,8 +59,9 @@ type BTLEnv struct {
 
 var registry = struct {
 	sync.RWMutex
-	m map[Kind]map[string]*Component
-}{m: map[Kind]map[string]*Component{}}
+	m     map[Kind]map[string]*Component
+	alias map[Kind]map[string]*Component // deprecated names
+}{m: map[Kind]map[string]*Component{}, alias: map[Kind]map[string]*Component{}}
 
 // Register adds c to the registry. It panics on a duplicate or malformed
 // entry: registration happens at init, where a panic is a build error.
@@ -78,17 +82,34 @@ func Register(c *Component) {
 		byName = map[string]*Component{}
 		registry.m[c.Kind] = byName
 	}
-	if _, dup := byName[c.Name]; dup {
-		panic(fmt.Sprintf("core: Register: %s %q registered twice", c.Kind, c.Name))
+	aliases := registry.alias[c.Kind]
+	if aliases == nil {
+		aliases = map[string]*Component{}
+		registry.alias[c.Kind] = aliases
+	}
+	for _, n := range append([]string{c.Name}, c.Deprecated...) {
+		if _, dup := byName[n]; dup {
+			panic(fmt.Sprintf("core: Register: %s %q registered twice", c.Kind, n))
+		}
+		if old, dup := aliases[n]; dup {
+			panic(fmt.Sprintf("core: Register: %s %q is a former name of %q", c.Kind, n, old.Name))
+		}
 	}
 	byName[c.Name] = c
+	for _, n := range c.Deprecated {
+		aliases[n] = c
+	}
 }
 
-// Lookup finds a registered component.
+// Lookup finds a registered component by its name or a former one (then
+// c.Name differs from name: the caller warns that name is deprecated).
 func Lookup(kind Kind, name string) (*Component, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
-	c, ok := registry.m[kind][name]
+	if c, ok := registry.m[kind][name]; ok {
+		return c, true
+	}
+	c, ok := registry.alias[kind][name]
 	return c, ok
 }
 

@@ -25,7 +25,7 @@ type recorder struct {
 var fallbackRec = &recorder{}
 
 func (r *recorder) Setup(core.FlowInfo) (core.FlowSetup, error) {
-	return core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: 1, MaxPosted: 4, CreditThreshold: 1}, nil
+	return core.FlowSetup{Scheme: core.FlowCredits, Quota: 1, MaxQuota: 4, CreditThreshold: 1}, nil
 }
 
 func (r *recorder) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
@@ -33,7 +33,7 @@ func (r *recorder) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.
 	defer r.mu.Unlock()
 	for _, e := range es {
 		r.seen = append(r.seen, e.Value)
-		out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: -1 - e.Value})
+		out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: -1 - e.Value})
 	}
 	return out
 }
@@ -58,7 +58,7 @@ func init() {
 // useRecorderFallback makes test_recorder the flow-control fallback.
 func useRecorderFallback(t *testing.T) {
 	old := FallbackFlowControl
-	FallbackFlowControl = map[string]string{"ib": "test_recorder"}
+	FallbackFlowControl = map[core.FlowResource]string{core.ResourcePostedBuffers: "test_recorder"}
 	fallbackRec.reset()
 	t.Cleanup(func() { FallbackFlowControl = old })
 }
@@ -94,7 +94,7 @@ func openTest(t testing.TB, kind core.Kind, kv map[string]string, onFailure stri
 	return p
 }
 
-var ibInfo = core.FlowInfo{Transport: "ib", Peers: 4, BufferSize: 2048}
+var ibInfo = core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 5, Senders: 4, BufferSize: 2048}
 
 // collect polls Observe(nil) until n decisions arrived.
 func collect(t testing.TB, fc core.FlowControl, out []core.FlowDecision, n int) []core.FlowDecision {
@@ -245,7 +245,7 @@ func TestSIGKILLMidStreamFallsBackAndLosesNoEvent(t *testing.T) {
 	if len(out) != 1 || out[0].Value != -8 {
 		t.Fatalf("after the fallback: decisions %+v, want the fallback's answer to the new event", out)
 	}
-	if s, err := fc.Setup(ibInfo); err != nil || s.MaxPosted != 4 {
+	if s, err := fc.Setup(ibInfo); err != nil || s.MaxQuota != 4 {
 		t.Fatalf("Setup after the failure = %+v, %v; want the fallback's", s, err)
 	}
 	if !strings.Contains(logs.String(), "switched to the built-in fallback") || !strings.Contains(logs.String(), `"fallback":"test_recorder"`) {
@@ -353,7 +353,7 @@ func TestOnFailureAbortStopsProposingAndCallsAbort(t *testing.T) {
 
 func TestWithoutABuiltinFallbackThePolicyHolds(t *testing.T) {
 	old := FallbackFlowControl
-	FallbackFlowControl = map[string]string{"ib": "no_such_policy"}
+	FallbackFlowControl = map[core.FlowResource]string{core.ResourcePostedBuffers: "no_such_policy"}
 	t.Cleanup(func() { FallbackFlowControl = old })
 	log, logs := testLogger()
 	p := openTest(t, core.KindFlowControl, map[string]string{"mode": "crash"}, "", Options{Log: log})

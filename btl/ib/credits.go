@@ -49,7 +49,7 @@ import (
 //   - User-level dynamic (§4.3): as static, but a peer starts with few
 //     buffers and a frame that waited for a credit carries core.FlagBacklog.
 //     The receiver reports each one to the policy (core.FlowBacklogged),
-//     which asks for more buffers for that peer (core.FlowSetPosted); the
+//     which asks for more buffers for that peer (core.FlowSetQuota); the
 //     engine clamps the number to [initial, max], posts the new buffers and
 //     owes their credits. Beyond the paper, the engine reports a quiet peer
 //     (core.FlowIdle, at 1, 2, 4, ... ms of silence) and a policy may ask
@@ -94,17 +94,17 @@ func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
 	if env.Params.IsSet("rndv_on_no_credit") {
 		return flowCfg{}, fmt.Errorf("ib: rndv_on_no_credit is set and a flow-control policy is configured: set it in the policy block")
 	}
-	s, err := env.FlowControl.Setup(core.FlowInfo{Transport: "ib", Peers: env.Boot.Size() - 1, BufferSize: firstPBuf})
+	s, err := env.FlowControl.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: env.Boot.Size(), Senders: env.Boot.Size() - 1, BufferSize: firstPBuf})
 	if err != nil {
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: %w", err)
 	}
-	if s.CreditSlots != 0 || s.Dynamic {
-		return flowCfg{}, fmt.Errorf("ib: the flow-control policy asks for EXTOLL's credit slots or dynamic region: it is an EXTOLL policy")
+	if s.CreditSlots != 0 || s.DynamicRegion {
+		return flowCfg{}, fmt.Errorf("ib: the flow-control policy asks for credit slots or a dynamic region, which a slot pool has: it is not a policy for posted buffers")
 	}
-	f := flowCfg{policy: env.FlowControl, initial: s.InitialPosted, max: s.MaxPosted, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}
+	f := flowCfg{policy: env.FlowControl, initial: s.Quota, max: s.MaxQuota, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}
 	switch s.Scheme {
 	case core.FlowNone:
-		if s.RndvOnNoCredit || s.MaxPosted > max(s.InitialPosted, 0) {
+		if s.RndvOnNoCredit || s.MaxQuota > max(s.Quota, 0) {
 			return flowCfg{}, fmt.Errorf("ib: the hardware scheme counts no credits: no rendezvous for lack of them, no growth")
 		}
 	case core.FlowCredits:
@@ -113,16 +113,16 @@ func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
 		return flowCfg{}, fmt.Errorf("ib: unknown flow-control scheme %d", s.Scheme)
 	}
 	switch {
-	case s.InitialPosted < 0 || s.MaxPosted < 0 || s.CreditThreshold < 0:
-		return flowCfg{}, fmt.Errorf("ib: flow-control policy: negative buffer counts or threshold (%d, %d, %d)", s.InitialPosted, s.MaxPosted, s.CreditThreshold)
-	case s.InitialPosted > 0xffff || s.MaxPosted > 0xffff:
+	case s.Quota < 0 || s.MaxQuota < 0 || s.CreditThreshold < 0:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: negative buffer counts or threshold (%d, %d, %d)", s.Quota, s.MaxQuota, s.CreditThreshold)
+	case s.Quota > 0xffff || s.MaxQuota > 0xffff:
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: at most 65535 buffers per peer (the header's credit field)")
-	case s.MaxPosted > 0 && s.MaxPosted < s.InitialPosted:
-		return flowCfg{}, fmt.Errorf("ib: flow-control policy: max posted %d below initial %d", s.MaxPosted, s.InitialPosted)
+	case s.MaxQuota > 0 && s.MaxQuota < s.Quota:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: max quota %d below the quota %d", s.MaxQuota, s.Quota)
 	case s.RNRRetry < 0 || s.RNRRetry > 7:
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: rnr_retry %d not in [0, 7]", s.RNRRetry)
 	}
-	f.dynamic = f.credits && s.MaxPosted > s.InitialPosted
+	f.dynamic = f.credits && s.MaxQuota > s.Quota
 	if s.RNRRetry > 0 {
 		if env.Params.IsSet("rnr_retry") && int(c.rnrRetry) != s.RNRRetry {
 			return flowCfg{}, fmt.Errorf("ib: rnr_retry is %d in the btl block and %d in the flow-control policy: set it in one place", c.rnrRetry, s.RNRRetry)
@@ -328,7 +328,7 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 // Anything else is rejected.
 func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
 	switch d.Kind {
-	case core.FlowSetPosted:
+	case core.FlowSetQuota:
 		e := m.flowPeer(d.Peer)
 		if e == nil || !m.fc.credits {
 			return policy.Rejected
@@ -341,7 +341,7 @@ func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
 			n := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
 			if int64(n) != d.Value {
 				v = policy.Clamped
-				m.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(n), At: m.clock.Now()})
+				m.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(n), At: m.clock.Now()})
 			}
 			c := &e.cred[i]
 			was := c.due(q.threshold)
@@ -399,7 +399,7 @@ func (m *module) idleReports(now time.Duration) {
 			continue
 		}
 		if quiet := now - e.quietSince; quiet >= e.idleNext {
-			m.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Posted: int32(c.target), Value: int64(quiet), At: now})
+			m.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Quota: int32(c.target), Value: int64(quiet), At: now})
 			e.idleNext *= 2
 		}
 	}

@@ -470,7 +470,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		m.backlogRx.Inc()
 		if m.fc.dynamic && !q.shared {
 			m.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
-				Posted: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
+				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
 		}
 	}
 	if h.Type != core.TypeCredit {

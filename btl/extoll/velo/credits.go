@@ -71,7 +71,7 @@ type region interface {
 func newCredits(e *Engine, cfg Config) (*credits, error) {
 	n, s := e.size, e.setup
 	c := &credits{e: e, piggyback: cfg.Piggyback, backlogCap: cfg.Backlog, threshold: cfg.threshold, unchecked: cfg.unchecked}
-	if s.Dynamic {
+	if s.DynamicRegion {
 		c.region = &dynamicRegion{}
 	} else {
 		c.region = &staticRegion{}
@@ -87,17 +87,18 @@ func newCredits(e *Engine, cfg Config) (*credits, error) {
 		return nil, fmt.Errorf("velo: a %d-slot mailbox for %d peers leaves a data region of %d slots, smaller than the credit region of %d (%d credit slots per peer): seed 003 Eq. 2 needs data >= credit; use at least %d slots",
 			cfg.Slots, n, c.data, creditRegion, c.k, 2*creditRegion)
 	}
-	share := s.InitialPosted
+	share := s.Quota
 	if share <= 0 {
 		share = c.data / n
 	}
 	if share*n > c.data {
 		return nil, fmt.Errorf("velo: a quota of %d slots for %d senders exceeds the %d-slot data region", share, n, c.data)
 	}
-	c.maxQuota = s.MaxPosted
-	if c.maxQuota <= 0 || c.maxQuota > c.data {
-		c.maxQuota = c.data
+	c.maxQuota = s.MaxQuota
+	if c.maxQuota <= 0 {
+		c.maxQuota = share // quotas never grow
 	}
+	c.maxQuota = min(c.maxQuota, c.data)
 	quota, first := c.region.init(c, share)
 	c.available = c.data - n*c.initial
 	c.unassigned = c.data - n*quota
@@ -156,8 +157,8 @@ func (c *credits) packet(s *nic.Slot, src int, tag uint8, rcv Receiver) {
 func (c *credits) dropped(src int) { c.retrieved(src) }
 
 // event reports something the engine saw to the policy.
-func (c *credits) event(kind core.FlowEventKind, peer int, posted int32, value int64) {
-	c.policy.Event(core.FlowEvent{Kind: kind, Peer: int32(peer), Posted: posted, Value: value, At: c.e.clock.Now()})
+func (c *credits) event(kind core.FlowEventKind, peer int, quota int32, value int64) {
+	c.policy.Event(core.FlowEvent{Kind: kind, Peer: int32(peer), Quota: quota, Value: value, At: c.e.clock.Now()})
 }
 
 func (c *credits) polled() { c.policy.Flush() }

@@ -32,7 +32,7 @@ func (dynamicRegion) next(c *credits, src int, r *rxState) int32 {
 // apply takes quota changes and compulsory returns.
 func (dynamicRegion) apply(c *credits, d core.FlowDecision) policy.Verdict {
 	switch d.Kind {
-	case core.FlowSetPosted:
+	case core.FlowSetQuota:
 		return setQuota(c, int(d.Peer), d.Value)
 	case core.FlowReclaim:
 		reclaim(c, int(d.Peer))

@@ -121,7 +121,7 @@ func New(dev nic.VELO, cfg Config) (*Engine, error) {
 	e := &Engine{dev: dev, rank: cfg.Rank, size: cfg.Size, clock: cfg.Clock, log: cfg.Log, tx: make([]txState, cfg.Size)}
 	e.m.init(cfg.Metrics, cfg.Prefix, cfg.Size)
 	if cfg.Policy != nil {
-		s, err := cfg.Policy.Setup(core.FlowInfo{Transport: "extoll", Peers: cfg.Size, BufferSize: nic.SlotSize, Buffers: cfg.Slots})
+		s, err := cfg.Policy.Setup(core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: cfg.Size, Senders: cfg.Size, BufferSize: nic.SlotSize, Buffers: cfg.Slots})
 		if err != nil {
 			return nil, fmt.Errorf("velo: flow-control policy: %w", err)
 		}

@@ -1,6 +1,6 @@
 // Package ibcredit is what the three InfiniBand flow-control policies of
-// seed 000 share: the transport they serve, the parameters they have in
-// common and their checks.
+// seed 000 (ib_hardware, ib_static, ib_dynamic) share: the resource they
+// serve, the parameters they have in common and their checks.
 package ibcredit
 
 import (
@@ -19,11 +19,12 @@ const Threshold = 5
 // credit frames of the user-level schemes rely on (§4.1–4.2).
 const InfiniteRNRRetry = 7
 
-// CheckTransport refuses a transport other than InfiniBand: the schemes
-// count pre-posted receive buffers of RC connections.
-func CheckTransport(name string, info core.FlowInfo) error {
-	if info.Transport != "ib" {
-		return fmt.Errorf("%s: serves the ib transport (pre-posted receive buffers), not %q; EXTOLL has extoll_static and extoll_dynamic", name, info.Transport)
+// CheckResource refuses a resource other than posted receive buffers:
+// the schemes count the buffers a receiver pre-posts per peer on RC
+// connections and rely on the device's RNR retry.
+func CheckResource(name string, info core.FlowInfo) error {
+	if info.Resource != core.ResourcePostedBuffers {
+		return fmt.Errorf("%s: divides %v (InfiniBand's per-peer receive queues), not a %v; a slot pool (EXTOLL's mailbox) has extoll_static and extoll_dynamic", name, core.ResourcePostedBuffers, info.Resource)
 	}
 	return nil
 }
@@ -68,6 +69,6 @@ var (
 // buffers per peer growing to at most max, infinite RNR retry for the
 // optimistic explicit credit messages.
 func Credits(initial, max, threshold int, rndv bool) core.FlowSetup {
-	return core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: initial, MaxPosted: max, CreditThreshold: threshold,
+	return core.FlowSetup{Scheme: core.FlowCredits, Quota: initial, MaxQuota: max, CreditThreshold: threshold,
 		RndvOnNoCredit: rndv, RNRRetry: InfiniteRNRRetry}
 }

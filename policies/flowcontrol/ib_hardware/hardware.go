@@ -1,4 +1,4 @@
-// Package hardware is the hardware-based flow control of seed 000 §4.1 for
+// Package ibhardware (directory ib_hardware) is the hardware-based flow control of seed 000 §4.1 for
 // the ib BTL: no flow control in software at all.
 //
 // Every outgoing frame is posted to the send queue at once. A receiver
@@ -15,7 +15,7 @@
 // The policy chooses the parameters (pre-posted buffers per peer, the RNR
 // retry count and timer); the ib BTL runs them. Pure logic: no I/O, no
 // goroutines, no clock.
-package hardware
+package ibhardware
 
 import (
 	"fmt"
@@ -26,7 +26,11 @@ import (
 )
 
 // Name is the component name.
-const Name = "hardware"
+const Name = "ib_hardware"
+
+// formerName is the name the policy had before ib_ told which transport
+// it serves; stack files that use it still load, with a warning.
+const formerName = "hardware"
 
 // Policy is the hardware scheme.
 type Policy struct {
@@ -41,13 +45,13 @@ type Policy struct {
 
 // Setup asks for no credit accounting.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if err := ibcredit.CheckTransport(Name, info); err != nil {
+	if err := ibcredit.CheckResource(Name, info); err != nil {
 		return core.FlowSetup{}, err
 	}
 	if p.PrePost < 0 || p.RNRRetry < 1 || p.RNRRetry > 7 || p.MinRNRTimer < 0 {
 		return core.FlowSetup{}, fmt.Errorf("%s: pre_post %d, rnr_retry %d, min_rnr_timer %v: want pre_post >= 0, rnr_retry in [1, 7]", Name, p.PrePost, p.RNRRetry, p.MinRNRTimer)
 	}
-	return core.FlowSetup{Scheme: core.FlowNone, InitialPosted: p.PrePost, MaxPosted: p.PrePost, RNRRetry: p.RNRRetry, MinRNRTimer: p.MinRNRTimer}, nil
+	return core.FlowSetup{Scheme: core.FlowNone, Quota: p.PrePost, MaxQuota: p.PrePost, RNRRetry: p.RNRRetry, MinRNRTimer: p.MinRNRTimer}, nil
 }
 
 // Observe has nothing to decide: the hardware tells software nothing.
@@ -70,7 +74,7 @@ func New(p core.Params) *Policy {
 
 func init() {
 	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Params: Params,
+		Kind: core.KindFlowControl, Name: Name, Deprecated: []string{formerName}, Params: Params,
 		Doc: "InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; " +
 			"the receiver's RNR NAK and infinite retry hold the sender back.",
 		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
