@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/plugins/internal/wire"
 )
 
 // recorder is a built-in flow-control policy for the tests: it records the
@@ -436,7 +438,7 @@ func TestBadInputGivesOneClearError(t *testing.T) {
 			[]string{"stack.hcl:3", "serves recvbuf policies, not flow_control"}},
 		{"a plugin speaking another protocol",
 			Block{Kind: core.KindFlowControl, Path: testBin("wrongproto")},
-			[]string{"stack.hcl:3", "speaks gobtl plugin protocol 99, this gobtl speaks 1"}},
+			[]string{"stack.hcl:3", fmt.Sprintf("speaks gobtl plugin protocol 99, this gobtl speaks %d", wire.ProtocolVersion)}},
 		{"a value the plugin's Check refuses",
 			Block{Kind: core.KindFlowControl, Path: testBin("testpolicy"), Params: badStep},
 			[]string{"stack.hcl:3", "bad configuration", "step must be positive"}},
@@ -549,7 +551,7 @@ func TestProbeDescribesThePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "testpolicy" || info.Version != "0.0.1-test" || len(info.Kinds) != 3 || info.Protocol != 1 {
+	if info.Name != "testpolicy" || info.Version != "0.0.1-test" || len(info.Kinds) != 3 || info.Protocol != wire.ProtocolVersion {
 		t.Fatalf("Probe = %+v", info)
 	}
 }
