@@ -32,8 +32,15 @@ type Component struct {
 	Doc string
 	// Params is the schema of the component's HCL block.
 	Params []Param
-	// OpenBTL opens a BTL component's modules (KindBTL only).
+	// OpenBTL opens a BTL component's modules (KindBTL only). Register
+	// wraps it so that env carries the Defaults the job did not replace.
 	OpenBTL func(env BTLEnv) ([]Module, error)
+	// Defaults names, for a BTL, the registered policy of each kind it
+	// runs when the job configures none (KindFlowControl, KindRecvBuf):
+	// btl "ib" runs recvbuf "srq". It is built with its own defaults but
+	// for the parameters it shares by name with the BTL's block that the
+	// block sets.
+	Defaults map[Kind]string
 	// NewPolicy builds a policy (policy kinds only): a FlowControl,
 	// RecvBuffers or Scheduler according to Kind.
 	NewPolicy func(p Params) (any, error)
@@ -52,7 +59,7 @@ type BTLEnv struct {
 	Log      zerolog.Logger
 	Metrics  *Metrics
 	// FlowControl and RecvBuffers are the job's policies of those kinds,
-	// nil when none is configured (the component picks its default).
+	// or the component's Defaults; nil when neither names one.
 	FlowControl FlowControl
 	RecvBuffers RecvBuffers
 }
@@ -74,6 +81,14 @@ func Register(c *Component) {
 	}
 	if _, err := NewParams(c.Params); err != nil {
 		panic(fmt.Sprintf("core: Register %s %q: %v", c.Kind, c.Name, err))
+	}
+	for k := range c.Defaults {
+		if c.Kind != KindBTL || k != KindFlowControl && k != KindRecvBuf {
+			panic(fmt.Sprintf("core: Register %s %q: a default %s policy", c.Kind, c.Name, k))
+		}
+	}
+	if len(c.Defaults) > 0 {
+		c.OpenBTL = withDefaults(c, c.OpenBTL)
 	}
 	registry.Lock()
 	defer registry.Unlock()

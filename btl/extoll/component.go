@@ -20,7 +20,8 @@ const Name = "extoll"
 // Exclusivity of EXTOLL modules: a network, below shared memory.
 const Exclusivity = 50
 
-// DefaultFlowControl is the policy used when the job configures none.
+// DefaultFlowControl is the policy a job without a flow_control policy
+// runs (core.Component.Defaults).
 const DefaultFlowControl = "extoll_dynamic"
 
 // Params is the HCL schema of btl "extoll".
@@ -56,7 +57,8 @@ var Params = []core.Param{
 func init() {
 	core.Register(&core.Component{
 		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: open,
-		Doc: "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
+		Defaults: map[core.Kind]string{core.KindFlowControl: DefaultFlowControl},
+		Doc:      "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
 	})
 }
 
@@ -78,21 +80,9 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if nodeSize > 0 {
 		host = fmt.Sprintf("%s/node%d", hostID(), rank/nodeSize)
 	}
-	pol := env.FlowControl
-	if pol == nil {
-		c, ok := core.Lookup(core.KindFlowControl, DefaultFlowControl)
-		if !ok {
-			return nil, fmt.Errorf("extoll: no flow_control policy configured and %q is not linked in", DefaultFlowControl)
-		}
-		x, err := c.NewPolicy(core.MustParams(c.Params))
-		if err != nil {
-			return nil, err
-		}
-		pol = x.(core.FlowControl)
-	}
 	cfg := Config{
 		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
-		Slots: slots, Policy: pol, Piggyback: p.Bool("piggyback"),
+		Slots: slots, Policy: env.FlowControl, Piggyback: p.Bool("piggyback"),
 		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
 		MaxReads: p.Int("max_reads"), Backlog: p.Int("backlog"),
 		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),

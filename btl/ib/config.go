@@ -30,7 +30,7 @@ var Params = []core.Param{
 	core.BTLParam("eager_limit", "12KiB"),
 	core.BTLParam("rndv_eager_limit", "0"),
 	{Name: "receive_queues", Type: core.ParamString, Default: "",
-		Doc: "receive queues in Open MPI syntax (P,size,count,low,window:S,size,count,low,max_pending:...), used when no recvbuf policy is configured; default: the srq policy's layout"},
+		Doc: "receive queues in Open MPI syntax (P,size,count,low,window:S,size,count,low,max_pending:...): the layout of the default recvbuf policy, srq, when the job configures none; unset: srq's own"},
 	{Name: "send_queue", Type: core.ParamInt, Default: "256", Min: "4", Max: "16384", Doc: "send work requests per QP"},
 	{Name: "max_rd_atomic", Type: core.ParamInt, Default: "16", Min: "1", Max: "16",
 		Doc: "RDMA reads outstanding per QP (max_rd_atomic and max_dest_rd_atomic)"},
@@ -60,7 +60,6 @@ type config struct {
 	link                      string
 	idleAfter                 time.Duration
 	eagerLimit, rndvEager     int
-	receiveQueues             string
 	sendQueue                 int
 	maxRdAtomic               uint8
 	minRNR                    uint8
@@ -79,8 +78,7 @@ func parseConfig(p core.Params) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), device: p.String("device"), address: p.String("address"),
 		port: uint8(p.Int("port")), paths: p.Int("paths"), rate: p.Rate("rate"), delay: p.Duration("delay"), link: p.String("link"), idleAfter: p.Duration("idle_after"),
-		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")),
-		receiveQueues: p.String("receive_queues"), sendQueue: p.Int("send_queue"),
+		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")), sendQueue: p.Int("send_queue"),
 		maxRdAtomic: uint8(p.Int("max_rd_atomic")), minRNR: verbs.RNRTimerCode(p.Duration("min_rnr_timer")),
 		rnrRetry: uint8(p.Int("rnr_retry")), retryCnt: uint8(p.Int("retry_count")), timeout: uint8(p.Int("timeout")),
 		regCache: p.Size("reg_cache_size"), bandwidth: p.Rate("bandwidth"), latency: p.Duration("latency"),

@@ -485,7 +485,7 @@ func TestMisconfiguredFlowControlIsAClearError(t *testing.T) {
 			for k, v := range c.params {
 				p.SetText(k, v)
 			}
-			_, err := open(core.BTLEnv{Params: p, Boot: boots[0], Clock: core.SystemClock, FlowControl: c.flow, Metrics: core.NewMetrics()})
+			_, err := openBTL(core.BTLEnv{Params: p, Boot: boots[0], Clock: core.SystemClock, FlowControl: c.flow, Metrics: core.NewMetrics()})
 			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
 				t.Fatalf("open: %v, want an error saying %q", err, c.want)
 			}
@@ -497,7 +497,7 @@ func TestRanksWithDifferentSchemesRefuseToConnect(t *testing.T) {
 	boots := newBoots(2)
 	mods := make([]*module, 2)
 	for r, f := range []core.FlowControl{&ibstatic.Policy{PrePost: 4, Threshold: 5}, &ibhardware.Policy{PrePost: 4, RNRRetry: 7}} {
-		ms, err := open(core.BTLEnv{Params: core.MustParams(Params), Boot: boots[r], Clock: core.SystemClock, FlowControl: f, Metrics: core.NewMetrics()})
+		ms, err := openBTL(core.BTLEnv{Params: core.MustParams(Params), Boot: boots[r], Clock: core.SystemClock, FlowControl: f, Metrics: core.NewMetrics()})
 		if err != nil {
 			t.Fatal(err)
 		}

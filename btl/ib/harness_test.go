@@ -15,6 +15,8 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	// The component's default receive-buffer policy, found by name.
+	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
 var jobSeq atomic.Int64
@@ -55,6 +57,16 @@ type jobOpts struct {
 	clock  core.Clock // nil: the system clock
 }
 
+// openBTL opens the component as a job does, through core's registry,
+// which gives it its default policies.
+func openBTL(env core.BTLEnv) ([]core.Module, error) {
+	c, ok := core.Lookup(core.KindBTL, "ib")
+	if !ok {
+		return nil, errors.New("btl ib is not registered")
+	}
+	return c.OpenBTL(env)
+}
+
 func openJob(t testing.TB, n int, o jobOpts) *job {
 	t.Helper()
 	boots := newBoots(n)
@@ -76,7 +88,7 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 		if o.flow != nil {
 			env.FlowControl = o.flow()
 		}
-		mods, err := open(env)
+		mods, err := openBTL(env)
 		if err != nil {
 			t.Fatalf("open rank %d: %v", r, err)
 		}

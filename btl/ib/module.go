@@ -10,8 +10,6 @@ import (
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/core/policy"
-	"github.com/gobtl/gobtl/policies/recvbuf"
-	"github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
 // module is one subchannel source: a port of an HCA (or one path of a
@@ -106,23 +104,8 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		return nil, fmt.Errorf("ib: no bootstrap")
 	}
 	pol := env.RecvBuffers
-	if pol != nil && c.receiveQueues != "" {
-		return nil, fmt.Errorf("ib: receive_queues is set and a recvbuf policy is configured: set the layout in one place")
-	}
 	if pol == nil {
-		s := c.receiveQueues
-		if s == "" {
-			s = srq.Default
-		}
-		qs, err := recvbuf.ParseReceiveQueues(s)
-		if err != nil {
-			return nil, fmt.Errorf("ib: %w", err)
-		}
-		p, err := srq.NewFromQueues(qs, 4, 0.5, 256)
-		if err != nil {
-			return nil, fmt.Errorf("ib: %w", err)
-		}
-		pol = p
+		return nil, fmt.Errorf("ib: no receive-buffer policy: open the component through core's registry, which gives it its default (recvbuf %q)", DefaultRecvBuffers)
 	}
 	var mods []core.Module
 	var fc *flowCfg // the first module resolves it; every path runs the same
@@ -181,7 +164,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	if err != nil {
 		return nil, fmt.Errorf("ib %s: receive buffers: %w", m.id, err)
 	}
-	if err := recvbuf.Check(setup, info); err != nil {
+	if err := setup.Check(info); err != nil {
 		return nil, fmt.Errorf("ib %s: the receive-buffer policy's layout: %w", m.id, err)
 	}
 	if len(setup.Queues) > maxQueues {
@@ -254,7 +237,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	m.limits = core.FrameLimits{Size: m.size, MaxPayload: maxSend}
 	h.attach(m)
 	m.log.Debug().Str("device", h.dev.Name()).Uint8("port", c.port).Uint16("lid", m.pattr.LID).
-		Str("queues", recvbuf.FormatReceiveQueues(setup.Queues)).Msg("module open")
+		Str("queues", setup.String()).Msg("module open")
 	return m, nil
 }
 
