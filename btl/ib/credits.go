@@ -14,9 +14,9 @@ import (
 // buffers (seed 002 §3). Shared queues have no per-peer buffers to count:
 // a frame that finds their SRQ empty is held by the RNR NAK.
 //
-// A flow-control policy (core.FlowControl; policies/flowcontrol/hardware,
-// static, dynamic) chooses the scheme and its numbers; this file is the
-// mechanism that runs them on every frame and checks every decision.
+// A flow-control policy (core.FlowControl; policies/flowcontrol/ib_hardware,
+// ib_static, ib_dynamic) chooses the scheme and its numbers; this file is
+// the mechanism that runs them on every frame and checks every decision.
 //
 //   - Hardware (core.FlowNone, §4.1): no credit is counted. A frame is
 //     posted at once; if the peer has no receive posted, its HCA answers
@@ -78,6 +78,16 @@ type flowCfg struct {
 	rndv      bool // rendezvous while out of credits
 	policy    core.FlowControl
 	dynamic   bool // the policy may move posted buffers: report backlogged frames and quiet peers
+}
+
+// creditEngine is a module's flow control on its per-peer queues: the
+// scheme in force and its policy, and the peers owed an explicit credit
+// frame, with the Progress call that found each due.
+type creditEngine struct {
+	fc        flowCfg
+	flow      policy.Driver[core.FlowEvent, core.FlowDecision]
+	creditDue []*endpoint
+	gen       uint64 // Progress calls
 }
 
 // idleFirst is the silence after which a quiet peer is first reported to
@@ -176,31 +186,6 @@ func (c *credits) take() uint16 {
 	n := min(c.owed, 0xffff)
 	c.owed -= n
 	return uint16(n)
-}
-
-// peerStats are an endpoint's flow-control counters, named
-// ib.<module>.<counter>.peer<rank>.
-type peerStats struct {
-	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
-	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
-	waited     *core.Counter // frames sent with the backlog bit: stalls ended
-	waitNs     *core.Counter // the time those frames waited, in all
-	waitMax    *core.Gauge   // the longest one waited
-	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
-	creditMsgs *core.Counter // explicit credit frames sent to the peer
-	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
-	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
-	posted     *core.Gauge   // buffers posted for the peer now (all per-peer queues)
-	postedMax  *core.Gauge   // the most ever posted for the peer on one per-peer queue
-}
-
-func (m *module) newPeerStats(rank int) *peerStats {
-	p := fmt.Sprintf("peer%d", rank)
-	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
-	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
-	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
-		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
-		posted: g("posted"), postedMax: g("posted_max")}
 }
 
 // refused notes a frame refused for lack of a credit on queue qi: the
@@ -320,6 +305,39 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 	return nil
 }
 
+// returnCredits sends explicit credit frames where credits became due
+// during an earlier Progress and nothing has carried them back since —
+// neither the frames the PML sent after that Progress nor those the
+// application sent once its receive completed (seed 000 §4.2: "there is
+// still no message sent by the MPI layer to the other side").
+func (m *module) returnCredits() {
+	for _, e := range m.creditDue {
+		if e.dueGen == m.gen {
+			continue // due since this Progress: give the PML a turn
+		}
+		e.creditIn = false
+		if e.state != epConnected {
+			continue
+		}
+		for i := range e.cred {
+			c := &e.cred[i]
+			if !m.queues[i].shared && c.due(m.queues[i].threshold) && !e.sendCredits(i) {
+				// No send buffer now: try again next time.
+				e.creditIn = true
+			}
+		}
+	}
+	k := 0
+	for _, e := range m.creditDue {
+		if e.creditIn {
+			m.creditDue[k] = e
+			k++
+		}
+	}
+	clear(m.creditDue[k:])
+	m.creditDue = m.creditDue[:k]
+}
+
 // ---- the policy ----
 
 // applyFlow checks and applies one of the policy's decisions: buffers only
@@ -403,20 +421,4 @@ func (m *module) idleReports(now time.Duration) {
 			e.idleNext *= 2
 		}
 	}
-}
-
-// rnrCounter is implemented by QPs that count the RNR NAKs they received
-// as requester (softrc; verbs has no per-QP counter, real HCAs count per
-// port).
-type rnrCounter interface{ RNRNaksReceived() int64 }
-
-// rnrNaks sums the RNR NAKs a peer's QPs received.
-func rnrNaks(qps []verbs.QP) int64 {
-	var n int64
-	for _, qp := range qps {
-		if c, ok := qp.(rnrCounter); ok {
-			n += c.RNRNaksReceived()
-		}
-	}
-	return n
 }

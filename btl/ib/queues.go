@@ -81,6 +81,19 @@ type rqueue struct {
 	limitEvts *core.Counter
 }
 
+// buffers are a module's receive queues and send free lists, the
+// registered memory behind them, and the receive-buffer policy that lays
+// them out and grows them.
+type buffers struct {
+	queues   []*rqueue
+	firstP   int // the first per-peer queue; -1: none
+	maxFrame int // the largest buffer
+	sbufs    []*sendBuf
+	rbufs    []*recvBuf
+	mrs      []verbs.MR
+	recv     policy.Driver[core.RecvEvent, core.RecvDecision]
+}
+
 // utilBounds are the buckets of the utilization histograms.
 var utilBounds = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1}
 
