@@ -13,6 +13,17 @@ import (
 // quota, or the queue's posted buffers), a value and a time; a decision
 // a kind, a subject and a value. Each codec maps its core types to rows.
 
+// columns reports whether a batch's other columns are as long as its
+// first, n: a batch of unequal columns is refused whole.
+func columns(n int, lens ...int) bool {
+	for _, l := range lens {
+		if l != n {
+			return false
+		}
+	}
+	return true
+}
+
 type eventRow struct {
 	kind            uint32
 	subject, amount int32
@@ -44,7 +55,7 @@ func putEvents[E any](row func(*E) eventRow) func(*pb.Events, uint64, []E) {
 func getEvents[E any](what string, event func(eventRow) E) func(*pb.Events, []E) (uint64, []E, error) {
 	return func(m *pb.Events, dst []E) (uint64, []E, error) {
 		n := len(m.Kind)
-		if len(m.Subject) != n || len(m.Amount) != n || len(m.Value) != n || len(m.AtNs) != n {
+		if !columns(n, len(m.Subject), len(m.Amount), len(m.Value), len(m.AtNs)) {
 			return m.Seq, dst, fmt.Errorf("%s events batch %d: columns of unequal length", what, m.Seq)
 		}
 		for i := 0; i < n; i++ {
@@ -70,7 +81,7 @@ func putDecisions[D any](row func(*D) decisionRow) func(*pb.Decisions, uint64, [
 func getDecisions[D any](what string, decision func(decisionRow) D) func(*pb.Decisions, []D) (uint64, []D, error) {
 	return func(m *pb.Decisions, dst []D) (uint64, []D, error) {
 		n := len(m.Kind)
-		if len(m.Subject) != n || len(m.Value) != n {
+		if !columns(n, len(m.Subject), len(m.Value)) {
 			return m.Ack, dst, fmt.Errorf("%s decisions for batch %d: columns of unequal length", what, m.Ack)
 		}
 		for i := 0; i < n; i++ {
@@ -99,7 +110,7 @@ func putSchedEvents(m *pb.SchedEvents, seq uint64, es []core.SchedEvent) {
 
 func getSchedEvents(m *pb.SchedEvents, dst []core.SchedEvent) (uint64, []core.SchedEvent, error) {
 	n := len(m.Kind)
-	if len(m.Peer) != n || len(m.Sub) != n || len(m.Last) != n || len(m.Msg) != n || len(m.Bytes) != n || len(m.TimeNs) != n {
+	if !columns(n, len(m.Peer), len(m.Sub), len(m.Last), len(m.Msg), len(m.Bytes), len(m.TimeNs)) {
 		return m.Seq, dst, fmt.Errorf("sched events batch %d: columns of unequal length", m.Seq)
 	}
 	for i := 0; i < n; i++ {
@@ -125,7 +136,7 @@ func putSchedDecisions(m *pb.SchedDecisions, ack uint64, ds []core.SchedDecision
 
 func getSchedDecisions(m *pb.SchedDecisions, dst []core.SchedDecision) (uint64, []core.SchedDecision, error) {
 	n := len(m.Kind)
-	if len(m.Peer) != n || len(m.Sub) != n || len(m.Weight) != n {
+	if !columns(n, len(m.Peer), len(m.Sub), len(m.Weight)) {
 		return m.Ack, dst, fmt.Errorf("sched decisions for batch %d: columns of unequal length", m.Ack)
 	}
 	for i := 0; i < n; i++ {

@@ -47,24 +47,19 @@ var Flow = FlowCodec{
 		return core.FlowInfo{Resource: core.FlowResource(m.GetResource()), Ranks: int(m.GetRanks()), Senders: int(m.GetSenders()),
 			BufferSize: int(m.GetBufferSize()), Buffers: int(m.GetBuffers())}
 	},
-	Reply: func(s core.FlowSetup, err error) *pb.FlowSetupReply {
-		if err != nil {
-			return &pb.FlowSetupReply{Error: err.Error()}
-		}
-		return &pb.FlowSetupReply{Setup: &pb.FlowSetup{
+	Reply: reply(func(s core.FlowSetup, refusal string) *pb.FlowSetupReply {
+		return &pb.FlowSetupReply{Error: refusal, Setup: &pb.FlowSetup{
 			Scheme: uint32(s.Scheme), Quota: int64(s.Quota), MaxQuota: int64(s.MaxQuota),
 			CreditThreshold: int64(s.CreditThreshold), RndvOnNoCredit: s.RndvOnNoCredit,
 			RnrRetry: int64(s.RNRRetry), MinRnrTimerNs: int64(s.MinRNRTimer),
 			CreditSlots: int64(s.CreditSlots), DynamicRegion: s.DynamicRegion,
 		}}
-	},
+	}),
 	FromReply: func(r *pb.FlowSetupReply) (core.FlowSetup, string) {
 		m := r.GetSetup()
-		return core.FlowSetup{
-			Scheme: core.FlowScheme(m.GetScheme()), Quota: int(m.GetQuota()), MaxQuota: int(m.GetMaxQuota()),
-			CreditThreshold: int(m.GetCreditThreshold()), RndvOnNoCredit: m.GetRndvOnNoCredit(),
-			RNRRetry: int(m.GetRnrRetry()), MinRNRTimer: time.Duration(m.GetMinRnrTimerNs()),
-			CreditSlots: int(m.GetCreditSlots()), DynamicRegion: m.GetDynamicRegion(),
+		return core.FlowSetup{Scheme: core.FlowScheme(m.GetScheme()), Quota: int(m.GetQuota()), MaxQuota: int(m.GetMaxQuota()),
+			CreditThreshold: int(m.GetCreditThreshold()), RndvOnNoCredit: m.GetRndvOnNoCredit(), RNRRetry: int(m.GetRnrRetry()),
+			MinRNRTimer: time.Duration(m.GetMinRnrTimerNs()), CreditSlots: int(m.GetCreditSlots()), DynamicRegion: m.GetDynamicRegion(),
 		}, r.GetError()
 	},
 	PutEvents: putEvents(func(e *core.FlowEvent) eventRow {
@@ -88,17 +83,14 @@ var Recv = RecvCodec{
 	InfoFromPB: func(m *pb.RecvInfo) core.RecvInfo {
 		return core.RecvInfo{Peers: int(m.GetPeers()), EagerLimit: int(m.GetEagerLimit())}
 	},
-	Reply: func(s core.RecvSetup, err error) *pb.RecvSetupReply {
-		if err != nil {
-			return &pb.RecvSetupReply{Error: err.Error()}
-		}
+	Reply: reply(func(s core.RecvSetup, refusal string) *pb.RecvSetupReply {
 		m := &pb.RecvSetup{SendFreeListMax: int64(s.SendFreeListMax)}
 		for _, q := range s.Queues {
 			m.Queues = append(m.Queues, &pb.QueueSpec{Kind: uint32(q.Kind), BufSize: int64(q.BufSize), Count: int64(q.Count),
 				Low: int64(q.Low), Max: int64(q.Max), MaxPending: int64(q.MaxPending)})
 		}
-		return &pb.RecvSetupReply{Setup: m}
-	},
+		return &pb.RecvSetupReply{Error: refusal, Setup: m}
+	}),
 	FromReply: func(r *pb.RecvSetupReply) (core.RecvSetup, string) {
 		m := r.GetSetup()
 		s := core.RecvSetup{SendFreeListMax: int(m.GetSendFreeListMax())}
@@ -137,26 +129,32 @@ var Sched = SchedCodec{
 		}
 		return i
 	},
-	Reply: func(s core.SchedSetup, err error) *pb.SchedSetupReply {
-		if err != nil {
-			return &pb.SchedSetupReply{Error: err.Error()}
-		}
-		return &pb.SchedSetupReply{Setup: &pb.SchedSetup{
-			Small: uint32(s.Small), Large: uint32(s.Large), StripeThreshold: s.StripeThreshold,
-			MinStripe: s.MinStripe, Window: int64(s.Window), Weights: append([]float64(nil), s.Weights...),
-			TotalWeight: s.TotalWeight, Bind: int64(s.Bind),
-		}}
-	},
+	Reply: reply(func(s core.SchedSetup, refusal string) *pb.SchedSetupReply {
+		return &pb.SchedSetupReply{Error: refusal, Setup: &pb.SchedSetup{Small: uint32(s.Small), Large: uint32(s.Large),
+			StripeThreshold: s.StripeThreshold, MinStripe: s.MinStripe, Window: int64(s.Window),
+			Weights: append([]float64(nil), s.Weights...), TotalWeight: s.TotalWeight, Bind: int64(s.Bind)}}
+	}),
 	FromReply: func(r *pb.SchedSetupReply) (core.SchedSetup, string) {
 		m := r.GetSetup()
-		return core.SchedSetup{
-			Small: core.SchedMode(m.GetSmall()), Large: core.SchedMode(m.GetLarge()), StripeThreshold: m.GetStripeThreshold(),
-			MinStripe: m.GetMinStripe(), Window: int(m.GetWindow()), Weights: append([]float64(nil), m.GetWeights()...),
-			TotalWeight: m.GetTotalWeight(), Bind: int(m.GetBind()),
+		return core.SchedSetup{Small: core.SchedMode(m.GetSmall()), Large: core.SchedMode(m.GetLarge()),
+			StripeThreshold: m.GetStripeThreshold(), MinStripe: m.GetMinStripe(), Window: int(m.GetWindow()),
+			Weights: append([]float64(nil), m.GetWeights()...), TotalWeight: m.GetTotalWeight(), Bind: int(m.GetBind()),
 		}, r.GetError()
 	},
 	PutEvents:    putSchedEvents,
 	GetEvents:    getSchedEvents,
 	PutDecisions: putSchedDecisions,
 	GetDecisions: getSchedDecisions,
+}
+
+// reply makes a codec's Reply from the function that writes a reply
+// message: a refused Setup carries its error and an empty setup.
+func reply[S, RM any](write func(s S, refusal string) *RM) func(S, error) *RM {
+	return func(s S, err error) *RM {
+		if err != nil {
+			var zero S
+			return write(zero, err.Error())
+		}
+		return write(s, "")
+	}
 }

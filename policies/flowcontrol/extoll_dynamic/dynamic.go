@@ -258,9 +258,9 @@ var Params = []core.Param{
 }
 
 func init() {
-	core.Register(&core.Component{Kind: core.KindFlowControl, Name: Name, Params: Params,
-		Doc: "EXTOLL dynamic credit flow control (seed 003 §6): static plus dynamic region, activity lists, credit stealing by Equation 6, compulsory credit returns.",
-		NewPolicy: func(p core.Params) (any, error) {
-			return &Policy{CreditSlots: p.Int("credit_slots"), MaxQuota: p.Int("max_quota")}, nil
-		}})
+	mailboxsplit.Register(Name,
+		"EXTOLL dynamic credit flow control (seed 003 §6): static plus dynamic region, activity lists, credit stealing by Equation 6, compulsory credit returns.",
+		Params, func(p core.Params) core.FlowControl {
+			return &Policy{CreditSlots: p.Int("credit_slots"), MaxQuota: p.Int("max_quota")}
+		})
 }

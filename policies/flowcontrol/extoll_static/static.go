@@ -73,9 +73,9 @@ var Params = []core.Param{
 }
 
 func init() {
-	core.Register(&core.Component{Kind: core.KindFlowControl, Name: Name, Params: Params,
-		Doc: "EXTOLL static credit flow control (seed 003 §5): the mailbox's data region split equally among senders, credit slots per peer, threshold by Equation 1, piggybacked credits.",
-		NewPolicy: func(p core.Params) (any, error) {
-			return &Policy{CreditSlots: p.Int("credit_slots"), Threshold: p.Int("threshold")}, nil
-		}})
+	mailboxsplit.Register(Name,
+		"EXTOLL static credit flow control (seed 003 §5): the mailbox's data region split equally among senders, credit slots per peer, threshold by Equation 1, piggybacked credits.",
+		Params, func(p core.Params) core.FlowControl {
+			return &Policy{CreditSlots: p.Int("credit_slots"), Threshold: p.Int("threshold")}
+		})
 }

@@ -36,10 +36,6 @@ import (
 // Name is the component name.
 const Name = "ib_dynamic"
 
-// formerName is the name the policy had before ib_ told which transport
-// it serves; stack files that use it still load, with a warning.
-const formerName = "dynamic"
-
 // Policy is the dynamic scheme.
 type Policy struct {
 	// Initial buffers per peer on each per-peer queue, and the most a
@@ -164,10 +160,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Deprecated: []string{formerName}, Params: Params,
-		Doc: "InfiniBand user-level dynamic flow control (seed 000 §4.3): as static, but each peer starts with few buffers " +
+	ibcredit.Register(Name,
+		"InfiniBand user-level dynamic flow control (seed 000 §4.3): as static, but each peer starts with few buffers "+
 			"and grows (linearly or exponentially) when its frames went through the backlog; optionally shrinks when quiet.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

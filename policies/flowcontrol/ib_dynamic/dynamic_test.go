@@ -126,24 +126,3 @@ func TestSetupChecksItsNumbers(t *testing.T) {
 		}
 	}
 }
-
-func TestTheComponentIsRegistered(t *testing.T) {
-	c, ok := core.Lookup(core.KindFlowControl, Name)
-	if !ok {
-		t.Fatal("not registered")
-	}
-	ps := core.MustParams(c.Params)
-	if err := ps.SetText("growth", "quadratic"); err == nil {
-		t.Fatal("an unknown growth accepted")
-	}
-	if err := ps.SetText("growth", "exponential"); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := c.NewPolicy(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := pol.(*Policy); !p.Exponential || p.Initial != 2 || p.Max != 128 || p.Threshold != 5 {
-		t.Fatalf("policy %+v", p)
-	}
-}

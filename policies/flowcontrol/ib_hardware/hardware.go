@@ -28,10 +28,6 @@ import (
 // Name is the component name.
 const Name = "ib_hardware"
 
-// formerName is the name the policy had before ib_ told which transport
-// it serves; stack files that use it still load, with a warning.
-const formerName = "hardware"
-
 // Policy is the hardware scheme.
 type Policy struct {
 	// PrePost is the number of receive buffers posted per peer on each
@@ -73,10 +69,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Deprecated: []string{formerName}, Params: Params,
-		Doc: "InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; " +
+	ibcredit.Register(Name,
+		"InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; "+
 			"the receiver's RNR NAK and infinite retry hold the sender back.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

@@ -39,24 +39,3 @@ func TestSetupRefusesWhatCannotWork(t *testing.T) {
 		})
 	}
 }
-
-func TestTheComponentIsRegisteredWithItsSchema(t *testing.T) {
-	c, ok := core.Lookup(core.KindFlowControl, Name)
-	if !ok {
-		t.Fatal("not registered")
-	}
-	ps := core.MustParams(c.Params)
-	if err := ps.SetText("rnr_retry", "8"); err == nil {
-		t.Fatal("rnr_retry 8 accepted")
-	}
-	if err := ps.SetText("pre_post", "1"); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := c.NewPolicy(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := pol.(*Policy); p.PrePost != 1 || p.RNRRetry != 7 {
-		t.Fatalf("policy %+v", p)
-	}
-}

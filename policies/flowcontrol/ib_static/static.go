@@ -31,10 +31,6 @@ import (
 // Name is the component name.
 const Name = "ib_static"
 
-// formerName is the name the policy had before ib_ told which transport
-// it serves; stack files that use it still load, with a warning.
-const formerName = "static"
-
 // Policy is the static scheme.
 type Policy struct {
 	// PrePost is the number of buffers per peer on each per-peer queue
@@ -74,10 +70,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Deprecated: []string{formerName}, Params: Params,
-		Doc: "InfiniBand user-level static flow control (seed 000 §4.2): credits = pre-posted buffers, a backlog FIFO, " +
+	ibcredit.Register(Name,
+		"InfiniBand user-level static flow control (seed 000 §4.2): credits = pre-posted buffers, a backlog FIFO, "+
 			"piggybacked credits, optimistic explicit credit messages past a threshold, rendezvous while out of credits.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

@@ -32,21 +32,3 @@ func TestSetupRefusesAZeroThresholdAndOtherTransports(t *testing.T) {
 		t.Fatal("extoll accepted")
 	}
 }
-
-func TestTheComponentIsRegistered(t *testing.T) {
-	c, ok := core.Lookup(core.KindFlowControl, Name)
-	if !ok {
-		t.Fatal("not registered")
-	}
-	ps := core.MustParams(c.Params)
-	if err := ps.SetText("credit_threshold", "0"); err == nil {
-		t.Fatal("threshold 0 accepted by the schema")
-	}
-	pol, err := c.NewPolicy(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := pol.(*Policy); p.Threshold != 5 || !p.Rndv || p.PrePost != 0 {
-		t.Fatalf("defaults %+v", p)
-	}
-}

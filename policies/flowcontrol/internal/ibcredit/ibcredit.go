@@ -5,6 +5,7 @@ package ibcredit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
@@ -71,4 +72,13 @@ var (
 func Credits(initial, max, threshold int, rndv bool) core.FlowSetup {
 	return core.FlowSetup{Scheme: core.FlowCredits, Quota: initial, MaxQuota: max, CreditThreshold: threshold,
 		RndvOnNoCredit: rndv, RNRRetry: InfiniteRNRRetry}
+}
+
+// Register registers an InfiniBand scheme as a flow-control component,
+// and under the name it had before its ib_ prefix said which transport it
+// serves (hardware, static, dynamic): stack files that use that name
+// still load, with a warning.
+func Register(name, doc string, params []core.Param, build func(core.Params) core.FlowControl) {
+	core.Register(&core.Component{Kind: core.KindFlowControl, Name: name, Deprecated: []string{strings.TrimPrefix(name, "ib_")},
+		Doc: doc, Params: params, NewPolicy: func(p core.Params) (any, error) { return build(p), nil }})
 }

@@ -47,3 +47,9 @@ func AtLeast(n int64) func(any) error {
 		return nil
 	}
 }
+
+// Register registers an EXTOLL scheme as a flow-control component.
+func Register(name, doc string, params []core.Param, build func(core.Params) core.FlowControl) {
+	core.Register(&core.Component{Kind: core.KindFlowControl, Name: name, Doc: doc, Params: params,
+		NewPolicy: func(p core.Params) (any, error) { return build(p), nil }})
+}
