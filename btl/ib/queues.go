@@ -163,10 +163,17 @@ func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
 	return mem, mr, nil
 }
 
-// growShared posts n more buffers on a shared queue.
+// growShared registers n more buffers of a shared queue's size in one
+// slab and posts them on its SRQ.
 func (m *module) growShared(q *rqueue, n int) error {
-	if err := m.addRecvBufs(q, n); err != nil {
+	first, err := m.register(q, n)
+	if err != nil {
 		return err
+	}
+	for idx := first; idx < len(m.rbufs); idx++ {
+		if err := m.postRecv(m.rbufs[idx], idx, nil); err != nil {
+			return err
+		}
 	}
 	q.allocated += n
 	return nil
@@ -191,40 +198,24 @@ func (m *module) postPerPeer(e *endpoint) error {
 	return nil
 }
 
-// addRecvBufs registers n buffers of a shared queue's size in one slab and
-// posts them on its SRQ.
-func (m *module) addRecvBufs(q *rqueue, n int) error {
-	first := len(m.rbufs)
-	if err := m.register(q, n); err != nil {
-		return err
-	}
-	for idx := first; idx < len(m.rbufs); idx++ {
-		if err := m.postRecv(m.rbufs[idx], idx, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // allocRecvBufs registers n buffers of a per-peer queue's size into its
 // pool.
 func (m *module) allocRecvBufs(q *rqueue, n int) error {
-	first := len(m.rbufs)
-	if err := m.register(q, n); err != nil {
-		return err
-	}
-	for idx := first; idx < len(m.rbufs); idx++ {
+	first, err := m.register(q, n)
+	for idx := first; err == nil && idx < len(m.rbufs); idx++ {
 		q.pool = append(q.pool, int32(idx))
 	}
-	return nil
+	return err
 }
 
-// register adds n buffers of q's size, in one registered slab, to m.rbufs.
-func (m *module) register(q *rqueue, n int) error {
+// register adds n buffers of q's size, in one registered slab, to m.rbufs,
+// from index first on.
+func (m *module) register(q *rqueue, n int) (first int, err error) {
+	first = len(m.rbufs)
 	size := q.spec.BufSize
 	mem, mr, err := m.slab(n, size)
 	if err != nil {
-		return err
+		return first, err
 	}
 	for i := 0; i < n; i++ {
 		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx)}
@@ -232,7 +223,7 @@ func (m *module) register(q *rqueue, n int) error {
 		m.rbufs = append(m.rbufs, b)
 	}
 	m.recvMem(int64(n * size))
-	return nil
+	return first, nil
 }
 
 // postRecv posts b: on the peer's QP for a per-peer queue, on the SRQ
