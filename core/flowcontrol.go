@@ -156,13 +156,7 @@ type FlowDecision struct {
 	Value int64
 }
 
-// FlowControl is a flow-control policy (seed 000 §4, seed 003 §5–6).
-// Built in, it is called synchronously; as a plugin, events reach it in
-// batches and its decisions are applied when they arrive. Its Setup may
-// refuse a resource it is not written for.
-type FlowControl interface {
-	// Setup chooses the engine's parameters.
-	Setup(info FlowInfo) (FlowSetup, error)
-	// Observe reacts to a batch of events, appending decisions to out.
-	Observe(events []FlowEvent, out []FlowDecision) []FlowDecision
-}
+// FlowControl is a flow-control policy (seed 000 §4, seed 003 §5–6): its
+// Setup chooses the credit engine's parameters for a resource, or refuses
+// a resource it is not written for.
+type FlowControl = Policy[FlowInfo, FlowSetup, FlowEvent, FlowDecision]

@@ -82,10 +82,7 @@ type RecvDecision struct {
 }
 
 // RecvBuffers is a receive-buffer policy: per-peer, SRQ or B-SRQ (seed 002).
-type RecvBuffers interface {
-	Setup(info RecvInfo) (RecvSetup, error)
-	Observe(events []RecvEvent, out []RecvDecision) []RecvDecision
-}
+type RecvBuffers = Policy[RecvInfo, RecvSetup, RecvEvent, RecvDecision]
 
 // String renders the layout in Open MPI's receive_queues syntax (per-peer
 // queues with their default low watermark), as policies/recvbuf parses it.

@@ -27,8 +27,8 @@ const holdName = "hold (no built-in fallback compiled in)"
 
 // fallbackOf makes a kind's fallback: the built-in named by pick from the
 // infos the plugin was set up with.
-func fallbackOf[I, S, E, D any](kind core.Kind, pick func([]I) string) func([]I, []S) (policy[I, S, E, D], string, error) {
-	return func(infos []I, results []S) (policy[I, S, E, D], string, error) {
+func fallbackOf[I, S, E, D any](kind core.Kind, pick func([]I) string) func([]I, []S) (core.Policy[I, S, E, D], string, error) {
+	return func(infos []I, results []S) (core.Policy[I, S, E, D], string, error) {
 		return builtinOrHold[I, S, E, D](kind, pick(infos), results)
 	}
 }
@@ -51,7 +51,7 @@ var (
 // builtinOrHold builds the registered built-in kind/name with its default
 // parameters, or, when none is compiled in, a policy that proposes nothing
 // and answers a new Setup as the plugin last did.
-func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (policy[I, S, E, D], string, error) {
+func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (core.Policy[I, S, E, D], string, error) {
 	c, ok := core.Lookup(kind, name)
 	if !ok {
 		return &hold[I, S, E, D]{results: results}, holdName, nil
@@ -64,7 +64,7 @@ func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (po
 	if err != nil {
 		return nil, name, err
 	}
-	p, ok := v.(policy[I, S, E, D])
+	p, ok := v.(core.Policy[I, S, E, D])
 	if !ok {
 		return nil, name, fmt.Errorf("built-in %s %q is a %T, not a %s policy", kind, name, v, kind)
 	}

@@ -12,14 +12,6 @@ import (
 	"google.golang.org/grpc"
 )
 
-// policy is what every policy kind's interface has in common: core's
-// FlowControl, RecvBuffers and Scheduler are policy[I, S, E, D] for their
-// info, setup, event and decision types.
-type policy[I, S, E, D any] interface {
-	Setup(info I) (S, error)
-	Observe(events []E, out []D) []D
-}
-
 // pluginPolicy is a policy served by a plugin process. It implements the
 // kind's core interface (core.FlowControl for I = core.FlowInfo, ...), so
 // the mechanism cannot tell it from a built-in — but for the timing of
@@ -30,12 +22,12 @@ type pluginPolicy[I, S, E, D any] struct {
 	rpcSetup     func(ctx context.Context, info I) (S, error)
 	// fallback builds the built-in that takes over, from the Setups the
 	// plugin answered.
-	fallback func(infos []I, results []S) (policy[I, S, E, D], string, error)
+	fallback func(infos []I, results []S) (core.Policy[I, S, E, D], string, error)
 
 	mu      sync.Mutex
 	infos   []I // every successful Setup, replayed into the fallback
 	results []S
-	fb      policy[I, S, E, D]
+	fb      core.Policy[I, S, E, D]
 	done    chan struct{} // closed by close
 }
 
@@ -47,7 +39,7 @@ func (e *refusedError) Error() string { return e.msg }
 
 func newPluginPolicy[I, S, E, D any](px *proxy[E, D], setupTimeout time.Duration,
 	rpcSetup func(context.Context, I) (S, error),
-	fallback func([]I, []S) (policy[I, S, E, D], string, error)) *pluginPolicy[I, S, E, D] {
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error)) *pluginPolicy[I, S, E, D] {
 	pp := &pluginPolicy[I, S, E, D]{proxy: px, setupTimeout: setupTimeout, rpcSetup: rpcSetup, fallback: fallback, done: make(chan struct{})}
 	px.newFallback = func() (observer[E, D], string, error) {
 		pp.mu.Lock()
@@ -178,7 +170,7 @@ type kindClient[IM, RM, EM, DM any] interface {
 // kindOf opens a kind's plugin-backed policy through its codec; fallback
 // picks the built-in that takes over when the plugin fails.
 func kindOf[I, S, E, D, IM, RM, EM, DM any](c wire.Codec[I, S, E, D, IM, RM, EM, DM],
-	fallback func([]I, []S) (policy[I, S, E, D], string, error)) kindOps {
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error)) kindOps {
 	return kindOps{open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
 		raw, err := pc.dispense(c.Kind)
 		if err != nil {
@@ -209,7 +201,7 @@ func openKind[I, S, E, D, EM, DM any](pp proxyParams,
 	put func(*EM, uint64, []E),
 	get func(*DM, []D) (uint64, []D, error),
 	rpcSetup func(context.Context, I) (S, error),
-	fallback func([]I, []S) (policy[I, S, E, D], string, error),
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error),
 ) (any, func(), func(), error) {
 	l := &streamLink[E, D, EM, DM]{out: new(EM), in: new(DM), put: put, get: get}
 	px := newProxy[E, D](pp.what, pp.o.Log, pp.o.Deadline, pp.abort, l, pp.stats)

@@ -180,7 +180,7 @@ type service[I, S, E, D, IM, RM, EM, DM any] struct {
 func (v *service[I, S, E, D, IM, RM, EM, DM]) Setup(_ context.Context, m *IM) (*RM, error) {
 	var r *RM
 	err := v.s.call(v.c.Kind, func(pol any) error {
-		r = v.c.Reply(pol.(interface{ Setup(I) (S, error) }).Setup(v.c.InfoFromPB(m)))
+		r = v.c.Reply(pol.(core.Policy[I, S, E, D]).Setup(v.c.InfoFromPB(m)))
 		return nil
 	})
 	return r, err
@@ -189,7 +189,7 @@ func (v *service[I, S, E, D, IM, RM, EM, DM]) Setup(_ context.Context, m *IM) (*
 func (v *service[I, S, E, D, IM, RM, EM, DM]) Observe(st grpc.BidiStreamingServer[EM, DM]) error {
 	o := observer[E, D, EM, DM]{s: v.s, kind: v.c.Kind, decode: v.c.GetEvents, encode: v.c.PutDecisions,
 		observe: func(pol any, es []E, out []D) []D {
-			return pol.(interface{ Observe([]E, []D) []D }).Observe(es, out)
+			return pol.(core.Policy[I, S, E, D]).Observe(es, out)
 		}}
 	return o.serve(st)
 }
