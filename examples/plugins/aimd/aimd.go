@@ -36,9 +36,9 @@ import (
 // params is the schema of the policy block's body: gobtl checks a stack
 // file against it before the job starts.
 var params = []core.Param{
-	{Name: "initial", Type: core.ParamInt, Default: "2", Doc: "buffers posted per peer at start, and the floor of a decrease", Check: positive},
-	{Name: "max", Type: core.ParamInt, Default: "64", Doc: "most buffers posted for one peer", Check: positive},
-	{Name: "step", Type: core.ParamInt, Default: "2", Doc: "buffers added when a peer's frame went through the backlog", Check: positive},
+	{Name: "initial", Type: core.ParamInt, Default: "2", Doc: "buffers posted per peer at start, and the floor of a decrease", Min: "1"},
+	{Name: "max", Type: core.ParamInt, Default: "64", Doc: "most buffers posted for one peer", Min: "1"},
+	{Name: "step", Type: core.ParamInt, Default: "2", Doc: "buffers added when a peer's frame went through the backlog", Min: "1"},
 	{Name: "decrease", Type: core.ParamFloat, Default: "0.5", Doc: "factor applied to an idle peer's buffers, in (0, 1)",
 		Check: func(v any) error {
 			if f := v.(float64); f <= 0 || f >= 1 {
@@ -47,13 +47,6 @@ var params = []core.Param{
 			return nil
 		}},
 	{Name: "idle_after", Type: core.ParamDuration, Default: "10ms", Doc: "how long a peer is quiet before its buffers shrink"},
-}
-
-func positive(v any) error {
-	if v.(int64) < 1 {
-		return errors.New("must be at least 1")
-	}
-	return nil
 }
 
 // aimd is the policy. gobtl calls it from one goroutine at a time.

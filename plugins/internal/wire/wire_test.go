@@ -109,7 +109,7 @@ func TestParamsSurviveTheWire(t *testing.T) {
 	inner := []core.Param{{Name: "size", Type: core.ParamSize}, {Name: "count", Type: core.ParamInt, Default: "4"}}
 	schema := []core.Param{
 		{Name: "s", Type: core.ParamString, Enum: []string{"a", "b"}},
-		{Name: "i", Type: core.ParamInt},
+		{Name: "i", Type: core.ParamInt, Min: "-5", Max: "5"},
 		{Name: "f", Type: core.ParamFloat},
 		{Name: "b", Type: core.ParamBool},
 		{Name: "size", Type: core.ParamSize},
@@ -158,6 +158,9 @@ func TestParamsSurviveTheWire(t *testing.T) {
 	}
 	if err := out.Set("s", "c"); err == nil {
 		t.Error("the enum was lost on the way")
+	}
+	if err := out.Set("i", int64(6)); err == nil {
+		t.Error("the range was lost on the way")
 	}
 }
 

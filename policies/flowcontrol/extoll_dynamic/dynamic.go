@@ -254,7 +254,7 @@ func abs(x int) int {
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
 	mailboxsplit.CreditSlotsParam,
-	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap but the data region (seed 003 §7.4.1 tried 62)", Check: mailboxsplit.AtLeast(0)},
+	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap but the data region (seed 003 §7.4.1 tried 62)", Min: "0"},
 }
 
 func init() {

@@ -69,7 +69,7 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
 	mailboxsplit.CreditSlotsParam,
-	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Check: mailboxsplit.AtLeast(0)},
+	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Min: "0"},
 }
 
 func init() {

@@ -139,15 +139,15 @@ func (p *Policy) cur(i int) int {
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "initial", Type: core.ParamInt, Default: "2", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "initial", Type: core.ParamInt, Default: "2", Min: "1", Max: "65535",
 		Doc: "receive buffers posted per peer on each per-peer queue at connection (seed 000 §6.3.2: 1)"},
-	{Name: "max", Type: core.ParamInt, Default: "128", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "max", Type: core.ParamInt, Default: "128", Min: "1", Max: "65535",
 		Doc: "the most buffers a peer may grow to (seed 000 Table 2: LU reached 63)"},
 	{Name: "growth", Type: core.ParamString, Default: "linear", Enum: []string{"linear", "exponential"},
 		Doc: "how a backlogged frame grows its sender's buffers: linear (+step; seed 000 §5) or exponential (×2)"},
-	{Name: "step", Type: core.ParamInt, Default: "1", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "step", Type: core.ParamInt, Default: "1", Min: "1", Max: "65535",
 		Doc: "buffers added per backlogged frame under linear growth"},
-	{Name: "shrink_after", Type: core.ParamDuration, Default: "0s", Check: ibcredit.NotNegative,
+	{Name: "shrink_after", Type: core.ParamDuration, Default: "0s", Min: "0s",
 		Doc: "halve a quiet peer's buffers after this much silence, and again each time it doubles, never below initial; 0 never shrinks (the paper's scheme)"},
 	ibcredit.ThresholdParam,
 	ibcredit.RndvParam,

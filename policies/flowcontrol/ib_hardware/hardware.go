@@ -55,11 +55,11 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Check: ibcredit.AtLeast(0),
+	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "receive buffers posted per peer on each per-peer queue; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
-	{Name: "rnr_retry", Type: core.ParamInt, Default: fmt.Sprint(ibcredit.InfiniteRNRRetry), Check: ibcredit.InRange(1, 7),
+	{Name: "rnr_retry", Type: core.ParamInt, Default: fmt.Sprint(ibcredit.InfiniteRNRRetry), Min: "1", Max: "7",
 		Doc: "RNR NAK retries before the connection fails; 7 retries forever, as seed 000 §4.1 requires for reliability"},
-	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "0s", Check: ibcredit.NotNegative,
+	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "0s", Min: "0s",
 		Doc: "how long an RNR-NAKed sender waits before it retries; 0 keeps the btl block's min_rnr_timer"},
 }
 

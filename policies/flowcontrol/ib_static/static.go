@@ -58,7 +58,7 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Check: ibcredit.AtLeast(0),
+	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "receive buffers posted per peer on each per-peer queue, the credits a sender starts with; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
 	ibcredit.ThresholdParam,
 	ibcredit.RndvParam,

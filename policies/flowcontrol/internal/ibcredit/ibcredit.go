@@ -6,7 +6,6 @@ package ibcredit
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -30,37 +29,9 @@ func CheckResource(name string, info core.FlowInfo) error {
 	return nil
 }
 
-// AtLeast is a parameter check: an int64 of at least n.
-func AtLeast(n int64) func(any) error {
-	return func(v any) error {
-		if x, ok := v.(int64); ok && x < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
-}
-
-// InRange is a parameter check: an int64 in [lo, hi].
-func InRange(lo, hi int64) func(any) error {
-	return func(v any) error {
-		if x, ok := v.(int64); ok && (x < lo || x > hi) {
-			return fmt.Errorf("%d is not in [%d, %d]", x, lo, hi)
-		}
-		return nil
-	}
-}
-
-// NotNegative is a parameter check: a duration of zero or more.
-func NotNegative(v any) error {
-	if d, ok := v.(time.Duration); ok && d < 0 {
-		return fmt.Errorf("must not be negative")
-	}
-	return nil
-}
-
 // Params common to the user-level schemes.
 var (
-	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Check: InRange(1, 0xffff),
+	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Min: "1", Max: "65535",
 		Doc: "an explicit credit message goes out when this many credits are owed (or all the peer's buffers are) and no frame carried them (seed 000: 5)"}
 	RndvParam = core.Param{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "true",
 		Doc: "send small messages by rendezvous while the peer is out of credits, so that the handshake brings credits back (seed 000 §4.2)"}

@@ -35,18 +35,8 @@ func Quota(name string, info core.FlowInfo, creditSlots int) (share, data int, e
 // CreditSlotsParam is the credit_slots parameter of both schemes: the
 // slots each receiver owns in each sender's credit region, which are also
 // each sender's static slots under the dynamic scheme.
-var CreditSlotsParam = core.Param{Name: "credit_slots", Type: core.ParamInt, Default: "2", Check: AtLeast(1),
+var CreditSlotsParam = core.Param{Name: "credit_slots", Type: core.ParamInt, Default: "2", Min: "1",
 	Doc: "slots of each sender's credit region owned by each receiver, and each sender's static slots under the dynamic scheme (seed 003 §5.3, §7: 2 is the best trade-off)"}
-
-// AtLeast is a parameter check: an int64 of at least n.
-func AtLeast(n int64) func(any) error {
-	return func(v any) error {
-		if v.(int64) < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
-}
 
 // Register registers an EXTOLL scheme as a flow-control component.
 func Register(name, doc string, params []core.Param, build func(core.Params) core.FlowControl) {
