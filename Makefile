@@ -13,12 +13,14 @@ build:
 	$(GO) build -o $(BIN)/ring ./examples/ring
 
 # Every plugins/<name>/main.go serves a built-in policy as a plugin; the
-# example third-party plugin is a module of its own, built on its own.
+# example third-party plugins (aimd, and skeleton, the one to copy) are
+# modules of their own, each built on its own.
+EXAMPLE_PLUGINS := aimd skeleton
 PLUGIN_MAINS := $(patsubst %/main.go,./%,$(wildcard plugins/*/main.go))
 plugins:
 	@mkdir -p $(BIN)/plugins
 	$(if $(PLUGIN_MAINS),$(GO) build -o $(BIN)/plugins/ $(PLUGIN_MAINS))
-	cd examples/plugins/aimd && $(GO) build -o $(CURDIR)/$(BIN)/plugins/aimd .
+	for p in $(EXAMPLE_PLUGINS); do (cd examples/plugins/$$p && $(GO) build -o $(CURDIR)/$(BIN)/plugins/$$p .) || exit 1; done
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -31,7 +33,7 @@ test: build plugins lint rdmacore
 	$(GO) test -race ./btl/extoll/...
 	$(GO) test -race ./btl/ib/...
 	$(GO) test -race ./plugins/
-	cd examples/plugins/aimd && $(GO) vet ./... && $(GO) test ./...
+	for p in $(EXAMPLE_PLUGINS); do (cd examples/plugins/$$p && $(GO) vet ./... && $(GO) test ./...) || exit 1; done
 	$(MAKE) fuzz-smoke
 
 # The rdma-core verbs provider (build tag rdmacore): CI installs its headers

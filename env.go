@@ -2,6 +2,9 @@ package gobtl
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
@@ -16,4 +19,13 @@ func bootstrapFromEnv(ctx context.Context) (core.Bootstrap, bool, error) {
 		return nil, ok, err // never a nil *boot.Client in an interface
 	}
 	return c, true, nil
+}
+
+var localJobs atomic.Int64
+
+// localJob returns the bootstraps of an n-rank job whose ranks are
+// goroutines of this process, under a job id no other job on this host
+// has (it names the job's fabric and any segment a BTL creates).
+func localJob(n int) []core.Bootstrap {
+	return boot.Group(n, fmt.Sprintf("local-%d-%d", os.Getpid(), localJobs.Add(1)))
 }

@@ -19,13 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"sync"
 
-	"github.com/hashicorp/hcl/v2"
-
-	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -63,6 +58,11 @@ type Options struct {
 	Metrics *core.Metrics
 	// Clock is the time source of mechanisms; nil: the system clock.
 	Clock core.Clock
+
+	// inProcess says the job's ranks are goroutines of this process
+	// (RunLocal, or a job of one rank), whose default stack is the
+	// in-process fabric.
+	inProcess bool
 }
 
 // Comm is a communicator of all the job's ranks.
@@ -85,204 +85,6 @@ func (c *Comm) Close() error {
 	return c.err
 }
 
-// Init starts this rank of the job.
-func Init(ctx context.Context, opts Options) (*Comm, error) {
-	boot := opts.Boot
-	if boot == nil {
-		b, ok, err := bootstrapFromEnv(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("gobtl: bootstrap: %w", err)
-		}
-		if ok {
-			boot = b
-		} else {
-			boot = inproc.New(1, nil).Boot(0) // a job of one rank
-		}
-	}
-	cfg, err := loadConfig(opts, boot)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := cfg.Job.Log.Loggers()
-	if err != nil {
-		return nil, fmt.Errorf("gobtl: logging: %w", err)
-	}
-	metrics := opts.Metrics
-	if metrics == nil {
-		metrics = core.NewMetrics()
-	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = core.SystemClock
-	}
-	c := &Comm{}
-	fail := func(err error) (*Comm, error) {
-		for _, cl := range c.closers {
-			cl.Close()
-		}
-		return nil, err
-	}
-
-	var flow core.FlowControl
-	var recv core.RecvBuffers
-	var sched core.Scheduler
-	for _, p := range cfg.Policies {
-		pol, closer, err := openPolicy(ctx, cfg, p, logs, metrics)
-		if err != nil {
-			return fail(err)
-		}
-		if closer != nil {
-			c.closers = append(c.closers, closer)
-		}
-		var ok bool
-		switch p.Kind {
-		case core.KindFlowControl:
-			flow, ok = pol.(core.FlowControl)
-		case core.KindRecvBuf:
-			recv, ok = pol.(core.RecvBuffers)
-		case core.KindSched:
-			sched, ok = pol.(core.Scheduler)
-		}
-		if !ok {
-			return fail(fmt.Errorf("gobtl: %s: policy %q is a %T, not a %s policy", rangeOf(p.DeclRange), p.Name, pol, p.Kind))
-		}
-	}
-
-	var mods []core.Module
-	for _, b := range cfg.BTLs {
-		env := core.BTLEnv{
-			Instance: b.Name, Params: b.Params, Boot: boot, Clock: clock,
-			Log: logs.For("btl." + b.Kind), Metrics: metrics, FlowControl: flow, RecvBuffers: recv,
-		}
-		ms, err := b.Component.OpenBTL(env)
-		if err != nil {
-			for _, m := range mods {
-				m.Close()
-			}
-			return fail(fmt.Errorf("gobtl: %s: btl %q %q: %w", rangeOf(b.DeclRange), b.Kind, b.Name, err))
-		}
-		mods = append(mods, ms...)
-	}
-
-	// Each BTL published its address when it opened; the fence makes every
-	// rank's visible before any endpoint connects (the PMIx modex).
-	if err := boot.Fence(ctx); err != nil {
-		for _, m := range mods {
-			m.Close()
-		}
-		return fail(fmt.Errorf("gobtl: exchange addresses: %w", err))
-	}
-
-	j := cfg.Job
-	po := pml.Options{
-		AllRails:  !j.Exclusive,
-		Backoff:   pml.Backoff{Spin: j.Progress.Spin, Yield: j.Progress.Yield, Sleep: j.Progress.Sleep, MaxSleep: j.Progress.MaxSleep},
-		Scheduler: sched, Clock: clock, Log: logs.For("pml"), Metrics: metrics,
-		StallTimeout: j.StallTimeout,
-	}
-	if po.Protocol, err = pml.ParseProtocol(string(j.Protocol)); err != nil {
-		return fail(err)
-	}
-	if j.EagerLimit != conf.Unset {
-		po.EagerLimit = int(j.EagerLimit)
-	}
-	switch {
-	case j.RndvEagerLimit == 0:
-		po.RndvEagerLimit = -1
-	case j.RndvEagerLimit != conf.Unset:
-		po.RndvEagerLimit = int(j.RndvEagerLimit)
-	}
-	if j.MaxReads != conf.Unset {
-		po.MaxReads = j.MaxReads
-	}
-	if sched != nil {
-		// Per-process binding needs this rank's place among its host's.
-		if po.LocalRank, po.LocalRanks, err = localRank(ctx, boot); err != nil {
-			for _, m := range mods {
-				m.Close()
-			}
-			return fail(fmt.Errorf("gobtl: %w", err))
-		}
-	}
-	pc, err := pml.New(boot.Rank(), boot.Size(), mods, po)
-	if err != nil {
-		for _, m := range mods {
-			m.Close()
-		}
-		return fail(fmt.Errorf("gobtl: %w", err))
-	}
-	c.Comm = pc
-	return c, nil
-}
-
-// loadConfig loads the stack and makes sure it can reach this rank's own
-// messages: a stack without btl "self" gets it.
-func loadConfig(opts Options, boot core.Bootstrap) (*conf.Config, error) {
-	cfg := opts.Config
-	if cfg == nil {
-		files := opts.ConfigFiles
-		if len(files) == 0 {
-			if v := os.Getenv(EnvConfig); v != "" {
-				files = strings.Split(v, ",")
-			}
-		}
-		var diags hcl.Diagnostics
-		if len(files) == 0 {
-			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(boot))})
-		} else {
-			cfg, diags = conf.Load(conf.Options{Vars: opts.Vars}, files...)
-		}
-		if diags.HasErrors() {
-			return nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
-		}
-	}
-	hasSelf := false
-	for _, b := range cfg.BTLs {
-		hasSelf = hasSelf || b.Kind == "self"
-	}
-	if !hasSelf {
-		comp, ok := core.Lookup(core.KindBTL, "self")
-		if !ok {
-			return nil, errors.New("gobtl: the self BTL is not compiled in")
-		}
-		cfg.BTLs = append([]*conf.BTL{{Kind: "self", Name: "self", Component: comp, Params: core.MustParams(comp.Params)}}, cfg.BTLs...)
-	}
-	return cfg, nil
-}
-
-// defaultStack is the stack of a job that names none: the in-process
-// fabric between goroutine ranks, otherwise the best transport between
-// processes that is compiled in.
-func defaultStack(boot core.Bootstrap) string {
-	if _, ok := boot.(*inproc.Boot); ok {
-		return `btl "inproc" "default" {}`
-	}
-	if _, ok := core.Lookup(core.KindBTL, "sm"); ok {
-		return `btl "sm" "local" {}`
-	}
-	return ""
-}
-
-// openPolicy builds a policy from its block: in process for builtin, and
-// through the plugin host for plugin.
-func openPolicy(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics) (any, io.Closer, error) {
-	if p.Plugin {
-		return openPlugin(ctx, cfg, p, logs, metrics)
-	}
-	pol, err := p.Component.NewPolicy(p.Params)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gobtl: %s: policy %q %q: %w", rangeOf(p.DeclRange), p.Kind, p.Name, err)
-	}
-	return pol, nil, nil
-}
-
-func rangeOf(r hcl.Range) string {
-	if r.Filename == "" {
-		return "<config>"
-	}
-	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
-}
-
 // RunLocal runs fn on every rank of an n-rank job whose ranks are
 // goroutines of this process, connected by the in-process fabric (the
 // default stack) or by the stack opts names. It returns when every rank
@@ -294,7 +96,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)
 	}
-	f := inproc.New(n, opts.Clock)
+	boots := localJob(n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
@@ -326,7 +128,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 		go func(r int) {
 			defer wg.Done()
 			o := opts
-			o.Boot = f.Boot(r)
+			o.Boot, o.inProcess = boots[r], true
 			o.Metrics = nil
 			c, err := Init(ctx, o)
 			if err != nil {
@@ -360,36 +162,4 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 		return errors.Join(append([]error{failed}, rest...)...)
 	}
 	return errors.Join(errs...)
-}
-
-// localRank returns this rank's index among the ranks on its host and how
-// many there are, from a hostname exchange through the bootstrap.
-func localRank(ctx context.Context, boot core.Bootstrap) (int, int, error) {
-	host, err := os.Hostname()
-	if err != nil {
-		return 0, 0, fmt.Errorf("hostname: %w", err)
-	}
-	if _, ok := boot.(*inproc.Boot); ok {
-		host = fmt.Sprintf("%s/%s", host, boot.JobID()) // goroutine ranks share a process
-	}
-	if err := boot.Put("gobtl.host", []byte(host)); err != nil {
-		return 0, 0, err
-	}
-	if err := boot.Fence(ctx); err != nil {
-		return 0, 0, err
-	}
-	local, count := 0, 0
-	for r := 0; r < boot.Size(); r++ {
-		h, err := boot.Get(ctx, r, "gobtl.host")
-		if err != nil {
-			return 0, 0, err
-		}
-		if string(h) == host {
-			if r < boot.Rank() {
-				local++
-			}
-			count++
-		}
-	}
-	return local, count, nil
 }

@@ -2,37 +2,75 @@ package gobtl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins"
+	"github.com/gobtl/gobtl/pml"
 )
 
 // openPlugin starts an out-of-process policy through the plugin host. If
 // the plugin fails later, the host switches the policy to its built-in
-// fallback and logs it; with on_failure = "abort" the job stops instead:
-// the rank logs the error, naming the policy block, stops its plugins and
-// exits with status 1, as MPI_Abort ends a job.
-func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics) (any, io.Closer, error) {
+// fallback and logs it; with on_failure = "abort" the job ends instead,
+// through abort: the rank logs the error, naming the policy block, and
+// every blocking call of its communicator returns an error wrapping
+// core.ErrAborted and the plugin's failure, as when another rank dies. A
+// library does not exit its host: the program decides what to do, and
+// Close stops the plugins.
+func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics, abort func(error)) (any, io.Closer, error) {
 	log := logs.For("plugin")
 	pol, err := plugins.Open(ctx, blockOf(cfg, p), plugins.Options{
 		Log:     log,
 		Metrics: metrics,
 		Abort: func(err error) {
 			log.Error().Err(err).Msg("job aborted by a failed policy plugin")
-			fmt.Fprintf(os.Stderr, "gobtl: %v\n", err)
-			plugins.Shutdown()
-			os.Exit(1)
+			abort(err)
 		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("gobtl: %w", err)
 	}
 	return pol.Impl(), pol, nil
+}
+
+// aborter takes a plugin's abort to the job's abort path. The plugin may
+// fail before the communicator exists (while the job starts) or any time
+// after; the first failure is kept and reaches the communicator either
+// way.
+type aborter struct {
+	mu    sync.Mutex
+	comm  *pml.Comm
+	cause error
+}
+
+// abort aborts the communicator with err, or keeps err for attach.
+func (a *aborter) abort(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cause == nil {
+		a.cause = err
+	}
+	if a.comm != nil {
+		a.comm.Abort(err)
+	}
+}
+
+// attach hands the communicator over; it returns the abort error if a
+// plugin already failed, so that Init fails with it.
+func (a *aborter) attach(c *pml.Comm) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.comm = c
+	if a.cause != nil {
+		c.Abort(a.cause)
+		return fmt.Errorf("gobtl: %w", errors.Join(core.ErrAborted, a.cause))
+	}
+	return nil
 }
 
 // blockOf is the plugin host's view of a policy block. A plugin body that

@@ -19,7 +19,7 @@
 // launch.
 package boot
 
-import "strings"
+import "github.com/gobtl/gobtl/core"
 
 // Environment variables set by the launcher for each rank.
 const (
@@ -39,9 +39,6 @@ const (
 	EnvStderrTTY = "GOBTL_STDERR_TTY"
 )
 
-// ShmPrefix is the prefix of every file a job's components create under
-// /dev/shm. Components name their segments ShmPrefix(job) + "<component>-..."
-// so that the launcher can remove whatever a crashed job left behind.
-func ShmPrefix(jobID string) string {
-	return "gobtl-" + strings.ReplaceAll(jobID, "/", "_") + "-"
-}
+// ShmPrefix is core.ShmPrefix: the prefix of the files a job's components
+// create under /dev/shm, which the launcher removes after a crash.
+func ShmPrefix(jobID string) string { return core.ShmPrefix(jobID) }

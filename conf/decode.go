@@ -138,10 +138,8 @@ func (d *decoder) attrValue(attr *hcl.Attribute, param *core.Param) (v any, ok b
 				fmt.Sprintf("%q is not one of %s.%s", s, quoteList(param.Enum), didYouMean(s, param.Enum))))
 		}
 	}
-	if param.Check != nil {
-		if err := param.Check(v); err != nil {
-			return nil, false, append(diags, errorAt(rng, summary, sentence(err.Error())))
-		}
+	if err := param.CheckValue(v); err != nil { // the range and Check
+		return nil, false, append(diags, errorAt(rng, summary, sentence(err.Error())))
 	}
 	return v, true, diags
 }

@@ -173,6 +173,21 @@ func TestBadConfigurationsGivePositionedDiagnostics(t *testing.T) {
 			want:  []string{`a.hcl:2:15: Invalid value for "max_reads"; Must be at least 1, got 0.`},
 		},
 		{
+			name:  "a value outside its schema's range is reported at the value",
+			files: []conf.Source{file("a.hcl", "btl \"sm\" \"local\" {\n  fragments = 1\n}\n")},
+			want:  []string{`a.hcl:2:15: Invalid value for "fragments"; Must be in [2, 65536], got 1.`},
+		},
+		{
+			name:  "a size outside its range is shown in units",
+			files: []conf.Source{file("a.hcl", "btl \"sm\" \"local\" {\n  max_send_size = \"512B\"\n}\n")},
+			want:  []string{`a.hcl:2:19: Invalid value for "max_send_size"; Must be in [1KiB, 64MiB], got 512B.`},
+		},
+		{
+			name:  "a duration below its range is reported at the value",
+			files: []conf.Source{file("a.hcl", "job {\n  progress {\n    sleep = \"0s\"\n  }\n}\n")},
+			want:  []string{`a.hcl:3:13: Invalid value for "sleep"; Must be at least 1ns, got 0s.`},
+		},
+		{
 			name:  "a max_sleep below sleep is reported at the progress block",
 			files: []conf.Source{file("a.hcl", "job {\n  progress {\n    sleep = \"1ms\"\n    max_sleep = \"10us\"\n  }\n}\n")},
 			want:  []string{`a.hcl:2:3: Invalid progress block; max_sleep (10us) is shorter than sleep (1ms); the sleep doubles from sleep up to max_sleep.`},

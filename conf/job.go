@@ -40,13 +40,13 @@ var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 // ProgressParams is the schema of the job's progress block: how a rank
 // waiting for completion backs off (spin, then yield, then sleep).
 var ProgressParams = []core.Param{
-	{Name: "spin", Type: core.ParamInt, Default: "2000", Check: nonNegative,
+	{Name: "spin", Type: core.ParamInt, Default: "2000", Min: "0",
 		Doc: "busy polls of every module before the waiter starts yielding"},
-	{Name: "yield", Type: core.ParamInt, Default: "50", Check: nonNegative,
+	{Name: "yield", Type: core.ParamInt, Default: "50", Min: "0",
 		Doc: "rounds of runtime.Gosched between polls before the waiter starts sleeping"},
-	{Name: "sleep", Type: core.ParamDuration, Default: "10us", Check: positiveDuration,
+	{Name: "sleep", Type: core.ParamDuration, Default: "10us", Min: "1ns",
 		Doc: "first sleep between polls once yielding did not help; doubles up to max_sleep"},
-	{Name: "max_sleep", Type: core.ParamDuration, Default: "500us", Check: positiveDuration,
+	{Name: "max_sleep", Type: core.ParamDuration, Default: "500us", Min: "1ns",
 		Doc: "longest sleep between polls (bounds the latency an idle rank adds)"},
 }
 
@@ -64,15 +64,15 @@ var JobParams = []core.Param{
 	{Name: "protocol", Type: core.ParamString, Default: string(ProtocolRDMARead),
 		Enum: []string{string(ProtocolRDMARead), string(ProtocolRDMAWrite), string(ProtocolRDMAReadAsync), string(ProtocolPipeline)},
 		Doc:  "rendezvous protocol above the eager limit; pipeline is send-based copy-in/copy-out (used anyway for BTLs without put/get)"},
-	{Name: "eager_limit", Type: core.ParamSize, Check: nonNegative,
+	{Name: "eager_limit", Type: core.ParamSize,
 		Doc: "cap on every BTL's own eager limit; unset: each BTL's own"},
-	{Name: "rndv_eager_limit", Type: core.ParamSize, Check: nonNegative,
+	{Name: "rndv_eager_limit", Type: core.ParamSize,
 		Doc: "user bytes carried inline in a rendezvous start; unset: each BTL's own"},
 	{Name: "exclusive", Type: core.ParamBool, Default: "true",
 		Doc: "a peer reachable by several BTLs uses only those of the highest exclusivity (shared memory, not the network, for local peers)"},
-	{Name: "max_reads", Type: core.ParamInt, Check: positive,
+	{Name: "max_reads", Type: core.ParamInt, Min: "1",
 		Doc: "cap on outstanding RDMA reads per endpoint; unset: each BTL's own"},
-	{Name: "stall_timeout", Type: core.ParamDuration, Default: "0", Check: nonNegativeDuration,
+	{Name: "stall_timeout", Type: core.ParamDuration, Default: "0", Min: "0s",
 		Doc: "fail a request that makes no progress for this long; 0: never"},
 	{Name: "progress", Type: core.ParamBlock, Block: ProgressParams,
 		Doc: "back-off of a waiting rank: spin, then yield, then sleep (doubling)"},
@@ -169,34 +169,6 @@ func jobFromParams(p core.Params) Job {
 		},
 		Log: Log{Level: lg.String("level"), Components: comps},
 	}
-}
-
-func nonNegative(v any) error {
-	if n, _ := v.(int64); n < 0 {
-		return fmt.Errorf("must not be negative, got %d", n)
-	}
-	return nil
-}
-
-func positive(v any) error {
-	if n, _ := v.(int64); n < 1 {
-		return fmt.Errorf("must be at least 1, got %d", n)
-	}
-	return nil
-}
-
-func nonNegativeDuration(v any) error {
-	if d, _ := v.(time.Duration); d < 0 {
-		return fmt.Errorf("must not be negative, got %v", d)
-	}
-	return nil
-}
-
-func positiveDuration(v any) error {
-	if d, _ := v.(time.Duration); d <= 0 {
-		return fmt.Errorf("must be positive, got %v", d)
-	}
-	return nil
 }
 
 func checkComponentLevels(v any) error {

@@ -143,6 +143,7 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 		if !ok {
 			return nil, append(diags, unknownComponent(kind, p.Name, builtin.Expr.Range()))
 		}
+		diags = append(diags, renamed(kind, &p.Name, builtin.Expr.Range())...)
 		p.Component = comp
 		params, ds := c.dec.decodeBody(remain, comp.Params, b.DefRange)
 		p.Params, p.Checked = params, true
@@ -152,6 +153,9 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 	if p.Name == "" {
 		return nil, append(diags, errorAt(plugin.Expr.Range(), "Empty plugin name", "Name the plugin: plugin = \"<name>\"."))
 	}
+	// The plugins that serve built-ins carry the built-in's name, and its
+	// former names with it.
+	diags = append(diags, renamed(kind, &p.Name, plugin.Expr.Range())...)
 	if opts.PluginSchema == nil {
 		diags = append(diags, c.dec.checkBodyRefs(remain, true)...)
 		diags = append(diags, warningAt(b.DefRange, fmt.Sprintf("Policy %q body not checked", kind),
@@ -165,6 +169,19 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 	}
 	ds = c.DecodePolicy(p, schema)
 	return p, append(diags, ds...)
+}
+
+// renamed replaces a policy's former name (core.Component.Deprecated)
+// with its name, and warns.
+func renamed(kind core.Kind, name *string, rng hcl.Range) hcl.Diagnostics {
+	comp, ok := core.Lookup(kind, *name)
+	if !ok || comp.Name == *name {
+		return nil
+	}
+	d := warningAt(rng, fmt.Sprintf("Deprecated %s policy name %q", title(kind), *name),
+		fmt.Sprintf("%q is now called %q; the old name still loads, but will not for ever.", *name, comp.Name))
+	*name = comp.Name
+	return hcl.Diagnostics{d}
 }
 
 // DecodePolicy decodes a policy's body against schema (a plugin's, once

@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // Bootstrap is the job's out-of-band wire-up service, in the shape of PMIx:
 // who am I, how many are we, and a key-value exchange made consistent by a
@@ -20,4 +23,13 @@ type Bootstrap interface {
 	Fence(ctx context.Context) error
 	// Get returns what rank published under key.
 	Get(ctx context.Context, rank int, key string) ([]byte, error)
+}
+
+// ShmPrefix is the prefix of every file a job's components create under
+// /dev/shm. Components name their segments ShmPrefix(job) + "<component>-..."
+// so that the launcher can remove whatever a crashed job left behind; it
+// lives here, beside JobID, because both sides must agree on it without
+// a BTL importing the launcher.
+func ShmPrefix(jobID string) string {
+	return "gobtl-" + strings.ReplaceAll(jobID, "/", "_") + "-"
 }

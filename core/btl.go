@@ -112,6 +112,21 @@ type Endpoint interface {
 // Module is one instance of a transport: a port, a shared-memory segment,
 // a mailbox. The PML drives it by calling Progress; handlers run inside
 // Progress on the caller's goroutine.
+//
+// Concurrency. The caller serializes every call into a module and into its
+// endpoints (Send, Progress, Register, Endpoint, Put, Get, RegisterMem,
+// Arm, Close...): at most one runs at a time, so a module needs no lock on
+// its own state for them. They may come from different goroutines over
+// time (an application thread, then the PML's event-driven progress
+// thread), so a module must not depend on which goroutine calls it.
+// Handlers, RDMADone and the OnPeerLost function run inside Progress and
+// may call back into the module (a handler may Send). What a module shares
+// with anything else — a peer rank's module in the same process, a device
+// goroutine serving one-sided operations, a peer process through shared
+// memory — it synchronizes itself (atomics, locks, the ring protocol), and
+// nothing it does on the hot path blocks. The channel of a Notifier is the
+// one thing read from another goroutine without the caller's
+// serialization.
 type Module interface {
 	// Attrs describes the module.
 	Attrs() Attrs

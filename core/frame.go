@@ -75,20 +75,14 @@ const (
 // IsPML reports whether t is one of the PML's protocol types.
 func (t FrameType) IsPML() bool { return t >= TypeEager && t < typePMLEnd }
 
+var frameTypeNames = map[FrameType]string{
+	TypeEager: "EAGER", TypeRndvStart: "RNDV_START", TypeRndvReply: "RNDV_REPLY",
+	TypeRndvFin: "RNDV_FIN", TypeFrag: "FRAG", TypeCredit: "CREDIT",
+}
+
 func (t FrameType) String() string {
-	switch t {
-	case TypeEager:
-		return "EAGER"
-	case TypeRndvStart:
-		return "RNDV_START"
-	case TypeRndvReply:
-		return "RNDV_REPLY"
-	case TypeRndvFin:
-		return "RNDV_FIN"
-	case TypeFrag:
-		return "FRAG"
-	case TypeCredit:
-		return "CREDIT"
+	if s, ok := frameTypeNames[t]; ok {
+		return s
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }

@@ -118,39 +118,30 @@ func NewMetrics() *Metrics {
 // Counter returns the counter called name, creating it on first use. Look
 // it up once and keep the pointer; the lookup takes a lock.
 func (m *Metrics) Counter(name string) *Counter {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	c := m.counters[name]
-	if c == nil {
-		c = new(Counter)
-		m.counters[name] = c
-	}
-	return c
+	return lookup(m, m.counters, name, func() *Counter { return new(Counter) })
 }
 
 // Gauge returns the gauge called name, creating it on first use.
 func (m *Metrics) Gauge(name string) *Gauge {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g := m.gauges[name]
-	if g == nil {
-		g = new(Gauge)
-		m.gauges[name] = g
-	}
-	return g
+	return lookup(m, m.gauges, name, func() *Gauge { return new(Gauge) })
 }
 
 // Histogram returns the histogram called name, creating it with bounds on
 // first use.
 func (m *Metrics) Histogram(name string, bounds []float64) *Histogram {
+	return lookup(m, m.hists, name, func() *Histogram { return NewHistogram(bounds) })
+}
+
+// lookup returns byName[name], made by mk on first use, under m's lock.
+func lookup[T any](m *Metrics, byName map[string]*T, name string, mk func() *T) *T {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.hists[name]
-	if h == nil {
-		h = NewHistogram(bounds)
-		m.hists[name] = h
+	v := byName[name]
+	if v == nil {
+		v = mk()
+		byName[name] = v
 	}
-	return h
+	return v
 }
 
 // Snapshot returns every metric by name: counters as int64, gauges as

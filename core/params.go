@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -26,28 +27,15 @@ const (
 	ParamMap                           // map[string]string: { pml = "debug" }
 )
 
+var paramTypeNames = [...]string{
+	ParamString: "string", ParamInt: "int", ParamFloat: "float", ParamBool: "bool",
+	ParamSize: "size", ParamRate: "rate", ParamDuration: "duration",
+	ParamStrings: "list(string)", ParamBlock: "block", ParamMap: "map(string)",
+}
+
 func (t ParamType) String() string {
-	switch t {
-	case ParamString:
-		return "string"
-	case ParamInt:
-		return "int"
-	case ParamFloat:
-		return "float"
-	case ParamBool:
-		return "bool"
-	case ParamSize:
-		return "size"
-	case ParamRate:
-		return "rate"
-	case ParamDuration:
-		return "duration"
-	case ParamStrings:
-		return "list(string)"
-	case ParamBlock:
-		return "block"
-	case ParamMap:
-		return "map(string)"
+	if int(t) < len(paramTypeNames) && paramTypeNames[t] != "" {
+		return paramTypeNames[t]
 	}
 	return fmt.Sprintf("ParamType(%d)", uint8(t))
 }
@@ -67,7 +55,14 @@ type Param struct {
 	Enum []string
 	// Required parameters must be set.
 	Required bool
-	// Check, if set, validates a decoded value (of the accessor's Go type).
+	// Min and Max bound a numeric parameter (int, float, size, rate,
+	// duration), both inclusive, in the textual form of Default ("1KiB",
+	// "10us"); empty leaves that side open. Being data, the range is shown
+	// by `gobtl info`, checked against the default at registration, and
+	// reported by the loader at the value's position in the file.
+	Min, Max string
+	// Check, if set, validates a decoded value (of the accessor's Go type)
+	// beyond its range: a power of two, a checksum's form.
 	Check func(v any) error
 	// Block is the schema of a ParamBlock; Repeat lets the block appear more
 	// than once.
@@ -131,7 +126,8 @@ func ParseValue(t ParamType, s string) (any, error) {
 	return nil, fmt.Errorf("type %v has no textual form", t)
 }
 
-// CheckValue applies a parameter's enum and Check to a decoded value.
+// CheckValue applies a parameter's enum, range and Check to a decoded
+// value.
 func (p *Param) CheckValue(v any) error {
 	if len(p.Enum) > 0 {
 		s, _ := v.(string)
@@ -139,10 +135,85 @@ func (p *Param) CheckValue(v any) error {
 			return fmt.Errorf("%q is not one of %s", s, strings.Join(p.Enum, ", "))
 		}
 	}
+	if err := p.checkRange(v); err != nil {
+		return err
+	}
 	if p.Check != nil {
 		return p.Check(v)
 	}
 	return nil
+}
+
+// Range renders the parameter's bounds for documentation: "[1KiB, 64MiB]",
+// ">= 1", "<= 7", or "" when it has none.
+func (p *Param) Range() string {
+	switch {
+	case p.Min != "" && p.Max != "":
+		return "[" + p.Min + ", " + p.Max + "]"
+	case p.Min != "":
+		return ">= " + p.Min
+	case p.Max != "":
+		return "<= " + p.Max
+	}
+	return ""
+}
+
+// bounds parses Min and Max; an open side is nil.
+func (p *Param) bounds() (lo, hi any, err error) {
+	if p.Min == "" && p.Max == "" {
+		return nil, nil, nil
+	}
+	switch p.Type {
+	case ParamInt, ParamFloat, ParamSize, ParamRate, ParamDuration:
+	default:
+		return nil, nil, fmt.Errorf("a %v parameter cannot have a range", p.Type)
+	}
+	if p.Min != "" {
+		if lo, err = ParseValue(p.Type, p.Min); err != nil {
+			return nil, nil, fmt.Errorf("min: %w", err)
+		}
+	}
+	if p.Max != "" {
+		if hi, err = ParseValue(p.Type, p.Max); err != nil {
+			return nil, nil, fmt.Errorf("max: %w", err)
+		}
+	}
+	if lo != nil && hi != nil && compare(lo, hi) > 0 {
+		return nil, nil, fmt.Errorf("min %s is above max %s", p.Min, p.Max)
+	}
+	return lo, hi, nil
+}
+
+func (p *Param) checkRange(v any) error {
+	lo, hi, err := p.bounds()
+	if err != nil || (lo == nil && hi == nil) {
+		return err
+	}
+	below, above := lo != nil && compare(v, lo) < 0, hi != nil && compare(v, hi) > 0
+	if !below && !above {
+		return nil
+	}
+	got := FormatValue(p.Type, v)
+	switch {
+	case lo != nil && hi != nil:
+		return fmt.Errorf("must be in [%s, %s], got %s", p.Min, p.Max, got)
+	case below:
+		return fmt.Errorf("must be at least %s, got %s", p.Min, got)
+	}
+	return fmt.Errorf("must be at most %s, got %s", p.Max, got)
+}
+
+// compare orders two values of one numeric parameter type.
+func compare(a, b any) int {
+	switch x := a.(type) {
+	case int64:
+		return cmp.Compare(x, b.(int64))
+	case float64:
+		return cmp.Compare(x, b.(float64))
+	case time.Duration:
+		return cmp.Compare(x, b.(time.Duration))
+	}
+	panic(fmt.Sprintf("core: compare %T", a))
 }
 
 // Params are decoded parameter values for one component block. Defaults are
@@ -153,11 +224,16 @@ type Params struct {
 	set    map[string]bool
 }
 
-// NewParams returns the defaults of schema.
+// NewParams returns the defaults of schema. It fails on a malformed
+// schema: a default or a bound that does not parse, or a default outside
+// its own range.
 func NewParams(schema []Param) (Params, error) {
 	p := Params{schema: schema, vals: map[string]any{}, set: map[string]bool{}}
 	for i := range schema {
 		d := &schema[i]
+		if _, _, err := d.bounds(); err != nil {
+			return Params{}, fmt.Errorf("range of %s: %w", d.Name, err)
+		}
 		if d.Type == ParamBlock {
 			p.vals[d.Name] = []Params(nil)
 			continue
@@ -167,6 +243,9 @@ func NewParams(schema []Param) (Params, error) {
 		}
 		v, err := ParseValue(d.Type, d.Default)
 		if err != nil {
+			return Params{}, fmt.Errorf("default of %s: %w", d.Name, err)
+		}
+		if err := d.checkRange(v); err != nil {
 			return Params{}, fmt.Errorf("default of %s: %w", d.Name, err)
 		}
 		p.vals[d.Name] = v

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -99,5 +100,54 @@ func TestParamMapRoundTrips(t *testing.T) {
 	p := MustParams([]Param{{Name: "levels", Type: ParamMap, Default: "pml=warn"}})
 	if p.Map("levels")["pml"] != "warn" {
 		t.Fatalf("Map default: %v", p.Map("levels"))
+	}
+}
+
+func TestRangesAreCheckedWhereverAValueComesFrom(t *testing.T) {
+	schema := []Param{
+		{Name: "frags", Type: ParamInt, Default: "64", Min: "2", Max: "65536"},
+		{Name: "box", Type: ParamSize, Default: "64KiB", Min: "1KiB"},
+		{Name: "alpha", Type: ParamFloat, Default: "0.5", Min: "0", Max: "1"},
+		{Name: "wait", Type: ParamDuration, Default: "1ms", Max: "1s"},
+	}
+	p, err := NewParams(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, value, want string }{
+		{"frags", "1", "must be in [2, 65536], got 1"},
+		{"frags", "65537", "must be in [2, 65536], got 65537"},
+		{"box", "512B", "must be at least 1KiB, got 512B"},
+		{"alpha", "1.5", "must be in [0, 1], got 1.5"},
+		{"wait", "2s", "must be at most 1s, got 2s"},
+	} {
+		if err := p.SetText(c.name, c.value); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s = %s: %v, want %q", c.name, c.value, err, c.want)
+		}
+	}
+	for _, c := range []struct{ name, value string }{{"frags", "2"}, {"frags", "65536"}, {"box", "1KiB"}, {"alpha", "0"}, {"wait", "1s"}} {
+		if err := p.SetText(c.name, c.value); err != nil {
+			t.Errorf("%s = %s (a bound itself): %v", c.name, c.value, err)
+		}
+	}
+	if got := schema[0].Range(); got != "[2, 65536]" {
+		t.Errorf("Range() = %q", got)
+	}
+	if got := schema[1].Range(); got != ">= 1KiB" {
+		t.Errorf("Range() = %q", got)
+	}
+}
+
+func TestAMalformedRangeIsASchemaError(t *testing.T) {
+	for _, bad := range []Param{
+		{Name: "a", Type: ParamInt, Default: "1", Min: "2"},          // default below its range
+		{Name: "b", Type: ParamInt, Min: "5", Max: "4"},              // empty range
+		{Name: "c", Type: ParamSize, Min: "lots"},                    // bound does not parse
+		{Name: "d", Type: ParamString, Default: "x", Min: "1"},       // not a number
+		{Name: "e", Type: ParamDuration, Default: "1s", Max: "10ms"}, // default above
+	} {
+		if _, err := NewParams([]Param{bad}); err == nil {
+			t.Errorf("%+v was accepted", bad)
+		}
 	}
 }

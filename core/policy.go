@@ -32,6 +32,16 @@ import "time"
 // policy's safe default and says so in the log; the mechanism never waits
 // on it ("policy proposes, mechanism disposes").
 
+// Policy is that contract for a kind whose info, setup, event and
+// decision types are I, S, E and D: FlowControl, RecvBuffers and
+// Scheduler are its three instances.
+type Policy[I, S, E, D any] interface {
+	// Setup chooses the mechanism's parameters for what info describes.
+	Setup(info I) (S, error)
+	// Observe reacts to a batch of events, appending decisions to out.
+	Observe(events []E, out []D) []D
+}
+
 // PolicyPollInterval is the longest a mechanism goes without calling
 // Observe while it has a policy that might have decisions pending.
 const PolicyPollInterval = time.Millisecond

@@ -32,11 +32,21 @@ type Component struct {
 	Doc string
 	// Params is the schema of the component's HCL block.
 	Params []Param
-	// OpenBTL opens a BTL component's modules (KindBTL only).
+	// OpenBTL opens a BTL component's modules (KindBTL only). Register
+	// wraps it so that env carries the Defaults the job did not replace.
 	OpenBTL func(env BTLEnv) ([]Module, error)
+	// Defaults names, for a BTL, the registered policy of each kind it
+	// runs when the job configures none (KindFlowControl, KindRecvBuf):
+	// btl "ib" runs recvbuf "srq". It is built with its own defaults but
+	// for the parameters it shares by name with the BTL's block that the
+	// block sets.
+	Defaults map[Kind]string
 	// NewPolicy builds a policy (policy kinds only): a FlowControl,
 	// RecvBuffers or Scheduler according to Kind.
 	NewPolicy func(p Params) (any, error)
+	// Deprecated are former names of the component: Lookup still finds
+	// it by them, and a stack file that uses one loads with a warning.
+	Deprecated []string
 }
 
 // BTLEnv is what a BTL component gets when it opens.
@@ -49,15 +59,16 @@ type BTLEnv struct {
 	Log      zerolog.Logger
 	Metrics  *Metrics
 	// FlowControl and RecvBuffers are the job's policies of those kinds,
-	// nil when none is configured (the component picks its default).
+	// or the component's Defaults; nil when neither names one.
 	FlowControl FlowControl
 	RecvBuffers RecvBuffers
 }
 
 var registry = struct {
 	sync.RWMutex
-	m map[Kind]map[string]*Component
-}{m: map[Kind]map[string]*Component{}}
+	m     map[Kind]map[string]*Component
+	alias map[Kind]map[string]*Component // deprecated names
+}{m: map[Kind]map[string]*Component{}, alias: map[Kind]map[string]*Component{}}
 
 // Register adds c to the registry. It panics on a duplicate or malformed
 // entry: registration happens at init, where a panic is a build error.
@@ -71,6 +82,14 @@ func Register(c *Component) {
 	if _, err := NewParams(c.Params); err != nil {
 		panic(fmt.Sprintf("core: Register %s %q: %v", c.Kind, c.Name, err))
 	}
+	for k := range c.Defaults {
+		if c.Kind != KindBTL || k != KindFlowControl && k != KindRecvBuf {
+			panic(fmt.Sprintf("core: Register %s %q: a default %s policy", c.Kind, c.Name, k))
+		}
+	}
+	if len(c.Defaults) > 0 {
+		c.OpenBTL = withDefaults(c, c.OpenBTL)
+	}
 	registry.Lock()
 	defer registry.Unlock()
 	byName := registry.m[c.Kind]
@@ -78,17 +97,34 @@ func Register(c *Component) {
 		byName = map[string]*Component{}
 		registry.m[c.Kind] = byName
 	}
-	if _, dup := byName[c.Name]; dup {
-		panic(fmt.Sprintf("core: Register: %s %q registered twice", c.Kind, c.Name))
+	aliases := registry.alias[c.Kind]
+	if aliases == nil {
+		aliases = map[string]*Component{}
+		registry.alias[c.Kind] = aliases
+	}
+	for _, n := range append([]string{c.Name}, c.Deprecated...) {
+		if _, dup := byName[n]; dup {
+			panic(fmt.Sprintf("core: Register: %s %q registered twice", c.Kind, n))
+		}
+		if old, dup := aliases[n]; dup {
+			panic(fmt.Sprintf("core: Register: %s %q is a former name of %q", c.Kind, n, old.Name))
+		}
 	}
 	byName[c.Name] = c
+	for _, n := range c.Deprecated {
+		aliases[n] = c
+	}
 }
 
-// Lookup finds a registered component.
+// Lookup finds a registered component by its name or a former one (then
+// c.Name differs from name: the caller warns that name is deprecated).
 func Lookup(kind Kind, name string) (*Component, bool) {
 	registry.RLock()
 	defer registry.RUnlock()
-	c, ok := registry.m[kind][name]
+	if c, ok := registry.m[kind][name]; ok {
+		return c, true
+	}
+	c, ok := registry.alias[kind][name]
 	return c, ok
 }
 

@@ -125,8 +125,6 @@ type SchedDecision struct {
 	Weight float64
 }
 
-// Scheduler is a multirail scheduling policy (seed 001 §4.4–4.5).
-type Scheduler interface {
-	Setup(info SchedInfo) (SchedSetup, error)
-	Observe(events []SchedEvent, out []SchedDecision) []SchedDecision
-}
+// Scheduler is a multirail scheduling policy (seed 001 §4.4–4.5); Setup
+// is called once per peer.
+type Scheduler = Policy[SchedInfo, SchedSetup, SchedEvent, SchedDecision]

@@ -16,7 +16,7 @@ type echoPolicy struct{}
 func (echoPolicy) Setup(core.FlowInfo) (core.FlowSetup, error) { return core.FlowSetup{}, nil }
 func (echoPolicy) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
 	for _, e := range es {
-		out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: e.Value})
+		out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: e.Value})
 	}
 	return out
 }

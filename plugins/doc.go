@@ -4,7 +4,7 @@
 // through hashicorp/go-plugin over gRPC on a unix socket. A stack file
 // picks one per policy block:
 //
-//	policy "flow_control" { builtin = "static" }
+//	policy "flow_control" { builtin = "ib_static" }
 //	policy "flow_control" { plugin = "aimd", step = 4, on_failure = "abort" }
 //
 // Open returns the policy as the same core interface either way

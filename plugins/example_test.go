@@ -36,13 +36,13 @@ func TestTheExamplePluginBuildsOnItsOwnAndRuns(t *testing.T) {
 		t.Fatalf("plugin = %+v", p.Plugin)
 	}
 	fc := p.FlowControl()
-	s, err := fc.Setup(core.FlowInfo{Transport: "ib", Peers: 4, BufferSize: 2048})
-	if err != nil || s.InitialPosted != 2 {
+	s, err := fc.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 5, Senders: 4, BufferSize: 2048})
+	if err != nil || s.Quota != 2 {
 		t.Fatalf("Setup = %+v, %v", s, err)
 	}
-	out := fc.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 3, Posted: 2}}, nil)
+	out := fc.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 3, Quota: 2}}, nil)
 	waitFor(t, "aimd's decision", 20*time.Second, func() bool { out = fc.Observe(nil, out); return len(out) > 0 })
-	if out[0] != (core.FlowDecision{Kind: core.FlowSetPosted, Peer: 3, Value: 6}) {
+	if out[0] != (core.FlowDecision{Kind: core.FlowSetQuota, Peer: 3, Value: 6}) {
 		t.Fatalf("decision = %+v, want peer 3 grown by step = 4", out[0])
 	}
 }

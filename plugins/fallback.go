@@ -12,9 +12,10 @@ import (
 // them rather than exploring, and it is pure in-process code that cannot
 // fail the way a process can.
 var (
-	// FallbackFlowControl is chosen by the transport the policy was set up
-	// for (core.FlowInfo.Transport); other transports get "static".
-	FallbackFlowControl = map[string]string{"ib": "static", "extoll": "extoll_static"}
+	// FallbackFlowControl is chosen by the resource the policy was set up
+	// for (core.FlowInfo.Resource); a policy set up for none gets
+	// "ib_static".
+	FallbackFlowControl = map[core.FlowResource]string{core.ResourcePostedBuffers: "ib_static", core.ResourceSlotPool: "extoll_static"}
 	// FallbackRecvBuf is the receive-buffer fallback.
 	FallbackRecvBuf = "perpeer"
 	// FallbackSched is the scheduling fallback.
@@ -24,34 +25,33 @@ var (
 // holdName is how the logs call the last-resort fallback.
 const holdName = "hold (no built-in fallback compiled in)"
 
-func flowFallback(proxyParams) func([]core.FlowInfo, []core.FlowSetup) (policy[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision], string, error) {
-	return func(infos []core.FlowInfo, results []core.FlowSetup) (policy[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision], string, error) {
-		name := "static"
+// fallbackOf makes a kind's fallback: the built-in named by pick from the
+// infos the plugin was set up with.
+func fallbackOf[I, S, E, D any](kind core.Kind, pick func([]I) string) func([]I, []S) (core.Policy[I, S, E, D], string, error) {
+	return func(infos []I, results []S) (core.Policy[I, S, E, D], string, error) {
+		return builtinOrHold[I, S, E, D](kind, pick(infos), results)
+	}
+}
+
+var (
+	flowFallback = fallbackOf[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision](core.KindFlowControl, func(infos []core.FlowInfo) string {
 		if len(infos) > 0 {
-			if n, ok := FallbackFlowControl[infos[0].Transport]; ok {
-				name = n
+			if n, ok := FallbackFlowControl[infos[0].Resource]; ok {
+				return n
 			}
 		}
-		return builtinOrHold[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision](core.KindFlowControl, name, results)
-	}
-}
-
-func recvFallback(proxyParams) func([]core.RecvInfo, []core.RecvSetup) (policy[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision], string, error) {
-	return func(_ []core.RecvInfo, results []core.RecvSetup) (policy[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision], string, error) {
-		return builtinOrHold[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision](core.KindRecvBuf, FallbackRecvBuf, results)
-	}
-}
-
-func schedFallback(proxyParams) func([]core.SchedInfo, []core.SchedSetup) (policy[core.SchedInfo, core.SchedSetup, core.SchedEvent, core.SchedDecision], string, error) {
-	return func(_ []core.SchedInfo, results []core.SchedSetup) (policy[core.SchedInfo, core.SchedSetup, core.SchedEvent, core.SchedDecision], string, error) {
-		return builtinOrHold[core.SchedInfo, core.SchedSetup, core.SchedEvent, core.SchedDecision](core.KindSched, FallbackSched, results)
-	}
-}
+		return "ib_static"
+	})
+	recvFallback = fallbackOf[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision](core.KindRecvBuf,
+		func([]core.RecvInfo) string { return FallbackRecvBuf })
+	schedFallback = fallbackOf[core.SchedInfo, core.SchedSetup, core.SchedEvent, core.SchedDecision](core.KindSched,
+		func([]core.SchedInfo) string { return FallbackSched })
+)
 
 // builtinOrHold builds the registered built-in kind/name with its default
 // parameters, or, when none is compiled in, a policy that proposes nothing
 // and answers a new Setup as the plugin last did.
-func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (policy[I, S, E, D], string, error) {
+func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (core.Policy[I, S, E, D], string, error) {
 	c, ok := core.Lookup(kind, name)
 	if !ok {
 		return &hold[I, S, E, D]{results: results}, holdName, nil
@@ -64,7 +64,7 @@ func builtinOrHold[I, S, E, D any](kind core.Kind, name string, results []S) (po
 	if err != nil {
 		return nil, name, err
 	}
-	p, ok := v.(policy[I, S, E, D])
+	p, ok := v.(core.Policy[I, S, E, D])
 	if !ok {
 		return nil, name, fmt.Errorf("built-in %s %q is a %T, not a %s policy", kind, name, v, kind)
 	}

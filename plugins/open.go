@@ -18,7 +18,7 @@ import (
 // loader decodes it:
 //
 //	policy "flow_control" {
-//	  plugin     = "aimd"          # or builtin = "static"
+//	  plugin     = "aimd"          # or builtin = "ib_static"
 //	  plugin_dir = "./my-plugins"  # optional, searched first
 //	  sha256     = "9f86d0..."     # optional pin of the executable
 //	  on_failure = "fallback"      # or "abort"

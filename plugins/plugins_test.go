@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/plugins/internal/wire"
 )
 
 // recorder is a built-in flow-control policy for the tests: it records the
@@ -25,7 +27,7 @@ type recorder struct {
 var fallbackRec = &recorder{}
 
 func (r *recorder) Setup(core.FlowInfo) (core.FlowSetup, error) {
-	return core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: 1, MaxPosted: 4, CreditThreshold: 1}, nil
+	return core.FlowSetup{Scheme: core.FlowCredits, Quota: 1, MaxQuota: 4, CreditThreshold: 1}, nil
 }
 
 func (r *recorder) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
@@ -33,7 +35,7 @@ func (r *recorder) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.
 	defer r.mu.Unlock()
 	for _, e := range es {
 		r.seen = append(r.seen, e.Value)
-		out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: -1 - e.Value})
+		out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: -1 - e.Value})
 	}
 	return out
 }
@@ -58,7 +60,7 @@ func init() {
 // useRecorderFallback makes test_recorder the flow-control fallback.
 func useRecorderFallback(t *testing.T) {
 	old := FallbackFlowControl
-	FallbackFlowControl = map[string]string{"ib": "test_recorder"}
+	FallbackFlowControl = map[core.FlowResource]string{core.ResourcePostedBuffers: "test_recorder"}
 	fallbackRec.reset()
 	t.Cleanup(func() { FallbackFlowControl = old })
 }
@@ -94,7 +96,7 @@ func openTest(t testing.TB, kind core.Kind, kv map[string]string, onFailure stri
 	return p
 }
 
-var ibInfo = core.FlowInfo{Transport: "ib", Peers: 4, BufferSize: 2048}
+var ibInfo = core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 5, Senders: 4, BufferSize: 2048}
 
 // collect polls Observe(nil) until n decisions arrived.
 func collect(t testing.TB, fc core.FlowControl, out []core.FlowDecision, n int) []core.FlowDecision {
@@ -245,7 +247,7 @@ func TestSIGKILLMidStreamFallsBackAndLosesNoEvent(t *testing.T) {
 	if len(out) != 1 || out[0].Value != -8 {
 		t.Fatalf("after the fallback: decisions %+v, want the fallback's answer to the new event", out)
 	}
-	if s, err := fc.Setup(ibInfo); err != nil || s.MaxPosted != 4 {
+	if s, err := fc.Setup(ibInfo); err != nil || s.MaxQuota != 4 {
 		t.Fatalf("Setup after the failure = %+v, %v; want the fallback's", s, err)
 	}
 	if !strings.Contains(logs.String(), "switched to the built-in fallback") || !strings.Contains(logs.String(), `"fallback":"test_recorder"`) {
@@ -353,7 +355,7 @@ func TestOnFailureAbortStopsProposingAndCallsAbort(t *testing.T) {
 
 func TestWithoutABuiltinFallbackThePolicyHolds(t *testing.T) {
 	old := FallbackFlowControl
-	FallbackFlowControl = map[string]string{"ib": "no_such_policy"}
+	FallbackFlowControl = map[core.FlowResource]string{core.ResourcePostedBuffers: "no_such_policy"}
 	t.Cleanup(func() { FallbackFlowControl = old })
 	log, logs := testLogger()
 	p := openTest(t, core.KindFlowControl, map[string]string{"mode": "crash"}, "", Options{Log: log})
@@ -436,7 +438,7 @@ func TestBadInputGivesOneClearError(t *testing.T) {
 			[]string{"stack.hcl:3", "serves recvbuf policies, not flow_control"}},
 		{"a plugin speaking another protocol",
 			Block{Kind: core.KindFlowControl, Path: testBin("wrongproto")},
-			[]string{"stack.hcl:3", "speaks gobtl plugin protocol 99, this gobtl speaks 1"}},
+			[]string{"stack.hcl:3", fmt.Sprintf("speaks gobtl plugin protocol 99, this gobtl speaks %d", wire.ProtocolVersion)}},
 		{"a value the plugin's Check refuses",
 			Block{Kind: core.KindFlowControl, Path: testBin("testpolicy"), Params: badStep},
 			[]string{"stack.hcl:3", "bad configuration", "step must be positive"}},
@@ -549,7 +551,7 @@ func TestProbeDescribesThePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Name != "testpolicy" || info.Version != "0.0.1-test" || len(info.Kinds) != 3 || info.Protocol != 1 {
+	if info.Name != "testpolicy" || info.Version != "0.0.1-test" || len(info.Kinds) != 3 || info.Protocol != wire.ProtocolVersion {
 		t.Fatalf("Probe = %+v", info)
 	}
 }

@@ -9,17 +9,8 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins/internal/wire"
-	pb "github.com/gobtl/gobtl/plugins/policypb"
 	"google.golang.org/grpc"
 )
-
-// policy is what every policy kind's interface has in common: core's
-// FlowControl, RecvBuffers and Scheduler are policy[I, S, E, D] for their
-// info, setup, event and decision types.
-type policy[I, S, E, D any] interface {
-	Setup(info I) (S, error)
-	Observe(events []E, out []D) []D
-}
 
 // pluginPolicy is a policy served by a plugin process. It implements the
 // kind's core interface (core.FlowControl for I = core.FlowInfo, ...), so
@@ -31,12 +22,12 @@ type pluginPolicy[I, S, E, D any] struct {
 	rpcSetup     func(ctx context.Context, info I) (S, error)
 	// fallback builds the built-in that takes over, from the Setups the
 	// plugin answered.
-	fallback func(infos []I, results []S) (policy[I, S, E, D], string, error)
+	fallback func(infos []I, results []S) (core.Policy[I, S, E, D], string, error)
 
 	mu      sync.Mutex
 	infos   []I // every successful Setup, replayed into the fallback
 	results []S
-	fb      policy[I, S, E, D]
+	fb      core.Policy[I, S, E, D]
 	done    chan struct{} // closed by close
 }
 
@@ -48,7 +39,7 @@ func (e *refusedError) Error() string { return e.msg }
 
 func newPluginPolicy[I, S, E, D any](px *proxy[E, D], setupTimeout time.Duration,
 	rpcSetup func(context.Context, I) (S, error),
-	fallback func([]I, []S) (policy[I, S, E, D], string, error)) *pluginPolicy[I, S, E, D] {
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error)) *pluginPolicy[I, S, E, D] {
 	pp := &pluginPolicy[I, S, E, D]{proxy: px, setupTimeout: setupTimeout, rpcSetup: rpcSetup, fallback: fallback, done: make(chan struct{})}
 	px.newFallback = func() (observer[E, D], string, error) {
 		pp.mu.Lock()
@@ -165,78 +156,43 @@ type proxyParams struct {
 }
 
 var kinds = map[core.Kind]kindOps{
-	core.KindFlowControl: {open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
-		raw, err := pc.dispense(core.KindFlowControl)
+	core.KindFlowControl: kindOf(wire.Flow, flowFallback),
+	core.KindRecvBuf:     kindOf(wire.Recv, recvFallback),
+	core.KindSched:       kindOf(wire.Sched, schedFallback),
+}
+
+// kindClient is the generated client of a kind's service.
+type kindClient[IM, RM, EM, DM any] interface {
+	Setup(ctx context.Context, in *IM, opts ...grpc.CallOption) (*RM, error)
+	Observe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EM, DM], error)
+}
+
+// kindOf opens a kind's plugin-backed policy through its codec; fallback
+// picks the built-in that takes over when the plugin fails.
+func kindOf[I, S, E, D, IM, RM, EM, DM any](c wire.Codec[I, S, E, D, IM, RM, EM, DM],
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error)) kindOps {
+	return kindOps{open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
+		raw, err := pc.dispense(c.Kind)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		c := raw.(pb.FlowControlClient)
-		return openKind(pp, c.Observe,
-			wire.AppendFlowEvents,
-			func(m *pb.FlowDecisions, dst []core.FlowDecision) (uint64, []core.FlowDecision, error) {
-				d, err := wire.FlowDecisionsFromPB(m, dst)
-				return m.Ack, d, err
-			},
-			func(ctx context.Context, info core.FlowInfo) (core.FlowSetup, error) {
-				r, err := c.Setup(ctx, wire.FlowInfoToPB(info))
-				if err != nil {
-					return core.FlowSetup{}, err
-				}
-				if r.GetError() != "" {
-					return core.FlowSetup{}, &refusedError{r.GetError()}
-				}
-				return wire.FlowSetupFromPB(r.GetSetup()), nil
-			},
-			flowFallback(pp))
-	}},
-	core.KindRecvBuf: {open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
-		raw, err := pc.dispense(core.KindRecvBuf)
-		if err != nil {
-			return nil, nil, nil, err
+		cl, ok := raw.(kindClient[IM, RM, EM, DM])
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("the %s client is a %T", c.Kind, raw)
 		}
-		c := raw.(pb.RecvBuffersClient)
-		return openKind(pp, c.Observe,
-			wire.AppendRecvEvents,
-			func(m *pb.RecvDecisions, dst []core.RecvDecision) (uint64, []core.RecvDecision, error) {
-				d, err := wire.RecvDecisionsFromPB(m, dst)
-				return m.Ack, d, err
-			},
-			func(ctx context.Context, info core.RecvInfo) (core.RecvSetup, error) {
-				r, err := c.Setup(ctx, wire.RecvInfoToPB(info))
-				if err != nil {
-					return core.RecvSetup{}, err
+		setup := func(ctx context.Context, info I) (S, error) {
+			var s S
+			r, err := cl.Setup(ctx, c.InfoToPB(info))
+			if err == nil {
+				var refusal string
+				if s, refusal = c.FromReply(r); refusal != "" {
+					return *new(S), &refusedError{refusal}
 				}
-				if r.GetError() != "" {
-					return core.RecvSetup{}, &refusedError{r.GetError()}
-				}
-				return wire.RecvSetupFromPB(r.GetSetup()), nil
-			},
-			recvFallback(pp))
-	}},
-	core.KindSched: {open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
-		raw, err := pc.dispense(core.KindSched)
-		if err != nil {
-			return nil, nil, nil, err
+			}
+			return s, err
 		}
-		c := raw.(pb.SchedulerClient)
-		return openKind(pp, c.Observe,
-			wire.AppendSchedEvents,
-			func(m *pb.SchedDecisions, dst []core.SchedDecision) (uint64, []core.SchedDecision, error) {
-				d, err := wire.SchedDecisionsFromPB(m, dst)
-				return m.Ack, d, err
-			},
-			func(ctx context.Context, info core.SchedInfo) (core.SchedSetup, error) {
-				r, err := c.Setup(ctx, wire.SchedInfoToPB(info))
-				if err != nil {
-					return core.SchedSetup{}, err
-				}
-				if r.GetError() != "" {
-					return core.SchedSetup{}, &refusedError{r.GetError()}
-				}
-				return wire.SchedSetupFromPB(r.GetSetup()), nil
-			},
-			schedFallback(pp))
-	}},
+		return openKind(pp, cl.Observe, c.PutEvents, c.GetDecisions, setup, fallback)
+	}}
 }
 
 // openKind opens the Observe stream and starts the proxy.
@@ -245,7 +201,7 @@ func openKind[I, S, E, D, EM, DM any](pp proxyParams,
 	put func(*EM, uint64, []E),
 	get func(*DM, []D) (uint64, []D, error),
 	rpcSetup func(context.Context, I) (S, error),
-	fallback func([]I, []S) (policy[I, S, E, D], string, error),
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error),
 ) (any, func(), func(), error) {
 	l := &streamLink[E, D, EM, DM]{out: new(EM), in: new(DM), put: put, get: get}
 	px := newProxy[E, D](pp.what, pp.o.Log, pp.o.Deadline, pp.abort, l, pp.stats)

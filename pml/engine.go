@@ -204,8 +204,6 @@ type engine struct {
 	async        *asyncProgress
 	closed       bool
 	msgSeq       uint64
-	policyNext   time.Duration
-	schedOut     []core.SchedDecision
 
 	m metrics
 }

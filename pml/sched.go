@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 )
 
 // The communication scheduler of seed 001 §4.1: it multiplexes small and
@@ -21,14 +22,16 @@ const (
 )
 
 type schedState struct {
-	cfg    core.SchedSetup
-	n      int
-	rr     int // next subchannel (round robin, window)
-	inWin  int // messages sent in the current window
-	rrBig  int // next subchannel for unstriped RDMA data
-	cur    [maxSubchannels]float64
-	w      [maxSubchannels]float64
-	events []core.SchedEvent
+	cfg   core.SchedSetup
+	n     int
+	rr    int // next subchannel (round robin, window)
+	inWin int // messages sent in the current window
+	rrBig int // next subchannel for unstriped RDMA data
+	cur   [maxSubchannels]float64
+	w     [maxSubchannels]float64
+	// policy batches this peer's stripe times for the scheduling policy
+	// and applies the weights it proposes.
+	policy policy.Driver[core.SchedEvent, core.SchedDecision]
 }
 
 func (s *schedState) setup(e *engine, p *peer) error {
@@ -43,6 +46,7 @@ func (s *schedState) setup(e *engine, p *peer) error {
 			return fmt.Errorf("pml: scheduling policy for rank %d: %w", p.rank, err)
 		}
 		s.cfg = cfg
+		s.policy.Init(policy.Config[core.SchedEvent, core.SchedDecision]{Policy: pol, Apply: e.applySched, Clock: e.opts.Clock, Rejected: e.m.policyDropped})
 	} else {
 		s.cfg = core.SchedSetup{Small: core.SchedRoundRobin, Large: core.SchedEvenStriping}
 	}
@@ -281,70 +285,48 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 			continue
 		}
 		n--
-		s.events = append(s.events, core.SchedEvent{
+		s.policy.Event(core.SchedEvent{
 			Kind: core.SchedStripeDone, Peer: int32(p.rank), Sub: int32(i), Last: n == 0,
 			Msg: x.msgID, Bytes: int64(x.perSub[i]), Time: x.subEnd[i] - x.subStart[i],
 		})
 	}
 }
 
-// pollScheduler hands batched stripe times to the policy and applies the
-// weights it proposes, after checking them.
+// pollScheduler hands each peer's batched stripe times to the policy and
+// applies the weights it proposes, after checking them; with none, it
+// still calls the policy once per poll interval for late decisions.
 func (e *engine) pollScheduler() {
 	now := e.opts.Clock.Now()
-	due := now >= e.policyNext
 	for _, p := range e.peers {
-		s := &p.sched
-		if len(s.events) == 0 && !due {
-			continue
-		}
-		if len(s.events) < 64 && !due && !s.lastSeen() {
-			continue
-		}
-		// The decision buffer lives on the engine: a local array would
-		// escape into the interface call and cost an allocation per poll.
-		e.schedOut = e.opts.Scheduler.Observe(s.events, e.schedOut[:0])
-		s.events = s.events[:0]
-		e.applySched(e.schedOut)
-	}
-	if due {
-		e.policyNext = now + core.PolicyPollInterval
+		p.sched.policy.Tick(now)
 	}
 }
 
-func (s *schedState) lastSeen() bool {
-	return len(s.events) > 0 && s.events[len(s.events)-1].Last
-}
-
-func (e *engine) applySched(dec []core.SchedDecision) {
-	for len(dec) > 0 {
-		// A run of decisions for one peer replaces its weights together.
-		peer := dec[0].Peer
-		j := 0
-		for j < len(dec) && dec[j].Peer == peer {
-			j++
-		}
-		run := dec[:j]
-		dec = dec[j:]
-		if peer < 0 || int(peer) >= e.size {
-			e.m.policyDropped.Add(int64(len(run)))
-			continue
-		}
-		s := &e.peers[peer].sched
-		var w [maxSubchannels]float64
-		copy(w[:s.n], s.w[:s.n])
-		ok := true
-		for _, d := range run {
-			if d.Kind != core.SchedSetWeight || d.Sub < 0 || int(d.Sub) >= s.n {
-				ok = false
-				break
-			}
-			w[d.Sub] = d.Weight
-		}
-		if !ok || !s.setWeights(w[:s.n]) {
-			e.m.policyDropped.Add(int64(len(run)))
-		}
+// applySched disposes of the run of decisions at the head of dec that
+// name one peer: together they replace its weights, or are rejected
+// together.
+func (e *engine) applySched(dec []core.SchedDecision) (int, policy.Verdict) {
+	peer := dec[0].Peer
+	j := 0
+	for j < len(dec) && dec[j].Peer == peer {
+		j++
 	}
+	if peer < 0 || int(peer) >= e.size {
+		return j, policy.Rejected
+	}
+	s := &e.peers[peer].sched
+	var w [maxSubchannels]float64
+	copy(w[:s.n], s.w[:s.n])
+	for _, d := range dec[:j] {
+		if d.Kind != core.SchedSetWeight || d.Sub < 0 || int(d.Sub) >= s.n {
+			return j, policy.Rejected
+		}
+		w[d.Sub] = d.Weight
+	}
+	if !s.setWeights(w[:s.n]) {
+		return j, policy.Rejected
+	}
+	return j, policy.Applied
 }
 
 // Weights returns the current scheduling weights toward rank (for

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -35,14 +36,43 @@ type Config struct {
 	// NoAllocCheck skips the zero-allocation test (for example for a
 	// transport whose software device allocates by design).
 	NoAllocCheck bool
+	// Loopback says the transport reaches only the rank itself (btl/self):
+	// every test's frames then go from a rank to itself, and the tests
+	// that need a second party (back-pressure, a dead peer) are skipped.
+	Loopback bool
+	// Variants, if any, run the whole suite once each, as subtests named
+	// after them: the transport's configurations worth checking (tiny
+	// rings, another wire, no RDMA).
+	Variants []Variant
+}
+
+// Variant is one configuration of the transport under test.
+type Variant struct {
+	Name string
+	// Params are laid over Config.Params.
+	Params map[string]string
+	// NoAllocCheck skips the zero-allocation test in this variant only.
+	NoAllocCheck bool
 }
 
 // frameType is the type the suite's frames use: the first one left to
 // extensions and tests.
 const frameType = core.TypeUserBase
 
-// Run runs the whole suite as subtests of t.
+// Run runs the whole suite as subtests of t, once per variant if there
+// are any.
 func Run(t *testing.T, cfg Config) {
+	if len(cfg.Variants) > 0 {
+		for _, v := range cfg.Variants {
+			c := cfg
+			c.Variants, c.Params = nil, map[string]string{}
+			maps.Copy(c.Params, cfg.Params)
+			maps.Copy(c.Params, v.Params)
+			c.NoAllocCheck = cfg.NoAllocCheck || v.NoAllocCheck
+			t.Run(v.Name, func(t *testing.T) { Run(t, c) })
+		}
+		return
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}
@@ -137,14 +167,24 @@ func openJob(t testing.TB, cfg Config, n int) *job {
 			switch {
 			case err == nil:
 				j.eps[from][to] = ep
-			case errors.Is(err, core.ErrUnreachable) && from == to:
-				// A transport may leave a rank's own traffic to btl/self.
+			case errors.Is(err, core.ErrUnreachable) && (from == to) != cfg.Loopback:
+				// A transport may leave a rank's own traffic to btl/self,
+				// and btl/self reaches nobody else.
 			default:
 				t.Fatalf("btltest: rank %d: endpoint to rank %d: %v", from, to, err)
 			}
 		}
 	}
 	return j
+}
+
+// pair is the sender and the receiver of a test between two ranks: 0 and
+// 1, or 0 and itself for a loopback transport.
+func (j *job) pair() (tx, rx int) {
+	if j.cfg.Loopback {
+		return 0, 0
+	}
+	return 0, 1
 }
 
 func (j *job) closeAll() {
@@ -304,19 +344,20 @@ func sizesUpTo(max int) []int {
 
 func testEverySize(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
+	tx, rx := j.pair()
 	got := j.record()
-	max := j.mods[0].Attrs().MaxSendSize
+	max := j.mods[tx].Attrs().MaxSendSize
 	buf := make([]byte, max)
 	for i, n := range sizesUpTo(max) {
 		data := mptest.Fill(buf[:n], uint64(n))
 		split := min(n, i%41) // the pre segment: none, part, or all
-		h := core.Header{Type: frameType, Context: uint32(n), Tag: int32(-n), PSN: uint32(i), Src: 0}
-		j.send(0, 1, h, data[:split], data[split:])
-		j.until(fmt.Sprintf("the %d-byte frame", n), func() bool { return len(got[1]) == i+1 })
-		f := got[1][i]
+		h := core.Header{Type: frameType, Context: uint32(n), Tag: int32(-n), PSN: uint32(i), Src: int32(tx)}
+		j.send(tx, rx, h, data[:split], data[split:])
+		j.until(fmt.Sprintf("the %d-byte frame", n), func() bool { return len(got[rx]) == i+1 })
+		f := got[rx][i]
 		want := h
 		want.Length = uint32(n)
-		if f.h.Type != want.Type || f.h.Src != 0 || f.h.Context != want.Context || f.h.Tag != want.Tag ||
+		if f.h.Type != want.Type || f.h.Src != want.Src || f.h.Context != want.Context || f.h.Tag != want.Tag ||
 			f.h.PSN != want.PSN || f.h.Length != want.Length {
 			t.Fatalf("%d-byte frame: header %+v, want %+v", n, f.h, want)
 		}
@@ -324,7 +365,7 @@ func testEverySize(t *testing.T, cfg Config) {
 			t.Fatalf("%d-byte frame (pre %d bytes): payload differs", n, split)
 		}
 	}
-	err := j.eps[0][1].Send(core.Header{Type: frameType}, nil, make([]byte, max+1), 0)
+	err := j.eps[tx][rx].Send(core.Header{Type: frameType}, nil, make([]byte, max+1), 0)
 	if err == nil || errors.Is(err, core.ErrNoResources) {
 		t.Errorf("a frame of MaxSendSize+1 = %d bytes: Send returned %v, want an error that is not ErrNoResources", max+1, err)
 	}
@@ -349,9 +390,15 @@ func testOrder(t *testing.T, cfg Config) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	a := j.mods[0].Attrs()
 	buf := make([]byte, a.MaxSendSize)
+	// Two senders to rank 1, or rank 1 to itself.
+	senders := []int{0, 2}
+	if cfg.Loopback {
+		senders = []int{1}
+	}
 	sent := [3]int{}
-	for sent[0] < perSender || sent[2] < perSender {
-		for _, from := range []int{0, 2} {
+	for done := false; !done; {
+		done = true
+		for _, from := range senders {
 			if sent[from] == perSender {
 				continue
 			}
@@ -363,10 +410,11 @@ func testOrder(t *testing.T, cfg Config) {
 				j.send(from, 1, core.Header{Type: frameType, Src: int32(from), PSN: uint32(seq), Tag: int32(n)}, nil, data)
 				sent[from]++
 			}
+			done = done && sent[from] == perSender
 		}
 		j.progress()
 	}
-	j.until("every frame", func() bool { return len(got[1]) == 2*perSender })
+	j.until("every frame", func() bool { return len(got[1]) == len(senders)*perSender })
 	next := [3]int{}
 	check := make([]byte, a.MaxSendSize)
 	for _, f := range got[1] {
@@ -388,7 +436,8 @@ func testReentrant(t *testing.T, cfg Config) {
 	var errs []error
 	self := j.eps[2][2]
 	// 0 -> 1 -> 2 -> (2 -> 2) -> 0 -> 1 ..., each hop sent by the handler of
-	// the previous one; rank 2 also sends to itself when it can.
+	// the previous one; rank 2 also sends to itself when it can. A loopback
+	// transport's ranks each send to themselves.
 	for r, m := range j.mods {
 		err := m.Register(frameType, func(h *core.Header, p []byte) {
 			hops[r]++
@@ -397,8 +446,8 @@ func testReentrant(t *testing.T, cfg Config) {
 				return
 			}
 			to := (r + 1) % 3
-			if r == 2 && self != nil && h.Src != 2 {
-				to = 2
+			if r == 2 && self != nil && h.Src != 2 || cfg.Loopback {
+				to = r
 			}
 			if err := j.eps[r][to].Send(core.Header{Type: frameType, Src: int32(r), PSN: uint32(n + 1)}, p, nil, 0); err != nil {
 				errs = append(errs, fmt.Errorf("rank %d handler: send to %d: %w", r, to, err))
@@ -408,7 +457,8 @@ func testReentrant(t *testing.T, cfg Config) {
 			t.Fatal(err)
 		}
 	}
-	j.send(0, 1, core.Header{Type: frameType, Src: 0, PSN: 0}, []byte("token"), nil)
+	tx, rx := j.pair()
+	j.send(tx, rx, core.Header{Type: frameType, Src: int32(tx), PSN: 0}, []byte("token"), nil)
 	j.until("the token's last hop", func() bool { return hops[0]+hops[1]+hops[2] == rounds+1 || len(errs) > 0 })
 	if len(errs) > 0 {
 		t.Fatal(errs[0])
@@ -416,6 +466,9 @@ func testReentrant(t *testing.T, cfg Config) {
 }
 
 func testBackPressure(t *testing.T, cfg Config) {
+	if cfg.Loopback {
+		t.Skip("a rank sending to itself is its own receiver: one cannot stall without the other")
+	}
 	j := openJob(t, cfg, 2)
 	got := j.record()
 	a := j.mods[0].Attrs()
@@ -486,16 +539,17 @@ func register(t *testing.T, m core.Module, buf []byte, acc core.Access) (core.Re
 
 func testRDMA(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
-	a := j.mods[0].Attrs()
+	tx, rx := j.pair()
+	a := j.mods[tx].Attrs()
 	if a.Caps&(core.CapPut|core.CapGet) == 0 {
 		t.Skipf("%s has no RDMA (caps %v)", cfg.Component, a.Caps)
 	}
-	rdma := j.eps[0][1].(core.RDMA)
+	rdma := j.eps[tx][rx].(core.RDMA)
 	const remoteLen = 4<<20 + 123
 	remote := make([]byte, remoteLen)
-	_, rkey := register(t, j.mods[1], remote, core.AccessRemoteRead|core.AccessRemoteWrite|core.AccessLocalWrite)
+	_, rkey := register(t, j.mods[rx], remote, core.AccessRemoteRead|core.AccessRemoteWrite|core.AccessLocalWrite)
 	local := make([]byte, remoteLen)
-	lrg, _ := register(t, j.mods[0], local, core.AccessLocalWrite|core.AccessRemoteRead)
+	lrg, _ := register(t, j.mods[tx], local, core.AccessLocalWrite|core.AccessRemoteRead)
 	c := &completer{j: j}
 	rng := rand.New(rand.NewPCG(3, 4))
 	lens := []int{1, 7, 64, 4095, 4096, 65537, 1 << 20, remoteLen}
@@ -565,8 +619,8 @@ func testRDMA(t *testing.T, cfg Config) {
 }
 
 func testPeerLost(t *testing.T, cfg Config) {
-	if cfg.Kill == nil {
-		t.Skip("no Kill hook for this transport")
+	if cfg.Kill == nil || cfg.Loopback {
+		t.Skip("no Kill hook for this transport, or no peer to lose")
 	}
 	j := openJob(t, cfg, 3)
 	got := j.record()
@@ -612,7 +666,8 @@ func testPeerLost(t *testing.T, cfg Config) {
 
 func testClose(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
-	ep := j.eps[0][1]
+	tx, rx := j.pair()
+	ep := j.eps[tx][rx]
 	for r, m := range j.mods {
 		if err := m.Close(); err != nil {
 			t.Errorf("rank %d: Close: %v", r, err)
@@ -626,7 +681,7 @@ func testClose(t *testing.T, cfg Config) {
 	if err := ep.Send(core.Header{Type: frameType}, []byte("late"), nil, 0); err == nil {
 		t.Error("Send on a closed module succeeded")
 	}
-	if _, err := j.mods[0].Endpoint(1); err == nil {
+	if _, err := j.mods[tx].Endpoint(rx); err == nil {
 		t.Error("Endpoint on a closed module succeeded")
 	}
 }
@@ -636,11 +691,12 @@ func testAllocs(t *testing.T, cfg Config) {
 		t.Skip("allocation counts are not meaningful here")
 	}
 	j := openJob(t, cfg, 2)
+	tx, rx := j.pair()
 	n := 0
-	j.mods[1].Register(frameType, func(*core.Header, []byte) { n++ })
-	ep := j.eps[0][1]
+	j.mods[rx].Register(frameType, func(*core.Header, []byte) { n++ })
+	ep := j.eps[tx][rx]
 	payload := make([]byte, 8)
-	h := core.Header{Type: frameType, Src: 0, Tag: 7}
+	h := core.Header{Type: frameType, Src: int32(tx), Tag: 7}
 	pingOnce := func() {
 		want := n + 1
 		for ep.Send(h, payload, nil, 0) != nil {
@@ -670,38 +726,39 @@ func (j *job) waitNote(ch <-chan struct{}, what string) {
 
 func testNotify(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
-	n, ok := j.mods[1].(core.Notifier)
-	if !ok || !j.mods[1].Attrs().Caps.Has(core.CapNotify) {
+	tx, rx := j.pair()
+	n, ok := j.mods[rx].(core.Notifier)
+	if !ok || !j.mods[rx].Attrs().Caps.Has(core.CapNotify) {
 		t.Skipf("%s has no notifier", cfg.Component)
 	}
 	got := j.record()
 	ch := n.Notify()
-	ep := j.eps[0][1]
+	ep := j.eps[tx][rx]
 
 	// A solicited frame wakes an armed receiver that is not polling.
 	n.Arm()
-	if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("wake up"), nil, core.SendSolicited); err != nil {
+	if err := ep.Send(core.Header{Type: frameType, Src: int32(tx)}, []byte("wake up"), nil, core.SendSolicited); err != nil {
 		t.Fatal(err)
 	}
 	j.waitNote(ch, "a solicited frame")
-	j.until("the solicited frame", func() bool { return len(got[1]) == 1 })
+	j.until("the solicited frame", func() bool { return len(got[rx]) == 1 })
 
 	// Arming with an event already pending notifies at once.
-	if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("already here"), nil, core.SendSolicited); err != nil {
+	if err := ep.Send(core.Header{Type: frameType, Src: int32(tx)}, []byte("already here"), nil, core.SendSolicited); err != nil {
 		t.Fatal(err)
 	}
 	n.Arm()
 	j.waitNote(ch, "an event pending at Arm")
-	j.until("the second frame", func() bool { return len(got[1]) == 2 })
+	j.until("the second frame", func() bool { return len(got[rx]) == 2 })
 
 	// One Arm, one notification: without a new Arm, solicited frames do not
 	// notify again (interrupt suppression), and the frames still arrive.
 	for range 3 {
-		if err := ep.Send(core.Header{Type: frameType, Src: 0}, []byte("quiet"), nil, core.SendSolicited); err != nil {
+		if err := ep.Send(core.Header{Type: frameType, Src: int32(tx)}, []byte("quiet"), nil, core.SendSolicited); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j.until("the quiet frames", func() bool { return len(got[1]) == 5 })
+	j.until("the quiet frames", func() bool { return len(got[rx]) == 5 })
 	select {
 	case <-ch:
 		t.Error("a notification came without an Arm")
@@ -709,18 +766,18 @@ func testNotify(t *testing.T, cfg Config) {
 	}
 
 	// A solicited RDMA completion notifies its initiator.
-	a := j.mods[1].Attrs()
+	a := j.mods[rx].Attrs()
 	if !a.Caps.Has(core.CapGet) && !a.Caps.Has(core.CapPut) {
 		return
 	}
 	remote := make([]byte, 4096)
-	_, rkey := register(t, j.mods[0], remote, core.AccessRemoteRead|core.AccessRemoteWrite)
+	_, rkey := register(t, j.mods[tx], remote, core.AccessRemoteRead|core.AccessRemoteWrite)
 	local := make([]byte, 4096)
-	lrg, _ := register(t, j.mods[1], local, core.AccessLocalWrite|core.AccessRemoteRead)
+	lrg, _ := register(t, j.mods[rx], local, core.AccessLocalWrite|core.AccessRemoteRead)
 	c := &completer{j: j}
 	op := &core.RDMAOp{Local: local, Region: lrg, Remote: rkey, Solicited: true, Done: c}
 	n.Arm()
-	rdma := j.eps[1][0].(core.RDMA)
+	rdma := j.eps[rx][tx].(core.RDMA)
 	var err error
 	if a.Caps.Has(core.CapGet) {
 		err = rdma.Get(op)

@@ -32,4 +32,14 @@
 //	func TestConformance(t *testing.T) {
 //		btltest.Run(t, btltest.Config{Component: "sm", Kill: ...})
 //	}
+//
+// Variants run the suite once per configuration worth checking:
+//
+//	btltest.Run(t, btltest.Config{Component: "inproc", Variants: []btltest.Variant{
+//		{Name: "defaults"},
+//		{Name: "tiny rings", Params: map[string]string{"slots": "4"}},
+//	}})
+//
+// A transport that reaches only its own rank (btl/self) sets Loopback: every
+// frame then goes from a rank to itself.
 package btltest

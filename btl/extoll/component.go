@@ -20,24 +20,22 @@ const Name = "extoll"
 // Exclusivity of EXTOLL modules: a network, below shared memory.
 const Exclusivity = 50
 
-// DefaultFlowControl is the policy used when the job configures none.
+// DefaultFlowControl is the policy a job without a flow_control policy
+// runs (core.Component.Defaults).
 const DefaultFlowControl = "extoll_dynamic"
 
 // Params is the HCL schema of btl "extoll".
 var Params = []core.Param{
-	{Name: "slots_per_peer", Type: core.ParamInt, Default: "58", Check: atLeast(1),
+	{Name: "slots_per_peer", Type: core.ParamInt, Default: "58", Min: "1",
 		Doc: "mailbox slots per rank of the job, credit region included (seed 003 §5.3: 58 gives a low overhead)"},
-	{Name: "mailbox_slots", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+	{Name: "mailbox_slots", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "total mailbox slots; overrides slots_per_peer when set"},
 	{Name: "piggyback", Type: core.ParamBool, Default: "true",
 		Doc: "piggyback credits on data packets with room (seed 003 §5.4)"},
-	{Name: "eager_limit", Type: core.ParamSize, Default: "2KiB",
-		Doc: "largest message sent eagerly as VELO packets; larger ones go by RMA get (seed 003 §3)"},
-	{Name: "max_send_size", Type: core.ParamSize, Default: "2KiB",
-		Doc: "largest frame payload (at least eager_limit and 344 bytes for a rendezvous start)"},
-	{Name: "max_reads", Type: core.ParamInt, Default: "16", Check: atLeast(1),
-		Doc: "outstanding RMA gets per endpoint"},
-	{Name: "backlog", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+	core.BTLParam("eager_limit", "2KiB").WithDoc("as VELO packets; larger ones go by RMA get (seed 003 §3)"),
+	core.BTLParam("max_send_size", "2KiB").WithDoc("at least eager_limit and 344 bytes for a rendezvous start"),
+	core.BTLParam("max_reads", "16").WithRange("1", ""),
+	{Name: "backlog", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "packets that may wait for credits per destination; 0 means four of the largest trains"},
 	{Name: "stall_timeout", Type: core.ParamDuration, Default: "30s",
 		Doc: "how long a send may block on a full mailbox (only without flow control) before failing with core.ErrStalled; 0 blocks forever, as the hardware does"},
@@ -48,27 +46,19 @@ var Params = []core.Param{
 	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox files"},
 	{Name: "socket_buffer", Type: core.ParamSize, Default: "16KiB",
 		Doc: "TCP socket buffers, the slack between a full mailbox and a blocked remote sender"},
-	{Name: "node_size", Type: core.ParamInt, Default: "0", Check: atLeast(0),
+	{Name: "node_size", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "pretend every node_size consecutive ranks are one node (experiments on one host); 0 uses real hosts"},
 	{Name: "local_peers", Type: core.ParamString, Default: "extoll", Enum: []string{"extoll", "exclude"},
 		Doc: "exclude leaves ranks of the same node to another BTL such as sm; they then use no credits (seed 003 §7.2)"},
-	{Name: "bandwidth", Type: core.ParamRate, Default: "1GB/s", Doc: "bandwidth the module reports to the scheduler"},
-	{Name: "latency", Type: core.ParamDuration, Default: "2us", Doc: "latency the module reports"},
-}
-
-func atLeast(n int64) func(any) error {
-	return func(v any) error {
-		if v.(int64) < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
+	core.BTLParam("bandwidth", "1GB/s"),
+	core.BTLParam("latency", "2us"),
 }
 
 func init() {
 	core.Register(&core.Component{
 		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: open,
-		Doc: "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
+		Defaults: map[core.Kind]string{core.KindFlowControl: DefaultFlowControl},
+		Doc:      "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
 	})
 }
 
@@ -90,21 +80,9 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if nodeSize > 0 {
 		host = fmt.Sprintf("%s/node%d", hostID(), rank/nodeSize)
 	}
-	pol := env.FlowControl
-	if pol == nil {
-		c, ok := core.Lookup(core.KindFlowControl, DefaultFlowControl)
-		if !ok {
-			return nil, fmt.Errorf("extoll: no flow_control policy configured and %q is not linked in", DefaultFlowControl)
-		}
-		x, err := c.NewPolicy(core.MustParams(c.Params))
-		if err != nil {
-			return nil, err
-		}
-		pol = x.(core.FlowControl)
-	}
 	cfg := Config{
 		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
-		Slots: slots, Policy: pol, Piggyback: p.Bool("piggyback"),
+		Slots: slots, Policy: env.FlowControl, Piggyback: p.Bool("piggyback"),
 		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
 		MaxReads: p.Int("max_reads"), Backlog: p.Int("backlog"),
 		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),

@@ -15,26 +15,17 @@ import (
 // test needs Send to push back, which credits do and a blocking mailbox
 // without them does not.
 func TestConformance(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		params  map[string]string
-		noAlloc bool
-	}{
-		{"shm", map[string]string{"transport": "shm"}, false},
-		// The allocation check runs with GOMAXPROCS=1 and a spinning
-		// poller: every packet then waits for the network engine goroutine
-		// to be preempted in (~10 ms a hop). The path above the device is
-		// the one checked over shm.
-		{"tcp", map[string]string{"transport": "tcp"}, true},
-		{"small mailbox, no piggyback", map[string]string{"slots_per_peer": "4", "piggyback": "false"}, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			btltest.Run(t, btltest.Config{
-				Component:    extoll.Name,
-				Params:       c.params,
-				Kill:         func(m core.Module) { m.(*extoll.Module).Abort() },
-				NoAllocCheck: c.noAlloc,
-			})
-		})
-	}
+	btltest.Run(t, btltest.Config{
+		Component: extoll.Name,
+		Kill:      func(m core.Module) { m.(*extoll.Module).Abort() },
+		Variants: []btltest.Variant{
+			{Name: "shm", Params: map[string]string{"transport": "shm"}},
+			// The allocation check runs with GOMAXPROCS=1 and a spinning
+			// poller: every packet then waits for the network engine
+			// goroutine to be preempted in (~10 ms a hop). The path above
+			// the device is the one checked over shm.
+			{Name: "tcp", Params: map[string]string{"transport": "tcp"}, NoAllocCheck: true},
+			{Name: "small mailbox, no piggyback", Params: map[string]string{"slots_per_peer": "4", "piggyback": "false"}},
+		},
+	})
 }

@@ -8,39 +8,14 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-func positive(what string) func(any) error {
-	return func(v any) error {
-		switch x := v.(type) {
-		case int64:
-			if x < 1 {
-				return fmt.Errorf("%s must be at least 1", what)
-			}
-		case time.Duration:
-			if x <= 0 {
-				return fmt.Errorf("%s must be positive", what)
-			}
-		}
-		return nil
-	}
-}
-
-func inRange(lo, hi int64) func(any) error {
-	return func(v any) error {
-		if x, ok := v.(int64); ok && (x < lo || x > hi) {
-			return fmt.Errorf("%d is not in [%d, %d]", x, lo, hi)
-		}
-		return nil
-	}
-}
-
 // Params is the schema of a btl "ib" block.
 var Params = []core.Param{
 	{Name: "provider", Type: core.ParamString, Default: "softrc", Enum: []string{"softrc", "rdmacore"},
 		Doc: "verbs provider: softrc (software HCA over TCP, always built) or rdmacore (libibverbs; build tag rdmacore)"},
 	{Name: "device", Type: core.ParamString, Default: "",
 		Doc: "HCA name; softrc: any name (one device per name and rank), default softrc0; rdmacore: as ibv_devices lists it, default the first"},
-	{Name: "port", Type: core.ParamInt, Default: "1", Doc: "HCA port, from 1", Check: inRange(1, 255)},
-	{Name: "paths", Type: core.ParamInt, Default: "1", Check: inRange(1, 16),
+	{Name: "port", Type: core.ParamInt, Default: "1", Doc: "HCA port, from 1", Min: "1", Max: "255"},
+	{Name: "paths", Type: core.ParamInt, Default: "1", Min: "1", Max: "16",
 		Doc: "RC connections per peer over this port (LMC paths); each is a module, one subchannel of the peer's virtual channel"},
 	{Name: "address", Type: core.ParamString, Default: "",
 		Doc: "softrc: IP address, interface name or host name the port listens on; default 127.0.0.1"},
@@ -50,27 +25,27 @@ var Params = []core.Param{
 		Doc: "softrc: extra latency of every packet leaving the port (a longer path; rails of different latency, seed 001 §4.4)"},
 	{Name: "link", Type: core.ParamString, Default: "",
 		Doc: "softrc: name of the physical link the port stands for; ports of processes on this host that name the same link share its rate (a token bucket in /dev/shm), as two jobs on one node share an HCA port. %r is replaced by the rank (rank r of each job on node r), %% by %"},
-	{Name: "idle_after", Type: core.ParamDuration, Default: "200us", Check: positive("idle_after"),
+	{Name: "idle_after", Type: core.ParamDuration, Default: "200us", Min: "1ns",
 		Doc: "softrc: the device's own goroutine serves the wire once the process has not polled for this long"},
-	{Name: "eager_limit", Type: core.ParamSize, Default: "12KiB", Doc: "largest message sent eagerly"},
-	{Name: "rndv_eager_limit", Type: core.ParamSize, Default: "0", Doc: "user bytes sent inline with a rendezvous start"},
+	core.BTLParam("eager_limit", "12KiB"),
+	core.BTLParam("rndv_eager_limit", "0"),
 	{Name: "receive_queues", Type: core.ParamString, Default: "",
-		Doc: "receive queues in Open MPI syntax (P,size,count,low,window:S,size,count,low,max_pending:...), used when no recvbuf policy is configured; default: the srq policy's layout"},
-	{Name: "send_queue", Type: core.ParamInt, Default: "256", Check: inRange(4, 16384), Doc: "send work requests per QP"},
-	{Name: "max_rd_atomic", Type: core.ParamInt, Default: "16", Check: inRange(1, 16),
+		Doc: "receive queues in Open MPI syntax (P,size,count,low,window:S,size,count,low,max_pending:...): the layout of the default recvbuf policy, srq, when the job configures none; unset: srq's own"},
+	{Name: "send_queue", Type: core.ParamInt, Default: "256", Min: "4", Max: "16384", Doc: "send work requests per QP"},
+	{Name: "max_rd_atomic", Type: core.ParamInt, Default: "16", Min: "1", Max: "16",
 		Doc: "RDMA reads outstanding per QP (max_rd_atomic and max_dest_rd_atomic)"},
-	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "10us", Check: positive("min_rnr_timer"),
+	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "10us", Min: "1ns",
 		Doc: "how long a sender NAKed for lack of a receive buffer waits before it retries (rounded up to the IBA's codes)"},
-	{Name: "rnr_retry", Type: core.ParamInt, Default: "7", Check: inRange(0, 7), Doc: "RNR retries before a QP fails; 7 is forever"},
-	{Name: "retry_count", Type: core.ParamInt, Default: "7", Check: inRange(0, 7), Doc: "retransmissions after an ACK timeout before a QP fails"},
-	{Name: "timeout", Type: core.ParamInt, Default: "18", Check: inRange(1, 31), Doc: "ACK timeout code: 4.096 µs × 2^timeout"},
+	{Name: "rnr_retry", Type: core.ParamInt, Default: "7", Min: "0", Max: "7", Doc: "RNR retries before a QP fails; 7 is forever"},
+	{Name: "retry_count", Type: core.ParamInt, Default: "7", Min: "0", Max: "7", Doc: "retransmissions after an ACK timeout before a QP fails"},
+	{Name: "timeout", Type: core.ParamInt, Default: "18", Min: "1", Max: "31", Doc: "ACK timeout code: 4.096 µs × 2^timeout"},
 	{Name: "reg_cache_size", Type: core.ParamSize, Default: "256MiB", Doc: "registered user memory kept for reuse (the pin-down cache)"},
-	{Name: "bandwidth", Type: core.ParamRate, Default: "5GB/s", Doc: "expected bandwidth when the port has no rate"},
-	{Name: "latency", Type: core.ParamDuration, Default: "5us", Check: positive("latency"), Doc: "expected small-message latency"},
-	{Name: "exclusivity", Type: core.ParamInt, Default: "50", Doc: "modules of higher exclusivity win a peer (sm is above ib)"},
-	{Name: "cm_timeout", Type: core.ParamDuration, Default: "50ms", Check: positive("cm_timeout"),
+	core.BTLParam("bandwidth", "5GB/s").WithDoc("used when the port has no rate"),
+	core.BTLParam("latency", "5us").WithRange("1ns", ""),
+	core.BTLParam("exclusivity", "50"),
+	{Name: "cm_timeout", Type: core.ParamDuration, Default: "50ms", Min: "1ns",
 		Doc: "first retransmission interval of a connection request (doubling, up to 1s)"},
-	{Name: "cm_retries", Type: core.ParamInt, Default: "20", Check: inRange(1, 1000), Doc: "connection request retransmissions before the peer counts as lost"},
+	{Name: "cm_retries", Type: core.ParamInt, Default: "20", Min: "1", Max: "1000", Doc: "connection request retransmissions before the peer counts as lost"},
 	{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "false",
 		Doc: "ask the PML for rendezvous while a per-peer queue is out of credits (seed 000 §4.2)"},
 }
@@ -85,7 +60,6 @@ type config struct {
 	link                      string
 	idleAfter                 time.Duration
 	eagerLimit, rndvEager     int
-	receiveQueues             string
 	sendQueue                 int
 	maxRdAtomic               uint8
 	minRNR                    uint8
@@ -104,8 +78,7 @@ func parseConfig(p core.Params) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), device: p.String("device"), address: p.String("address"),
 		port: uint8(p.Int("port")), paths: p.Int("paths"), rate: p.Rate("rate"), delay: p.Duration("delay"), link: p.String("link"), idleAfter: p.Duration("idle_after"),
-		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")),
-		receiveQueues: p.String("receive_queues"), sendQueue: p.Int("send_queue"),
+		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")), sendQueue: p.Int("send_queue"),
 		maxRdAtomic: uint8(p.Int("max_rd_atomic")), minRNR: verbs.RNRTimerCode(p.Duration("min_rnr_timer")),
 		rnrRetry: uint8(p.Int("rnr_retry")), retryCnt: uint8(p.Int("retry_count")), timeout: uint8(p.Int("timeout")),
 		regCache: p.Size("reg_cache_size"), bandwidth: p.Rate("bandwidth"), latency: p.Duration("latency"),

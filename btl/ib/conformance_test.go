@@ -16,20 +16,13 @@ import (
 // this package's own tests and by the PML tests in test/ib, where the PML
 // restores the order by PSN (seed 001 §5).
 func TestConformance(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		params map[string]string
-	}{
-		{"per-peer queue", map[string]string{"receive_queues": "P,65536,16,12,8", "eager_limit": "12KiB"}},
-		{"shared queue", map[string]string{"receive_queues": "S,65536,64,48,16", "eager_limit": "12KiB"}},
-		{"small per-peer queue", map[string]string{"receive_queues": "P,2048,8,6,4", "eager_limit": "1KiB", "send_queue": "8"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			btltest.Run(t, btltest.Config{
-				Component: "ib",
-				Params:    c.params,
-				Kill:      func(m core.Module) { ib.Kill(m) },
-			})
-		})
-	}
+	btltest.Run(t, btltest.Config{
+		Component: "ib",
+		Kill:      func(m core.Module) { ib.Kill(m) },
+		Variants: []btltest.Variant{
+			{Name: "per-peer queue", Params: map[string]string{"receive_queues": "P,65536,16,12,8", "eager_limit": "12KiB"}},
+			{Name: "shared queue", Params: map[string]string{"receive_queues": "S,65536,64,48,16", "eager_limit": "12KiB"}},
+			{Name: "small per-peer queue", Params: map[string]string{"receive_queues": "P,2048,8,6,4", "eager_limit": "1KiB", "send_queue": "8"}},
+		},
+	})
 }

@@ -68,7 +68,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ms, err := open(core.BTLEnv{Instance: blk.inst, Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()})
+			ms, err := openBTL(core.BTLEnv{Instance: blk.inst, Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: core.NewMetrics()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 )
 
 // The credit engine: flow control of seed 000 §3–5 for the per-peer ("P")
@@ -13,9 +14,9 @@ import (
 // buffers (seed 002 §3). Shared queues have no per-peer buffers to count:
 // a frame that finds their SRQ empty is held by the RNR NAK.
 //
-// A flow-control policy (core.FlowControl; policies/flowcontrol/hardware,
-// static, dynamic) chooses the scheme and its numbers; this file is the
-// mechanism that runs them on every frame and checks every decision.
+// A flow-control policy (core.FlowControl; policies/flowcontrol/ib_hardware,
+// ib_static, ib_dynamic) chooses the scheme and its numbers; this file is
+// the mechanism that runs them on every frame and checks every decision.
 //
 //   - Hardware (core.FlowNone, §4.1): no credit is counted. A frame is
 //     posted at once; if the peer has no receive posted, its HCA answers
@@ -48,7 +49,7 @@ import (
 //   - User-level dynamic (§4.3): as static, but a peer starts with few
 //     buffers and a frame that waited for a credit carries core.FlagBacklog.
 //     The receiver reports each one to the policy (core.FlowBacklogged),
-//     which asks for more buffers for that peer (core.FlowSetPosted); the
+//     which asks for more buffers for that peer (core.FlowSetQuota); the
 //     engine clamps the number to [initial, max], posts the new buffers and
 //     owes their credits. Beyond the paper, the engine reports a quiet peer
 //     (core.FlowIdle, at 1, 2, 4, ... ms of silence) and a policy may ask
@@ -79,6 +80,16 @@ type flowCfg struct {
 	dynamic   bool // the policy may move posted buffers: report backlogged frames and quiet peers
 }
 
+// creditEngine is a module's flow control on its per-peer queues: the
+// scheme in force and its policy, and the peers owed an explicit credit
+// frame, with the Progress call that found each due.
+type creditEngine struct {
+	fc        flowCfg
+	flow      policy.Driver[core.FlowEvent, core.FlowDecision]
+	creditDue []*endpoint
+	gen       uint64 // Progress calls
+}
+
 // idleFirst is the silence after which a quiet peer is first reported to
 // a dynamic policy; reports follow at twice, four times, ... that.
 const idleFirst = time.Millisecond
@@ -93,17 +104,17 @@ func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
 	if env.Params.IsSet("rndv_on_no_credit") {
 		return flowCfg{}, fmt.Errorf("ib: rndv_on_no_credit is set and a flow-control policy is configured: set it in the policy block")
 	}
-	s, err := env.FlowControl.Setup(core.FlowInfo{Transport: "ib", Peers: env.Boot.Size() - 1, BufferSize: firstPBuf})
+	s, err := env.FlowControl.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: env.Boot.Size(), Senders: env.Boot.Size() - 1, BufferSize: firstPBuf})
 	if err != nil {
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: %w", err)
 	}
-	if s.CreditSlots != 0 || s.Dynamic {
-		return flowCfg{}, fmt.Errorf("ib: the flow-control policy asks for EXTOLL's credit slots or dynamic region: it is an EXTOLL policy")
+	if s.CreditSlots != 0 || s.DynamicRegion {
+		return flowCfg{}, fmt.Errorf("ib: the flow-control policy asks for credit slots or a dynamic region, which a slot pool has: it is not a policy for posted buffers")
 	}
-	f := flowCfg{policy: env.FlowControl, initial: s.InitialPosted, max: s.MaxPosted, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}
+	f := flowCfg{policy: env.FlowControl, initial: s.Quota, max: s.MaxQuota, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}
 	switch s.Scheme {
 	case core.FlowNone:
-		if s.RndvOnNoCredit || s.MaxPosted > max(s.InitialPosted, 0) {
+		if s.RndvOnNoCredit || s.MaxQuota > max(s.Quota, 0) {
 			return flowCfg{}, fmt.Errorf("ib: the hardware scheme counts no credits: no rendezvous for lack of them, no growth")
 		}
 	case core.FlowCredits:
@@ -112,16 +123,16 @@ func resolveFlow(env core.BTLEnv, c *config, firstPBuf int) (flowCfg, error) {
 		return flowCfg{}, fmt.Errorf("ib: unknown flow-control scheme %d", s.Scheme)
 	}
 	switch {
-	case s.InitialPosted < 0 || s.MaxPosted < 0 || s.CreditThreshold < 0:
-		return flowCfg{}, fmt.Errorf("ib: flow-control policy: negative buffer counts or threshold (%d, %d, %d)", s.InitialPosted, s.MaxPosted, s.CreditThreshold)
-	case s.InitialPosted > 0xffff || s.MaxPosted > 0xffff:
+	case s.Quota < 0 || s.MaxQuota < 0 || s.CreditThreshold < 0:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: negative buffer counts or threshold (%d, %d, %d)", s.Quota, s.MaxQuota, s.CreditThreshold)
+	case s.Quota > 0xffff || s.MaxQuota > 0xffff:
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: at most 65535 buffers per peer (the header's credit field)")
-	case s.MaxPosted > 0 && s.MaxPosted < s.InitialPosted:
-		return flowCfg{}, fmt.Errorf("ib: flow-control policy: max posted %d below initial %d", s.MaxPosted, s.InitialPosted)
+	case s.MaxQuota > 0 && s.MaxQuota < s.Quota:
+		return flowCfg{}, fmt.Errorf("ib: flow-control policy: max quota %d below the quota %d", s.MaxQuota, s.Quota)
 	case s.RNRRetry < 0 || s.RNRRetry > 7:
 		return flowCfg{}, fmt.Errorf("ib: flow-control policy: rnr_retry %d not in [0, 7]", s.RNRRetry)
 	}
-	f.dynamic = f.credits && s.MaxPosted > s.InitialPosted
+	f.dynamic = f.credits && s.MaxQuota > s.Quota
 	if s.RNRRetry > 0 {
 		if env.Params.IsSet("rnr_retry") && int(c.rnrRetry) != s.RNRRetry {
 			return flowCfg{}, fmt.Errorf("ib: rnr_retry is %d in the btl block and %d in the flow-control policy: set it in one place", c.rnrRetry, s.RNRRetry)
@@ -175,31 +186,6 @@ func (c *credits) take() uint16 {
 	n := min(c.owed, 0xffff)
 	c.owed -= n
 	return uint16(n)
-}
-
-// peerStats are an endpoint's flow-control counters, named
-// ib.<module>.<counter>.peer<rank>.
-type peerStats struct {
-	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
-	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
-	waited     *core.Counter // frames sent with the backlog bit: stalls ended
-	waitNs     *core.Counter // the time those frames waited, in all
-	waitMax    *core.Gauge   // the longest one waited
-	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
-	creditMsgs *core.Counter // explicit credit frames sent to the peer
-	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
-	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
-	posted     *core.Gauge   // buffers posted for the peer now (all per-peer queues)
-	postedMax  *core.Gauge   // the most ever posted for the peer on one per-peer queue
-}
-
-func (m *module) newPeerStats(rank int) *peerStats {
-	p := fmt.Sprintf("peer%d", rank)
-	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
-	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
-	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
-		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
-		posted: g("posted"), postedMax: g("posted_max")}
 }
 
 // refused notes a frame refused for lack of a credit on queue qi: the
@@ -319,67 +305,85 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 	return nil
 }
 
-// ---- the policy ----
-
-// observeFlow hands the events gathered since the last call to the policy
-// and applies its decisions. Built-in policies answer at once; a plugin's
-// decisions come in later calls.
-func (m *module) observeFlow() {
-	if m.fc.policy == nil {
-		return
-	}
-	m.fdecisions = m.fc.policy.Observe(m.fevents, m.fdecisions[:0])
-	m.fevents = m.fevents[:0]
-	if len(m.fdecisions) > 0 {
-		m.applyFlow(m.fdecisions)
-	}
-}
-
-// applyFlow checks and applies a policy's decisions: buffers only for a
-// connected peer, within [initial, max] of each per-peer queue; a
-// threshold of at least one. Anything else is counted and dropped.
-func (m *module) applyFlow(ds []core.FlowDecision) {
-	for _, d := range ds {
-		switch d.Kind {
-		case core.FlowSetPosted:
-			e := m.flowPeer(d.Peer)
-			if e == nil || !m.fc.credits {
-				m.rejected.Inc()
-				continue
+// returnCredits sends explicit credit frames where credits became due
+// during an earlier Progress and nothing has carried them back since —
+// neither the frames the PML sent after that Progress nor those the
+// application sent once its receive completed (seed 000 §4.2: "there is
+// still no message sent by the MPI layer to the other side").
+func (m *module) returnCredits() {
+	for _, e := range m.creditDue {
+		if e.dueGen == m.gen {
+			continue // due since this Progress: give the PML a turn
+		}
+		e.creditIn = false
+		if e.state != epConnected {
+			continue
+		}
+		for i := range e.cred {
+			c := &e.cred[i]
+			if !m.queues[i].shared && c.due(m.queues[i].threshold) && !e.sendCredits(i) {
+				// No send buffer now: try again next time.
+				e.creditIn = true
 			}
-			for i, q := range m.queues {
-				if q.shared {
-					continue
-				}
-				v := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
-				if int64(v) != d.Value {
-					m.clamped.Inc()
-					m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Posted: int32(v), At: m.clock.Now()})
-				}
-				c := &e.cred[i]
-				was := c.due(q.threshold)
-				c.target = v
-				if v > c.posted {
-					if err := m.grow(e, i, v-c.posted, true); err != nil {
-						m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
-						c.target = c.posted
-					}
-				} else {
-					m.checkDue(e, i, was)
-				}
-			}
-		case core.FlowSetThreshold:
-			if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
-				m.rejected.Inc()
-				continue
-			}
-			for _, q := range m.queues {
-				q.threshold = int(d.Value)
-			}
-		default:
-			m.rejected.Inc()
 		}
 	}
+	k := 0
+	for _, e := range m.creditDue {
+		if e.creditIn {
+			m.creditDue[k] = e
+			k++
+		}
+	}
+	clear(m.creditDue[k:])
+	m.creditDue = m.creditDue[:k]
+}
+
+// ---- the policy ----
+
+// applyFlow checks and applies one of the policy's decisions: buffers only
+// for a connected peer, within [initial, max] of each per-peer queue (a
+// clamp is reported back to the policy); a threshold of at least one.
+// Anything else is rejected.
+func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
+	switch d.Kind {
+	case core.FlowSetQuota:
+		e := m.flowPeer(d.Peer)
+		if e == nil || !m.fc.credits {
+			return policy.Rejected
+		}
+		v := policy.Applied
+		for i, q := range m.queues {
+			if q.shared {
+				continue
+			}
+			n := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
+			if int64(n) != d.Value {
+				v = policy.Clamped
+				m.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(n), At: m.clock.Now()})
+			}
+			c := &e.cred[i]
+			was := c.due(q.threshold)
+			c.target = n
+			if n > c.posted {
+				if err := m.grow(e, i, n-c.posted, true); err != nil {
+					m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
+					c.target = c.posted
+				}
+			} else {
+				m.checkDue(e, i, was)
+			}
+		}
+		return v
+	case core.FlowSetThreshold:
+		if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
+			return policy.Rejected
+		}
+		for _, q := range m.queues {
+			q.threshold = int(d.Value)
+		}
+		return policy.Applied
+	}
+	return policy.Rejected
 }
 
 // flowPeer is the connected endpoint a decision names, or nil.
@@ -413,24 +417,8 @@ func (m *module) idleReports(now time.Duration) {
 			continue
 		}
 		if quiet := now - e.quietSince; quiet >= e.idleNext {
-			m.fevents = append(m.fevents, core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Posted: int32(c.target), Value: int64(quiet), At: now})
+			m.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Quota: int32(c.target), Value: int64(quiet), At: now})
 			e.idleNext *= 2
 		}
 	}
-}
-
-// rnrCounter is implemented by QPs that count the RNR NAKs they received
-// as requester (softrc; verbs has no per-QP counter, real HCAs count per
-// port).
-type rnrCounter interface{ RNRNaksReceived() int64 }
-
-// rnrNaks sums the RNR NAKs a peer's QPs received.
-func rnrNaks(qps []verbs.QP) int64 {
-	var n int64
-	for _, qp := range qps {
-		if c, ok := qp.(rnrCounter); ok {
-			n += c.RNRNaksReceived()
-		}
-	}
-	return n
 }

@@ -17,8 +17,9 @@
 //
 // Eager frames are copied into pre-registered send buffers and sent into
 // pre-posted receive buffers. The receive layout is a policy's (package
-// policies/recvbuf: perpeer, srq, bsrq, or Open MPI's receive_queues
-// string); the mechanism here keeps per-peer queues full with credits
+// policies/recvbuf: perpeer, srq, bsrq; without one the job runs the
+// component's default, srq, with the block's receive_queues string if it
+// has one); the mechanism here keeps per-peer queues full with credits
 // (credits.go: seed 000 §4.2), feeds shared queues from slabs and grows
 // them on the SRQ-limit event, picks the smallest buffer that holds each
 // frame (seed 002 §3) and records buffer utilization per queue (§4). A
@@ -41,4 +42,11 @@
 // A peer is lost when its connection fails — a QP in error, the link gone,
 // no answer to a connection request: every Send, Put and Get in flight and
 // later fails with an error wrapping core.ErrPeerLost that names the peer.
+//
+// A module's state comes in parts, each run by a file of its own:
+// module.go opens and closes it, progress.go drains the CQ, notify.go arms
+// it (completions), queues.go keeps the receive queues and send free lists
+// (buffers), credits.go the flow control (creditEngine), peers.go, cm.go
+// and endpoint.go the peers, their connections and their sends (peers),
+// rdma.go the RDMA operations in flight (rdmaOps), stats.go the counters.
 package ib

@@ -10,9 +10,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/policies/flowcontrol/dynamic"
-	"github.com/gobtl/gobtl/policies/flowcontrol/hardware"
-	"github.com/gobtl/gobtl/policies/flowcontrol/static"
+	"github.com/gobtl/gobtl/policies/flowcontrol/ib_dynamic"
+	"github.com/gobtl/gobtl/policies/flowcontrol/ib_hardware"
+	"github.com/gobtl/gobtl/policies/flowcontrol/ib_static"
 	"github.com/gobtl/gobtl/policies/recvbuf"
 	"github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 )
@@ -49,11 +49,11 @@ func fcOpts(t tb, layout string, flow func() core.FlowControl) jobOpts {
 }
 
 func staticFlow(pre, threshold int, rndv bool) func() core.FlowControl {
-	return func() core.FlowControl { return &static.Policy{PrePost: pre, Threshold: threshold, Rndv: rndv} }
+	return func() core.FlowControl { return &ibstatic.Policy{PrePost: pre, Threshold: threshold, Rndv: rndv} }
 }
 
 func hardwareFlow(pre int) func() core.FlowControl {
-	return func() core.FlowControl { return &hardware.Policy{PrePost: pre, RNRRetry: 7} }
+	return func() core.FlowControl { return &ibhardware.Policy{PrePost: pre, RNRRetry: 7} }
 }
 
 // stream is one direction's traffic: frames numbered from 0, tag = number.
@@ -169,12 +169,12 @@ func TestFlowControlKeepsEveryMessageAndNeverOverrunsAReceiver(t *testing.T) {
 		layout := rapid.SampledFrom([]string{"P,256,4,1,1", "P,128,4,1,1:P,1024,4,1,1"}).Draw(rt, "layout")
 		pre := rapid.IntRange(1, 4).Draw(rt, "pre_post")
 		threshold := rapid.IntRange(1, 6).Draw(rt, "threshold")
-		var pols []*dynamic.Policy
+		var pols []*ibdynamic.Policy
 		flow := staticFlow(pre, threshold, false)
 		if rapid.Bool().Draw(rt, "dynamic") {
 			max := pre + rapid.IntRange(0, 6).Draw(rt, "growth room")
 			flow = func() core.FlowControl {
-				p := &dynamic.Policy{Initial: pre, Max: max, Step: 1, Threshold: threshold, Exponential: rapid.Bool().Draw(rt, "exponential")}
+				p := &ibdynamic.Policy{Initial: pre, Max: max, Step: 1, Threshold: threshold, Exponential: rapid.Bool().Draw(rt, "exponential")}
 				pols = append(pols, p)
 				return p
 			}
@@ -356,9 +356,9 @@ func TestCreditsPiggybackOnTheApplicationsAnswerInsteadOfAnExplicitFrame(t *test
 }
 
 func TestTheDynamicSchemeGrowsABackloggedPeerUpToMax(t *testing.T) {
-	var pols []*dynamic.Policy
+	var pols []*ibdynamic.Policy
 	flow := func() core.FlowControl {
-		p := &dynamic.Policy{Initial: 1, Max: 6, Step: 1, Threshold: 5}
+		p := &ibdynamic.Policy{Initial: 1, Max: 6, Step: 1, Threshold: 5}
 		pols = append(pols, p)
 		return p
 	}
@@ -387,9 +387,9 @@ func TestTheDynamicSchemeGrowsABackloggedPeerUpToMax(t *testing.T) {
 
 func TestAQuietPeerShrinksToItsInitialBuffersAsItResumes(t *testing.T) {
 	clk := &core.ManualClock{}
-	var pols []*dynamic.Policy
+	var pols []*ibdynamic.Policy
 	flow := func() core.FlowControl {
-		p := &dynamic.Policy{Initial: 2, Max: 8, Step: 2, Threshold: 5, ShrinkAfter: 4 * time.Millisecond}
+		p := &ibdynamic.Policy{Initial: 2, Max: 8, Step: 2, Threshold: 5, ShrinkAfter: 4 * time.Millisecond}
 		pols = append(pols, p)
 		return p
 	}
@@ -436,26 +436,26 @@ func TestAQuietPeerShrinksToItsInitialBuffersAsItResumes(t *testing.T) {
 }
 
 func TestTheMechanismChecksEveryDecision(t *testing.T) {
-	j := openJob(t, 3, fcOpts(t, "P,256,8,1,1", func() core.FlowControl { return &dynamic.Policy{Initial: 2, Max: 4, Step: 1, Threshold: 5} }))
+	j := openJob(t, 3, fcOpts(t, "P,256,8,1,1", func() core.FlowControl { return &ibdynamic.Policy{Initial: 2, Max: 4, Step: 1, Threshold: 5} }))
 	s := &stream{j: j, from: 1, to: 0}
 	s.add(1, 10)
 	j.until("the connection", func() bool { s.retry(); return len(j.got[0]) == 1 })
 	m := j.mods[0]
 	e := j.ep(0, 1)
-	m.applyFlow([]core.FlowDecision{
-		{Kind: core.FlowSetPosted, Peer: 2, Value: 4},   // not connected
-		{Kind: core.FlowSetPosted, Peer: 9, Value: 4},   // no such rank
-		{Kind: core.FlowSetThreshold, Value: 0},         // below one
-		{Kind: core.FlowReclaim, Peer: 1},               // EXTOLL's, not ib's
-		{Kind: core.FlowSetPosted, Peer: 1, Value: 100}, // clamped to max
+	m.flow.Dispose([]core.FlowDecision{
+		{Kind: core.FlowSetQuota, Peer: 2, Value: 4},   // not connected
+		{Kind: core.FlowSetQuota, Peer: 9, Value: 4},   // no such rank
+		{Kind: core.FlowSetThreshold, Value: 0},        // below one
+		{Kind: core.FlowReclaim, Peer: 1},              // EXTOLL's, not ib's
+		{Kind: core.FlowSetQuota, Peer: 1, Value: 100}, // clamped to max
 	})
 	if r := m.rejected.Load(); r != 4 {
 		t.Fatalf("%d decisions rejected, want 4", r)
 	}
-	if e.cred[0].posted != 4 || m.clamped.Load() != 1 || len(m.fevents) != 1 || m.fevents[0].Kind != core.FlowQuota || m.fevents[0].Posted != 4 {
-		t.Fatalf("posted %d, clamped %d, events %+v", e.cred[0].posted, m.clamped.Load(), m.fevents)
+	if ev := m.flow.Waiting(); e.cred[0].posted != 4 || m.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Quota != 4 {
+		t.Fatalf("posted %d, clamped %d, events %+v", e.cred[0].posted, m.clamped.Load(), ev)
 	}
-	m.applyFlow([]core.FlowDecision{{Kind: core.FlowSetPosted, Peer: 1, Value: 0}}) // clamped to initial
+	m.flow.Dispose([]core.FlowDecision{{Kind: core.FlowSetQuota, Peer: 1, Value: 0}}) // clamped to initial
 	if e.cred[0].target != 2 {
 		t.Fatalf("target %d, want the initial 2", e.cred[0].target)
 	}
@@ -475,9 +475,9 @@ func TestMisconfiguredFlowControlIsAClearError(t *testing.T) {
 		flow   core.FlowControl
 		want   string
 	}{
-		{"an EXTOLL policy", nil, extollish{}, "EXTOLL"},
-		{"rndv_on_no_credit in two places", map[string]string{"rndv_on_no_credit": "true"}, &static.Policy{PrePost: 4, Threshold: 5}, "set it in the policy block"},
-		{"rnr_retry in two places", map[string]string{"rnr_retry": "3"}, &static.Policy{PrePost: 4, Threshold: 5}, "set it in one place"},
+		{"a policy for a slot pool", nil, extollish{}, "slot pool"},
+		{"rndv_on_no_credit in two places", map[string]string{"rndv_on_no_credit": "true"}, &ibstatic.Policy{PrePost: 4, Threshold: 5}, "set it in the policy block"},
+		{"rnr_retry in two places", map[string]string{"rnr_retry": "3"}, &ibstatic.Policy{PrePost: 4, Threshold: 5}, "set it in one place"},
 		{"a hardware scheme that grows", nil, growingHardware{}, "no growth"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -485,7 +485,7 @@ func TestMisconfiguredFlowControlIsAClearError(t *testing.T) {
 			for k, v := range c.params {
 				p.SetText(k, v)
 			}
-			_, err := open(core.BTLEnv{Params: p, Boot: boots[0], Clock: core.SystemClock, FlowControl: c.flow, Metrics: core.NewMetrics()})
+			_, err := openBTL(core.BTLEnv{Params: p, Boot: boots[0], Clock: core.SystemClock, FlowControl: c.flow, Metrics: core.NewMetrics()})
 			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(c.want)) {
 				t.Fatalf("open: %v, want an error saying %q", err, c.want)
 			}
@@ -496,8 +496,8 @@ func TestMisconfiguredFlowControlIsAClearError(t *testing.T) {
 func TestRanksWithDifferentSchemesRefuseToConnect(t *testing.T) {
 	boots := newBoots(2)
 	mods := make([]*module, 2)
-	for r, f := range []core.FlowControl{&static.Policy{PrePost: 4, Threshold: 5}, &hardware.Policy{PrePost: 4, RNRRetry: 7}} {
-		ms, err := open(core.BTLEnv{Params: core.MustParams(Params), Boot: boots[r], Clock: core.SystemClock, FlowControl: f, Metrics: core.NewMetrics()})
+	for r, f := range []core.FlowControl{&ibstatic.Policy{PrePost: 4, Threshold: 5}, &ibhardware.Policy{PrePost: 4, RNRRetry: 7}} {
+		ms, err := openBTL(core.BTLEnv{Params: core.MustParams(Params), Boot: boots[r], Clock: core.SystemClock, FlowControl: f, Metrics: core.NewMetrics()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -519,12 +519,12 @@ func TestRanksWithDifferentSchemesRefuseToConnect(t *testing.T) {
 type extollish struct{}
 
 func (extollish) Setup(core.FlowInfo) (core.FlowSetup, error) {
-	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: 2, InitialPosted: 4}, nil
+	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: 2, Quota: 4}, nil
 }
 func (extollish) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision { return out }
 
 type growingHardware struct{ extollish }
 
 func (growingHardware) Setup(core.FlowInfo) (core.FlowSetup, error) {
-	return core.FlowSetup{Scheme: core.FlowNone, InitialPosted: 2, MaxPosted: 8}, nil
+	return core.FlowSetup{Scheme: core.FlowNone, Quota: 2, MaxQuota: 8}, nil
 }

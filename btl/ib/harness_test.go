@@ -4,26 +4,28 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/gobtl/gobtl/btl/inproc"
+	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
+	// The component's default receive-buffer policy, found by name.
+	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
-// newBoots returns the bootstraps of an n-rank job in this process (the
-// in-process fabric's: Puts are visible after a Fence).
-func newBoots(n int) []*inproc.Boot {
-	f := inproc.New(n, nil)
-	out := make([]*inproc.Boot, n)
-	for i := range out {
-		out[i] = f.Boot(i)
-	}
-	return out
+var jobSeq atomic.Int64
+
+// newBoots returns the bootstraps of an n-rank job in this process (Puts
+// are visible after a Fence).
+func newBoots(n int) []core.Bootstrap {
+	return boot.Group(n, fmt.Sprintf("ibtest-%d-%d", os.Getpid(), jobSeq.Add(1)))
 }
 
 // job is n ranks of the ib BTL in this process, each on its own softrc
@@ -56,6 +58,16 @@ type jobOpts struct {
 	clock  core.Clock // nil: the system clock
 }
 
+// openBTL opens the component as a job does, through core's registry,
+// which gives it its default policies.
+func openBTL(env core.BTLEnv) ([]core.Module, error) {
+	c, ok := core.Lookup(core.KindBTL, "ib")
+	if !ok {
+		return nil, errors.New("btl ib is not registered")
+	}
+	return c.OpenBTL(env)
+}
+
 func openJob(t testing.TB, n int, o jobOpts) *job {
 	t.Helper()
 	boots := newBoots(n)
@@ -77,7 +89,7 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 		if o.flow != nil {
 			env.FlowControl = o.flow()
 		}
-		mods, err := open(env)
+		mods, err := openBTL(env)
 		if err != nil {
 			t.Fatalf("open rank %d: %v", r, err)
 		}
@@ -100,7 +112,7 @@ func openJob(t testing.TB, n int, o jobOpts) *job {
 }
 
 // fence runs the bootstraps' fence together.
-func fence(boots []*inproc.Boot) {
+func fence(boots []core.Bootstrap) {
 	var wg sync.WaitGroup
 	for _, b := range boots {
 		wg.Add(1)

@@ -126,3 +126,10 @@ func (h *hca) release() {
 	h.pd.Dealloc()
 	h.dev.Close()
 }
+
+// siblings are the open modules on this module's device.
+func (m *module) siblings() []*module {
+	m.h.mu.Lock()
+	defer m.h.mu.Unlock()
+	return append([]*module(nil), m.h.mods...)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 )
 
 // The receive-buffer mechanism (seed 002 §3–4, Open MPI's openib): a
@@ -80,6 +81,19 @@ type rqueue struct {
 	limitEvts *core.Counter
 }
 
+// buffers are a module's receive queues and send free lists, the
+// registered memory behind them, and the receive-buffer policy that lays
+// them out and grows them.
+type buffers struct {
+	queues   []*rqueue
+	firstP   int // the first per-peer queue; -1: none
+	maxFrame int // the largest buffer
+	sbufs    []*sendBuf
+	rbufs    []*recvBuf
+	mrs      []verbs.MR
+	recv     policy.Driver[core.RecvEvent, core.RecvDecision]
+}
+
 // utilBounds are the buckets of the utilization histograms.
 var utilBounds = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1}
 
@@ -149,10 +163,17 @@ func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
 	return mem, mr, nil
 }
 
-// growShared posts n more buffers on a shared queue.
+// growShared registers n more buffers of a shared queue's size in one
+// slab and posts them on its SRQ.
 func (m *module) growShared(q *rqueue, n int) error {
-	if err := m.addRecvBufs(q, n); err != nil {
+	first, err := m.register(q, n)
+	if err != nil {
 		return err
+	}
+	for idx := first; idx < len(m.rbufs); idx++ {
+		if err := m.postRecv(m.rbufs[idx], idx, nil); err != nil {
+			return err
+		}
 	}
 	q.allocated += n
 	return nil
@@ -177,40 +198,24 @@ func (m *module) postPerPeer(e *endpoint) error {
 	return nil
 }
 
-// addRecvBufs registers n buffers of a shared queue's size in one slab and
-// posts them on its SRQ.
-func (m *module) addRecvBufs(q *rqueue, n int) error {
-	first := len(m.rbufs)
-	if err := m.register(q, n); err != nil {
-		return err
-	}
-	for idx := first; idx < len(m.rbufs); idx++ {
-		if err := m.postRecv(m.rbufs[idx], idx, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // allocRecvBufs registers n buffers of a per-peer queue's size into its
 // pool.
 func (m *module) allocRecvBufs(q *rqueue, n int) error {
-	first := len(m.rbufs)
-	if err := m.register(q, n); err != nil {
-		return err
-	}
-	for idx := first; idx < len(m.rbufs); idx++ {
+	first, err := m.register(q, n)
+	for idx := first; err == nil && idx < len(m.rbufs); idx++ {
 		q.pool = append(q.pool, int32(idx))
 	}
-	return nil
+	return err
 }
 
-// register adds n buffers of q's size, in one registered slab, to m.rbufs.
-func (m *module) register(q *rqueue, n int) error {
+// register adds n buffers of q's size, in one registered slab, to m.rbufs,
+// from index first on.
+func (m *module) register(q *rqueue, n int) (first int, err error) {
+	first = len(m.rbufs)
 	size := q.spec.BufSize
 	mem, mr, err := m.slab(n, size)
 	if err != nil {
-		return err
+		return first, err
 	}
 	for i := 0; i < n; i++ {
 		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx)}
@@ -218,7 +223,7 @@ func (m *module) register(q *rqueue, n int) error {
 		m.rbufs = append(m.rbufs, b)
 	}
 	m.recvMem(int64(n * size))
-	return nil
+	return first, nil
 }
 
 // postRecv posts b: on the peer's QP for a per-peer queue, on the SRQ
@@ -299,45 +304,41 @@ func (m *module) onLimit(s verbs.SRQ) {
 	for _, q := range m.queues {
 		if q.shared && q.srq == s {
 			q.limitEvts.Inc()
-			m.events = append(m.events, core.RecvEvent{Kind: core.RecvLimit, Queue: int32(q.idx), Posted: int32(q.posted), Value: int64(q.posted), At: m.clock.Now()})
+			m.recv.Event(core.RecvEvent{Kind: core.RecvLimit, Queue: int32(q.idx), Posted: int32(q.posted), Value: int64(q.posted), At: m.clock.Now()})
 			return
 		}
 	}
 }
 
-// applyRecv checks and applies the policy's decisions: growth only on
-// shared queues and never past Max, limits only within what is posted.
-func (m *module) applyRecv(ds []core.RecvDecision) {
-	for _, d := range ds {
-		if d.Queue < 0 || int(d.Queue) >= len(m.queues) {
-			m.rejected.Inc()
-			continue
-		}
-		q := m.queues[d.Queue]
-		switch d.Kind {
-		case core.RecvGrow:
-			n := int(min(d.Value, int64(q.max-q.allocated)))
-			if !q.shared || n <= 0 {
-				m.rejected.Inc()
-				continue
-			}
-			if err := m.growShared(q, n); err != nil {
-				m.log.Warn().Err(err).Msg("growing a shared receive queue")
-			}
-		case core.RecvSetLimit:
-			v := int(d.Value)
-			if !q.shared || v < 0 || v > q.max {
-				m.rejected.Inc()
-				continue
-			}
-			// Arming above what is posted would fire at once; wait until
-			// the queue has refilled.
-			q.wantLimit = v
-			m.rearm(q)
-		default:
-			m.rejected.Inc()
-		}
+// applyRecv checks and applies one of the policy's decisions: growth only
+// on shared queues and never past Max, limits only within what is posted.
+func (m *module) applyRecv(d core.RecvDecision) policy.Verdict {
+	if d.Queue < 0 || int(d.Queue) >= len(m.queues) {
+		return policy.Rejected
 	}
+	q := m.queues[d.Queue]
+	switch d.Kind {
+	case core.RecvGrow:
+		n := int(min(d.Value, int64(q.max-q.allocated)))
+		if !q.shared || n <= 0 {
+			return policy.Rejected
+		}
+		if err := m.growShared(q, n); err != nil {
+			m.log.Warn().Err(err).Msg("growing a shared receive queue")
+		}
+		return policy.Applied
+	case core.RecvSetLimit:
+		v := int(d.Value)
+		if !q.shared || v < 0 || v > q.max {
+			return policy.Rejected
+		}
+		// Arming above what is posted would fire at once; wait until
+		// the queue has refilled.
+		q.wantLimit = v
+		m.rearm(q)
+		return policy.Applied
+	}
+	return policy.Rejected
 }
 
 func (m *module) rearm(q *rqueue) {

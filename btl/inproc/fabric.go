@@ -11,11 +11,16 @@
 // receiver's Progress once its delivery time has come; a full ring is
 // core.ErrNoResources. Put and Get copy at once and report completion
 // through the initiator's Progress after the link's delay.
+//
+// Opened as the component btl "inproc", the ranks of a job find their
+// fabric by the job id their bootstrap gives (the first rank in the
+// process creates it) and publish this process's address through the
+// bootstrap like any BTL; a peer that published another process's address
+// is unreachable. Tests of the PML use a Fabric directly (New, Rail,
+// Modules), with no bootstrap at all.
 package inproc
 
 import (
-	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -69,13 +74,10 @@ func (o *RailOptions) defaults() {
 type Fabric struct {
 	n     int
 	clock core.Clock
-	jobID string
 
 	mu    sync.Mutex
 	rails []*rail
 	names map[string]int
-
-	kv *kvStore
 }
 
 type rail struct {
@@ -85,15 +87,12 @@ type rail struct {
 	mods  []*Module // [rank]
 }
 
-var jobSeq atomic.Int64
-
 // New returns a fabric for n ranks with no rails yet; Rail adds them.
 func New(n int, clock core.Clock) *Fabric {
 	if clock == nil {
 		clock = core.SystemClock
 	}
-	return &Fabric{n: n, clock: clock, names: map[string]int{}, kv: newKV(n),
-		jobID: fmt.Sprintf("inproc-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))}
+	return &Fabric{n: n, clock: clock, names: map[string]int{}}
 }
 
 // Size is the number of ranks.
@@ -180,10 +179,6 @@ func (f *Fabric) Drop(rail, a, b int) {
 	r.mods[b].markLost(a)
 }
 
-// Boot returns rank's bootstrap. It carries the fabric, so the inproc
-// component can find it from a core.BTLEnv.
-func (f *Fabric) Boot(rank int) *Boot { return &Boot{f: f, rank: rank} }
-
 // link is one direction of one rail between two ranks: a single-producer,
 // single-consumer ring.
 type link struct {
@@ -222,89 +217,4 @@ func (l *link) deliverAt(c core.Clock) time.Duration {
 		at += time.Duration(l.rng.Int64N(j))
 	}
 	return at
-}
-
-// Boot is a core.Bootstrap for ranks of one fabric.
-type Boot struct {
-	f    *Fabric
-	rank int
-}
-
-// Fabric returns the fabric the bootstrap belongs to.
-func (b *Boot) Fabric() *Fabric { return b.f }
-
-// Rank implements core.Bootstrap.
-func (b *Boot) Rank() int { return b.rank }
-
-// Size implements core.Bootstrap.
-func (b *Boot) Size() int { return b.f.n }
-
-// JobID implements core.Bootstrap.
-func (b *Boot) JobID() string { return b.f.jobID }
-
-// Put implements core.Bootstrap.
-func (b *Boot) Put(key string, value []byte) error { return b.f.kv.put(b.rank, key, value) }
-
-// Fence implements core.Bootstrap.
-func (b *Boot) Fence(ctx context.Context) error { return b.f.kv.fence(ctx) }
-
-// Get implements core.Bootstrap.
-func (b *Boot) Get(ctx context.Context, rank int, key string) ([]byte, error) {
-	return b.f.kv.get(rank, key)
-}
-
-// kvStore is the key-value exchange: puts are staged and published by the
-// fence, which is a barrier of all ranks.
-type kvStore struct {
-	mu      sync.Mutex
-	n       int
-	staged  map[string][]byte
-	visible map[string][]byte
-	arrived int
-	done    chan struct{}
-}
-
-func newKV(n int) *kvStore {
-	return &kvStore{n: n, staged: map[string][]byte{}, visible: map[string][]byte{}, done: make(chan struct{})}
-}
-
-func kvKey(rank int, key string) string { return fmt.Sprintf("%d/%s", rank, key) }
-
-func (s *kvStore) put(rank int, key string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.staged[kvKey(rank, key)] = append([]byte(nil), v...)
-	return nil
-}
-
-func (s *kvStore) fence(ctx context.Context) error {
-	s.mu.Lock()
-	done := s.done
-	s.arrived++
-	if s.arrived == s.n {
-		for k, v := range s.staged {
-			s.visible[k] = v
-		}
-		clear(s.staged)
-		s.arrived = 0
-		s.done = make(chan struct{})
-		close(done)
-	}
-	s.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("inproc: fence: %w", ctx.Err())
-	}
-}
-
-func (s *kvStore) get(rank int, key string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.visible[kvKey(rank, key)]
-	if !ok {
-		return nil, fmt.Errorf("inproc: rank %d published no %q before the last fence", rank, key)
-	}
-	return v, nil
 }

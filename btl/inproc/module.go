@@ -43,6 +43,15 @@ type Module struct {
 
 	closed atomic.Bool
 
+	// Set when the module was opened as a component (join): the job's
+	// bootstrap, which tells whether a peer shares this process, and the
+	// hold on the job's fabric that Close gives back.
+	boot    core.Bootstrap
+	bootKey string
+	asked   []bool  // peers whose reachability is known
+	reach   []error // nil: the peer shares the fabric
+	release func()
+
 	sent, recvd, bad *core.Counter
 }
 
@@ -86,13 +95,31 @@ func (m *Module) setMetrics(met *core.Metrics) {
 	m.sent, m.recvd, m.bad = met.Counter(name+".frames_sent"), met.Counter(name+".frames_received"), met.Counter(name+".bad_frames")
 }
 
+// join makes m a module opened through the job's bootstrap b, under key.
+func (m *Module) join(b core.Bootstrap, key string, release func()) {
+	m.boot, m.bootKey, m.release = b, key, release
+	m.asked, m.reach = make([]bool, m.f.n), make([]error, m.f.n)
+}
+
 // Attrs implements core.Module.
 func (m *Module) Attrs() core.Attrs { return m.attrs }
 
-// Endpoint implements core.Module: every other rank of the fabric.
+// Endpoint implements core.Module: every other rank of the fabric that
+// lives in this process.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	if m.closed.Load() {
+		return nil, fmt.Errorf("inproc: endpoint %d: %w", rank, core.ErrClosed)
+	}
 	if rank < 0 || rank >= m.f.n || rank == m.rank {
 		return nil, fmt.Errorf("inproc: rank %d: %w", rank, core.ErrUnreachable)
+	}
+	if m.boot != nil {
+		if !m.asked[rank] {
+			m.asked[rank], m.reach[rank] = true, m.reachable(rank)
+		}
+		if m.reach[rank] != nil {
+			return nil, m.reach[rank]
+		}
 	}
 	return m.eps[rank], nil
 }
@@ -119,7 +146,9 @@ func (m *Module) Disconnect(rank int, _ error) {
 
 // Close implements core.Module.
 func (m *Module) Close() error {
-	m.closed.Store(true)
+	if !m.closed.Swap(true) && m.release != nil {
+		m.release()
+	}
 	return nil
 }
 
@@ -161,6 +190,9 @@ func (m *Module) signal() {
 
 // Progress implements core.Module.
 func (m *Module) Progress() int {
+	if m.closed.Load() {
+		return 0
+	}
 	n := 0
 	var now time.Duration // read only when a frame carries a delivery time
 	for src, l := range m.in {

@@ -17,8 +17,9 @@ const Exclusivity = math.MaxInt32
 
 // Params is the HCL schema of btl "self".
 var Params = []core.Param{
-	{Name: "eager_limit", Type: core.ParamSize, Default: "64KiB", Doc: "largest message sent eagerly to self"},
-	{Name: "max_send_size", Type: core.ParamSize, Default: "256KiB", Doc: "largest frame payload"},
+	core.BTLParam("eager_limit", "64KiB"),
+	core.BTLParam("max_send_size", "256KiB"),
+	core.BTLParam("latency", "50ns").WithDoc("a send to self is one copy into a local queue"),
 }
 
 func init() {
@@ -26,7 +27,12 @@ func init() {
 		Kind: core.KindBTL, Name: "self", Params: Params,
 		Doc: "Sends to the own rank by memory copy. Always present; gobtl adds it when a stack does not name it.",
 		OpenBTL: func(env core.BTLEnv) ([]core.Module, error) {
-			m := New(env.Boot.Rank(), int(env.Params.Size("eager_limit")), int(env.Params.Size("max_send_size")))
+			a, err := core.BTLAttrs(env.Params)
+			if err != nil {
+				return nil, fmt.Errorf("self: %w", err)
+			}
+			m := New(env.Boot.Rank(), a.EagerLimit, a.MaxSendSize)
+			m.attrs.Latency = a.Latency
 			return []core.Module{m}, nil
 		},
 	})
@@ -76,6 +82,9 @@ func (m *Module) Attrs() core.Attrs { return m.attrs }
 
 // Endpoint implements core.Module; only the own rank is reachable.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	if m.closed {
+		return nil, fmt.Errorf("self: endpoint: %w", core.ErrClosed)
+	}
 	if rank != m.rank {
 		return nil, fmt.Errorf("self: rank %d: %w", rank, core.ErrUnreachable)
 	}

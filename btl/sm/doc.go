@@ -2,7 +2,7 @@
 // through files under /dev/shm that every rank maps, in the design of Open
 // MPI's vader (btl/sm since 5.0).
 //
-// Each rank owns one segment, named after the job (boot.ShmPrefix), that
+// Each rank owns one segment, named after the job (core.ShmPrefix), that
 // holds what other ranks write to it and what it lends them:
 //
 //   - a fast box per sender: a single-producer ring of 64-byte-aligned

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
@@ -135,9 +134,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		clock:    clock,
 		pid:      os.Getpid(),
 		fboxMax:  core.HeaderSize + cfg.fboxMax,
-		maxFrame: core.HeaderSize + cfg.maxSend,
+		maxFrame: core.HeaderSize + cfg.attrs.MaxSendSize,
 	}
-	m.lim = core.FrameLimits{Size: m.size, MaxPayload: cfg.maxSend}
+	m.lim = core.FrameLimits{Size: m.size, MaxPayload: cfg.attrs.MaxSendSize}
 	m.st.init(env.Metrics, env.Instance)
 	host, err := localHost(cfg.dir)
 	if err != nil {
@@ -157,9 +156,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 
 	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
-	name := boot.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
+	name := core.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
 	if env.Instance != "" {
-		name = boot.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
+		name = core.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
 	}
 	path := filepath.Join(cfg.dir, name)
 	seg, err := createSegment(path, m.rank, os.Getpid(), lay)
@@ -186,19 +185,8 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	if m.cma.ok {
 		caps |= core.CapPut | core.CapGet
 	}
-	m.attrs = core.Attrs{
-		Component:      "sm",
-		Name:           "sm" + instanceSuffix(env.Instance),
-		EagerLimit:     cfg.eagerLimit,
-		MaxSendSize:    cfg.maxSend,
-		RndvEagerLimit: cfg.rndvEager,
-		RDMAMin:        cfg.rdmaMin,
-		RDMAMax:        cfg.rdmaMax,
-		Bandwidth:      cfg.bandwidth,
-		Latency:        cfg.latency,
-		Exclusivity:    cfg.exclusivity,
-		Caps:           caps,
-	}
+	m.attrs = cfg.attrs
+	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)

@@ -57,8 +57,8 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 		}
 		m.st.fboxFull++
 	}
-	if n > m.cfg.maxSend {
-		return fmt.Errorf("sm: send of %d bytes to rank %d exceeds max_send_size %d", n, p.rank, m.cfg.maxSend)
+	if n > m.cfg.attrs.MaxSendSize {
+		return fmt.Errorf("sm: send of %d bytes to rank %d exceeds max_send_size %d", n, p.rank, m.cfg.attrs.MaxSendSize)
 	}
 	if err := p.sendFrag(&h, pre, data); err != nil {
 		return err

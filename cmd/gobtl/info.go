@@ -72,6 +72,7 @@ type infoParam struct {
 	Required bool        `json:"required,omitempty"`
 	Repeat   bool        `json:"repeat,omitempty"`
 	Enum     []string    `json:"enum,omitempty"`
+	Range    string      `json:"range,omitempty"`
 	Doc      string      `json:"doc"`
 	Block    []infoParam `json:"block,omitempty"`
 }
@@ -80,7 +81,7 @@ func infoParams(schema []core.Param) []infoParam {
 	out := []infoParam{}
 	for _, p := range schema {
 		ip := infoParam{Name: p.Name, Type: p.Type.String(), Default: p.Default, Required: p.Required,
-			Repeat: p.Repeat, Enum: p.Enum, Doc: p.Doc}
+			Repeat: p.Repeat, Enum: p.Enum, Range: p.Range(), Doc: p.Doc}
 		if p.Type == core.ParamBlock {
 			ip.Block = infoParams(p.Block)
 		}
@@ -180,6 +181,9 @@ func writeInfoParams(w io.Writer, params []infoParam, indent string) {
 		doc := p.Doc
 		if len(p.Enum) > 0 {
 			doc += " [" + strings.Join(p.Enum, "|") + "]"
+		}
+		if p.Range != "" {
+			doc += " (" + p.Range + ")"
 		}
 		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\n", indent, p.Name, typ, def, doc)
 		writeInfoParams(w, p.Block, indent+"  ")

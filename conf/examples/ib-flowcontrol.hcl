@@ -5,9 +5,11 @@
 #
 #   gobtl run -np 8 -c conf/examples/ib-flowcontrol.hcl -- gobtl bench bw
 #
-# The other schemes: builtin = "static" (pre_post buffers, fixed) and
-# builtin = "hardware" (no credits: the receiver's RNR NAK and infinite
-# retry hold the sender back, seed 000 §4.1).
+# The other schemes: builtin = "ib_static" (pre_post buffers, fixed) and
+# builtin = "ib_hardware" (no credits: the receiver's RNR NAK and infinite
+# retry hold the sender back, seed 000 §4.1). Their names before they said
+# which transport they serve — static, dynamic, hardware — still load, with
+# a warning.
 
 btl "self" "self" {}
 
@@ -28,7 +30,7 @@ policy "recvbuf" {
 }
 
 policy "flow_control" {
-  builtin           = "dynamic"
+  builtin           = "ib_dynamic"
   initial           = 2
   max               = 128
   growth            = "linear" # or "exponential"

@@ -3,12 +3,14 @@ package recvbuf
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
+	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/btl/ib"
-	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -33,13 +35,11 @@ type JobSpec struct {
 	Options pml.Options
 }
 
+var jobSeq atomic.Int64
+
 // Open opens a job.
 func Open(ctx context.Context, s JobSpec) (*Job, error) {
-	f := inproc.New(s.Ranks, nil)
-	boots := make([]core.Bootstrap, s.Ranks)
-	for r := range boots {
-		boots[r] = f.Boot(r)
-	}
+	boots := boot.Group(s.Ranks, fmt.Sprintf("ibtest-%d-%d", os.Getpid(), jobSeq.Add(1)))
 	comp, ok := core.Lookup(core.KindBTL, "ib")
 	if !ok {
 		return nil, fmt.Errorf("recvbuf: the ib BTL is not registered")

@@ -82,14 +82,14 @@ func (f *flow) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	if f.mode == "refuse" {
 		return core.FlowSetup{}, errRefused
 	}
-	f.setup = core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: 2, MaxPosted: 16, CreditThreshold: 1}
-	if info.Transport == "extoll" {
-		f.setup.CreditSlots = 1 // seed 003 Equation 2: a credit slot per peer
+	f.setup = core.FlowSetup{Scheme: core.FlowCredits, Quota: 2, MaxQuota: 16, CreditThreshold: 1}
+	if info.Resource == core.ResourceSlotPool {
+		f.setup.CreditSlots = 1 // seed 003 Equation 2: a credit slot per sender
 	}
-	if info.Buffers > 0 && info.Peers > 0 {
-		// An equal share of what is left for data, so that all peers at
+	if info.Buffers > 0 && info.Senders > 0 {
+		// An equal share of what is left for data, so that all senders at
 		// their maximum never exceed it.
-		f.setup.MaxPosted = max(2, (info.Buffers-f.setup.CreditSlots*info.Peers)/info.Peers)
+		f.setup.MaxQuota = max(2, (info.Buffers-f.setup.CreditSlots*info.Senders)/info.Senders)
 	}
 	return f.setup, nil
 }
@@ -101,13 +101,13 @@ func (f *flow) Observe(es []core.FlowEvent, out []core.FlowDecision) []core.Flow
 	for _, e := range es {
 		switch f.answer {
 		case "echo":
-			out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: e.Value})
+			out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: e.Value})
 		case "good":
 			if e.Kind == core.FlowBacklogged {
-				out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: int64(min(int(e.Posted)+1, f.setup.MaxPosted))})
+				out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: int64(min(int(e.Quota)+1, f.setup.MaxQuota))})
 			}
 		case "bad":
-			out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: e.Peer, Value: int64(f.setup.MaxPosted) * 10})
+			out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: e.Peer, Value: int64(f.setup.MaxQuota) * 10})
 		}
 	}
 	return out

@@ -9,16 +9,16 @@ import (
 	"github.com/gobtl/gobtl/plugins"
 )
 
-// flowInfos are the transports a flow-control policy is set up for: an
-// InfiniBand HCA with unbounded receive buffers, and EXTOLL mailboxes
-// shared by their senders (seed 003 §5). A policy may refuse a transport
-// it is not for; it must accept at least one.
+// flowInfos are the resources a flow-control policy is set up for: posted
+// receive buffers, unbounded (an InfiniBand HCA's), and slot pools shared
+// by their senders (EXTOLL mailboxes, seed 003 §5). A policy may refuse a
+// resource it is not for; it must accept at least one.
 var flowInfos = []core.FlowInfo{
-	{Transport: "ib", Peers: 8, BufferSize: 2048},
-	{Transport: "extoll", Peers: 8, BufferSize: 64, Buffers: 1024},
+	{Resource: core.ResourcePostedBuffers, Ranks: 9, Senders: 8, BufferSize: 2048},
+	{Resource: core.ResourceSlotPool, Ranks: 8, Senders: 8, BufferSize: 64, Buffers: 1024},
 	// Two ranks with btl "extoll"'s default 58 slots per peer: a pool
 	// small enough for a growing policy to hit its bounds.
-	{Transport: "extoll", Peers: 2, BufferSize: 64, Buffers: 116},
+	{Resource: core.ResourceSlotPool, Ranks: 2, Senders: 2, BufferSize: 64, Buffers: 116},
 }
 
 type flowModel struct{}
@@ -26,13 +26,13 @@ type flowModel struct{}
 func (flowModel) run(h *harness) []Result {
 	return runPerInfo(h, kindSpec[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision]{
 		infos: flowInfos,
-		label: func(i core.FlowInfo) string { return i.Transport },
+		label: flowLabel,
 		policy: func(p *plugins.Policy) policyOf[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision] {
 			return p.FlowControl()
 		},
 		check: checkFlowSetup,
 		describe: func(s core.FlowSetup) string {
-			return fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.InitialPosted, s.MaxPosted, s.CreditThreshold)
+			return fmt.Sprintf("scheme %d, %d..%d posted, threshold %d", s.Scheme, s.Quota, s.MaxQuota, s.CreditThreshold)
 		},
 		state: func(info core.FlowInfo, s core.FlowSetup) streamer[core.FlowEvent, core.FlowDecision] {
 			return newFlowState(info, s)
@@ -40,9 +40,17 @@ func (flowModel) run(h *harness) []Result {
 	})
 }
 
+// flowLabel names a case after the transport whose resource it models.
+func flowLabel(i core.FlowInfo) string {
+	if i.Resource == core.ResourcePostedBuffers {
+		return "ib"
+	}
+	return "extoll"
+}
+
 // flowBounds are a setup's parameters as the credit engine resolves them
-// (core.FlowSetup: on EXTOLL a zero InitialPosted is an equal share of the
-// data region, a zero MaxPosted no cap, a zero threshold Equation 1).
+// (core.FlowSetup: a zero Quota is the resource's equal share, a zero
+// MaxQuota no growth, a zero threshold the resource's rule).
 type flowBounds struct {
 	quota     int // buffers posted per peer at start
 	threshold int
@@ -51,24 +59,20 @@ type flowBounds struct {
 }
 
 func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
-	b := flowBounds{quota: s.InitialPosted, threshold: s.CreditThreshold, lo: s.InitialPosted, hi: s.MaxPosted}
-	if info.Buffers > 0 {
-		b.pool = info.Buffers
-		if info.Transport == "extoll" {
-			// Each receiver keeps credit_slots per peer for credit packets
-			// (seed 003 §5); the rest is the data region.
-			b.pool = info.Buffers - s.CreditSlots*info.Peers
+	b := flowBounds{quota: s.Quota, threshold: s.CreditThreshold, lo: s.Quota, hi: s.MaxQuota}
+	switch info.Resource {
+	case core.ResourcePostedBuffers:
+		if b.quota == 0 {
+			// A zero Quota keeps the receive layout's count of per-peer
+			// buffers; model the per-peer default.
+			b.quota, b.lo = ibLayoutBuffers, ibLayoutBuffers
 		}
-	}
-	if info.Transport == "ib" && b.quota == 0 {
-		// On InfiniBand a zero InitialPosted keeps the receive layout's
-		// count of per-peer buffers; model the per-peer default.
-		b.quota, b.lo = ibLayoutBuffers, ibLayoutBuffers
-		b.hi = max(b.hi, b.quota)
-	}
-	if info.Transport == "extoll" {
-		if b.quota == 0 && info.Peers > 0 {
-			b.quota = b.pool / info.Peers
+	case core.ResourceSlotPool:
+		// Each receiver keeps credit_slots per sender for credit packets
+		// (seed 003 §5); the rest is the data region.
+		b.pool = info.Buffers - s.CreditSlots*info.Senders
+		if b.quota == 0 && info.Senders > 0 {
+			b.quota = b.pool / info.Senders
 		}
 		if b.threshold == 0 {
 			b.threshold = b.quota/(s.CreditSlots+1) + 1 // Equation 1
@@ -76,21 +80,20 @@ func resolveFlow(info core.FlowInfo, s core.FlowSetup) flowBounds {
 		// A sender never goes below its static slots (Equation 2).
 		b.lo = max(1, s.CreditSlots)
 	}
-	if b.hi == 0 && b.pool > 0 {
-		b.hi = b.pool - (info.Peers-1)*b.lo
-	}
+	b.hi = max(b.hi, b.quota) // a zero MaxQuota: quotas never grow
 	return b
 }
 
 // ibLayoutBuffers models the receive layout's per-peer buffer count that
-// an InfiniBand policy keeps when it leaves InitialPosted at zero.
+// an InfiniBand policy keeps when it leaves Quota at zero.
 const ibLayoutBuffers = 8
 
 // thresholdCapped reports whether the credit engine sends owed credits
-// once min(threshold, posted) are owed: btl/ib does, so a threshold above a
-// peer's buffers cannot stop credits from coming back; EXTOLL's Equation 2
-// needs the threshold within the quota.
-func thresholdCapped(info core.FlowInfo) bool { return info.Transport == "ib" }
+// once min(threshold, posted) are owed: for posted buffers it does
+// (btl/ib), so a threshold above a peer's buffers cannot stop credits from
+// coming back; a slot pool's Equation 2 needs the threshold within the
+// quota.
+func thresholdCapped(info core.FlowInfo) bool { return info.Resource == core.ResourcePostedBuffers }
 
 func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 	switch s.Scheme {
@@ -103,23 +106,23 @@ func checkFlowSetup(info core.FlowInfo, s core.FlowSetup) error {
 		}
 	case core.FlowCredits:
 		b := resolveFlow(info, s)
-		if s.CreditSlots < 0 || info.Transport == "extoll" && s.CreditSlots < 1 {
-			return fmt.Errorf("CreditSlots %d: EXTOLL needs at least one per peer (seed 003 Equation 2)", s.CreditSlots)
+		if s.CreditSlots < 0 || info.Resource == core.ResourceSlotPool && s.CreditSlots < 1 {
+			return fmt.Errorf("CreditSlots %d: a slot pool needs at least one per sender (seed 003 Equation 2)", s.CreditSlots)
 		}
 		if b.quota < 1 {
 			return fmt.Errorf("credit scheme with %d buffers per peer at start: no peer could ever send", b.quota)
 		}
-		if s.MaxPosted != 0 && s.MaxPosted < b.quota {
-			return fmt.Errorf("MaxPosted %d below the %d buffers posted at start", s.MaxPosted, b.quota)
+		if s.MaxQuota != 0 && s.MaxQuota < b.quota {
+			return fmt.Errorf("MaxQuota %d below the %d buffers posted at start", s.MaxQuota, b.quota)
 		}
 		if b.threshold < 1 || b.threshold > b.quota && !thresholdCapped(info) {
 			return fmt.Errorf("credit threshold %d not in [1, %d buffers per peer]: a peer could use up its credits before any are returned (deadlock)", b.threshold, b.quota)
 		}
-		if b.pool > 0 && b.quota*info.Peers > b.pool {
-			return fmt.Errorf("%d peers × %d credits at start exceed the %d buffers that exist for data (credit beyond what is posted)", info.Peers, b.quota, b.pool)
+		if b.pool > 0 && b.quota*info.Senders > b.pool {
+			return fmt.Errorf("%d senders × %d credits at start exceed the %d buffers that exist for data (credit beyond what is posted)", info.Senders, b.quota, b.pool)
 		}
 		if b.pool < 0 {
-			return fmt.Errorf("%d credit slots per peer for %d peers leave no buffer for data in %d", s.CreditSlots, info.Peers, info.Buffers)
+			return fmt.Errorf("%d credit slots per sender for %d senders leave no buffer for data in %d", s.CreditSlots, info.Senders, info.Buffers)
 		}
 	default:
 		return fmt.Errorf("unknown flow-control scheme %d", s.Scheme)
@@ -139,7 +142,7 @@ type flowState struct {
 }
 
 func newFlowState(info core.FlowInfo, s core.FlowSetup) *flowState {
-	st := &flowState{info: info, setup: s, b: resolveFlow(info, s), posted: make([]int, info.Peers)}
+	st := &flowState{info: info, setup: s, b: resolveFlow(info, s), posted: make([]int, info.Ranks)}
 	for i := range st.posted {
 		st.posted[i] = st.b.quota
 	}
@@ -151,15 +154,16 @@ func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
 	es := make([]core.FlowEvent, n)
 	for i := range es {
 		st.now += time.Duration(rng.IntN(100_000))
-		p := rng.IntN(st.info.Peers)
-		e := core.FlowEvent{Peer: int32(p), Posted: int32(st.posted[p]), At: st.now}
-		// EXTOLL's engine reports monitoring points and quotas (seed 003
-		// §6.4) most of the time; other transports' policies get a few
-		// too, and must ignore what is not for them.
+		p := rng.IntN(st.info.Ranks)
+		e := core.FlowEvent{Peer: int32(p), Quota: int32(st.posted[p]), At: st.now}
+		// A slot pool's engine reports monitoring points and quotas (seed
+		// 003 §6.4) most of the time; policies for posted buffers get a
+		// few too, and must ignore what is not for them.
+		pool := st.info.Resource == core.ResourceSlotPool
 		switch r := rng.IntN(20); {
-		case r < 8 && st.info.Transport == "extoll" || r == 0:
+		case r < 8 && pool || r == 0:
 			e.Kind, e.Value = core.FlowMonitor, int64(rng.IntN(st.posted[p]+1))
-		case r < 10 && st.info.Transport == "extoll" || r == 1:
+		case r < 10 && pool || r == 1:
 			e.Kind = core.FlowQuota
 		default:
 			e.Kind = core.FlowEventKind(1 + rng.IntN(4))
@@ -183,20 +187,20 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 	b := st.b
 	for _, d := range ds {
 		switch d.Kind {
-		case core.FlowSetPosted:
-			if d.Peer < 0 || int(d.Peer) >= st.info.Peers {
-				v.add("SetPosted for peer %d of %d", d.Peer, st.info.Peers)
+		case core.FlowSetQuota:
+			if d.Peer < 0 || int(d.Peer) >= st.info.Ranks {
+				v.add("SetQuota for peer %d of %d", d.Peer, st.info.Ranks)
 				continue
 			}
 			if st.setup.Scheme == core.FlowCredits && (d.Value < int64(b.lo) || b.hi > 0 && d.Value > int64(b.hi)) {
-				v.add("SetPosted %d for peer %d outside [%d, %d], the range its setup allows", d.Value, d.Peer, b.lo, b.hi)
+				v.add("SetQuota %d for peer %d outside [%d, %d], the range its setup allows", d.Value, d.Peer, b.lo, b.hi)
 				d.Value = max(int64(b.lo), d.Value)
 				if b.hi > 0 {
 					d.Value = min(d.Value, int64(b.hi))
 				}
 			}
 			if d.Value < 0 {
-				v.add("SetPosted %d for peer %d is negative", d.Value, d.Peer)
+				v.add("SetQuota %d for peer %d is negative", d.Value, d.Peer)
 				continue
 			}
 			st.posted[d.Peer] = int(d.Value)
@@ -208,8 +212,8 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 			}
 			st.threshold = int(d.Value)
 		case core.FlowReclaim:
-			if d.Peer < 0 || int(d.Peer) >= st.info.Peers {
-				v.add("reclaim from peer %d of %d", d.Peer, st.info.Peers)
+			if d.Peer < 0 || int(d.Peer) >= st.info.Ranks {
+				v.add("reclaim from peer %d of %d", d.Peer, st.info.Ranks)
 			}
 		default:
 			v.add("unknown flow decision kind %d", d.Kind)

@@ -93,11 +93,11 @@ func (s *server) configure(kind core.Kind, values *pb.Values) (err error) {
 func (s *server) registerFunc(k core.Kind) func(*grpc.Server) {
 	switch k {
 	case core.KindFlowControl:
-		return func(g *grpc.Server) { pb.RegisterFlowControlServer(g, &flowService{s: s}) }
+		return func(g *grpc.Server) { pb.RegisterFlowControlServer(g, &flowService{service: newService(s, wire.Flow)}) }
 	case core.KindRecvBuf:
-		return func(g *grpc.Server) { pb.RegisterRecvBuffersServer(g, &recvService{s: s}) }
+		return func(g *grpc.Server) { pb.RegisterRecvBuffersServer(g, &recvService{service: newService(s, wire.Recv)}) }
 	case core.KindSched:
-		return func(g *grpc.Server) { pb.RegisterSchedulerServer(g, &schedService{s: s}) }
+		return func(g *grpc.Server) { pb.RegisterSchedulerServer(g, &schedService{service: newService(s, wire.Sched)}) }
 	}
 	panic("sdk: no service for kind " + string(k))
 }
@@ -171,104 +171,56 @@ func (o *observer[E, D, EM, DM]) serve(st grpc.BidiStreamingServer[EM, DM]) erro
 
 // ---- the three policy services ----
 
-type flowService struct {
-	pb.UnimplementedFlowControlServer
+// service serves one policy kind through its codec.
+type service[I, S, E, D, IM, RM, EM, DM any] struct {
 	s *server
+	c wire.Codec[I, S, E, D, IM, RM, EM, DM]
 }
 
-func (f *flowService) Setup(_ context.Context, m *pb.FlowInfo) (*pb.FlowSetupReply, error) {
-	var r pb.FlowSetupReply
-	err := f.s.call(core.KindFlowControl, func(pol any) error {
-		setup, err := pol.(core.FlowControl).Setup(wire.FlowInfoFromPB(m))
-		if err != nil {
-			r.Error = err.Error()
-		} else {
-			r.Setup = wire.FlowSetupToPB(setup)
-		}
+func (v *service[I, S, E, D, IM, RM, EM, DM]) Setup(_ context.Context, m *IM) (*RM, error) {
+	var r *RM
+	err := v.s.call(v.c.Kind, func(pol any) error {
+		r = v.c.Reply(pol.(core.Policy[I, S, E, D]).Setup(v.c.InfoFromPB(m)))
 		return nil
 	})
-	return &r, err
+	return r, err
 }
 
-func (f *flowService) Observe(st grpc.BidiStreamingServer[pb.FlowEvents, pb.FlowDecisions]) error {
-	o := observer[core.FlowEvent, core.FlowDecision, pb.FlowEvents, pb.FlowDecisions]{
-		s: f.s, kind: core.KindFlowControl,
-		decode: func(m *pb.FlowEvents, dst []core.FlowEvent) (uint64, []core.FlowEvent, error) {
-			d, err := wire.FlowEventsFromPB(m, dst)
-			return m.Seq, d, err
-		},
-		encode: wire.AppendFlowDecisions,
-		observe: func(pol any, es []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
-			return pol.(core.FlowControl).Observe(es, out)
-		},
-	}
+func (v *service[I, S, E, D, IM, RM, EM, DM]) Observe(st grpc.BidiStreamingServer[EM, DM]) error {
+	o := observer[E, D, EM, DM]{s: v.s, kind: v.c.Kind, decode: v.c.GetEvents, encode: v.c.PutDecisions,
+		observe: func(pol any, es []E, out []D) []D {
+			return pol.(core.Policy[I, S, E, D]).Observe(es, out)
+		}}
 	return o.serve(st)
 }
 
-type recvService struct {
-	pb.UnimplementedRecvBuffersServer
-	s *server
+func newService[I, S, E, D, IM, RM, EM, DM any](s *server, c wire.Codec[I, S, E, D, IM, RM, EM, DM]) service[I, S, E, D, IM, RM, EM, DM] {
+	return service[I, S, E, D, IM, RM, EM, DM]{s, c}
 }
 
-func (rs *recvService) Setup(_ context.Context, m *pb.RecvInfo) (*pb.RecvSetupReply, error) {
-	var r pb.RecvSetupReply
-	err := rs.s.call(core.KindRecvBuf, func(pol any) error {
-		setup, err := pol.(core.RecvBuffers).Setup(wire.RecvInfoFromPB(m))
-		if err != nil {
-			r.Error = err.Error()
-		} else {
-			r.Setup = wire.RecvSetupToPB(setup)
-		}
-		return nil
-	})
-	return &r, err
-}
-
-func (rs *recvService) Observe(st grpc.BidiStreamingServer[pb.RecvEvents, pb.RecvDecisions]) error {
-	o := observer[core.RecvEvent, core.RecvDecision, pb.RecvEvents, pb.RecvDecisions]{
-		s: rs.s, kind: core.KindRecvBuf,
-		decode: func(m *pb.RecvEvents, dst []core.RecvEvent) (uint64, []core.RecvEvent, error) {
-			d, err := wire.RecvEventsFromPB(m, dst)
-			return m.Seq, d, err
-		},
-		encode: wire.AppendRecvDecisions,
-		observe: func(pol any, es []core.RecvEvent, out []core.RecvDecision) []core.RecvDecision {
-			return pol.(core.RecvBuffers).Observe(es, out)
-		},
+// The registered services: a kind's service, with the generated
+// Unimplemented server one level down, so that the service's methods are
+// the ones promoted.
+type (
+	flowService struct {
+		service[core.FlowInfo, core.FlowSetup, core.FlowEvent, core.FlowDecision, pb.FlowInfo, pb.FlowSetupReply, pb.Events, pb.Decisions]
+		flowBase
 	}
-	return o.serve(st)
-}
-
-type schedService struct {
-	pb.UnimplementedSchedulerServer
-	s *server
-}
-
-func (ss *schedService) Setup(_ context.Context, m *pb.SchedInfo) (*pb.SchedSetupReply, error) {
-	var r pb.SchedSetupReply
-	err := ss.s.call(core.KindSched, func(pol any) error {
-		setup, err := pol.(core.Scheduler).Setup(wire.SchedInfoFromPB(m))
-		if err != nil {
-			r.Error = err.Error()
-		} else {
-			r.Setup = wire.SchedSetupToPB(setup)
-		}
-		return nil
-	})
-	return &r, err
-}
-
-func (ss *schedService) Observe(st grpc.BidiStreamingServer[pb.SchedEvents, pb.SchedDecisions]) error {
-	o := observer[core.SchedEvent, core.SchedDecision, pb.SchedEvents, pb.SchedDecisions]{
-		s: ss.s, kind: core.KindSched,
-		decode: func(m *pb.SchedEvents, dst []core.SchedEvent) (uint64, []core.SchedEvent, error) {
-			d, err := wire.SchedEventsFromPB(m, dst)
-			return m.Seq, d, err
-		},
-		encode: wire.AppendSchedDecisions,
-		observe: func(pol any, es []core.SchedEvent, out []core.SchedDecision) []core.SchedDecision {
-			return pol.(core.Scheduler).Observe(es, out)
-		},
+	flowBase struct {
+		pb.UnimplementedFlowControlServer
 	}
-	return o.serve(st)
-}
+	recvService struct {
+		service[core.RecvInfo, core.RecvSetup, core.RecvEvent, core.RecvDecision, pb.RecvInfo, pb.RecvSetupReply, pb.Events, pb.Decisions]
+		recvBase
+	}
+	recvBase struct {
+		pb.UnimplementedRecvBuffersServer
+	}
+	schedService struct {
+		service[core.SchedInfo, core.SchedSetup, core.SchedEvent, core.SchedDecision, pb.SchedInfo, pb.SchedSetupReply, pb.SchedEvents, pb.SchedDecisions]
+		schedBase
+	}
+	schedBase struct {
+		pb.UnimplementedSchedulerServer
+	}
+)

@@ -16,7 +16,6 @@ package recvbuf
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -108,60 +107,6 @@ func ParseReceiveQueues(s string) ([]core.QueueSpec, error) {
 	return out, nil
 }
 
-// FormatReceiveQueues renders queues in receive_queues syntax (per-peer
-// queues with their default low watermark).
-func FormatReceiveQueues(qs []core.QueueSpec) string {
-	parts := make([]string, len(qs))
-	for i, q := range qs {
-		if q.Kind == core.QueuePerPeer {
-			parts[i] = fmt.Sprintf("P,%d,%d,%d,%d", q.BufSize, q.Count, q.Count*3/4, q.Low)
-		} else {
-			parts[i] = fmt.Sprintf("S,%d,%d,%d,%d", q.BufSize, q.Count, q.Low, q.MaxPending)
-		}
-	}
-	return strings.Join(parts, ":")
-}
-
-// Check validates a layout against the transport: sorted, distinct sizes
-// big enough for a header, the largest holding an eager frame, sane counts
-// and watermarks. Mechanisms call it on every policy's answer.
-func Check(s core.RecvSetup, info core.RecvInfo) error {
-	if len(s.Queues) == 0 {
-		return fmt.Errorf("receive queues: none")
-	}
-	if !sort.SliceIsSorted(s.Queues, func(i, j int) bool { return s.Queues[i].BufSize < s.Queues[j].BufSize }) {
-		return fmt.Errorf("receive queues: not sorted by buffer size: %s", FormatReceiveQueues(s.Queues))
-	}
-	for i, q := range s.Queues {
-		where := fmt.Sprintf("receive queue %d (%d-byte buffers)", i, q.BufSize)
-		switch {
-		case q.Kind != core.QueuePerPeer && q.Kind != core.QueueShared:
-			return fmt.Errorf("%s: unknown kind %d", where, q.Kind)
-		case q.BufSize < core.HeaderSize+8:
-			return fmt.Errorf("%s: smaller than a %d-byte header plus 8 bytes", where, core.HeaderSize)
-		case i > 0 && q.BufSize == s.Queues[i-1].BufSize:
-			return fmt.Errorf("%s: two queues of the same size", where)
-		case q.Count < 1:
-			return fmt.Errorf("%s: no buffers", where)
-		case q.Max != 0 && q.Max < q.Count:
-			return fmt.Errorf("%s: may grow to %d, fewer than its %d buffers", where, q.Max, q.Count)
-		case q.Low < 0 || q.Low > q.Count:
-			return fmt.Errorf("%s: watermark %d not in [0, %d]", where, q.Low, q.Count)
-		case q.Kind == core.QueuePerPeer && q.Low < 1:
-			return fmt.Errorf("%s: a per-peer queue needs a credit window of at least 1", where)
-		case q.MaxPending < 0:
-			return fmt.Errorf("%s: negative max pending", where)
-		}
-	}
-	if top := s.Queues[len(s.Queues)-1].BufSize - core.HeaderSize; top < info.EagerLimit {
-		return fmt.Errorf("receive queues: the largest buffer holds %d payload bytes, less than the eager limit %d", top, info.EagerLimit)
-	}
-	if s.SendFreeListMax < 0 {
-		return fmt.Errorf("receive queues: negative send free list bound")
-	}
-	return nil
-}
-
 // Fixed is the policy all three built-ins are: a layout chosen once, whose
 // shared queues grow by Grow × their initial buffers (at least one) each
 // time their SRQ-limit event fires, up to their Max, the limit re-armed at
@@ -177,7 +122,7 @@ type Fixed struct {
 // Setup checks the layout against the transport and returns a copy.
 func (p *Fixed) Setup(info core.RecvInfo) (core.RecvSetup, error) {
 	s := core.RecvSetup{Queues: append([]core.QueueSpec(nil), p.Queues...), SendFreeListMax: p.SendFreeListMax}
-	if err := Check(s, info); err != nil {
+	if err := s.Check(info); err != nil {
 		return core.RecvSetup{}, fmt.Errorf("%s: %w", p.Name, err)
 	}
 	return s, nil

@@ -62,11 +62,11 @@ func Params(name string) []core.Param {
 			Doc: "multiplexing of eager and control messages"},
 		{Name: "large", Type: core.ParamString, Default: large, Enum: striping,
 			Doc: "how RDMA data at or above stripe_threshold is spread"},
-		{Name: "stripe_threshold", Type: core.ParamSize, Default: "64KiB", Check: positiveSize,
+		{Name: "stripe_threshold", Type: core.ParamSize, Default: "64KiB", Min: "1B",
 			Doc: "RDMA data at least this large is striped; smaller goes whole on one subchannel"},
-		{Name: "min_stripe", Type: core.ParamSize, Default: "16KiB", Check: positiveSize,
+		{Name: "min_stripe", Type: core.ParamSize, Default: "16KiB", Min: "1B",
 			Doc: "no stripe smaller than this: a smaller share is raised to it; a message too short for every subchannel to get one leaves out the smallest weights"},
-		{Name: "window", Type: core.ParamInt, Default: "8", Check: positiveInt,
+		{Name: "window", Type: core.ParamInt, Default: "8", Min: "1",
 			Doc: "W of window_round_robin: messages on one subchannel before moving on"},
 		{Name: "weights", Type: core.ParamStrings,
 			Doc: "static weights per subchannel, in subchannel order (weighted_*), e.g. [4, 1]; unset: from the modules' bandwidths"},
@@ -279,20 +279,6 @@ func (p *Policy) adapt(out []core.SchedDecision) []core.SchedDecision {
 // striping), for experiments.
 func (p *Policy) Weights(peer int) []float64 {
 	return append([]float64(nil), p.current[int32(peer)]...)
-}
-
-func positiveSize(v any) error {
-	if v.(int64) <= 0 {
-		return fmt.Errorf("must be positive")
-	}
-	return nil
-}
-
-func positiveInt(v any) error {
-	if v.(int64) <= 0 {
-		return fmt.Errorf("must be positive")
-	}
-	return nil
 }
 
 func positiveFloat(v any) error {

@@ -24,9 +24,9 @@ func TestTheInfiniBandSchemesRunAsPlugins(t *testing.T) {
 		metric     string // a metric of rank 1, the receiver
 		least      int64
 	}{
-		{"hardware", "pre_post = 1", "ib.softrc0.rnr_naks_sent", 1},
-		{"static", "pre_post = 1\n  credit_threshold = 1\n  rndv_on_no_credit = false", "ib.rail0.credit_messages.peer0", 1},
-		{"dynamic", "initial = 1\n  max = 16", "ib.rail0.posted_max.peer0", 2},
+		{"ib_hardware", "pre_post = 1", "ib.softrc0.rnr_naks_sent", 1},
+		{"ib_static", "pre_post = 1\n  credit_threshold = 1\n  rndv_on_no_credit = false", "ib.rail0.credit_messages.peer0", 1},
+		{"ib_dynamic", "initial = 1\n  max = 16", "ib.rail0.posted_max.peer0", 2},
 	} {
 		for _, sel := range []string{
 			fmt.Sprintf("builtin = %q", c.name),

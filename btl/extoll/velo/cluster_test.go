@@ -36,17 +36,17 @@ type checker struct {
 	done int
 }
 
-type scheme int
+type testScheme int
 
 const (
-	schemeNone scheme = iota
+	schemeNone testScheme = iota
 	schemeStatic
 	schemeDynamic
 )
 
-func (s scheme) String() string { return [...]string{"none", "static", "dynamic"}[s] }
+func (s testScheme) String() string { return [...]string{"none", "static", "dynamic"}[s] }
 
-func (s scheme) policy(creditSlots int) core.FlowControl {
+func (s testScheme) policy(creditSlots int) core.FlowControl {
 	switch s {
 	case schemeStatic:
 		return &extollstatic.Policy{CreditSlots: creditSlots}
@@ -58,7 +58,7 @@ func (s scheme) policy(creditSlots int) core.FlowControl {
 
 type clusterOpts struct {
 	n, slots    int
-	scheme      scheme
+	scheme      testScheme
 	creditSlots int
 	piggyback   bool
 	backlog     int
@@ -94,8 +94,8 @@ func newCluster(o clusterOpts) (*cluster, error) {
 		c.metrics = append(c.metrics, m)
 		c.chk = append(c.chk, &checker{c: c, me: r, seq: make([]uint32, o.n), idx: make([]uint16, o.n)})
 	}
-	if e := c.eng[0]; e.credits {
-		c.f.dataRegion, c.f.creditSlots = e.dataRegion, e.k
+	if e := c.eng[0]; e.DataRegion() > 0 {
+		c.f.dataRegion, c.f.creditSlots = e.DataRegion(), e.CreditSlots()
 	}
 	return c, nil
 }
@@ -206,13 +206,14 @@ func (c *cluster) check() error {
 		return fmt.Errorf("mailbox overflow: %s", c.f.overflows[0])
 	}
 	for r, e := range c.eng {
-		if !e.credits {
+		f := creditsOf(e)
+		if f == nil {
 			continue
 		}
 		for s := range c.eng {
 			in, cur := e.Quota(s)
-			if in < e.static {
-				return fmt.Errorf("rank %d: sender %d's quota %d fell below its %d static slots", r, s, in, e.static)
+			if in < f.static {
+				return fmt.Errorf("rank %d: sender %d's quota %d fell below its %d static slots", r, s, in, f.static)
 			}
 			if cur < 0 {
 				return fmt.Errorf("rank %d: sender %d holds %d credits", r, s, cur)
@@ -222,8 +223,8 @@ func (c *cluster) check() error {
 				return fmt.Errorf("rank %d asked %d for credits %d times and got %d responses", r, s, req, resp)
 			}
 		}
-		if e.available < e.reserve {
-			return fmt.Errorf("rank %d: %d free data slots but %d reserved", r, e.available, e.reserve)
+		if f.available < f.reserve {
+			return fmt.Errorf("rank %d: %d free data slots but %d reserved", r, f.available, f.reserve)
 		}
 	}
 	return nil
@@ -270,7 +271,7 @@ func (c *cluster) backlogged() int {
 	for _, e := range c.eng {
 		for d := range c.eng {
 			n += e.Backlog(d)
-			if e.credits && (e.tx[d].wantReq || e.tx[d].wantResp) {
+			if e.tx[d].wantReq || e.tx[d].wantResp {
 				n++
 			}
 		}
@@ -281,17 +282,24 @@ func (c *cluster) backlogged() int {
 func (c *cluster) dump() string {
 	s := ""
 	for r, e := range c.eng {
-		if !e.credits {
+		f := creditsOf(e)
+		if f == nil {
 			continue
 		}
-		s += fmt.Sprintf("rank %d: available %d reserve %d\n", r, e.available, e.reserve)
+		s += fmt.Sprintf("rank %d: available %d reserve %d\n", r, f.available, f.reserve)
 		for p := range c.eng {
-			x, t := e.rx[p], e.tx[p]
+			x, t := f.rx[p], e.tx[p]
 			s += fmt.Sprintf("  from %d: fifo %v head %d intended %d current %d retrieved %d piggy %d owed %d blocked %v | to %d: credits %d backlog %d req %v resp %v\n",
-				p, e.fifo[p*(e.k+1):(p+1)*(e.k+1)], x.head, x.intended, x.current, x.retrieved, x.piggy, x.owed, x.blocked, p, t.credits, t.qlen, t.wantReq, t.wantResp)
+				p, f.fifo[p*(f.k+1):(p+1)*(f.k+1)], x.head, x.intended, x.current, x.retrieved, x.piggy, x.owed, x.blocked, p, t.credits, t.qlen, t.wantReq, t.wantResp)
 		}
 	}
 	return s
+}
+
+// creditsOf is the credit mechanism an engine runs, nil without credits.
+func creditsOf(e *Engine) *credits {
+	c, _ := e.fc.(*credits)
+	return c
 }
 
 func (c *cluster) counter(r int, name string) int64 {

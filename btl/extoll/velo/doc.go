@@ -72,6 +72,12 @@
 //     open what happens to the thresholds of a victim after a compulsory
 //     return, which can leave a threshold out of reach.
 //
+// The scheme is chosen once, at New, as an object (scheme.go): none, which
+// hands packets straight to the device, or credits (credits.go) — the
+// sender side in backlog.go, the receiver side in receiver.go,
+// piggybacking in piggyback.go — over a static (static.go) or dynamic
+// (dynamic.go) data region. The policy is driven by core/policy's Driver.
+//
 // An Engine is not safe for concurrent use: the BTL calls it from its
 // progress path.
 package velo

@@ -139,8 +139,8 @@ func TestStaticSchemeFollowsFigure3(t *testing.T) {
 		t.Fatal(err)
 	}
 	e0, e1 := c.eng[0], c.eng[1]
-	if e1.fixedT != 7 || e0.Credits(1) != 20 {
-		t.Fatalf("threshold %d, credits %d; want 7 and 20", e1.fixedT, e0.Credits(1))
+	if th := creditsOf(e1).region.(*staticRegion).t; th != 7 || e0.Credits(1) != 20 {
+		t.Fatalf("threshold %d, credits %d; want 7 and 20", th, e0.Credits(1))
 	}
 	// Point 1: a message longer than the quota fills the data region.
 	c.send(0, 1, 30, 56)
@@ -228,7 +228,7 @@ func TestDynamicSchemeMovesQuotaToTheBusySender(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, _ := c.eng[1].Quota(0)
-	share := c.eng[1].dataRegion / n
+	share := c.eng[1].DataRegion() / n
 	if in < 3*share {
 		t.Fatalf("busy sender's quota %d, static share %d: no stealing", in, share)
 	}
@@ -299,7 +299,7 @@ func TestFlowControlPropertiesUnderRandomSchedules(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(2, 5).Draw(t, "ranks")
 		k := rapid.IntRange(1, 3).Draw(t, "credit_slots")
-		sch := rapid.SampledFrom([]scheme{schemeStatic, schemeDynamic}).Draw(t, "scheme")
+		sch := rapid.SampledFrom([]testScheme{schemeStatic, schemeDynamic}).Draw(t, "scheme")
 		perPeer := rapid.IntRange(2*k, 2*k+45).Draw(t, "slots_per_peer")
 		o := clusterOpts{n: n, slots: n * perPeer, scheme: sch, creditSlots: k,
 			piggyback: rapid.Bool().Draw(t, "piggyback"), backlog: rapid.IntRange(40, 200).Draw(t, "backlog")}
@@ -347,7 +347,7 @@ func TestFlowControlPropertiesUnderRandomSchedules(t *testing.T) {
 // The hot path allocates nothing: a one-packet message out and in, with
 // credits returning.
 func TestSendAndPollDoNotAllocate(t *testing.T) {
-	for _, sch := range []scheme{schemeNone, schemeStatic, schemeDynamic} {
+	for _, sch := range []testScheme{schemeNone, schemeStatic, schemeDynamic} {
 		c, err := newCluster(clusterOpts{n: 2, slots: 2 * 64, scheme: sch, creditSlots: 2, piggyback: true})
 		if err != nil {
 			t.Fatal(err)
@@ -450,7 +450,7 @@ func TestPhasedAlltoallsAtScale(t *testing.T) {
 	var total atomic.Int64
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(6, 16).Draw(t, "ranks")
-		sch := rapid.SampledFrom([]scheme{schemeStatic, schemeDynamic}).Draw(t, "scheme")
+		sch := rapid.SampledFrom([]testScheme{schemeStatic, schemeDynamic}).Draw(t, "scheme")
 		perPeer := rapid.IntRange(4, 40).Draw(t, "slots_per_peer")
 		c, err := newCluster(clusterOpts{n: n, slots: n * perPeer, scheme: sch, creditSlots: 2,
 			piggyback: rapid.Bool().Draw(t, "piggyback"), backlog: 400})

@@ -62,9 +62,8 @@ func (m *metrics) init(reg *core.Metrics, prefix string, n int) {
 func (m *metrics) sample(e *Engine) {
 	for i := range e.tx {
 		m.credits[i].Set(int64(e.tx[i].credits))
-		if e.credits {
-			m.quota[i].Set(int64(e.rx[i].intended))
-		}
+		in, _ := e.fc.quota(i)
+		m.quota[i].Set(int64(in))
 	}
 }
 

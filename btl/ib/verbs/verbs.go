@@ -338,25 +338,11 @@ const (
 	QPErr   QPState = 6
 )
 
-func (s QPState) String() string {
-	switch s {
-	case QPReset:
-		return "RESET"
-	case QPInit:
-		return "INIT"
-	case QPRTR:
-		return "RTR"
-	case QPRTS:
-		return "RTS"
-	case QPSQD:
-		return "SQD"
-	case QPSQE:
-		return "SQE"
-	case QPErr:
-		return "ERR"
-	}
-	return fmt.Sprintf("QPState(%d)", uint8(s))
+var qpStateNames = map[QPState]string{
+	QPReset: "RESET", QPInit: "INIT", QPRTR: "RTR", QPRTS: "RTS", QPSQD: "SQD", QPSQE: "SQE", QPErr: "ERR",
 }
+
+func (s QPState) String() string { return enumName(qpStateNames, s, "QPState") }
 
 // QPAttrMask selects the QPAttr fields a Modify applies (enum
 // ibv_qp_attr_mask; the values match libibverbs').
@@ -499,21 +485,11 @@ const (
 	OpRDMARead     Opcode = 4
 )
 
-func (o Opcode) String() string {
-	switch o {
-	case OpRDMAWrite:
-		return "RDMA_WRITE"
-	case OpRDMAWriteImm:
-		return "RDMA_WRITE_WITH_IMM"
-	case OpSend:
-		return "SEND"
-	case OpSendImm:
-		return "SEND_WITH_IMM"
-	case OpRDMARead:
-		return "RDMA_READ"
-	}
-	return fmt.Sprintf("Opcode(%d)", uint8(o))
+var opcodeNames = map[Opcode]string{
+	OpRDMAWrite: "RDMA_WRITE", OpRDMAWriteImm: "RDMA_WRITE_WITH_IMM", OpSend: "SEND", OpSendImm: "SEND_WITH_IMM", OpRDMARead: "RDMA_READ",
 }
+
+func (o Opcode) String() string { return enumName(opcodeNames, o, "Opcode") }
 
 // SendFlags modify a send work request (enum ibv_send_flags).
 type SendFlags uint8
@@ -580,12 +556,7 @@ var wcStatusNames = map[WCStatus]string{
 	WCGeneralErr: "general error",
 }
 
-func (s WCStatus) String() string {
-	if n, ok := wcStatusNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("status(%d)", uint8(s))
-}
+func (s WCStatus) String() string { return enumName(wcStatusNames, s, "status") }
 
 // WCOpcode says what a completion completes (enum ibv_wc_opcode).
 type WCOpcode uint8
@@ -650,11 +621,14 @@ var eventNames = map[AsyncEventType]string{
 	EventQPLastWQEReached: "QP last WQE reached", EventDeviceFatal: "device fatal",
 }
 
-func (t AsyncEventType) String() string {
-	if n, ok := eventNames[t]; ok {
+func (t AsyncEventType) String() string { return enumName(eventNames, t, "event") }
+
+// enumName is v's name in names, or kind(v) for a value without one.
+func enumName[T ~uint8](names map[T]string, v T, kind string) string {
+	if n, ok := names[v]; ok {
 		return n
 	}
-	return fmt.Sprintf("event(%d)", uint8(t))
+	return fmt.Sprintf("%s(%d)", kind, uint8(v))
 }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event).

@@ -8,14 +8,14 @@
 // buffers when its messages arrive marked "went through the backlog", and
 // leaves shrinking to future work; aimd does both:
 //
-//   - a peer that wants more — a frame carrying the backlog bit on
-//     InfiniBand (FlowBacklogged), a sender that used up its credits on
-//     EXTOLL (FlowMonitor, seed 003 §6.4) — gets `step` more buffers, up
-//     to `max`;
+//   - a peer that wants more — a frame carrying the backlog bit, with
+//     posted buffers (FlowBacklogged), a sender that used up its credits,
+//     in a slot pool (FlowMonitor, seed 003 §6.4) — gets `step` more
+//     buffers, up to `max`;
 //   - a peer quiet for at least `idle_after` (FlowIdle) has its buffers
 //     multiplied by `decrease`, never below `initial`.
 //
-// On a transport whose buffers are a fixed pool (EXTOLL's mailbox, seed
+// On a resource that is a fixed pool of slots (EXTOLL's mailbox, seed
 // 003), a peer only grows into buffers no other peer holds; when none are
 // left, the peer holding the most gives up a `decrease` share of its own
 // (multiplicative decrease under contention, where seed 003 §6 steals by
@@ -36,9 +36,9 @@ import (
 // params is the schema of the policy block's body: gobtl checks a stack
 // file against it before the job starts.
 var params = []core.Param{
-	{Name: "initial", Type: core.ParamInt, Default: "2", Doc: "buffers posted per peer at start, and the floor of a decrease", Check: positive},
-	{Name: "max", Type: core.ParamInt, Default: "64", Doc: "most buffers posted for one peer", Check: positive},
-	{Name: "step", Type: core.ParamInt, Default: "2", Doc: "buffers added when a peer's frame went through the backlog", Check: positive},
+	{Name: "initial", Type: core.ParamInt, Default: "2", Doc: "buffers posted per peer at start, and the floor of a decrease", Min: "1"},
+	{Name: "max", Type: core.ParamInt, Default: "64", Doc: "most buffers posted for one peer", Min: "1"},
+	{Name: "step", Type: core.ParamInt, Default: "2", Doc: "buffers added when a peer's frame went through the backlog", Min: "1"},
 	{Name: "decrease", Type: core.ParamFloat, Default: "0.5", Doc: "factor applied to an idle peer's buffers, in (0, 1)",
 		Check: func(v any) error {
 			if f := v.(float64); f <= 0 || f >= 1 {
@@ -49,20 +49,13 @@ var params = []core.Param{
 	{Name: "idle_after", Type: core.ParamDuration, Default: "10ms", Doc: "how long a peer is quiet before its buffers shrink"},
 }
 
-func positive(v any) error {
-	if v.(int64) < 1 {
-		return errors.New("must be at least 1")
-	}
-	return nil
-}
-
 // aimd is the policy. gobtl calls it from one goroutine at a time.
 type aimd struct {
 	initial, max, step int
 	decrease           float64
 	idleAfter          time.Duration
 
-	limit int // most buffers for one peer on this transport
+	limit int // most buffers for one peer on this resource
 
 	budget int   // buffers that exist for all peers; 0 = unbounded
 	posted []int // buffers the policy has asked for, per peer
@@ -78,46 +71,46 @@ func newAIMD(p core.Params) (core.FlowControl, error) {
 	return a, nil
 }
 
-// Setup chooses user-level credits with a.initial buffers per peer.
+// Setup chooses user-level credits with a.initial buffers per peer. The
+// resource decides the rest: posted buffers grow freely up to max, a slot
+// pool is shared.
 func (a *aimd) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if info.Peers < 1 {
-		return core.FlowSetup{}, fmt.Errorf("aimd: %d peers", info.Peers)
+	if info.Senders < 1 || info.Ranks < info.Senders {
+		return core.FlowSetup{}, fmt.Errorf("aimd: %d senders among %d ranks", info.Senders, info.Ranks)
 	}
-	a.budget = info.Buffers
-	creditSlots := 0
-	if info.Transport == "extoll" {
-		// EXTOLL keeps a credit slot per peer for credit packets (seed 003
-		// §5); the rest of the mailbox is for data.
-		creditSlots = 1
-		a.budget -= creditSlots * info.Peers
+	s := core.FlowSetup{
+		Scheme:          core.FlowCredits,
+		Quota:           a.initial,
+		MaxQuota:        a.max,
+		CreditThreshold: max(1, a.initial/2), // return credits before a peer runs dry
 	}
-	maxPosted := a.max
-	if info.Buffers > 0 {
-		if a.initial*info.Peers > a.budget {
-			return core.FlowSetup{}, fmt.Errorf("aimd: %d peers × %d initial buffers exceed the %d that exist", info.Peers, a.initial, a.budget)
+	switch info.Resource {
+	case core.ResourcePostedBuffers:
+		// Out of credits, go by rendezvous (seed 000 §4.2); the device's
+		// RNR retry, forever, carries the credit frames.
+		s.RndvOnNoCredit, s.RNRRetry = true, 7
+		a.budget = 0
+	case core.ResourceSlotPool:
+		// A slot per sender for credit packets (seed 003 §5); the rest of
+		// the pool is for data. Quotas move only in a dynamic region
+		// (§6): there the engine applies FlowSetQuota and reports
+		// monitoring points.
+		s.CreditSlots, s.DynamicRegion = 1, true
+		a.budget = info.Buffers - s.CreditSlots*info.Senders
+		if a.initial*info.Senders > a.budget {
+			return core.FlowSetup{}, fmt.Errorf("aimd: %d senders × %d initial buffers exceed the %d that exist", info.Senders, a.initial, a.budget)
 		}
-		// A peer can hold its own share plus whatever the others leave.
-		maxPosted = min(a.max, a.budget-(info.Peers-1)*a.initial)
+		// A sender can hold its own share plus whatever the others leave.
+		s.MaxQuota = min(a.max, a.budget-(info.Senders-1)*a.initial)
+	default:
+		return core.FlowSetup{}, fmt.Errorf("aimd: does not know how to divide a %v", info.Resource)
 	}
-	a.posted = make([]int, info.Peers)
+	a.posted = make([]int, info.Ranks) // events name peers by rank
 	for i := range a.posted {
 		a.posted[i] = a.initial
 	}
-	a.total = a.initial * info.Peers
-	s := core.FlowSetup{
-		Scheme:          core.FlowCredits,
-		InitialPosted:   a.initial,
-		MaxPosted:       maxPosted,
-		CreditThreshold: max(1, a.initial/2), // return credits before a peer runs dry
-		RndvOnNoCredit:  true,                // seed 000 §4.2: out of credits, go by rendezvous
-		RNRRetry:        7,
-	}
-	if info.Transport == "extoll" {
-		// The engine applies FlowSetPosted (a sender's quota) and reports
-		// monitoring points only in its dynamic mode.
-		s.CreditSlots, s.Dynamic = creditSlots, true
-	}
-	a.limit = maxPosted
+	a.total = a.initial * info.Senders
+	a.limit = s.MaxQuota
 	return s, nil
 }
 
@@ -130,9 +123,9 @@ func (a *aimd) Observe(events []core.FlowEvent, out []core.FlowDecision) []core.
 		}
 		switch e.Kind {
 		case core.FlowBacklogged, core.FlowMonitor:
-			// A frame that waited in the backlog (InfiniBand), or a sender
-			// that used up the credits granted since its last monitoring
-			// point (EXTOLL, seed 003 §6.4): it wants more.
+			// A frame that waited in the backlog (posted buffers), or a
+			// sender that used up the credits granted since its last
+			// monitoring point (a slot pool, seed 003 §6.4): it wants more.
 			out = a.grow(p, out)
 		case core.FlowIdle:
 			if time.Duration(e.Value) >= a.idleAfter {
@@ -140,8 +133,8 @@ func (a *aimd) Observe(events []core.FlowEvent, out []core.FlowDecision) []core.
 			}
 		case core.FlowQuota:
 			// The engine clamped a proposal: take its value as the truth.
-			a.total += int(e.Posted) - a.posted[p]
-			a.posted[p] = int(e.Posted)
+			a.total += int(e.Quota) - a.posted[p]
+			a.posted[p] = int(e.Quota)
 		}
 	}
 	return out
@@ -173,7 +166,7 @@ func (a *aimd) set(p, n int, out []core.FlowDecision) []core.FlowDecision {
 	}
 	a.total += n - a.posted[p]
 	a.posted[p] = n
-	return append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(p), Value: int64(n)})
+	return append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(p), Value: int64(n)})
 }
 
 func main() {

@@ -26,12 +26,12 @@ func newTestAIMD(t *testing.T, info core.FlowInfo) (*aimd, core.FlowSetup) {
 }
 
 func TestBackloggedPeersGrowAndIdlePeersShrink(t *testing.T) {
-	a, s := newTestAIMD(t, core.FlowInfo{Transport: "ib", Peers: 2, BufferSize: 2048})
-	if s.InitialPosted != 2 || s.MaxPosted != 64 || s.CreditThreshold != 1 {
+	a, s := newTestAIMD(t, core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 3, Senders: 2, BufferSize: 2048})
+	if s.Quota != 2 || s.MaxQuota != 64 || s.CreditThreshold != 1 {
 		t.Fatalf("Setup = %+v", s)
 	}
 	out := a.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: 1}, {Kind: core.FlowBacklogged, Peer: 1}}, nil)
-	if len(out) != 2 || out[1] != (core.FlowDecision{Kind: core.FlowSetPosted, Peer: 1, Value: 6}) {
+	if len(out) != 2 || out[1] != (core.FlowDecision{Kind: core.FlowSetQuota, Peer: 1, Value: 6}) {
 		t.Fatalf("after two backlogged frames: %+v, want peer 1 at 2+2+2", out)
 	}
 	out = a.Observe([]core.FlowEvent{{Kind: core.FlowIdle, Peer: 1, Value: int64(time.Second)}}, out[:0])
@@ -45,9 +45,9 @@ func TestBackloggedPeersGrowAndIdlePeersShrink(t *testing.T) {
 }
 
 func TestABoundedPoolIsNeverOverPromised(t *testing.T) {
-	a, s := newTestAIMD(t, core.FlowInfo{Transport: "extoll", Peers: 4, BufferSize: 64, Buffers: 20})
-	if s.MaxPosted != 10 { // 20 - 4 credit slots - 3 peers × 2
-		t.Fatalf("MaxPosted = %d", s.MaxPosted)
+	a, s := newTestAIMD(t, core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: 4, Senders: 4, BufferSize: 64, Buffers: 20})
+	if s.MaxQuota != 10 { // 20 - 4 credit slots - 3 peers × 2
+		t.Fatalf("MaxQuota = %d", s.MaxQuota)
 	}
 	for i := 0; i < 100; i++ {
 		a.Observe([]core.FlowEvent{{Kind: core.FlowBacklogged, Peer: int32(i % 4)}}, nil)

@@ -16,7 +16,7 @@ func SchemaToPB(ps []core.Param) []*pb.Param {
 	for _, p := range ps {
 		out = append(out, &pb.Param{
 			Name: p.Name, Type: uint32(p.Type), Default: p.Default, Doc: p.Doc,
-			Enum: append([]string(nil), p.Enum...), Required: p.Required,
+			Enum: append([]string(nil), p.Enum...), Required: p.Required, Min: p.Min, Max: p.Max,
 			Block: SchemaToPB(p.Block), Repeat: p.Repeat,
 		})
 	}
@@ -38,7 +38,7 @@ func SchemaFromPB(ms []*pb.Param) ([]core.Param, error) {
 		}
 		out = append(out, core.Param{
 			Name: m.GetName(), Type: core.ParamType(m.GetType()), Default: m.GetDefault(), Doc: m.GetDoc(),
-			Enum: m.GetEnum(), Required: m.GetRequired(), Block: block, Repeat: m.GetRepeat(),
+			Enum: m.GetEnum(), Required: m.GetRequired(), Min: m.GetMin(), Max: m.GetMax(), Block: block, Repeat: m.GetRepeat(),
 		})
 	}
 	if _, err := core.NewParams(out); err != nil {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -59,57 +60,47 @@ func roundTrip[T any](t *testing.T, name string, conv func(T) T) {
 
 func batch[T any]() []T { return []T{filled[T](), filled[T]()} }
 
-func TestEveryFieldSurvivesTheWire(t *testing.T) {
-	roundTrip(t, "FlowInfo", func(x core.FlowInfo) core.FlowInfo { return FlowInfoFromPB(FlowInfoToPB(x)) })
-	roundTrip(t, "FlowSetup", func(x core.FlowSetup) core.FlowSetup { return FlowSetupFromPB(FlowSetupToPB(x)) })
-	roundTrip(t, "RecvInfo", func(x core.RecvInfo) core.RecvInfo { return RecvInfoFromPB(RecvInfoToPB(x)) })
-	roundTrip(t, "RecvSetup", func(x core.RecvSetup) core.RecvSetup { return RecvSetupFromPB(RecvSetupToPB(x)) })
-	roundTrip(t, "SchedInfo", func(x core.SchedInfo) core.SchedInfo { return SchedInfoFromPB(SchedInfoToPB(x)) })
-	roundTrip(t, "SchedSetup", func(x core.SchedSetup) core.SchedSetup { return SchedSetupFromPB(SchedSetupToPB(x)) })
-
-	check := func(name string, in, out any, err error) {
-		t.Helper()
-		if err != nil || !reflect.DeepEqual(in, out) {
-			t.Errorf("%s batch does not survive the wire (%v):\n in  %+v\n out %+v", name, err, in, out)
+// checkCodec sends a filled info, setup and batch of each direction
+// across c and back.
+func checkCodec[I, S, E, D, IM, RM, EM, DM any](t *testing.T, c Codec[I, S, E, D, IM, RM, EM, DM]) {
+	t.Helper()
+	name := string(c.Kind)
+	roundTrip(t, name+" info", func(x I) I { return c.InfoFromPB(c.InfoToPB(x)) })
+	roundTrip(t, name+" setup", func(x S) S {
+		s, refusal := c.FromReply(c.Reply(x, nil))
+		if refusal != "" {
+			t.Errorf("%s setup came back refused: %s", name, refusal)
 		}
+		return s
+	})
+	if _, refusal := c.FromReply(c.Reply(filled[S](), errors.New("no"))); refusal != "no" {
+		t.Errorf("%s refusal came back as %q", name, refusal)
 	}
-	fe := batch[core.FlowEvent]()
-	var fem pb.FlowEvents
-	AppendFlowEvents(&fem, 7, fe)
-	got, err := FlowEventsFromPB(&fem, nil)
-	check("FlowEvent", fe, got, err)
-	fd := batch[core.FlowDecision]()
-	var fdm pb.FlowDecisions
-	AppendFlowDecisions(&fdm, 7, fd)
-	gotd, err := FlowDecisionsFromPB(&fdm, nil)
-	check("FlowDecision", fd, gotd, err)
+	es := batch[E]()
+	var em EM
+	c.PutEvents(&em, 7, es)
+	seq, gotE, err := c.GetEvents(&em, nil)
+	if err != nil || seq != 7 || !reflect.DeepEqual(es, gotE) {
+		t.Errorf("%s events do not survive the wire (seq %d, %v):\n in  %+v\n out %+v", name, seq, err, es, gotE)
+	}
+	ds := batch[D]()
+	var dm DM
+	c.PutDecisions(&dm, 9, ds)
+	ack, gotD, err := c.GetDecisions(&dm, nil)
+	if err != nil || ack != 9 || !reflect.DeepEqual(ds, gotD) {
+		t.Errorf("%s decisions do not survive the wire (ack %d, %v):\n in  %+v\n out %+v", name, ack, err, ds, gotD)
+	}
+}
 
-	re := batch[core.RecvEvent]()
-	var rem pb.RecvEvents
-	AppendRecvEvents(&rem, 7, re)
-	gotr, err := RecvEventsFromPB(&rem, nil)
-	check("RecvEvent", re, gotr, err)
-	rd := batch[core.RecvDecision]()
-	var rdm pb.RecvDecisions
-	AppendRecvDecisions(&rdm, 7, rd)
-	gotrd, err := RecvDecisionsFromPB(&rdm, nil)
-	check("RecvDecision", rd, gotrd, err)
-
-	se := batch[core.SchedEvent]()
-	var sem pb.SchedEvents
-	AppendSchedEvents(&sem, 7, se)
-	gots, err := SchedEventsFromPB(&sem, nil)
-	check("SchedEvent", se, gots, err)
-	sd := batch[core.SchedDecision]()
-	var sdm pb.SchedDecisions
-	AppendSchedDecisions(&sdm, 7, sd)
-	gotsd, err := SchedDecisionsFromPB(&sdm, nil)
-	check("SchedDecision", sd, gotsd, err)
+func TestEveryFieldSurvivesTheWire(t *testing.T) {
+	checkCodec(t, Flow)
+	checkCodec(t, Recv)
+	checkCodec(t, Sched)
 }
 
 func TestABatchWithColumnsOfUnequalLengthIsRefused(t *testing.T) {
-	m := &pb.FlowEvents{Kind: []uint32{1, 1}, Peer: []int32{0}}
-	if _, err := FlowEventsFromPB(m, nil); err == nil {
+	m := &pb.Events{Kind: []uint32{1, 1}, Subject: []int32{0}}
+	if _, _, err := Flow.GetEvents(m, nil); err == nil {
 		t.Fatal("a malformed batch decoded")
 	}
 }
@@ -118,7 +109,7 @@ func TestParamsSurviveTheWire(t *testing.T) {
 	inner := []core.Param{{Name: "size", Type: core.ParamSize}, {Name: "count", Type: core.ParamInt, Default: "4"}}
 	schema := []core.Param{
 		{Name: "s", Type: core.ParamString, Enum: []string{"a", "b"}},
-		{Name: "i", Type: core.ParamInt},
+		{Name: "i", Type: core.ParamInt, Min: "-5", Max: "5"},
 		{Name: "f", Type: core.ParamFloat},
 		{Name: "b", Type: core.ParamBool},
 		{Name: "size", Type: core.ParamSize},
@@ -167,6 +158,9 @@ func TestParamsSurviveTheWire(t *testing.T) {
 	}
 	if err := out.Set("s", "c"); err == nil {
 		t.Error("the enum was lost on the way")
+	}
+	if err := out.Set("i", int64(6)); err == nil {
+		t.Error("the range was lost on the way")
 	}
 }
 

@@ -29,7 +29,7 @@
 // otherwise it moves to the front of the medium list, so that the next
 // steal takes from another low-activity sender.
 //
-// The policy proposes quota changes (FlowSetPosted for the victim, then
+// The policy proposes quota changes (FlowSetQuota for the victim, then
 // for the monitored sender) and reclaims (FlowReclaim); the mechanism
 // checks each one — the victim keeps its static slots, quota grows only
 // out of unassigned slots, a reclaim goes out only to a sender holding
@@ -81,13 +81,15 @@ type Policy struct {
 // Setup gives every sender an equal intended quota and puts all of them in
 // the low list, in increasing rank order (§6.3).
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	quota, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
+	quota, data, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
 	if err != nil {
 		return core.FlowSetup{}, err
 	}
-	k, n := p.CreditSlots, info.Peers
+	k, n := p.CreditSlots, info.Ranks
+	maxQuota := data // a sender may come to hold the whole data region
 	if p.MaxQuota > 0 {
 		quota = min(quota, max(p.MaxQuota, k))
+		maxQuota = p.MaxQuota
 	}
 	p.static = k
 	p.intended = make([]int, n)
@@ -101,7 +103,7 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 		p.intended[i] = quota
 		p.pushBack(p.list(Low), i)
 	}
-	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, Dynamic: true, InitialPosted: quota, MaxPosted: p.MaxQuota}, nil
+	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, DynamicRegion: true, Quota: quota, MaxQuota: maxQuota}, nil
 }
 
 // Observe runs the activity control of Figures 12 and 13 for each
@@ -114,9 +116,9 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 		}
 		switch ev.Kind {
 		case core.FlowQuota:
-			p.intended[s] = int(ev.Posted)
+			p.intended[s] = int(ev.Quota)
 		case core.FlowMonitor:
-			p.intended[s] = int(ev.Posted)
+			p.intended[s] = int(ev.Quota)
 			out = p.monitor(s, out)
 		}
 	}
@@ -162,8 +164,8 @@ func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
 		p.Steals++
 		p.Stolen += cred
 		out = append(out,
-			core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(v), Value: int64(p.intended[v])},
-			core.FlowDecision{Kind: core.FlowSetPosted, Peer: int32(m), Value: int64(p.intended[m])})
+			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(v), Value: int64(p.intended[v])},
+			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(m), Value: int64(p.intended[m])})
 	}
 	if p.intended[v] <= p.static {
 		// Nothing left to give: to the null list, and ask for the credits
@@ -251,18 +253,14 @@ func abs(x int) int {
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "credit slots per peer, also each sender's static slots (seed 003 §7 uses 2)", Check: mailboxsplit.AtLeast(1)},
-	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap (seed 003 §7.4.1 tried 62)", Check: mailboxsplit.AtLeast(0)},
+	mailboxsplit.CreditSlotsParam,
+	{Name: "max_quota", Type: core.ParamInt, Default: "0", Doc: "most slots one sender's quota may grow to; 0 means no cap but the data region (seed 003 §7.4.1 tried 62)", Min: "0"},
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind:   core.KindFlowControl,
-		Name:   Name,
-		Doc:    "EXTOLL dynamic credit flow control (seed 003 §6): static plus dynamic region, activity lists, credit stealing by Equation 6, compulsory credit returns.",
-		Params: Params,
-		NewPolicy: func(p core.Params) (any, error) {
-			return &Policy{CreditSlots: p.Int("credit_slots"), MaxQuota: p.Int("max_quota")}, nil
-		},
-	})
+	mailboxsplit.Register(Name,
+		"EXTOLL dynamic credit flow control (seed 003 §6): static plus dynamic region, activity lists, credit stealing by Equation 6, compulsory credit returns.",
+		Params, func(p core.Params) core.FlowControl {
+			return &Policy{CreditSlots: p.Int("credit_slots"), MaxQuota: p.Int("max_quota")}
+		})
 }

@@ -10,18 +10,18 @@ import (
 func setup(t *testing.T, n, perPeer, k int) *Policy {
 	t.Helper()
 	p := &Policy{CreditSlots: k}
-	s, err := p.Setup(core.FlowInfo{Transport: "extoll", Peers: n, BufferSize: 64, Buffers: n * perPeer})
+	s, err := p.Setup(core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: n, Senders: n, BufferSize: 64, Buffers: n * perPeer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Dynamic || s.CreditSlots != k || s.Scheme != core.FlowCredits {
+	if !s.DynamicRegion || s.CreditSlots != k || s.Scheme != core.FlowCredits {
 		t.Fatalf("setup %+v", s)
 	}
 	return p
 }
 
 func monitor(p *Policy, s int) []core.FlowDecision {
-	return p.Observe([]core.FlowEvent{{Kind: core.FlowMonitor, Peer: int32(s), Posted: int32(p.intended[s])}}, nil)
+	return p.Observe([]core.FlowEvent{{Kind: core.FlowMonitor, Peer: int32(s), Quota: int32(p.intended[s])}}, nil)
 }
 
 // §6.3: all senders start in the low list in rank order with equal quota.
@@ -51,8 +51,8 @@ func TestMonitoringPointsPromoteThenSteal(t *testing.T) {
 	// Equal quotas: cred = max(k+1, 0) = 3.
 	d := monitor(p, 1)
 	want := []core.FlowDecision{
-		{Kind: core.FlowSetPosted, Peer: 3, Value: 25},
-		{Kind: core.FlowSetPosted, Peer: 1, Value: 31},
+		{Kind: core.FlowSetQuota, Peer: 3, Value: 25},
+		{Kind: core.FlowSetQuota, Peer: 1, Value: 31},
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Fatalf("steal %v, want %v", d, want)
@@ -128,7 +128,7 @@ func TestListsShiftWhenTheLowListEmpties(t *testing.T) {
 
 func TestQuotaEventsResyncThePolicy(t *testing.T) {
 	p := setup(t, 2, 30, 2)
-	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 1, Posted: 7}}, nil)
+	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 1, Quota: 7}}, nil)
 	if p.Intended(1) != 7 {
 		t.Fatalf("quota %d after a FlowQuota of 7", p.Intended(1))
 	}
@@ -136,10 +136,10 @@ func TestQuotaEventsResyncThePolicy(t *testing.T) {
 
 func TestSetupRejectsOtherTransportsAndEquation2Violations(t *testing.T) {
 	p := &Policy{CreditSlots: 2}
-	if _, err := p.Setup(core.FlowInfo{Transport: "ib", Peers: 2, Buffers: 100}); err == nil {
+	if _, err := p.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 3, Senders: 2, Buffers: 100}); err == nil {
 		t.Fatal("accepted the ib transport")
 	}
-	if _, err := p.Setup(core.FlowInfo{Transport: "extoll", Peers: 4, Buffers: 15}); err == nil {
+	if _, err := p.Setup(core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: 4, Senders: 4, Buffers: 15}); err == nil {
 		t.Fatal("accepted a mailbox smaller than Equation 2 allows")
 	}
 }

@@ -49,7 +49,7 @@ type Policy struct {
 
 // Setup splits the mailbox: quota = (slots - credit_slots*n) div n.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	quota, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
+	quota, _, err := mailboxsplit.Quota(Name, info, p.CreditSlots)
 	if err != nil {
 		return core.FlowSetup{}, err
 	}
@@ -58,7 +58,7 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	if t <= 0 {
 		t = Threshold(quota, k)
 	}
-	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, InitialPosted: quota, CreditThreshold: t}, nil
+	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, Quota: quota, CreditThreshold: t}, nil
 }
 
 // Observe has nothing to adjust: the partition is static.
@@ -68,18 +68,14 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "credit_slots", Type: core.ParamInt, Default: "2", Doc: "slots of each sender's credit region owned by each receiver (seed 003 §5.3: 2 is the best trade-off)", Check: mailboxsplit.AtLeast(1)},
-	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Check: mailboxsplit.AtLeast(0)},
+	mailboxsplit.CreditSlotsParam,
+	{Name: "threshold", Type: core.ParamInt, Default: "0", Doc: "credit-return threshold; 0 means Equation 1, quota div (credit_slots+1) + 1", Min: "0"},
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind:   core.KindFlowControl,
-		Name:   Name,
-		Doc:    "EXTOLL static credit flow control (seed 003 §5): the mailbox's data region split equally among senders, credit slots per peer, threshold by Equation 1, piggybacked credits.",
-		Params: Params,
-		NewPolicy: func(p core.Params) (any, error) {
-			return &Policy{CreditSlots: p.Int("credit_slots"), Threshold: p.Int("threshold")}, nil
-		},
-	})
+	mailboxsplit.Register(Name,
+		"EXTOLL static credit flow control (seed 003 §5): the mailbox's data region split equally among senders, credit slots per peer, threshold by Equation 1, piggybacked credits.",
+		Params, func(p core.Params) core.FlowControl {
+			return &Policy{CreditSlots: p.Int("credit_slots"), Threshold: p.Int("threshold")}
+		})
 }

@@ -20,11 +20,11 @@ func TestSetupSplitsTheMailboxAndProposesEquation1(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := &Policy{CreditSlots: c.k}
-			s, err := p.Setup(core.FlowInfo{Transport: "extoll", Peers: c.peers, BufferSize: 64, Buffers: c.slots})
+			s, err := p.Setup(core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: c.peers, Senders: c.peers, BufferSize: 64, Buffers: c.slots})
 			if (err != nil) != (c.wantErr != 0) {
 				t.Fatalf("err %v", err)
 			}
-			if err == nil && (s.InitialPosted != c.quota || s.CreditThreshold != c.threshold || s.Dynamic) {
+			if err == nil && (s.Quota != c.quota || s.CreditThreshold != c.threshold || s.DynamicRegion) {
 				t.Fatalf("setup %+v, want quota %d threshold %d", s, c.quota, c.threshold)
 			}
 		})

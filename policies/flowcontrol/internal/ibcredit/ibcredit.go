@@ -1,11 +1,11 @@
 // Package ibcredit is what the three InfiniBand flow-control policies of
-// seed 000 share: the transport they serve, the parameters they have in
-// common and their checks.
+// seed 000 (ib_hardware, ib_static, ib_dynamic) share: the resource they
+// serve, the parameters they have in common and their checks.
 package ibcredit
 
 import (
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -19,46 +19,19 @@ const Threshold = 5
 // credit frames of the user-level schemes rely on (§4.1–4.2).
 const InfiniteRNRRetry = 7
 
-// CheckTransport refuses a transport other than InfiniBand: the schemes
-// count pre-posted receive buffers of RC connections.
-func CheckTransport(name string, info core.FlowInfo) error {
-	if info.Transport != "ib" {
-		return fmt.Errorf("%s: serves the ib transport (pre-posted receive buffers), not %q; EXTOLL has extoll_static and extoll_dynamic", name, info.Transport)
-	}
-	return nil
-}
-
-// AtLeast is a parameter check: an int64 of at least n.
-func AtLeast(n int64) func(any) error {
-	return func(v any) error {
-		if x, ok := v.(int64); ok && x < n {
-			return fmt.Errorf("must be at least %d", n)
-		}
-		return nil
-	}
-}
-
-// InRange is a parameter check: an int64 in [lo, hi].
-func InRange(lo, hi int64) func(any) error {
-	return func(v any) error {
-		if x, ok := v.(int64); ok && (x < lo || x > hi) {
-			return fmt.Errorf("%d is not in [%d, %d]", x, lo, hi)
-		}
-		return nil
-	}
-}
-
-// NotNegative is a parameter check: a duration of zero or more.
-func NotNegative(v any) error {
-	if d, ok := v.(time.Duration); ok && d < 0 {
-		return fmt.Errorf("must not be negative")
+// CheckResource refuses a resource other than posted receive buffers:
+// the schemes count the buffers a receiver pre-posts per peer on RC
+// connections and rely on the device's RNR retry.
+func CheckResource(name string, info core.FlowInfo) error {
+	if info.Resource != core.ResourcePostedBuffers {
+		return fmt.Errorf("%s: divides %v (InfiniBand's per-peer receive queues), not a %v; a slot pool (EXTOLL's mailbox) has extoll_static and extoll_dynamic", name, core.ResourcePostedBuffers, info.Resource)
 	}
 	return nil
 }
 
 // Params common to the user-level schemes.
 var (
-	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Check: InRange(1, 0xffff),
+	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Min: "1", Max: "65535",
 		Doc: "an explicit credit message goes out when this many credits are owed (or all the peer's buffers are) and no frame carried them (seed 000: 5)"}
 	RndvParam = core.Param{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "true",
 		Doc: "send small messages by rendezvous while the peer is out of credits, so that the handshake brings credits back (seed 000 §4.2)"}
@@ -68,6 +41,15 @@ var (
 // buffers per peer growing to at most max, infinite RNR retry for the
 // optimistic explicit credit messages.
 func Credits(initial, max, threshold int, rndv bool) core.FlowSetup {
-	return core.FlowSetup{Scheme: core.FlowCredits, InitialPosted: initial, MaxPosted: max, CreditThreshold: threshold,
+	return core.FlowSetup{Scheme: core.FlowCredits, Quota: initial, MaxQuota: max, CreditThreshold: threshold,
 		RndvOnNoCredit: rndv, RNRRetry: InfiniteRNRRetry}
+}
+
+// Register registers an InfiniBand scheme as a flow-control component,
+// and under the name it had before its ib_ prefix said which transport it
+// serves (hardware, static, dynamic): stack files that use that name
+// still load, with a warning.
+func Register(name, doc string, params []core.Param, build func(core.Params) core.FlowControl) {
+	core.Register(&core.Component{Kind: core.KindFlowControl, Name: name, Deprecated: []string{strings.TrimPrefix(name, "ib_")},
+		Doc: doc, Params: params, NewPolicy: func(p core.Params) (any, error) { return build(p), nil }})
 }

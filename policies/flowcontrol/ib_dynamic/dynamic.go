@@ -1,4 +1,4 @@
-// Package dynamic is the user-level dynamic flow control of seed 000 §4.3
+// Package ibdynamic (directory ib_dynamic) is the user-level dynamic flow control of seed 000 §4.3
 // for the ib BTL: credits as in the static scheme, but each connection
 // starts with few pre-posted buffers and the receiver adds more for a peer
 // whose messages had to wait for credits.
@@ -6,7 +6,7 @@
 // The feedback is the "went through the backlog" bit a frame carries when
 // it waited for a credit at the sender; the receiver's mechanism reports
 // each such frame (core.FlowBacklogged) and this policy answers with more
-// buffers for that peer (core.FlowSetPosted): linearly, step more per
+// buffers for that peer (core.FlowSetQuota): linearly, step more per
 // backlogged frame (§5: the paper's implementation grows linearly), or
 // exponentially, twice as many, up to max. A pattern that changes slowly
 // against the time it takes to grow gets both performance and few buffers
@@ -23,7 +23,7 @@
 // max] and reports a clamp (core.FlowQuota), from which this policy
 // resyncs its copy. Pure logic: no I/O, no goroutines, no clock — time
 // arrives in the events.
-package dynamic
+package ibdynamic
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ import (
 )
 
 // Name is the component name.
-const Name = "dynamic"
+const Name = "ib_dynamic"
 
 // Policy is the dynamic scheme.
 type Policy struct {
@@ -62,7 +62,7 @@ type Policy struct {
 
 // Setup asks for credits starting at Initial buffers, growing to Max.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if err := ibcredit.CheckTransport(Name, info); err != nil {
+	if err := ibcredit.CheckResource(Name, info); err != nil {
 		return core.FlowSetup{}, err
 	}
 	switch {
@@ -73,7 +73,7 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	case p.Step < 1 || p.Threshold < 1 || p.ShrinkAfter < 0:
 		return core.FlowSetup{}, fmt.Errorf("%s: step %d, credit_threshold %d, shrink_after %v: want step and threshold at least 1", Name, p.Step, p.Threshold, p.ShrinkAfter)
 	}
-	n := info.Peers + 1 // peers are ranks, this one's included
+	n := info.Ranks
 	p.target = make([]int, n)
 	p.isDirty = make([]bool, n)
 	p.dirty = make([]int32, 0, n)
@@ -92,7 +92,7 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 		next := cur
 		switch ev.Kind {
 		case core.FlowBacklogged:
-			base := max(cur, int(ev.Posted))
+			base := max(cur, int(ev.Quota))
 			if p.Exponential {
 				next = min(2*base, p.Max)
 			} else {
@@ -108,7 +108,7 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 			}
 		case core.FlowQuota:
 			// The mechanism clamped or set the number: take it as ours.
-			p.target[i] = int(ev.Posted)
+			p.target[i] = int(ev.Quota)
 			continue
 		}
 		if next != cur {
@@ -121,7 +121,7 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 	}
 	for _, i := range p.dirty {
 		p.isDirty[i] = false
-		out = append(out, core.FlowDecision{Kind: core.FlowSetPosted, Peer: i, Value: int64(p.target[i])})
+		out = append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: i, Value: int64(p.target[i])})
 	}
 	p.dirty = p.dirty[:0]
 	return out
@@ -139,15 +139,15 @@ func (p *Policy) cur(i int) int {
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "initial", Type: core.ParamInt, Default: "2", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "initial", Type: core.ParamInt, Default: "2", Min: "1", Max: "65535",
 		Doc: "receive buffers posted per peer on each per-peer queue at connection (seed 000 §6.3.2: 1)"},
-	{Name: "max", Type: core.ParamInt, Default: "128", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "max", Type: core.ParamInt, Default: "128", Min: "1", Max: "65535",
 		Doc: "the most buffers a peer may grow to (seed 000 Table 2: LU reached 63)"},
 	{Name: "growth", Type: core.ParamString, Default: "linear", Enum: []string{"linear", "exponential"},
 		Doc: "how a backlogged frame grows its sender's buffers: linear (+step; seed 000 §5) or exponential (×2)"},
-	{Name: "step", Type: core.ParamInt, Default: "1", Check: ibcredit.InRange(1, 0xffff),
+	{Name: "step", Type: core.ParamInt, Default: "1", Min: "1", Max: "65535",
 		Doc: "buffers added per backlogged frame under linear growth"},
-	{Name: "shrink_after", Type: core.ParamDuration, Default: "0s", Check: ibcredit.NotNegative,
+	{Name: "shrink_after", Type: core.ParamDuration, Default: "0s", Min: "0s",
 		Doc: "halve a quiet peer's buffers after this much silence, and again each time it doubles, never below initial; 0 never shrinks (the paper's scheme)"},
 	ibcredit.ThresholdParam,
 	ibcredit.RndvParam,
@@ -160,10 +160,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Params: Params,
-		Doc: "InfiniBand user-level dynamic flow control (seed 000 §4.3): as static, but each peer starts with few buffers " +
+	ibcredit.Register(Name,
+		"InfiniBand user-level dynamic flow control (seed 000 §4.3): as static, but each peer starts with few buffers "+
 			"and grows (linearly or exponentially) when its frames went through the backlog; optionally shrinks when quiet.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

@@ -1,4 +1,4 @@
-// Package static is the user-level static flow control of seed 000 §4.2
+// Package ibstatic (directory ib_static) is the user-level static flow control of seed 000 §4.2
 // for the ib BTL: credits, one per receive buffer a peer pre-posts.
 //
 // At wire-up a receiver posts pre_post buffers for each peer and the
@@ -19,7 +19,7 @@
 // decides it decides at Setup. The mechanism — counters, backlog,
 // piggybacking, explicit credits — runs in btl/ib (credits.go) and checks
 // what it is given. Pure logic: no I/O, no goroutines, no clock.
-package static
+package ibstatic
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ import (
 )
 
 // Name is the component name.
-const Name = "static"
+const Name = "ib_static"
 
 // Policy is the static scheme.
 type Policy struct {
@@ -44,7 +44,7 @@ type Policy struct {
 
 // Setup asks for credits with a fixed number of buffers.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if err := ibcredit.CheckTransport(Name, info); err != nil {
+	if err := ibcredit.CheckResource(Name, info); err != nil {
 		return core.FlowSetup{}, err
 	}
 	if p.PrePost < 0 || p.Threshold < 1 {
@@ -58,7 +58,7 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Check: ibcredit.AtLeast(0),
+	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "receive buffers posted per peer on each per-peer queue, the credits a sender starts with; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
 	ibcredit.ThresholdParam,
 	ibcredit.RndvParam,
@@ -70,10 +70,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Params: Params,
-		Doc: "InfiniBand user-level static flow control (seed 000 §4.2): credits = pre-posted buffers, a backlog FIFO, " +
+	ibcredit.Register(Name,
+		"InfiniBand user-level static flow control (seed 000 §4.2): credits = pre-posted buffers, a backlog FIFO, "+
 			"piggybacked credits, optimistic explicit credit messages past a threshold, rendezvous while out of credits.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

@@ -1,4 +1,4 @@
-// Package hardware is the hardware-based flow control of seed 000 §4.1 for
+// Package ibhardware (directory ib_hardware) is the hardware-based flow control of seed 000 §4.1 for
 // the ib BTL: no flow control in software at all.
 //
 // Every outgoing frame is posted to the send queue at once. A receiver
@@ -15,7 +15,7 @@
 // The policy chooses the parameters (pre-posted buffers per peer, the RNR
 // retry count and timer); the ib BTL runs them. Pure logic: no I/O, no
 // goroutines, no clock.
-package hardware
+package ibhardware
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ import (
 )
 
 // Name is the component name.
-const Name = "hardware"
+const Name = "ib_hardware"
 
 // Policy is the hardware scheme.
 type Policy struct {
@@ -41,13 +41,13 @@ type Policy struct {
 
 // Setup asks for no credit accounting.
 func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
-	if err := ibcredit.CheckTransport(Name, info); err != nil {
+	if err := ibcredit.CheckResource(Name, info); err != nil {
 		return core.FlowSetup{}, err
 	}
 	if p.PrePost < 0 || p.RNRRetry < 1 || p.RNRRetry > 7 || p.MinRNRTimer < 0 {
 		return core.FlowSetup{}, fmt.Errorf("%s: pre_post %d, rnr_retry %d, min_rnr_timer %v: want pre_post >= 0, rnr_retry in [1, 7]", Name, p.PrePost, p.RNRRetry, p.MinRNRTimer)
 	}
-	return core.FlowSetup{Scheme: core.FlowNone, InitialPosted: p.PrePost, MaxPosted: p.PrePost, RNRRetry: p.RNRRetry, MinRNRTimer: p.MinRNRTimer}, nil
+	return core.FlowSetup{Scheme: core.FlowNone, Quota: p.PrePost, MaxQuota: p.PrePost, RNRRetry: p.RNRRetry, MinRNRTimer: p.MinRNRTimer}, nil
 }
 
 // Observe has nothing to decide: the hardware tells software nothing.
@@ -55,11 +55,11 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Check: ibcredit.AtLeast(0),
+	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
 		Doc: "receive buffers posted per peer on each per-peer queue; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
-	{Name: "rnr_retry", Type: core.ParamInt, Default: fmt.Sprint(ibcredit.InfiniteRNRRetry), Check: ibcredit.InRange(1, 7),
+	{Name: "rnr_retry", Type: core.ParamInt, Default: fmt.Sprint(ibcredit.InfiniteRNRRetry), Min: "1", Max: "7",
 		Doc: "RNR NAK retries before the connection fails; 7 retries forever, as seed 000 §4.1 requires for reliability"},
-	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "0s", Check: ibcredit.NotNegative,
+	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "0s", Min: "0s",
 		Doc: "how long an RNR-NAKed sender waits before it retries; 0 keeps the btl block's min_rnr_timer"},
 }
 
@@ -69,10 +69,8 @@ func New(p core.Params) *Policy {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindFlowControl, Name: Name, Params: Params,
-		Doc: "InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; " +
+	ibcredit.Register(Name,
+		"InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; "+
 			"the receiver's RNR NAK and infinite retry hold the sender back.",
-		NewPolicy: func(p core.Params) (any, error) { return New(p), nil },
-	})
+		Params, func(p core.Params) core.FlowControl { return New(p) })
 }

@@ -1,4 +1,4 @@
-package dynamic
+package ibdynamic
 
 import (
 	"testing"
@@ -15,17 +15,17 @@ func setup(t *testing.T, p *Policy) {
 	if p.Threshold == 0 {
 		p.Threshold = 5
 	}
-	s, err := p.Setup(core.FlowInfo{Transport: "ib", Peers: 3, BufferSize: 2048})
+	s, err := p.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 4, Senders: 3, BufferSize: 2048})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Scheme != core.FlowCredits || s.InitialPosted != p.Initial || s.MaxPosted != p.Max || s.RNRRetry != 7 {
+	if s.Scheme != core.FlowCredits || s.Quota != p.Initial || s.MaxQuota != p.Max || s.RNRRetry != 7 {
 		t.Fatalf("setup %+v", s)
 	}
 }
 
 func backlogged(peer, posted int) core.FlowEvent {
-	return core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(peer), Posted: int32(posted), Value: 1}
+	return core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(peer), Quota: int32(posted), Value: 1}
 }
 
 func TestEachBackloggedFrameGrowsItsSenderLinearlyUpToMax(t *testing.T) {
@@ -33,7 +33,7 @@ func TestEachBackloggedFrameGrowsItsSenderLinearlyUpToMax(t *testing.T) {
 	setup(t, p)
 	// Three backlogged frames from rank 2 in one batch: one proposal, +3.
 	d := p.Observe([]core.FlowEvent{backlogged(2, 1), backlogged(2, 1), backlogged(2, 1)}, nil)
-	if len(d) != 1 || d[0] != (core.FlowDecision{Kind: core.FlowSetPosted, Peer: 2, Value: 4}) {
+	if len(d) != 1 || d[0] != (core.FlowDecision{Kind: core.FlowSetQuota, Peer: 2, Value: 4}) {
 		t.Fatalf("decisions %+v, want rank 2 to 4", d)
 	}
 	// At max: nothing more to ask.
@@ -70,9 +70,9 @@ func TestExponentialGrowthDoublesFromWhatIsPosted(t *testing.T) {
 func TestAQuietPeerIsHalvedNeverBelowInitialAndOnlyWhenAsked(t *testing.T) {
 	p := &Policy{Initial: 3, Max: 64}
 	setup(t, p)
-	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 1, Posted: 40}}, nil)
+	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 1, Quota: 40}}, nil)
 	idle := func(d time.Duration) []core.FlowDecision {
-		return p.Observe([]core.FlowEvent{{Kind: core.FlowIdle, Peer: 1, Posted: int32(p.Target(1)), Value: int64(d)}}, nil)
+		return p.Observe([]core.FlowEvent{{Kind: core.FlowIdle, Peer: 1, Quota: int32(p.Target(1)), Value: int64(d)}}, nil)
 	}
 	if d := idle(time.Hour); len(d) != 0 {
 		t.Fatalf("shrink_after 0 shrank: %+v", d)
@@ -121,29 +121,8 @@ func TestSetupChecksItsNumbers(t *testing.T) {
 		{Initial: 1, Max: 4, Step: 0, Threshold: 5},
 		{Initial: 1, Max: 4, Step: 1, Threshold: 5, ShrinkAfter: -1},
 	} {
-		if _, err := p.Setup(core.FlowInfo{Transport: "ib", Peers: 1}); err == nil {
+		if _, err := p.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: 2, Senders: 1}); err == nil {
 			t.Errorf("accepted %+v", p)
 		}
-	}
-}
-
-func TestTheComponentIsRegistered(t *testing.T) {
-	c, ok := core.Lookup(core.KindFlowControl, Name)
-	if !ok {
-		t.Fatal("not registered")
-	}
-	ps := core.MustParams(c.Params)
-	if err := ps.SetText("growth", "quadratic"); err == nil {
-		t.Fatal("an unknown growth accepted")
-	}
-	if err := ps.SetText("growth", "exponential"); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := c.NewPolicy(ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := pol.(*Policy); !p.Exponential || p.Initial != 2 || p.Max != 128 || p.Threshold != 5 {
-		t.Fatalf("policy %+v", p)
 	}
 }

@@ -1,0 +1,289 @@
+package ib
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+// The progress engine: Progress drains the CQ and hands each completion to
+// what it completes — a received frame to its handler and then to the
+// credit engine, a send buffer back to its free list, an RDMA operation to
+// its requester, a connection message to the CM — and runs housekeeping
+// every core.PolicyPollInterval.
+
+// Progress polls the CQ and handles what completed: frames go to their
+// handlers (which may send), send buffers return to their free lists,
+// RDMA operations complete. It never blocks.
+func (m *module) Progress() int {
+	if m.closed || m.depth > 0 {
+		return 0
+	}
+	m.depth++
+	m.gen++
+	n := 0
+	if m.armed {
+		m.armed = false
+		m.ackEvents()
+	}
+	if m.nstash > 0 {
+		k := m.nstash
+		m.nstash = 0
+		for i := 0; i < k && !m.closed; i++ {
+			m.complete(&m.stash[i])
+		}
+		n += k
+	}
+	k, err := m.cq.Poll(m.wc[:])
+	if err != nil {
+		m.fatal(err)
+	}
+	for i := 0; i < k && !m.closed; i++ {
+		m.complete(&m.wc[i])
+	}
+	n += k
+	if len(m.creditDue) > 0 && !m.closed {
+		m.returnCredits()
+	}
+	if len(m.pendingEps) > 0 && !m.closed {
+		k := 0
+		for _, e := range m.pendingEps {
+			e.sendPending()
+			if len(e.pending) > 0 {
+				m.pendingEps[k] = e
+				k++
+			}
+		}
+		clear(m.pendingEps[k:])
+		m.pendingEps = m.pendingEps[:k]
+	}
+	if !m.closed {
+		m.flow.Flush()
+	}
+	if !m.closed {
+		if now := m.clock.Now(); now >= m.nextHK {
+			m.housekeeping(now)
+		}
+	}
+	if len(m.lost) > 0 && !m.closed {
+		n += m.reportLost()
+	}
+	m.depth--
+	return n
+}
+
+// complete handles one work completion.
+func (m *module) complete(wc *verbs.WC) {
+	idx := int(wc.WRID & wridIdx)
+	switch wc.WRID & wridKind {
+	case wridRecv:
+		m.received(wc, idx)
+	case wridSend:
+		b := m.sbufs[idx]
+		e := b.ep
+		m.putSend(b)
+		if e == nil {
+			return
+		}
+		e.out[b.queue]--
+		if wc.Status != verbs.WCSuccess {
+			e.failure("send", wc.Status)
+		}
+	case wridRDMA:
+		s := m.ops[idx]
+		m.freeOp(idx)
+		e := s.ep
+		e.out[0]--
+		if s.solicited {
+			m.solicitedOps--
+		}
+		var err error
+		if wc.Status != verbs.WCSuccess {
+			what := "RDMA read"
+			if s.put {
+				what = "RDMA write"
+			}
+			err = e.failure(what, wc.Status)
+		}
+		s.op.Done.RDMADone(s.op, err)
+	case wridCM:
+		m.cm.complete(wc)
+	}
+}
+
+// received handles a receive completion: check, deliver, repost, owe.
+func (m *module) received(wc *verbs.WC, idx int) {
+	b := m.rbufs[idx]
+	q := m.queues[b.queue]
+	e := b.ep
+	if e == nil {
+		e = m.byQPN[wc.QPN]
+	}
+	if q.shared {
+		q.posted--
+	}
+	if wc.Status != verbs.WCSuccess {
+		// A flushed or failed receive: its QP is in ERR. A per-peer buffer
+		// dies with its QP; a shared one goes back to its SRQ.
+		if e != nil {
+			e.failure("receive", wc.Status)
+		}
+		if q.shared && !m.closed {
+			m.repost(b, idx, nil)
+		}
+		return
+	}
+	if e == nil || e.state == epFailed {
+		m.badFrames.Inc()
+		if q.shared {
+			m.repost(b, idx, nil)
+		}
+		return
+	}
+	frame := b.mem[:wc.ByteLen]
+	h := &m.hdr
+	if err := h.Decode(frame, m.limits); err != nil || int(h.Src) != e.rank || int(h.Length) != len(frame)-core.HeaderSize {
+		m.badFrames.Inc()
+		if err == nil {
+			err = fmt.Errorf("%w: source %d, %d payload bytes in a %d-byte frame", core.ErrBadFrame, h.Src, h.Length, len(frame))
+		}
+		e.fail(fmt.Errorf("frame on queue %d: %w", q.idx, err))
+		if q.shared {
+			m.repost(b, idx, nil)
+		}
+		return
+	}
+	q.util.Observe(float64(wc.ByteLen) / float64(q.spec.BufSize))
+	m.framesRecv.Inc()
+	m.bytesRecv.Add(int64(wc.ByteLen))
+	if e.state == epWaitRTU {
+		e.established()
+	}
+	e.rxFrames++
+	if h.Credits > 0 && m.fc.credits {
+		if ci := m.creditQueue(b.queue); ci >= 0 {
+			e.cred[ci].grant(int(h.Credits))
+			e.st.credits.Set(int64(e.cred[ci].avail))
+		}
+	}
+	if h.Flags&core.FlagBacklog != 0 {
+		m.backlogRx.Inc()
+		if m.fc.dynamic && !q.shared {
+			m.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
+				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
+		}
+	}
+	if h.Type != core.TypeCredit {
+		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
+			m.badFrames.Inc()
+			e.fail(err)
+		}
+	}
+	if m.closed {
+		return
+	}
+	if q.shared {
+		m.repost(b, idx, nil)
+		return
+	}
+	if e.state == epFailed {
+		return
+	}
+	m.reclaim(e, b, idx, h.Type != core.TypeCredit)
+}
+
+func (m *module) repost(b *recvBuf, idx int, e *endpoint) {
+	if err := m.postRecv(b, idx, e); err != nil {
+		if e != nil {
+			e.fail(err)
+		} else {
+			m.log.Warn().Err(err).Msg("repost")
+		}
+		return
+	}
+	if q := m.queues[b.queue]; q.shared && q.wantLimit > 0 {
+		m.rearm(q)
+	}
+}
+
+// housekeeping runs every PolicyPollInterval: async events, the policy,
+// connection timers, device counters.
+func (m *module) housekeeping(now time.Duration) {
+	m.nextHK = now + core.PolicyPollInterval
+	for {
+		ev, ok := m.h.dev.PollAsyncEvent()
+		if !ok {
+			break
+		}
+		m.asyncEvent(ev)
+	}
+	if len(m.erroring) > 0 {
+		m.failErroring(now)
+	}
+	m.recv.Tick(now)
+	if m.fc.dynamic {
+		m.idleReports(now)
+	}
+	m.flow.Tick(now)
+	if len(m.connecting) > 0 {
+		m.cmTimers(now)
+	}
+	if m.dev != nil {
+		s := m.h.soft.Stats()
+		m.dev.rnrSent.Set(s.RNRNaksSent)
+		m.dev.rnrRecv.Set(s.RNRNaksReceived)
+		m.dev.retries.Set(s.Retries)
+		m.dev.bytesSent.Set(s.BytesSent)
+		m.dev.bytesRecv.Set(s.BytesReceived)
+		m.dev.reads.Set(s.ReadsOutstanding)
+		m.dev.nic.Set(s.NICEngagements)
+		for _, e := range m.eps {
+			if e != nil && e.qps != nil {
+				e.st.rnr.Set(rnrNaks(e.qps))
+			}
+		}
+	}
+}
+
+// asyncEvent handles an asynchronous event of the device. Modules share
+// a device, so an event about another module's objects is passed on.
+func (m *module) asyncEvent(ev verbs.AsyncEvent) {
+	switch ev.Type {
+	case verbs.EventSRQLimitReached:
+		for _, x := range m.siblings() {
+			x.onLimit(ev.SRQ)
+		}
+	case verbs.EventQPFatal, verbs.EventQPAccessErr, verbs.EventQPReqErr:
+		for _, x := range m.siblings() {
+			if e := x.byQPN[ev.QPN]; e != nil {
+				e.fail(fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type))
+			}
+		}
+	case verbs.EventQPLastWQEReached:
+		// A consequence, not a cause: an SRQ-attached QP entered the error
+		// state, and the completion that says why may still be on its way
+		// to the CQ. Wait one housekeeping interval for it.
+		for _, x := range m.siblings() {
+			if e := x.byQPN[ev.QPN]; e != nil && e.state != epFailed && e.erroring == nil {
+				e.erroring, e.errSince = fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type), m.clock.Now()
+				x.erroring = append(x.erroring, e)
+			}
+		}
+	case verbs.EventPortErr:
+		for _, x := range m.siblings() {
+			if x.port == ev.Port {
+				for _, e := range x.eps {
+					if e != nil && e.state != epIdle {
+						e.fail(fmt.Errorf("port %d: %v", ev.Port, ev.Type))
+					}
+				}
+			}
+		}
+	case verbs.EventCQErr, verbs.EventDeviceFatal:
+		for _, x := range m.siblings() {
+			x.fatal(fmt.Errorf("%v", ev.Type))
+		}
+	}
+}

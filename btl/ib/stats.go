@@ -1,0 +1,87 @@
+package ib
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
+)
+
+// counters are a module's metrics, named ib.<module>.<counter>.
+type counters struct {
+	framesSent, framesRecv, bytesSent, bytesRecv *core.Counter
+	puts, gets, rdmaBytes                        *core.Counter
+	noSendBuf, backlogged, backlogRx, creditMsgs *core.Counter
+	badFrames, peersLost, rejected, stalls       *core.Counter
+	clamped                                      *core.Counter
+	recvBytes, sendMem                           *core.Gauge
+	dev                                          *devMetrics
+}
+
+// devMetrics mirror a softrc device's counters.
+type devMetrics struct {
+	rnrSent, rnrRecv, retries, bytesSent, bytesRecv, reads, nic *core.Gauge
+}
+
+func (m *module) metric(parts ...any) string {
+	return core.MetricName(append([]any{"ib", m.id}, parts...)...)
+}
+
+func (m *module) initMetrics() {
+	mx := m.metrics
+	c := func(n string) *core.Counter { return mx.Counter(m.metric(n)) }
+	g := func(n string) *core.Gauge { return mx.Gauge(m.metric(n)) }
+	m.framesSent, m.framesRecv = c("frames_sent"), c("frames_received")
+	m.bytesSent, m.bytesRecv = c("bytes_sent"), c("bytes_received")
+	m.puts, m.gets, m.rdmaBytes = c("rdma_puts"), c("rdma_gets"), c("rdma_bytes")
+	m.noSendBuf, m.backlogged, m.backlogRx = c("no_send_buffer"), c("backlogged"), c("backlogged_received")
+	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
+	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
+	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
+	if m.h.soft != nil {
+		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
+		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
+			bytesSent: d("wire_bytes_sent"), bytesRecv: d("wire_bytes_received"), reads: d("reads_outstanding"), nic: d("nic_engagements")}
+	}
+}
+
+// peerStats are an endpoint's flow-control counters, named
+// ib.<module>.<counter>.peer<rank>.
+type peerStats struct {
+	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
+	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
+	waited     *core.Counter // frames sent with the backlog bit: stalls ended
+	waitNs     *core.Counter // the time those frames waited, in all
+	waitMax    *core.Gauge   // the longest one waited
+	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
+	creditMsgs *core.Counter // explicit credit frames sent to the peer
+	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
+	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
+	posted     *core.Gauge   // buffers posted for the peer now (all per-peer queues)
+	postedMax  *core.Gauge   // the most ever posted for the peer on one per-peer queue
+}
+
+func (m *module) newPeerStats(rank int) *peerStats {
+	p := fmt.Sprintf("peer%d", rank)
+	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
+	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
+	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
+		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
+		posted: g("posted"), postedMax: g("posted_max")}
+}
+
+// rnrCounter is implemented by QPs that count the RNR NAKs they received
+// as requester (softrc; verbs has no per-QP counter, real HCAs count per
+// port).
+type rnrCounter interface{ RNRNaksReceived() int64 }
+
+// rnrNaks sums the RNR NAKs a peer's QPs received.
+func rnrNaks(qps []verbs.QP) int64 {
+	var n int64
+	for _, qp := range qps {
+		if c, ok := qp.(rnrCounter); ok {
+			n += c.RNRNaksReceived()
+		}
+	}
+	return n
+}
