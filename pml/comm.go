@@ -125,7 +125,7 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 	e.pendingRecvs++
 	cx := e.context(ctx)
 	if u := cx.matchUnexpected(source, tag); u != nil {
-		cx.unexpected.remove(u)
+		cx.unexpected.Remove(&u.link)
 		e.recvUnexpected(r, u)
 		return r, nil
 	}
@@ -133,8 +133,7 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 		e.complete(r, e.peers[source].lost)
 		return r, nil
 	}
-	cx.posted.push(r)
-	r.posted = true
+	cx.posted.PushBack(&r.link, r)
 	if e.async != nil {
 		e.async.arm()
 	}
@@ -382,9 +381,8 @@ func (c *Comm) Cancel(r *Request) error {
 	if r.kind == reqSend {
 		return fmt.Errorf("pml: cancel of a send: %w", core.ErrNotSupported)
 	}
-	if r.posted {
-		e.context(r.ctx).posted.remove(r)
-		r.posted = false
+	if r.posted() {
+		e.context(r.ctx).posted.Remove(&r.link)
 		e.complete(r, fmt.Errorf("pml: receive from %d tag %d: %w", r.peer, r.tag, core.ErrCanceled))
 	}
 	return nil

@@ -140,13 +140,13 @@ func (c *Comm) dump() string {
 	for _, r := range e.reqs {
 		if !r.done && r.gen != 0 {
 			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d rdma %v refs %d posted %v remote %x\n",
-				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted, r.remote)
+				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted(), r.remote)
 		}
 	}
 	for _, p := range e.peers {
 		s += fmt.Sprintf("  peer %d psn %d esn %d ooo %d lost %v\n", p.rank, p.psn, p.esn, len(p.ooo), p.lost)
 		for _, sb := range p.subs {
-			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, sb.out.head != nil, sb.readTokens, sb.readQ.head != nil, sb.rdmaQ.head != nil)
+			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, !sb.out.Empty(), sb.readTokens, !sb.readQ.Empty(), !sb.rdmaQ.Empty())
 		}
 	}
 	return s

@@ -2,6 +2,7 @@ package pml
 
 import (
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
 )
 
 // maxContexts bounds context ids; a frame naming a larger one is bad.
@@ -13,8 +14,8 @@ const maxContexts = 1 << 16
 // matches it — MPI's non-overtaking rule, given that messages reach
 // matching in PSN order per peer.
 type context struct {
-	posted     reqList
-	unexpected unexpList
+	posted     list.List[Request]
+	unexpected list.List[unexpected]
 }
 
 // unexpected is a message that arrived before a receive matched it: a
@@ -26,34 +27,7 @@ type unexpected struct {
 	total int    // message length
 	data  []byte // the eager payload or the START payload, copied
 	hdr   core.Header
-	next  *unexpected
-	prev  *unexpected
-}
-
-type unexpList struct{ head, tail *unexpected }
-
-func (l *unexpList) push(u *unexpected) {
-	u.next, u.prev = nil, l.tail
-	if l.tail != nil {
-		l.tail.next = u
-	} else {
-		l.head = u
-	}
-	l.tail = u
-}
-
-func (l *unexpList) remove(u *unexpected) {
-	if u.prev != nil {
-		u.prev.next = u.next
-	} else {
-		l.head = u.next
-	}
-	if u.next != nil {
-		u.next.prev = u.prev
-	} else {
-		l.tail = u.prev
-	}
-	u.next, u.prev = nil, nil
+	link  list.Link[unexpected]
 }
 
 func matches(wantSrc, wantTag, src, tag int) bool {
@@ -80,8 +54,8 @@ func (e *engine) context(id uint32) *context {
 }
 
 func (c *context) matchPosted(src, tag int) *Request {
-	for r := c.posted.head; r != nil; r = r.next {
-		if matches(r.peer, r.tag, src, tag) {
+	for k := c.posted.Front(); k != nil; k = k.Next() {
+		if r := k.Value(); matches(r.peer, r.tag, src, tag) {
 			return r
 		}
 	}
@@ -89,8 +63,8 @@ func (c *context) matchPosted(src, tag int) *Request {
 }
 
 func (c *context) matchUnexpected(src, tag int) *unexpected {
-	for u := c.unexpected.head; u != nil; u = u.next {
-		if matches(src, tag, u.src, u.tag) {
+	for k := c.unexpected.Front(); k != nil; k = k.Next() {
+		if u := k.Value(); matches(src, tag, u.src, u.tag) {
 			return u
 		}
 	}

@@ -82,11 +82,10 @@ func (e *engine) deliver(h *core.Header, payload []byte) {
 		if h.Type == core.TypeRndvStart {
 			u.total = int(st.total)
 		}
-		c.unexpected.push(u)
+		c.unexpected.PushBack(&u.link, u)
 		return
 	}
-	c.posted.remove(r)
-	r.posted = false
+	c.posted.Remove(&r.link)
 	if h.Type == core.TypeEager {
 		e.recvEager(r, h, payload)
 	} else {

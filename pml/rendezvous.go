@@ -411,9 +411,7 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 
 // startPump begins sending a pipeline's fragments.
 func (e *engine) startPump(r *Request) {
-	r.pumping = true
-	r.pumpNext = e.pumps
-	e.pumps = r
+	e.pumps.PushFront(&r.link, r)
 	e.pendingWork++
 	e.pump()
 }
@@ -421,9 +419,9 @@ func (e *engine) startPump(r *Request) {
 // pump sends pipeline fragments until the modules push back.
 func (e *engine) pump() int {
 	n := 0
-	var prev *Request
-	for r := e.pumps; r != nil; {
-		next := r.pumpNext
+	for k := e.pumps.Front(); k != nil; {
+		next := k.Next()
+		r := k.Value()
 		p := e.peers[r.peer]
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
@@ -440,21 +438,14 @@ func (e *engine) pump() int {
 			n++
 		}
 		if r.done || r.got == r.accept || p.lost != nil {
-			if prev == nil {
-				e.pumps = next
-			} else {
-				prev.pumpNext = next
-			}
-			r.pumping, r.pumpNext = false, nil
+			e.pumps.Remove(k)
 			e.pendingWork--
 			if !r.done {
 				e.m.bytesSent.Add(int64(r.accept))
 				e.complete(r, nil)
 			}
-		} else {
-			prev = r
 		}
-		r = next
+		k = next
 	}
 	return n
 }

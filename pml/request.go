@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
 )
 
 // AnySource and AnyTag are the receive wildcards.
@@ -44,12 +45,11 @@ type Request struct {
 	released bool
 	refs     int // stripes and queued frames still pointing at this request
 
-	ctx    uint32
-	peer   int // destination, or the source asked for (maybe AnySource)
-	tag    int
-	buf    []byte
-	posted bool // a receive still on its context's posted list
-	src    int  // a matched receive's actual source
+	ctx  uint32
+	peer int // destination, or the source asked for (maybe AnySource)
+	tag  int
+	buf  []byte
+	src  int // a matched receive's actual source
 
 	status Status
 
@@ -61,11 +61,15 @@ type Request struct {
 	remote uint64 // the peer's request id
 	x      *rdmaState
 
-	// List links: posted receives (per context) and pipeline pumping.
-	next, prev *Request
-	pumpNext   *Request
-	pumping    bool
+	// link puts a receive on its context's posted list until it matches,
+	// and a pipelined send on the engine's pump list while it pumps; a
+	// request is one or the other, so one link serves both.
+	link list.Link[Request]
 }
+
+// posted reports whether r is a receive still waiting on its context's
+// posted list.
+func (r *Request) posted() bool { return r.kind == reqRecv && r.link.Linked() }
 
 // rdmaState is what a rendezvous needs beyond an eager message:
 // registrations, stripes and the completion filter's clocks. It lives
@@ -100,33 +104,6 @@ func (e *engine) rdma(r *Request) *rdmaState {
 
 // id is how a peer names this request in control frames.
 func (r *Request) id() uint64 { return uint64(r.gen)<<32 | uint64(r.idx) }
-
-// reqList is an intrusive doubly linked FIFO of requests.
-type reqList struct{ head, tail *Request }
-
-func (l *reqList) push(r *Request) {
-	r.next, r.prev = nil, l.tail
-	if l.tail != nil {
-		l.tail.next = r
-	} else {
-		l.head = r
-	}
-	l.tail = r
-}
-
-func (l *reqList) remove(r *Request) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		l.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		l.tail = r.prev
-	}
-	r.next, r.prev = nil, nil
-}
 
 // newRequest takes a request from the free list (lock held).
 func (e *engine) newRequest(kind reqKind) *Request {
