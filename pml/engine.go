@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml/internal/list"
+	"github.com/gobtl/gobtl/pml/internal/pool"
 )
 
 // Options configure the protocol engine. The zero value is usable.
@@ -190,14 +191,20 @@ type engine struct {
 	// in the same order (Dup is collective), so ids agree without talking.
 	nextCtx uint32
 
-	reqs       []*Request
-	freeReqs   []*Request
-	freeUnexp  []*unexpected
-	freeFrames []*outFrame
-	freeStrips []*stripe
-	freeRDMA   []*rdmaState
-	bufs       bufPool
-	scratch    [1024]byte
+	// reqs is the request table: a peer names a request by its index
+	// and generation (Request.id).
+	reqs []*Request
+	// free recycles what a message needs, so that it allocates nothing
+	// in steady state.
+	free struct {
+		reqs    pool.Pool[Request]
+		unexp   pool.Pool[unexpected]
+		frames  pool.Pool[outFrame]
+		stripes pool.Pool[stripe]
+		rdma    pool.Pool[rdmaState]
+	}
+	bufs    pool.Bytes // copies of unexpected and out-of-order frames
+	scratch [1024]byte
 
 	pendingWork  int                // frames, stripes and pumps waiting on resources
 	pumps        list.List[Request] // pipelined sends with fragments to go
@@ -426,7 +433,7 @@ func (e *engine) failPeer(p *peer, err error) {
 		}
 	}
 	for _, o := range p.ooo {
-		e.bufs.put(o.data)
+		e.bufs.Put(o.data)
 	}
 	p.ooo = nil
 	for _, r := range e.reqs {

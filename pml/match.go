@@ -73,54 +73,15 @@ func (c *context) matchUnexpected(src, tag int) *unexpected {
 
 // newUnexpected copies a frame into an unexpected entry (lock held).
 func (e *engine) newUnexpected(h *core.Header, payload []byte) *unexpected {
-	var u *unexpected
-	if n := len(e.freeUnexp); n > 0 {
-		u = e.freeUnexp[n-1]
-		e.freeUnexp = e.freeUnexp[:n-1]
-	} else {
-		u = &unexpected{}
-	}
+	u := e.free.unexp.Get()
 	u.src, u.tag, u.kind, u.hdr = int(h.Src), int(h.Tag), h.Type, *h
-	u.data = e.bufs.get(len(payload))
+	u.data = e.bufs.Get(len(payload))
 	copy(u.data, payload)
 	return u
 }
 
 func (e *engine) freeUnexpected(u *unexpected) {
-	e.bufs.put(u.data)
+	e.bufs.Put(u.data)
 	u.data = nil
-	e.freeUnexp = append(e.freeUnexp, u)
-}
-
-// bufPool recycles byte slices by power-of-two size class so that
-// unexpected and out-of-order frames cost no allocation in steady state.
-type bufPool struct{ classes [40][][]byte }
-
-func sizeClass(n int) int {
-	c := 0
-	for (1 << c) < n {
-		c++
-	}
-	return c
-}
-
-func (p *bufPool) get(n int) []byte {
-	c := sizeClass(n)
-	if l := len(p.classes[c]); l > 0 {
-		b := p.classes[c][l-1]
-		p.classes[c] = p.classes[c][:l-1]
-		return b[:n]
-	}
-	return make([]byte, n, 1<<c)
-}
-
-func (p *bufPool) put(b []byte) {
-	if b == nil {
-		return
-	}
-	c := sizeClass(cap(b))
-	if 1<<c != cap(b) || len(p.classes[c]) >= 64 {
-		return
-	}
-	p.classes[c] = append(p.classes[c], b[:0])
+	e.free.unexp.Put(u)
 }

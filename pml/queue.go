@@ -43,7 +43,7 @@ func (e *engine) sendFrame(p *peer, s *sub, h core.Header, pre, data []byte, fla
 		}
 		e.m.retries.Inc()
 	}
-	f := e.newFrame()
+	f := e.free.frames.Get()
 	f.sub, f.h, f.data, f.flags, f.req = s, h, data, flags, req
 	f.npre = copy(f.pre[:], pre)
 	if req != nil {
@@ -52,15 +52,6 @@ func (e *engine) sendFrame(p *peer, s *sub, h core.Header, pre, data []byte, fla
 	s.out.PushBack(&f.link, f)
 	e.pendingWork++
 	return true
-}
-
-func (e *engine) newFrame() *outFrame {
-	if n := len(e.freeFrames); n > 0 {
-		f := e.freeFrames[n-1]
-		e.freeFrames = e.freeFrames[:n-1]
-		return f
-	}
-	return new(outFrame)
 }
 
 // frameDone recycles a frame taken off its queue: it has left (sent), and
@@ -77,7 +68,7 @@ func (e *engine) frameDone(f *outFrame, sent bool) {
 		}
 	}
 	f.req, f.data = nil, nil
-	e.freeFrames = append(e.freeFrames, f)
+	e.free.frames.Put(f)
 }
 
 // stripe is one RDMA operation of a rendezvous. It is its own completion
@@ -101,15 +92,6 @@ func (st *stripe) RDMADone(_ *core.RDMAOp, err error) {
 		st.sub.readTokens++
 	}
 	st.e.stripeDone(st, err)
-}
-
-func (e *engine) newStripe() *stripe {
-	if n := len(e.freeStrips); n > 0 {
-		s := e.freeStrips[n-1]
-		e.freeStrips = e.freeStrips[:n-1]
-		return s
-	}
-	return &stripe{e: e}
 }
 
 // issue hands a stripe to its subchannel, honouring the read token bucket:

@@ -37,20 +37,20 @@ func (e *engine) onMatchable(h *core.Header, payload []byte) {
 		p.ooo = p.ooo[:len(p.ooo)-1]
 		e.deliver(&f.h, f.data)
 		p.esn++
-		e.bufs.put(f.data)
+		e.bufs.Put(f.data)
 	}
 }
 
 func (e *engine) stashOOO(p *peer, h *core.Header, payload []byte) {
 	e.m.ooo.Inc()
-	f := &oooFrame{h: *h, data: e.bufs.get(len(payload))}
+	f := &oooFrame{h: *h, data: e.bufs.Get(len(payload))}
 	copy(f.data, payload)
 	i := len(p.ooo)
 	for i > 0 && seqBefore(h.PSN, p.ooo[i-1].h.PSN) {
 		i--
 	}
 	if i > 0 && p.ooo[i-1].h.PSN == h.PSN {
-		e.bufs.put(f.data)
+		e.bufs.Put(f.data)
 		e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), "duplicate sequence number"))
 		return
 	}

@@ -238,8 +238,8 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		}
 		for off := sp.off; off < sp.off+sp.len; off += chunk {
 			l := min(chunk, sp.off+sp.len-off)
-			st := e.newStripe()
-			st.req, st.peer, st.sub, st.get = r, p, sp.sub, want == core.CapGet
+			st := e.free.stripes.Get()
+			st.e, st.req, st.peer, st.sub, st.get = e, r, p, sp.sub, want == core.CapGet
 			st.op = core.RDMAOp{Local: r.buf[off : off+l], Region: rg, Remote: keys[sp.sub.idx], Offset: uint64(off), Solicited: solicited, Done: st}
 			e.m.stripes.Inc()
 			if err != nil {
@@ -267,7 +267,7 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	x.stripes--
 	r.refs--
 	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
-	e.freeStrips = append(e.freeStrips, st)
+	e.free.stripes.Put(st)
 	if x.stripes > 0 {
 		return
 	}

@@ -92,12 +92,7 @@ type rdmaState struct {
 // rdma returns r's rendezvous state, taking it from the pool on first use.
 func (e *engine) rdma(r *Request) *rdmaState {
 	if r.x == nil {
-		if n := len(e.freeRDMA); n > 0 {
-			r.x = e.freeRDMA[n-1]
-			e.freeRDMA = e.freeRDMA[:n-1]
-		} else {
-			r.x = new(rdmaState)
-		}
+		r.x = e.free.rdma.Get()
 	}
 	return r.x
 }
@@ -107,12 +102,9 @@ func (r *Request) id() uint64 { return uint64(r.gen)<<32 | uint64(r.idx) }
 
 // newRequest takes a request from the free list (lock held).
 func (e *engine) newRequest(kind reqKind) *Request {
-	var r *Request
-	if n := len(e.freeReqs); n > 0 {
-		r = e.freeReqs[n-1]
-		e.freeReqs = e.freeReqs[:n-1]
-	} else {
-		r = &Request{e: e, idx: uint32(len(e.reqs))}
+	r := e.free.reqs.Get()
+	if r.e == nil { // new: it gets a slot in the table
+		r.idx = uint32(len(e.reqs))
 		e.reqs = append(e.reqs, r)
 	}
 	idx, gen := r.idx, r.gen+1
@@ -167,7 +159,7 @@ func (e *engine) maybeRecycle(r *Request) {
 			}
 		}
 		*x = rdmaState{}
-		e.freeRDMA = append(e.freeRDMA, x)
+		e.free.rdma.Put(x)
 		r.x = nil
 	}
 	if !r.released {
@@ -175,5 +167,5 @@ func (e *engine) maybeRecycle(r *Request) {
 	}
 	r.buf = nil
 	r.gen++ // invalidate remote references at once
-	e.freeReqs = append(e.freeReqs, r)
+	e.free.reqs.Put(r)
 }

@@ -9,28 +9,21 @@
 // Nothing here is safe for concurrent use; the engine's lock guards it.
 package pool
 
-// Pool is a free list of *T. The zero value is usable and makes new
-// objects with new(T).
-type Pool[T any] struct {
-	// New makes an object when the free list is empty; nil means new(T).
-	// It runs only on a miss, so it may be a closure that registers the
-	// object somewhere (the engine's request table).
-	New  func() *T
-	free []*T
-}
+// Pool is a free list of *T. The zero value is an empty pool.
+type Pool[T any] struct{ free []*T }
 
 // Get returns the most recently Put object, as it was Put (resetting is
 // the caller's business: what must survive a recycle differs per type),
-// or a new one.
+// or a new zero T when none is idle. A caller that must set up a new
+// object tells it from a recycled one by a field only set-up sets.
 func (p *Pool[T]) Get() *T {
+	// No constructor hook and no clearing of the slot: either would cost
+	// Get its inlining on the eager path. The slot keeps its pointer until
+	// the next Put overwrites it, and an object in use is alive anyway.
 	if n := len(p.free); n > 0 {
 		x := p.free[n-1]
-		p.free[n-1] = nil
 		p.free = p.free[:n-1]
 		return x
-	}
-	if p.New != nil {
-		return p.New()
 	}
 	return new(T)
 }

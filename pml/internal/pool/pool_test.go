@@ -28,16 +28,16 @@ func TestGetReturnsWhatWasPutLastFirst(t *testing.T) {
 	}
 }
 
-func TestNewRunsOnlyOnAMiss(t *testing.T) {
-	made := 0
-	p := Pool[obj]{New: func() *obj { made++; return &obj{id: made} }}
+func TestAnEmptyPoolMakesZeroObjects(t *testing.T) {
+	var p Pool[obj]
 	x := p.Get()
+	x.id = 3
 	p.Put(x)
-	if y := p.Get(); y != x || made != 1 {
-		t.Fatalf("Get after Put made %d objects and returned %+v, want the recycled %+v", made, y, x)
+	if y := p.Get(); y != x || y.id != 3 {
+		t.Fatalf("Get after Put returned %+v, want the recycled %+v as it was", y, x)
 	}
-	if y := p.Get(); y.id != 2 || made != 2 {
-		t.Fatalf("Get from an empty pool returned %+v after %d calls of New", y, made)
+	if y := p.Get(); y == x || y.id != 0 {
+		t.Fatalf("Get from an empty pool returned %+v, want a new zero object", y)
 	}
 }
 
@@ -56,23 +56,29 @@ func TestPoolAllocatesNothingOnceWarm(t *testing.T) {
 }
 
 // TestPoolNeverHandsOutAnObjectTwice: whatever the order of Gets and
-// Puts, an object is with at most one owner, and the pool makes a new one
-// only when none is idle.
+// Puts, an object is with at most one owner, a recycled object comes back
+// as it was Put, and the pool makes a new one only when none is idle.
 func TestPoolNeverHandsOutAnObjectTwice(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
+		var p Pool[obj]
 		made := 0
-		p := Pool[obj]{New: func() *obj { made++; return &obj{} }}
 		out := map[*obj]bool{}
 		var held []*obj
 		rt.Repeat(map[string]func(*rapid.T){
 			"get": func(rt *rapid.T) {
-				idle, before := p.Idle(), made
+				idle := p.Idle()
 				x := p.Get()
 				if out[x] {
 					rt.Fatalf("Get handed out %p, which is still in use", x)
 				}
-				if (made > before) != (idle == 0) {
-					rt.Fatalf("New ran %d times with %d objects idle", made-before, idle)
+				if x.id == 0 { // new: number it
+					if idle != 0 {
+						rt.Fatalf("Get made a new object with %d idle", idle)
+					}
+					made++
+					x.id = made
+				} else if idle == 0 {
+					rt.Fatalf("Get returned object %d from an empty pool", x.id)
 				}
 				out[x] = true
 				held = append(held, x)
