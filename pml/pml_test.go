@@ -442,3 +442,52 @@ func TestStallTimeoutReportsInsteadOfHanging(t *testing.T) {
 		t.Fatalf("second wait: %v", err)
 	}
 }
+
+// A pipelined send that fails while it waits on the pump list, and is
+// waited for and released at once, is not recycled until the pump lets go
+// of it: a receive that took its slot would otherwise be pumped as if it
+// were the send.
+func TestAFailedPipelineSendIsNotRecycledWhilePumped(t *testing.T) {
+	w := newWorld(t, 2, []inproc.RailOptions{{Slots: 4}}, Options{Protocol: ProtoPipeline, RndvEagerLimit: -1, FinalizeTimeout: 100 * time.Millisecond})
+	a, b := w.comms[0], w.comms[1]
+	r, _ := b.Irecv(make([]byte, 1<<20), 0, 0)
+	s, _ := a.Isend(make([]byte, 1<<20), 1, 0)
+	b.Progress() // the START: rank 1 replies
+	a.Progress() // the REPLY: rank 0 pumps until the 4-slot ring is full
+	a.e.mu.Lock()
+	pumping := !a.e.pumps.Empty()
+	a.e.mu.Unlock()
+	if !pumping {
+		t.Fatal("the send is not waiting on the pump list; the test needs a full ring")
+	}
+	w.f.Drop(0, 0, 1)
+	// The eager send meets the dead link and fails the peer, and with it
+	// the pipelined send.
+	eager, _ := a.Isend(make([]byte, 8), 1, 1)
+	if _, err := a.Wait(s); !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("pipelined send to a lost peer: %v, want ErrPeerLost", err)
+	}
+	wild, _ := a.Irecv(make([]byte, 8), AnySource, 9) // takes the freed slot
+	a.Progress()
+	if a.done(wild) {
+		t.Fatal("a receive from AnySource completed with nothing sent")
+	}
+	a.e.mu.Lock()
+	pending := a.e.pendingWork
+	a.e.mu.Unlock()
+	if pending != 0 {
+		t.Fatalf("%d units of work still pending after the pump let go of the failed send", pending)
+	}
+	if _, err := a.Wait(eager); !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("eager send to the lost peer: %v, want ErrPeerLost", err)
+	}
+	if _, err := b.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+		t.Fatalf("receive from the lost peer: %v, want ErrPeerLost", err)
+	}
+	if err := a.Cancel(wild); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Wait(wild); !errors.Is(err, core.ErrCanceled) {
+		t.Fatalf("canceled receive: %v, want ErrCanceled", err)
+	}
+}

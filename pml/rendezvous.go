@@ -409,9 +409,13 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	}
 }
 
-// startPump begins sending a pipeline's fragments.
+// startPump begins sending a pipeline's fragments. The pump list holds a
+// reference to r like a queued frame does: failPeer may complete r while
+// it waits there, and the user release it, and it must not be recycled
+// before pump lets go of it.
 func (e *engine) startPump(r *Request) {
 	e.pumps.PushFront(&r.link, r)
+	r.refs++
 	e.pendingWork++
 	e.pump()
 }
@@ -439,8 +443,11 @@ func (e *engine) pump() int {
 		}
 		if r.done || r.got == r.accept || p.lost != nil {
 			e.pumps.Remove(k)
+			r.refs--
 			e.pendingWork--
-			if !r.done {
+			if r.done {
+				e.maybeRecycle(r)
+			} else {
 				e.m.bytesSent.Add(int64(r.accept))
 				e.complete(r, nil)
 			}
