@@ -153,14 +153,9 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 	switch m.proto {
 	case ProtoRead, ProtoReadAsync:
 		var keys [maxSubchannels]core.MemKey
-		var have uint8
-		for i := 0; i < m.nkeys; i++ {
-			k := m.keys[i]
-			if k.sub >= len(p.subs) {
-				e.badFrame(h.Src, badFrame(h.Src, "start.key", uint64(k.sub), "no such subchannel"))
-				return
-			}
-			keys[k.sub], have = k.key, have|1<<k.sub
+		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "start.key", &keys)
+		if !ok {
+			return
 		}
 		e.rdmaData(r, p, core.CapGet, &keys, have, m.proto == ProtoReadAsync)
 	case ProtoWrite:
@@ -180,6 +175,22 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), nil)
 		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
 	}
+}
+
+// peerKeys files the memory keys p sent (in the frame field named field)
+// by subchannel and returns which subchannels have one. A key for a
+// subchannel this rank does not have is a bad frame: it fails p and
+// reports false.
+func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubchannels]core.MemKey) (have uint8, ok bool) {
+	for _, k := range refs {
+		if k.sub >= len(p.subs) {
+			src := int32(p.rank)
+			e.badFrame(src, badFrame(src, field, uint64(k.sub), "no such subchannel"))
+			return 0, false
+		}
+		keys[k.sub], have = k.key, have|1<<k.sub
+	}
+	return have, true
 }
 
 func (e *engine) finishRecv(r *Request, err error) {
@@ -305,6 +316,16 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	e.complete(r, nil)
 }
 
+// unknownRequest handles a control frame from p naming no request that
+// waits for it: a bad frame, unless p is already lost, when it is one
+// still in flight for a request failPeer has failed.
+func (e *engine) unknownRequest(p *peer, field string, id uint64, why string) {
+	if p.lost == nil {
+		src := int32(p.rank)
+		e.badFrame(src, badFrame(src, field, id, why))
+	}
+}
+
 func (e *engine) onReply(h *core.Header, payload []byte) {
 	var m replyMsg
 	if err := m.decode(h.Src, payload); err != nil {
@@ -314,9 +335,7 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 	p := e.peers[h.Src]
 	r := e.lookup(m.sreq, reqSend)
 	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
-		if p.lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, "no rendezvous waits for this reply"))
-		}
+		e.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
 		return
 	}
 	if m.accept > uint64(r.total) || m.accept <= uint64(r.got) {
@@ -327,14 +346,9 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 	switch r.proto {
 	case ProtoWrite:
 		var keys [maxSubchannels]core.MemKey
-		var have uint8
-		for i := 0; i < m.nkeys; i++ {
-			k := m.keys[i]
-			if k.sub >= len(p.subs) {
-				e.badFrame(h.Src, badFrame(h.Src, "reply.key", uint64(k.sub), "no such subchannel"))
-				return
-			}
-			keys[k.sub], have = k.key, have|1<<k.sub
+		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "reply.key", &keys)
+		if !ok {
+			return
 		}
 		e.rdmaData(r, p, core.CapPut, &keys, have, false)
 	case ProtoPipeline:
@@ -364,9 +378,7 @@ func (e *engine) onFin(h *core.Header, payload []byte) {
 	}
 	r := e.lookup(m.req, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoWrite {
-		if p.lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "fin.request", m.req, "no rendezvous waits for this FIN"))
-		}
+		e.unknownRequest(p, "fin.request", m.req, "no rendezvous waits for this FIN")
 		return
 	}
 	if m.status != finOK {
@@ -393,9 +405,7 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	data := payload[fragFixed:]
 	r := e.lookup(rreq, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
-		if e.peers[h.Src].lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "frag.request", rreq, "no pipeline waits for this fragment"))
-		}
+		e.unknownRequest(e.peers[h.Src], "frag.request", rreq, "no pipeline waits for this fragment")
 		return
 	}
 	if off+uint64(len(data)) > uint64(r.accept) {
