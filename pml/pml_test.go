@@ -229,35 +229,7 @@ func TestProtocolsAllSizes(t *testing.T) {
 				if len(rails) > 1 {
 					w.f.Jitter(1, 200*time.Microsecond)
 				}
-				w.run(t, func(c *Comm) error {
-					peer := 1 - c.Rank()
-					var reqs []*Request
-					var bufs [][]byte
-					// Both ranks send all sizes at once in both directions
-					// and receive them in order.
-					for i, n := range sizes {
-						b := make([]byte, n)
-						r, err := c.Irecv(b, peer, 1)
-						if err != nil {
-							return err
-						}
-						reqs, bufs = append(reqs, r), append(bufs, b)
-						s, err := c.Isend(pattern(make([]byte, n), i*10+c.Rank()), peer, 1)
-						if err != nil {
-							return err
-						}
-						reqs = append(reqs, s)
-					}
-					if err := c.Waitall(reqs); err != nil {
-						return err
-					}
-					for i, n := range sizes {
-						if !bytes.Equal(bufs[i], pattern(make([]byte, n), i*10+peer)) {
-							return fmt.Errorf("message %d (%d bytes) corrupted or out of order", i, n)
-						}
-					}
-					return nil
-				})
+				w.run(t, func(c *Comm) error { return exchange(c, sizes) })
 			})
 		}
 	}
@@ -390,37 +362,53 @@ func TestInvalidArguments(t *testing.T) {
 	}
 }
 
-// TestEagerZeroAllocs pins the eager hot path: an 8-byte send and its
-// matching receive allocate nothing.
+// TestEagerZeroAllocs pins the eager hot path: once the pools are warm,
+// an 8-byte send and its receive allocate nothing, whether the receive
+// was posted first or the message waited as unexpected, and whether or
+// not a scheduling policy is configured.
 func TestEagerZeroAllocs(t *testing.T) {
-	w := newWorld(t, 2, oneRail, Options{})
-	a, b := w.comms[0], w.comms[1]
-	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
-	step := func() {
-		r, _ := b.Irecv(rbuf, 0, 1)
-		s, _ := a.Isend(sbuf, 1, 1)
-		a.Wait(s)
-		b.Wait(r)
-	}
-	for i := 0; i < 100; i++ {
-		step()
-	}
-	if n := testing.AllocsPerRun(1000, step); n != 0 {
-		t.Fatalf("eager send+receive allocates %.1f times", n)
-	}
-	// Unexpected messages too, once the pools are warm.
-	unexp := func() {
-		s, _ := a.Isend(sbuf, 1, 2)
-		a.Wait(s)
-		b.Progress()
-		r, _ := b.Irecv(rbuf, 0, 2)
-		b.Wait(r)
-	}
-	for i := 0; i < 100; i++ {
-		unexp()
-	}
-	if n := testing.AllocsPerRun(1000, unexp); n != 0 {
-		t.Fatalf("unexpected eager receive allocates %.1f times", n)
+	for _, tc := range []struct {
+		name   string
+		rails  []inproc.RailOptions
+		policy string // a scheduling policy, or none
+	}{
+		{"one rail", oneRail, ""},
+		{"two rails and a scheduling policy", []inproc.RailOptions{{}, {}}, "round_robin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, 2, tc.rails, Options{}, func(_ int, o *Options) {
+				if tc.policy != "" {
+					o.Scheduler = schedPolicy(t, tc.policy, nil)
+				}
+			})
+			a, b := w.comms[0], w.comms[1]
+			sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+			for _, path := range []struct {
+				name string
+				step func()
+			}{
+				{"posted", func() {
+					r, _ := b.Irecv(rbuf, 0, 1)
+					s, _ := a.Isend(sbuf, 1, 1)
+					a.Wait(s)
+					b.Wait(r)
+				}},
+				{"unexpected", func() {
+					s, _ := a.Isend(sbuf, 1, 2)
+					a.Wait(s)
+					b.Progress()
+					r, _ := b.Irecv(rbuf, 0, 2)
+					b.Wait(r)
+				}},
+			} {
+				for i := 0; i < 100; i++ {
+					path.step()
+				}
+				if n := testing.AllocsPerRun(1000, path.step); n != 0 {
+					t.Errorf("eager send and %s receive allocate %.1f times", path.name, n)
+				}
+			}
+		})
 	}
 }
 
