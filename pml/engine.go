@@ -202,6 +202,7 @@ type engine struct {
 		frames  pool.Pool[outFrame]
 		stripes pool.Pool[stripe]
 		rdma    pool.Pool[rdmaState]
+		ooo     pool.Pool[oooFrame]
 	}
 	bufs    pool.Bytes // copies of unexpected and out-of-order frames
 	scratch [1024]byte
@@ -432,8 +433,8 @@ func (e *engine) failPeer(p *peer, err error) {
 			}
 		}
 	}
-	for _, o := range p.ooo {
-		e.bufs.Put(o.data)
+	for _, f := range p.ooo {
+		e.freeOOO(f)
 	}
 	p.ooo = nil
 	for _, r := range e.reqs {
