@@ -102,13 +102,12 @@ func (r *Request) id() uint64 { return uint64(r.gen)<<32 | uint64(r.idx) }
 
 // newRequest takes a request from the free list (lock held).
 func (e *engine) newRequest(kind reqKind) *Request {
-	r := e.free.reqs.Get()
-	if r.e == nil { // new: it gets a slot in the table
-		r.idx = uint32(len(e.reqs))
+	r := e.free.reqs.Take()
+	if r == nil { // a new one takes a slot in the table
+		r = &Request{idx: uint32(len(e.reqs))}
 		e.reqs = append(e.reqs, r)
 	}
-	idx, gen := r.idx, r.gen+1
-	*r = Request{e: e, kind: kind, idx: idx, gen: gen}
+	*r = Request{e: e, kind: kind, idx: r.idx, gen: r.gen + 1}
 	return r
 }
 

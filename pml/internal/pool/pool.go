@@ -14,18 +14,28 @@ type Pool[T any] struct{ free []*T }
 
 // Get returns the most recently Put object, as it was Put (resetting is
 // the caller's business: what must survive a recycle differs per type),
-// or a new zero T when none is idle. A caller that must set up a new
-// object tells it from a recycled one by a field only set-up sets.
+// or a new zero T when none is idle.
 func (p *Pool[T]) Get() *T {
-	// No constructor hook and no clearing of the slot: either would cost
-	// Get its inlining on the eager path. The slot keeps its pointer until
-	// the next Put overwrites it, and an object in use is alive anyway.
-	if n := len(p.free); n > 0 {
-		x := p.free[n-1]
-		p.free = p.free[:n-1]
+	if x := p.Take(); x != nil {
 		return x
 	}
 	return new(T)
+}
+
+// Take is Get for a caller that sets up new objects itself (the engine
+// gives a new request a slot in its request table): it returns nil when
+// none is idle.
+func (p *Pool[T]) Take() (x *T) {
+	// No constructor hook, no clearing of the slot, and this exact shape:
+	// anything more and the engine's newRequest, which inlines Take, is no
+	// longer inlined itself, which costs the eager path two calls a
+	// message. The slot keeps its pointer until the next Put overwrites
+	// it; an object in use is alive anyway.
+	if n := len(p.free) - 1; n >= 0 {
+		x = p.free[n]
+		p.free = p.free[:n]
+	}
+	return x
 }
 
 // Put hands x back for a later Get. The caller must not use x again.

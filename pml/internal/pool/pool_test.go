@@ -41,6 +41,21 @@ func TestAnEmptyPoolMakesZeroObjects(t *testing.T) {
 	}
 }
 
+func TestTakeReturnsNilWhenNoneIsIdle(t *testing.T) {
+	var p Pool[obj]
+	if x := p.Take(); x != nil {
+		t.Fatalf("Take from an empty pool returned %p", x)
+	}
+	x := &obj{id: 5}
+	p.Put(x)
+	if y := p.Take(); y != x {
+		t.Fatalf("Take returned %p, want the object Put, %p", y, x)
+	}
+	if y := p.Take(); y != nil {
+		t.Fatalf("Take after taking everything returned %p", y)
+	}
+}
+
 func TestPoolAllocatesNothingOnceWarm(t *testing.T) {
 	var p Pool[obj]
 	p.Put(p.Get())
