@@ -11,10 +11,11 @@
 // elements, and removing an element that is not on the list is a no-op
 // (as with container/list).
 //
-// Every method is small enough to be inlined: a generic list that reached
-// its element's link through a method of a type parameter would call it
-// through the instantiation's dictionary, which costs about twice as much
-// on the eager path; a link that knows its element needs no such call.
+// Every method is small enough to be inlined. A generic list that reached
+// its element's link through a method of a type parameter would call that
+// method through the instantiation's dictionary, and neither inline it nor
+// be inlined (a push and a remove took twice as long in a micro-benchmark
+// with Go 1.26); a link that knows its element needs no such call.
 //
 // A List must not be copied once an element has been pushed: its links
 // point back at it. Nothing here is safe for concurrent use.
