@@ -18,11 +18,11 @@ func (c *Comm) barrier(deadline time.Duration) error {
 	n, me := c.Size(), c.Rank()
 	round := 0
 	for k := 1; k < n; k <<= 1 {
-		r, err := c.irecv(c.ctx+1, nil, (me-k+n)%n, round)
+		r, err := c.start(reqRecv, c.ctx+1, nil, (me-k+n)%n, round)
 		if err != nil {
 			return err
 		}
-		s, err := c.isend(c.ctx+1, nil, (me+k)%n, round)
+		s, err := c.start(reqSend, c.ctx+1, nil, (me+k)%n, round)
 		if err != nil {
 			return err
 		}
@@ -41,7 +41,7 @@ func (c *Comm) barrier(deadline time.Duration) error {
 
 // Bcast copies root's buf to every rank's buf (binomial tree).
 func (c *Comm) Bcast(buf []byte, root int) error {
-	if err := c.checkRank(root, false); err != nil {
+	if err := c.check(root, 0, false); err != nil {
 		return err
 	}
 	n := c.Size()
@@ -77,7 +77,7 @@ func (c *Comm) Alltoall(send, recv []byte, block int) error {
 	rs := c.coll.reqs[:0]
 	for i := 1; i < n; i++ {
 		src := (me - i + n) % n
-		r, err := c.irecv(c.ctx+1, recv[src*block:(src+1)*block], src, 1<<21)
+		r, err := c.start(reqRecv, c.ctx+1, recv[src*block:(src+1)*block], src, 1<<21)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func (c *Comm) Alltoall(send, recv []byte, block int) error {
 	}
 	for i := 1; i < n; i++ {
 		dst := (me + i) % n
-		r, err := c.isend(c.ctx+1, send[dst*block:(dst+1)*block], dst, 1<<21)
+		r, err := c.start(reqSend, c.ctx+1, send[dst*block:(dst+1)*block], dst, 1<<21)
 		if err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func (c *Comm) Alltoall(send, recv []byte, block int) error {
 }
 
 func (c *Comm) sendOn(ctx uint32, buf []byte, dest, tag int) error {
-	r, err := c.isend(ctx, buf, dest, tag)
+	r, err := c.start(reqSend, ctx, buf, dest, tag)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (c *Comm) sendOn(ctx uint32, buf []byte, dest, tag int) error {
 }
 
 func (c *Comm) recvOn(ctx uint32, buf []byte, src, tag int) (Status, error) {
-	r, err := c.irecv(ctx, buf, src, tag)
+	r, err := c.start(reqRecv, ctx, buf, src, tag)
 	if err != nil {
 		return Status{}, err
 	}

@@ -31,36 +31,39 @@ func (c *Comm) Size() int { return c.e.size }
 // Metrics returns the registry the engine and its modules count into.
 func (c *Comm) Metrics() *core.Metrics { return c.e.opts.Metrics }
 
-func (c *Comm) checkRank(r int, wild bool) error {
-	if r >= 0 && r < c.e.size || wild && r == AnySource {
-		return nil
+// check validates the peer rank and tag of a call; wild admits AnySource
+// and AnyTag (receives and probes).
+func (c *Comm) check(rank, tag int, wild bool) error {
+	if !(rank >= 0 && rank < c.e.size || wild && rank == AnySource) {
+		return fmt.Errorf("pml: rank %d outside a job of %d: %w", rank, c.e.size, ErrInvalid)
 	}
-	return fmt.Errorf("pml: rank %d outside a job of %d: %w", r, c.e.size, ErrInvalid)
-}
-
-func checkTag(t int, wild bool) error {
-	if t >= 0 && t <= 1<<31-1 || wild && t == AnyTag {
-		return nil
+	if !(tag >= 0 && tag <= 1<<31-1 || wild && tag == AnyTag) {
+		return fmt.Errorf("pml: tag %d: tags are 0..2^31-1: %w", tag, ErrInvalid)
 	}
-	return fmt.Errorf("pml: tag %d: tags are 0..2^31-1: %w", t, ErrInvalid)
+	return nil
 }
 
 // Isend starts sending buf to dest with tag. buf must not change until the
 // request completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
-	return c.isend(c.ctx, buf, dest, tag)
+	return c.start(reqSend, c.ctx, buf, dest, tag)
 }
 
-func (c *Comm) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
-	if err := c.checkRank(dest, false); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, false); err != nil {
+// start checks a call's arguments and then, under the engine lock, starts
+// a send or posts a receive on context ctx.
+func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Request, error) {
+	if err := c.check(peer, tag, kind == reqRecv); err != nil {
 		return nil, err
 	}
 	e := c.e
 	e.mu.Lock()
-	r, err := e.isend(ctx, buf, dest, tag)
+	var r *Request
+	var err error
+	if kind == reqSend {
+		r, err = e.isend(ctx, buf, peer, tag)
+	} else {
+		r, err = e.irecv(ctx, buf, peer, tag)
+	}
 	e.mu.Unlock()
 	return r, err
 }
@@ -97,21 +100,7 @@ func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) 
 // Irecv starts receiving into buf a message from source (or AnySource)
 // with tag (or AnyTag).
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
-	return c.irecv(c.ctx, buf, source, tag)
-}
-
-func (c *Comm) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) {
-	if err := c.checkRank(source, true); err != nil {
-		return nil, err
-	}
-	if err := checkTag(tag, true); err != nil {
-		return nil, err
-	}
-	e := c.e
-	e.mu.Lock()
-	r, err := e.irecv(ctx, buf, source, tag)
-	e.mu.Unlock()
-	return r, err
+	return c.start(reqRecv, c.ctx, buf, source, tag)
 }
 
 // irecv posts a receive (lock held).
@@ -125,7 +114,7 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 	e.pendingRecvs++
 	cx := e.context(ctx)
 	if u := cx.matchUnexpected(source, tag); u != nil {
-		cx.unexpected.remove(u)
+		cx.unexpected.Remove(&u.link)
 		e.recvUnexpected(r, u)
 		return r, nil
 	}
@@ -133,8 +122,7 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 		e.complete(r, e.peers[source].lost)
 		return r, nil
 	}
-	cx.posted.push(r)
-	r.posted = true
+	cx.posted.PushBack(&r.link, r)
 	if e.async != nil {
 		e.async.arm()
 	}
@@ -143,10 +131,7 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 
 // Send sends buf to dest and returns when buf may be reused.
 func (c *Comm) Send(buf []byte, dest, tag int) error {
-	if err := c.checkRank(dest, false); err != nil {
-		return err
-	}
-	if err := checkTag(tag, false); err != nil {
+	if err := c.check(dest, tag, false); err != nil {
 		return err
 	}
 	e := c.e
@@ -168,10 +153,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 
 // Recv receives a message into buf.
 func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
-	if err := c.checkRank(source, true); err != nil {
-		return Status{}, err
-	}
-	if err := checkTag(tag, true); err != nil {
+	if err := c.check(source, tag, true); err != nil {
 		return Status{}, err
 	}
 	e := c.e
@@ -332,10 +314,7 @@ func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
 // Iprobe reports whether a message from source with tag can be received,
 // without receiving it. Count is the message's full length.
 func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
-	if err := c.checkRank(source, true); err != nil {
-		return false, Status{}, err
-	}
-	if err := checkTag(tag, true); err != nil {
+	if err := c.check(source, tag, true); err != nil {
 		return false, Status{}, err
 	}
 	e := c.e
@@ -382,9 +361,8 @@ func (c *Comm) Cancel(r *Request) error {
 	if r.kind == reqSend {
 		return fmt.Errorf("pml: cancel of a send: %w", core.ErrNotSupported)
 	}
-	if r.posted {
-		e.context(r.ctx).posted.remove(r)
-		r.posted = false
+	if r.posted() {
+		e.context(r.ctx).posted.Remove(&r.link)
 		e.complete(r, fmt.Errorf("pml: receive from %d tag %d: %w", r.peer, r.tag, core.ErrCanceled))
 	}
 	return nil

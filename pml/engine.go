@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
+	"github.com/gobtl/gobtl/pml/internal/pool"
 )
 
 // Options configure the protocol engine. The zero value is usable.
@@ -147,10 +149,10 @@ type sub struct {
 	inline   int // effective rendezvous inline limit
 	maxRDMA  int64
 
-	out        frameQueue  // frames that met ErrNoResources, in order
-	readTokens int         // RDMA reads that may still be issued
-	readQ      stripeQueue // reads waiting for a token (FIFO)
-	rdmaQ      stripeQueue // puts and gets that met ErrNoResources
+	out        list.List[outFrame] // frames that met ErrNoResources, in order
+	readTokens int                 // RDMA reads that may still be issued
+	readQ      list.List[stripe]   // reads waiting for a token (FIFO)
+	rdmaQ      list.List[stripe]   // puts and gets that met ErrNoResources
 }
 
 // peer is the virtual channel to one rank: its subchannels, the PSN it
@@ -189,17 +191,24 @@ type engine struct {
 	// in the same order (Dup is collective), so ids agree without talking.
 	nextCtx uint32
 
-	reqs       []*Request
-	freeReqs   []*Request
-	freeUnexp  []*unexpected
-	freeFrames []*outFrame
-	freeStrips []*stripe
-	freeRDMA   []*rdmaState
-	bufs       bufPool
-	scratch    [1024]byte
+	// reqs is the request table: a peer names a request by its index
+	// and generation (Request.id).
+	reqs []*Request
+	// free recycles what a message needs, so that it allocates nothing
+	// in steady state.
+	free struct {
+		reqs    pool.Pool[Request]
+		unexp   pool.Pool[unexpected]
+		frames  pool.Pool[outFrame]
+		stripes pool.Pool[stripe]
+		rdma    pool.Pool[rdmaState]
+		ooo     pool.Pool[oooFrame]
+	}
+	bufs    pool.Bytes // copies of unexpected and out-of-order frames
+	scratch [1024]byte
 
-	pendingWork  int // frames, stripes and pumps waiting on resources
-	pumps        *Request
+	pendingWork  int                // frames, stripes and pumps waiting on resources
+	pumps        list.List[Request] // pipelined sends with fragments to go
 	pendingRecvs int
 	async        *asyncProgress
 	closed       bool
@@ -412,23 +421,18 @@ func (e *engine) failPeer(p *peer, err error) {
 		if d, ok := s.mod.m.(core.Disconnecter); ok {
 			d.Disconnect(p.rank, err)
 		}
-		for f := s.out.head; f != nil; {
-			next := f.next
-			e.dropFrame(f)
-			f = next
+		for f := s.out.PopFront(); f != nil; f = s.out.PopFront() {
+			e.frameDone(f, false)
 		}
-		s.out = frameQueue{}
-		for st := s.readQ.pop(); st != nil; st = s.readQ.pop() {
-			e.pendingWork--
-			e.stripeDone(st, err)
-		}
-		for st := s.rdmaQ.pop(); st != nil; st = s.rdmaQ.pop() {
-			e.pendingWork--
-			e.stripeDone(st, err)
+		for _, q := range []*list.List[stripe]{&s.readQ, &s.rdmaQ} {
+			for st := q.PopFront(); st != nil; st = q.PopFront() {
+				e.pendingWork--
+				e.stripeDone(st, err)
+			}
 		}
 	}
-	for _, o := range p.ooo {
-		e.bufs.put(o.data)
+	for _, f := range p.ooo {
+		e.freeOOO(f)
 	}
 	p.ooo = nil
 	for _, r := range e.reqs {
@@ -437,8 +441,8 @@ func (e *engine) failPeer(p *peer, err error) {
 		}
 		switch {
 		case r.kind == reqSend && r.peer == p.rank,
-			r.kind == reqRecv && r.posted && (r.peer == p.rank || r.peer == AnySource),
-			r.kind == reqRecv && !r.posted && r.src == p.rank:
+			r.posted() && (r.peer == p.rank || r.peer == AnySource),
+			r.kind == reqRecv && !r.posted() && r.src == p.rank:
 			e.failRequest(r, err)
 		}
 	}
@@ -446,9 +450,8 @@ func (e *engine) failPeer(p *peer, err error) {
 
 // failRequest completes r with err and unhooks it from queues.
 func (e *engine) failRequest(r *Request, err error) {
-	if r.posted {
-		e.context(r.ctx).posted.remove(r)
-		r.posted = false
+	if r.posted() {
+		e.context(r.ctx).posted.Remove(&r.link)
 	}
 	e.complete(r, err)
 }

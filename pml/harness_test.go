@@ -1,6 +1,8 @@
 package pml
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	mrand "math/rand/v2"
@@ -125,6 +127,53 @@ func pattern(b []byte, seed int) []byte {
 	return b
 }
 
+// sendPattern is a rank function for world.run: rank 0 sends size bytes
+// of pattern seed to rank 1, which checks them.
+func sendPattern(size, seed int) func(c *Comm) error {
+	return func(c *Comm) error {
+		buf := make([]byte, size)
+		if c.Rank() == 0 {
+			return c.Send(pattern(buf, seed), 1, 0)
+		}
+		_, err := c.Recv(buf, 0, 0)
+		if err == nil && !bytes.Equal(buf, pattern(make([]byte, size), seed)) {
+			err = errors.New("wrong data")
+		}
+		return err
+	}
+}
+
+// exchange has the two ranks of a world send each other a message of
+// every size in sizes, all at once, each receive posted before the send,
+// and checks that every message arrives intact and in order.
+func exchange(c *Comm, sizes []int) error {
+	peer := 1 - c.Rank()
+	var reqs []*Request
+	var bufs [][]byte
+	for i, n := range sizes {
+		b := make([]byte, n)
+		r, err := c.Irecv(b, peer, 1)
+		if err != nil {
+			return err
+		}
+		reqs, bufs = append(reqs, r), append(bufs, b)
+		s, err := c.Isend(pattern(make([]byte, n), i*10+c.Rank()), peer, 1)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, s)
+	}
+	if err := c.Waitall(reqs); err != nil {
+		return err
+	}
+	for i, n := range sizes {
+		if !bytes.Equal(bufs[i], pattern(make([]byte, n), i*10+peer)) {
+			return fmt.Errorf("message %d (%d bytes) corrupted or out of order", i, n)
+		}
+	}
+	return nil
+}
+
 func checksum(b []byte) uint32 { return crc32.ChecksumIEEE(b) }
 
 func newRand(seed int64) *mrand.Rand { return mrand.New(mrand.NewPCG(uint64(seed), 7)) }
@@ -140,13 +189,13 @@ func (c *Comm) dump() string {
 	for _, r := range e.reqs {
 		if !r.done && r.gen != 0 {
 			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d rdma %v refs %d posted %v remote %x\n",
-				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted, r.remote)
+				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted(), r.remote)
 		}
 	}
 	for _, p := range e.peers {
 		s += fmt.Sprintf("  peer %d psn %d esn %d ooo %d lost %v\n", p.rank, p.psn, p.esn, len(p.ooo), p.lost)
 		for _, sb := range p.subs {
-			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, sb.out.head != nil, sb.readTokens, sb.readQ.head != nil, sb.rdmaQ.head != nil)
+			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, !sb.out.Empty(), sb.readTokens, !sb.readQ.Empty(), !sb.rdmaQ.Empty())
 		}
 	}
 	return s

@@ -2,6 +2,7 @@ package pml
 
 import (
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
 )
 
 // maxContexts bounds context ids; a frame naming a larger one is bad.
@@ -13,8 +14,8 @@ const maxContexts = 1 << 16
 // matches it — MPI's non-overtaking rule, given that messages reach
 // matching in PSN order per peer.
 type context struct {
-	posted     reqList
-	unexpected unexpList
+	posted     list.List[Request]
+	unexpected list.List[unexpected]
 }
 
 // unexpected is a message that arrived before a receive matched it: a
@@ -26,34 +27,7 @@ type unexpected struct {
 	total int    // message length
 	data  []byte // the eager payload or the START payload, copied
 	hdr   core.Header
-	next  *unexpected
-	prev  *unexpected
-}
-
-type unexpList struct{ head, tail *unexpected }
-
-func (l *unexpList) push(u *unexpected) {
-	u.next, u.prev = nil, l.tail
-	if l.tail != nil {
-		l.tail.next = u
-	} else {
-		l.head = u
-	}
-	l.tail = u
-}
-
-func (l *unexpList) remove(u *unexpected) {
-	if u.prev != nil {
-		u.prev.next = u.next
-	} else {
-		l.head = u.next
-	}
-	if u.next != nil {
-		u.next.prev = u.prev
-	} else {
-		l.tail = u.prev
-	}
-	u.next, u.prev = nil, nil
+	link  list.Link[unexpected]
 }
 
 func matches(wantSrc, wantTag, src, tag int) bool {
@@ -80,8 +54,8 @@ func (e *engine) context(id uint32) *context {
 }
 
 func (c *context) matchPosted(src, tag int) *Request {
-	for r := c.posted.head; r != nil; r = r.next {
-		if matches(r.peer, r.tag, src, tag) {
+	for k := c.posted.Front(); k != nil; k = k.Next() {
+		if r := k.Value(); matches(r.peer, r.tag, src, tag) {
 			return r
 		}
 	}
@@ -89,8 +63,8 @@ func (c *context) matchPosted(src, tag int) *Request {
 }
 
 func (c *context) matchUnexpected(src, tag int) *unexpected {
-	for u := c.unexpected.head; u != nil; u = u.next {
-		if matches(src, tag, u.src, u.tag) {
+	for k := c.unexpected.Front(); k != nil; k = k.Next() {
+		if u := k.Value(); matches(src, tag, u.src, u.tag) {
 			return u
 		}
 	}
@@ -99,54 +73,15 @@ func (c *context) matchUnexpected(src, tag int) *unexpected {
 
 // newUnexpected copies a frame into an unexpected entry (lock held).
 func (e *engine) newUnexpected(h *core.Header, payload []byte) *unexpected {
-	var u *unexpected
-	if n := len(e.freeUnexp); n > 0 {
-		u = e.freeUnexp[n-1]
-		e.freeUnexp = e.freeUnexp[:n-1]
-	} else {
-		u = &unexpected{}
-	}
+	u := e.free.unexp.Get()
 	u.src, u.tag, u.kind, u.hdr = int(h.Src), int(h.Tag), h.Type, *h
-	u.data = e.bufs.get(len(payload))
+	u.data = e.bufs.Get(len(payload))
 	copy(u.data, payload)
 	return u
 }
 
 func (e *engine) freeUnexpected(u *unexpected) {
-	e.bufs.put(u.data)
+	e.bufs.Put(u.data)
 	u.data = nil
-	e.freeUnexp = append(e.freeUnexp, u)
-}
-
-// bufPool recycles byte slices by power-of-two size class so that
-// unexpected and out-of-order frames cost no allocation in steady state.
-type bufPool struct{ classes [40][][]byte }
-
-func sizeClass(n int) int {
-	c := 0
-	for (1 << c) < n {
-		c++
-	}
-	return c
-}
-
-func (p *bufPool) get(n int) []byte {
-	c := sizeClass(n)
-	if l := len(p.classes[c]); l > 0 {
-		b := p.classes[c][l-1]
-		p.classes[c] = p.classes[c][:l-1]
-		return b[:n]
-	}
-	return make([]byte, n, 1<<c)
-}
-
-func (p *bufPool) put(b []byte) {
-	if b == nil {
-		return
-	}
-	c := sizeClass(cap(b))
-	if 1<<c != cap(b) || len(p.classes[c]) >= 64 {
-		return
-	}
-	p.classes[c] = append(p.classes[c], b[:0])
+	e.free.unexp.Put(u)
 }

@@ -1,7 +1,6 @@
 package pml
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -51,30 +50,10 @@ func TestMultirailRandomMixes(t *testing.T) {
 		}
 		sizes := rapid.SliceOfN(rapid.SampledFrom([]int{0, 7, 4096, 5000, 40 << 10, 300 << 10, 1 << 20}), 1, 20).Draw(rt, "sizes")
 		w.run(rt, func(c *Comm) error {
-			peer := 1 - c.Rank()
-			var reqs []*Request
-			var bufs [][]byte
-			for i, n := range sizes {
-				b := make([]byte, n)
-				r, err := c.Irecv(b, peer, 0)
-				if err != nil {
-					return err
-				}
-				reqs, bufs = append(reqs, r), append(bufs, b)
-				s, err := c.Isend(pattern(make([]byte, n), 7*i+c.Rank()), peer, 0)
-				if err != nil {
-					return err
-				}
-				reqs = append(reqs, s)
-			}
-			if err := c.Waitall(reqs); err != nil {
+			if err := exchange(c, sizes); err != nil {
 				return err
 			}
-			for i, n := range sizes {
-				if !bytes.Equal(bufs[i], pattern(make([]byte, n), 7*i+peer)) {
-					return fmt.Errorf("message %d (%d B) wrong", i, n)
-				}
-			}
+			peer := 1 - c.Rank()
 			ws := c.Weights(peer)
 			var sum float64
 			for _, v := range ws {
@@ -105,17 +84,7 @@ func TestMultirailRandomMixes(t *testing.T) {
 
 func TestStripingUsesEverySubchannel(t *testing.T) {
 	w := newWorld(t, 2, []inproc.RailOptions{{}, {}, {}}, Options{}, func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "even_striping", nil) })
-	w.run(t, func(c *Comm) error {
-		buf := make([]byte, 3<<20)
-		if c.Rank() == 0 {
-			return c.Send(pattern(buf, 1), 1, 0)
-		}
-		_, err := c.Recv(buf, 0, 0)
-		if err == nil && !bytes.Equal(buf, pattern(make([]byte, len(buf)), 1)) {
-			err = errors.New("wrong data")
-		}
-		return err
-	})
+	w.run(t, sendPattern(3<<20, 1))
 	if n := w.comms[1].Metrics().Counter("pml.stripes").Load(); n != 3 {
 		t.Fatalf("receiver issued %d stripes for a 3 MiB message over 3 rails, want 3", n)
 	}
@@ -200,17 +169,7 @@ func TestATinyWeightStillGetsTheMinimumStripe(t *testing.T) {
 			w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{RndvEagerLimit: -1}, func(_ int, o *Options) {
 				o.Scheduler = schedPolicy(t, "weighted_striping", map[string]string{"weights": "99,1", "stripe_threshold": "16KiB", "min_stripe": "16KiB"})
 			})
-			w.run(t, func(c *Comm) error {
-				buf := make([]byte, tc.size)
-				if c.Rank() == 0 {
-					return c.Send(pattern(buf, 3), 1, 0)
-				}
-				_, err := c.Recv(buf, 0, 0)
-				if err == nil && !bytes.Equal(buf, pattern(make([]byte, len(buf)), 3)) {
-					err = errors.New("wrong data")
-				}
-				return err
-			})
+			w.run(t, sendPattern(tc.size, 3))
 			if n := w.comms[1].Metrics().Counter("pml.stripes").Load(); n != int64(tc.stripes) {
 				t.Fatalf("%d bytes weighted 99:1 with a 16 KiB minimum: %d stripes, want %d", tc.size, n, tc.stripes)
 			}
@@ -278,22 +237,3 @@ type fakeRDMA struct{}
 
 func (fakeRDMA) Put(*core.RDMAOp) error { return nil }
 func (fakeRDMA) Get(*core.RDMAOp) error { return nil }
-
-// A configured scheduling policy costs the eager path no allocation.
-func TestEagerZeroAllocsWithAScheduler(t *testing.T) {
-	w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{}, func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "round_robin", nil) })
-	a, b := w.comms[0], w.comms[1]
-	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
-	step := func() {
-		r, _ := b.Irecv(rbuf, 0, 1)
-		s, _ := a.Isend(sbuf, 1, 1)
-		a.Wait(s)
-		b.Wait(r)
-	}
-	for i := 0; i < 100; i++ {
-		step()
-	}
-	if n := testing.AllocsPerRun(1000, step); n != 0 {
-		t.Fatalf("eager send+receive with a scheduler allocates %.1f times", n)
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
 )
 
 // Work that a module could not take at once (core.ErrNoResources) waits
@@ -20,31 +21,7 @@ type outFrame struct {
 	data  []byte
 	flags core.SendFlags
 	req   *Request // an eager send that completes when the frame leaves
-	next  *outFrame
-}
-
-type frameQueue struct{ head, tail *outFrame }
-
-func (q *frameQueue) push(f *outFrame) {
-	f.next = nil
-	if q.tail != nil {
-		q.tail.next = f
-	} else {
-		q.head = f
-	}
-	q.tail = f
-}
-
-func (q *frameQueue) pop() *outFrame {
-	f := q.head
-	if f != nil {
-		q.head = f.next
-		if q.head == nil {
-			q.tail = nil
-		}
-		f.next = nil
-	}
-	return f
+	link  list.Link[outFrame]
 }
 
 // sendFrame sends a frame on s, or queues it behind earlier frames waiting
@@ -52,7 +29,7 @@ func (q *frameQueue) pop() *outFrame {
 // returns false only if the peer failed.
 func (e *engine) sendFrame(p *peer, s *sub, h core.Header, pre, data []byte, flags core.SendFlags, req *Request) bool {
 	h.Src = int32(e.rank)
-	if s.out.head == nil {
+	if s.out.Empty() {
 		err := s.ep.Send(h, pre, data, flags)
 		if err == nil {
 			if req != nil {
@@ -66,35 +43,32 @@ func (e *engine) sendFrame(p *peer, s *sub, h core.Header, pre, data []byte, fla
 		}
 		e.m.retries.Inc()
 	}
-	f := e.newFrame()
+	f := e.free.frames.Get()
 	f.sub, f.h, f.data, f.flags, f.req = s, h, data, flags, req
 	f.npre = copy(f.pre[:], pre)
 	if req != nil {
 		req.refs++
 	}
-	s.out.push(f)
+	s.out.PushBack(&f.link, f)
 	e.pendingWork++
 	return true
 }
 
-func (e *engine) newFrame() *outFrame {
-	if n := len(e.freeFrames); n > 0 {
-		f := e.freeFrames[n-1]
-		e.freeFrames = e.freeFrames[:n-1]
-		return f
-	}
-	return new(outFrame)
-}
-
-// dropFrame discards a queued frame of a failed peer.
-func (e *engine) dropFrame(f *outFrame) {
+// frameDone recycles a frame taken off its queue: it has left (sent), and
+// the eager send waiting on it completes, or it never will (a failed
+// peer, whose requests failPeer fails).
+func (e *engine) frameDone(f *outFrame, sent bool) {
 	e.pendingWork--
 	if r := f.req; r != nil {
 		r.refs--
-		e.maybeRecycle(r)
+		if sent {
+			e.complete(r, nil)
+		} else {
+			e.maybeRecycle(r)
+		}
 	}
 	f.req, f.data = nil, nil
-	e.freeFrames = append(e.freeFrames, f)
+	e.free.frames.Put(f)
 }
 
 // stripe is one RDMA operation of a rendezvous. It is its own completion
@@ -106,7 +80,7 @@ type stripe struct {
 	peer *peer
 	sub  *sub
 	get  bool
-	next *stripe
+	link list.Link[stripe] // on a subchannel's readQ or rdmaQ
 }
 
 // RDMADone implements core.Completer; it runs inside a module's Progress
@@ -120,72 +94,68 @@ func (st *stripe) RDMADone(_ *core.RDMAOp, err error) {
 	st.e.stripeDone(st, err)
 }
 
-type stripeQueue struct{ head, tail *stripe }
-
-func (q *stripeQueue) push(s *stripe) {
-	s.next = nil
-	if q.tail != nil {
-		q.tail.next = s
-	} else {
-		q.head = s
-	}
-	q.tail = s
-}
-
-func (q *stripeQueue) pop() *stripe {
-	s := q.head
-	if s != nil {
-		q.head = s.next
-		if q.head == nil {
-			q.tail = nil
-		}
-		s.next = nil
-	}
-	return s
-}
-
-func (e *engine) newStripe() *stripe {
-	if n := len(e.freeStrips); n > 0 {
-		s := e.freeStrips[n-1]
-		e.freeStrips = e.freeStrips[:n-1]
-		return s
-	}
-	return &stripe{e: e}
-}
-
 // issue hands a stripe to its subchannel, honouring the read token bucket:
 // reads queue in FIFO order while no token is free, and queued reads go
 // before new ones (seed 004 §4.2).
 func (e *engine) issue(st *stripe) {
 	s := st.sub
-	if st.get {
-		if s.readTokens == 0 || s.readQ.head != nil {
-			s.readQ.push(st)
-			e.pendingWork++
-			return
-		}
-		s.readTokens--
-	}
-	e.handOff(st)
-	var err error
-	if st.get {
-		err = s.rdma.Get(&st.op)
-	} else {
-		err = s.rdma.Put(&st.op)
-	}
-	if err == nil {
-		return
-	}
-	if st.get {
-		s.readTokens++
-	}
-	if errors.Is(err, core.ErrNoResources) {
-		e.m.retries.Inc()
-		s.rdmaQ.push(st)
+	if st.get && (s.readTokens == 0 || !s.readQ.Empty()) {
+		s.readQ.PushBack(&st.link, st)
 		e.pendingWork++
 		return
 	}
-	e.stripeDone(st, err)
+	err := e.start(st)
+	if errors.Is(err, core.ErrNoResources) {
+		e.m.retries.Inc()
+		s.rdmaQ.PushBack(&st.link, st)
+		e.pendingWork++
+	} else if err != nil {
+		e.stripeDone(st, err)
+	}
+}
+
+// start is the one place a stripe reaches the device: a get takes a read
+// token (the caller has seen one free), which a refused get gives back.
+func (e *engine) start(st *stripe) error {
+	s := st.sub
+	e.handOff(st)
+	if !st.get {
+		return s.rdma.Put(&st.op)
+	}
+	s.readTokens--
+	err := s.rdma.Get(&st.op)
+	if err != nil {
+		s.readTokens++
+	}
+	return err
+}
+
+// reissue starts the stripes queued on q, one of s's queues, in order
+// until the device refuses one, which keeps its place at the front, or a
+// read finds no token. It returns how many it started or failed.
+func (e *engine) reissue(s *sub, q *list.List[stripe]) int {
+	n := 0
+	for k := q.Front(); k != nil; k = q.Front() {
+		st := k.Value()
+		if st.get && s.readTokens == 0 {
+			break
+		}
+		// Off the queue while the module has it: a failPeer that runs
+		// inside the call drains the queues and must not see it.
+		q.Remove(k)
+		e.pendingWork--
+		err := e.start(st)
+		if errors.Is(err, core.ErrNoResources) {
+			q.PushFront(&st.link, st)
+			e.pendingWork++
+			break
+		}
+		if err != nil {
+			e.stripeDone(st, err)
+		}
+		n++
+	}
+	return n
 }
 
 // retry resends queued frames, reissues queued RDMA and pumps pipelines.
@@ -196,86 +166,29 @@ func (e *engine) retry() int {
 			continue
 		}
 		for _, s := range p.subs {
-			for f := s.out.head; f != nil; f = s.out.head {
+			for k := s.out.Front(); k != nil; k = s.out.Front() {
+				f := k.Value()
 				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags)
 				if errors.Is(err, core.ErrNoResources) {
 					break
 				}
-				s.out.pop()
+				s.out.Remove(k)
 				n++
+				e.frameDone(f, err == nil)
 				if err != nil {
-					e.dropFrame(f)
 					e.failPeer(p, err)
 					break
 				}
-				e.pendingWork--
-				if r := f.req; r != nil {
-					r.refs--
-					e.complete(r, nil)
-				}
-				f.req, f.data = nil, nil
-				e.freeFrames = append(e.freeFrames, f)
 			}
 			if p.lost != nil {
 				break
 			}
-			for s.readQ.head != nil && s.readTokens > 0 {
-				st := s.readQ.pop()
-				e.pendingWork--
-				s.readTokens--
-				e.handOff(st)
-				if err := s.rdma.Get(&st.op); err != nil {
-					s.readTokens++
-					if errors.Is(err, core.ErrNoResources) {
-						s.readQ.pushFront(st)
-						e.pendingWork++
-						break
-					}
-					e.stripeDone(st, err)
-				}
-				n++
-			}
-			for st := s.rdmaQ.head; st != nil; st = s.rdmaQ.head {
-				if st.get && s.readTokens == 0 {
-					break
-				}
-				s.rdmaQ.pop()
-				e.pendingWork--
-				if st.get {
-					s.readTokens--
-				}
-				e.handOff(st)
-				var err error
-				if st.get {
-					err = s.rdma.Get(&st.op)
-				} else {
-					err = s.rdma.Put(&st.op)
-				}
-				if err != nil {
-					if st.get {
-						s.readTokens++
-					}
-					if errors.Is(err, core.ErrNoResources) {
-						s.rdmaQ.pushFront(st)
-						e.pendingWork++
-						break
-					}
-					e.stripeDone(st, err)
-				}
-				n++
-			}
+			n += e.reissue(s, &s.readQ)
+			n += e.reissue(s, &s.rdmaQ)
 		}
 	}
 	n += e.pump()
 	return n
-}
-
-func (q *stripeQueue) pushFront(s *stripe) {
-	s.next = q.head
-	q.head = s
-	if q.tail == nil {
-		q.tail = s
-	}
 }
 
 // handOff notes when a subchannel's first stripe of a message reaches the

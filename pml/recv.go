@@ -37,26 +37,33 @@ func (e *engine) onMatchable(h *core.Header, payload []byte) {
 		p.ooo = p.ooo[:len(p.ooo)-1]
 		e.deliver(&f.h, f.data)
 		p.esn++
-		e.bufs.put(f.data)
+		e.freeOOO(f)
 	}
 }
 
 func (e *engine) stashOOO(p *peer, h *core.Header, payload []byte) {
 	e.m.ooo.Inc()
-	f := &oooFrame{h: *h, data: e.bufs.get(len(payload))}
+	f := e.free.ooo.Get()
+	f.h, f.data = *h, e.bufs.Get(len(payload))
 	copy(f.data, payload)
 	i := len(p.ooo)
 	for i > 0 && seqBefore(h.PSN, p.ooo[i-1].h.PSN) {
 		i--
 	}
 	if i > 0 && p.ooo[i-1].h.PSN == h.PSN {
-		e.bufs.put(f.data)
+		e.freeOOO(f)
 		e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), "duplicate sequence number"))
 		return
 	}
 	p.ooo = append(p.ooo, nil)
 	copy(p.ooo[i+1:], p.ooo[i:])
 	p.ooo[i] = f
+}
+
+func (e *engine) freeOOO(f *oooFrame) {
+	e.bufs.Put(f.data)
+	f.data = nil
+	e.free.ooo.Put(f)
 }
 
 // deliver matches an in-order EAGER or START against the posted receives
@@ -82,11 +89,10 @@ func (e *engine) deliver(h *core.Header, payload []byte) {
 		if h.Type == core.TypeRndvStart {
 			u.total = int(st.total)
 		}
-		c.unexpected.push(u)
+		c.unexpected.PushBack(&u.link, u)
 		return
 	}
-	c.posted.remove(r)
-	r.posted = false
+	c.posted.Remove(&r.link)
 	if h.Type == core.TypeEager {
 		e.recvEager(r, h, payload)
 	} else {

@@ -153,14 +153,9 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 	switch m.proto {
 	case ProtoRead, ProtoReadAsync:
 		var keys [maxSubchannels]core.MemKey
-		var have uint8
-		for i := 0; i < m.nkeys; i++ {
-			k := m.keys[i]
-			if k.sub >= len(p.subs) {
-				e.badFrame(h.Src, badFrame(h.Src, "start.key", uint64(k.sub), "no such subchannel"))
-				return
-			}
-			keys[k.sub], have = k.key, have|1<<k.sub
+		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "start.key", &keys)
+		if !ok {
+			return
 		}
 		e.rdmaData(r, p, core.CapGet, &keys, have, m.proto == ProtoReadAsync)
 	case ProtoWrite:
@@ -180,6 +175,22 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), nil)
 		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
 	}
+}
+
+// peerKeys files the memory keys p sent (in the frame field named field)
+// by subchannel and returns which subchannels have one. A key for a
+// subchannel this rank does not have is a bad frame: it fails p and
+// reports false.
+func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubchannels]core.MemKey) (have uint8, ok bool) {
+	for _, k := range refs {
+		if k.sub >= len(p.subs) {
+			src := int32(p.rank)
+			e.badFrame(src, badFrame(src, field, uint64(k.sub), "no such subchannel"))
+			return 0, false
+		}
+		keys[k.sub], have = k.key, have|1<<k.sub
+	}
+	return have, true
 }
 
 func (e *engine) finishRecv(r *Request, err error) {
@@ -238,8 +249,8 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		}
 		for off := sp.off; off < sp.off+sp.len; off += chunk {
 			l := min(chunk, sp.off+sp.len-off)
-			st := e.newStripe()
-			st.req, st.peer, st.sub, st.get = r, p, sp.sub, want == core.CapGet
+			st := e.free.stripes.Get()
+			st.e, st.req, st.peer, st.sub, st.get = e, r, p, sp.sub, want == core.CapGet
 			st.op = core.RDMAOp{Local: r.buf[off : off+l], Region: rg, Remote: keys[sp.sub.idx], Offset: uint64(off), Solicited: solicited, Done: st}
 			e.m.stripes.Inc()
 			if err != nil {
@@ -267,7 +278,7 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	x.stripes--
 	r.refs--
 	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
-	e.freeStrips = append(e.freeStrips, st)
+	e.free.stripes.Put(st)
 	if x.stripes > 0 {
 		return
 	}
@@ -305,6 +316,16 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	e.complete(r, nil)
 }
 
+// unknownRequest handles a control frame from p naming no request that
+// waits for it: a bad frame, unless p is already lost, when it is one
+// still in flight for a request failPeer has failed.
+func (e *engine) unknownRequest(p *peer, field string, id uint64, why string) {
+	if p.lost == nil {
+		src := int32(p.rank)
+		e.badFrame(src, badFrame(src, field, id, why))
+	}
+}
+
 func (e *engine) onReply(h *core.Header, payload []byte) {
 	var m replyMsg
 	if err := m.decode(h.Src, payload); err != nil {
@@ -314,9 +335,7 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 	p := e.peers[h.Src]
 	r := e.lookup(m.sreq, reqSend)
 	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
-		if p.lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, "no rendezvous waits for this reply"))
-		}
+		e.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
 		return
 	}
 	if m.accept > uint64(r.total) || m.accept <= uint64(r.got) {
@@ -327,14 +346,9 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 	switch r.proto {
 	case ProtoWrite:
 		var keys [maxSubchannels]core.MemKey
-		var have uint8
-		for i := 0; i < m.nkeys; i++ {
-			k := m.keys[i]
-			if k.sub >= len(p.subs) {
-				e.badFrame(h.Src, badFrame(h.Src, "reply.key", uint64(k.sub), "no such subchannel"))
-				return
-			}
-			keys[k.sub], have = k.key, have|1<<k.sub
+		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "reply.key", &keys)
+		if !ok {
+			return
 		}
 		e.rdmaData(r, p, core.CapPut, &keys, have, false)
 	case ProtoPipeline:
@@ -364,9 +378,7 @@ func (e *engine) onFin(h *core.Header, payload []byte) {
 	}
 	r := e.lookup(m.req, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoWrite {
-		if p.lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "fin.request", m.req, "no rendezvous waits for this FIN"))
-		}
+		e.unknownRequest(p, "fin.request", m.req, "no rendezvous waits for this FIN")
 		return
 	}
 	if m.status != finOK {
@@ -393,9 +405,7 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	data := payload[fragFixed:]
 	r := e.lookup(rreq, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
-		if e.peers[h.Src].lost == nil {
-			e.badFrame(h.Src, badFrame(h.Src, "frag.request", rreq, "no pipeline waits for this fragment"))
-		}
+		e.unknownRequest(e.peers[h.Src], "frag.request", rreq, "no pipeline waits for this fragment")
 		return
 	}
 	if off+uint64(len(data)) > uint64(r.accept) {
@@ -409,11 +419,13 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	}
 }
 
-// startPump begins sending a pipeline's fragments.
+// startPump begins sending a pipeline's fragments. The pump list holds a
+// reference to r like a queued frame does: failPeer may complete r while
+// it waits there, and the user release it, and it must not be recycled
+// before pump lets go of it.
 func (e *engine) startPump(r *Request) {
-	r.pumping = true
-	r.pumpNext = e.pumps
-	e.pumps = r
+	e.pumps.PushFront(&r.link, r)
+	r.refs++
 	e.pendingWork++
 	e.pump()
 }
@@ -421,9 +433,9 @@ func (e *engine) startPump(r *Request) {
 // pump sends pipeline fragments until the modules push back.
 func (e *engine) pump() int {
 	n := 0
-	var prev *Request
-	for r := e.pumps; r != nil; {
-		next := r.pumpNext
+	for k := e.pumps.Front(); k != nil; {
+		next := k.Next()
+		r := k.Value()
 		p := e.peers[r.peer]
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
@@ -440,21 +452,17 @@ func (e *engine) pump() int {
 			n++
 		}
 		if r.done || r.got == r.accept || p.lost != nil {
-			if prev == nil {
-				e.pumps = next
-			} else {
-				prev.pumpNext = next
-			}
-			r.pumping, r.pumpNext = false, nil
+			e.pumps.Remove(k)
+			r.refs--
 			e.pendingWork--
-			if !r.done {
+			if r.done {
+				e.maybeRecycle(r)
+			} else {
 				e.m.bytesSent.Add(int64(r.accept))
 				e.complete(r, nil)
 			}
-		} else {
-			prev = r
 		}
-		r = next
+		k = next
 	}
 	return n
 }

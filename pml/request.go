@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
 )
 
 // AnySource and AnyTag are the receive wildcards.
@@ -44,12 +45,11 @@ type Request struct {
 	released bool
 	refs     int // stripes and queued frames still pointing at this request
 
-	ctx    uint32
-	peer   int // destination, or the source asked for (maybe AnySource)
-	tag    int
-	buf    []byte
-	posted bool // a receive still on its context's posted list
-	src    int  // a matched receive's actual source
+	ctx  uint32
+	peer int // destination, or the source asked for (maybe AnySource)
+	tag  int
+	buf  []byte
+	src  int // a matched receive's actual source
 
 	status Status
 
@@ -61,11 +61,15 @@ type Request struct {
 	remote uint64 // the peer's request id
 	x      *rdmaState
 
-	// List links: posted receives (per context) and pipeline pumping.
-	next, prev *Request
-	pumpNext   *Request
-	pumping    bool
+	// link puts a receive on its context's posted list until it matches,
+	// and a pipelined send on the engine's pump list while it pumps; a
+	// request is one or the other, so one link serves both.
+	link list.Link[Request]
 }
+
+// posted reports whether r is a receive still waiting on its context's
+// posted list.
+func (r *Request) posted() bool { return r.kind == reqRecv && r.link.Linked() }
 
 // rdmaState is what a rendezvous needs beyond an eager message:
 // registrations, stripes and the completion filter's clocks. It lives
@@ -88,12 +92,7 @@ type rdmaState struct {
 // rdma returns r's rendezvous state, taking it from the pool on first use.
 func (e *engine) rdma(r *Request) *rdmaState {
 	if r.x == nil {
-		if n := len(e.freeRDMA); n > 0 {
-			r.x = e.freeRDMA[n-1]
-			e.freeRDMA = e.freeRDMA[:n-1]
-		} else {
-			r.x = new(rdmaState)
-		}
+		r.x = e.free.rdma.Get()
 	}
 	return r.x
 }
@@ -101,45 +100,14 @@ func (e *engine) rdma(r *Request) *rdmaState {
 // id is how a peer names this request in control frames.
 func (r *Request) id() uint64 { return uint64(r.gen)<<32 | uint64(r.idx) }
 
-// reqList is an intrusive doubly linked FIFO of requests.
-type reqList struct{ head, tail *Request }
-
-func (l *reqList) push(r *Request) {
-	r.next, r.prev = nil, l.tail
-	if l.tail != nil {
-		l.tail.next = r
-	} else {
-		l.head = r
-	}
-	l.tail = r
-}
-
-func (l *reqList) remove(r *Request) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		l.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		l.tail = r.prev
-	}
-	r.next, r.prev = nil, nil
-}
-
 // newRequest takes a request from the free list (lock held).
 func (e *engine) newRequest(kind reqKind) *Request {
-	var r *Request
-	if n := len(e.freeReqs); n > 0 {
-		r = e.freeReqs[n-1]
-		e.freeReqs = e.freeReqs[:n-1]
-	} else {
-		r = &Request{e: e, idx: uint32(len(e.reqs))}
+	r := e.free.reqs.Take()
+	if r == nil { // a new one takes a slot in the table
+		r = &Request{idx: uint32(len(e.reqs))}
 		e.reqs = append(e.reqs, r)
 	}
-	idx, gen := r.idx, r.gen+1
-	*r = Request{e: e, kind: kind, idx: idx, gen: gen}
+	*r = Request{e: e, kind: kind, idx: r.idx, gen: r.gen + 1}
 	return r
 }
 
@@ -190,7 +158,7 @@ func (e *engine) maybeRecycle(r *Request) {
 			}
 		}
 		*x = rdmaState{}
-		e.freeRDMA = append(e.freeRDMA, x)
+		e.free.rdma.Put(x)
 		r.x = nil
 	}
 	if !r.released {
@@ -198,5 +166,5 @@ func (e *engine) maybeRecycle(r *Request) {
 	}
 	r.buf = nil
 	r.gen++ // invalidate remote references at once
-	e.freeReqs = append(e.freeReqs, r)
+	e.free.reqs.Put(r)
 }
