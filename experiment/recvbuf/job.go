@@ -13,6 +13,9 @@ import (
 	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
+	// The ib component's default receive-buffer policy, which a JobSpec
+	// without a Policy gets, is found by name in the registry.
+	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
 // Job is n ranks in this process, each with its ib modules (on its own
