@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins/conformance"
+	"github.com/gobtl/gobtl/plugins/conformance/conformancetest"
 )
 
 func newTestSkeleton(t *testing.T, set map[string]string) *skeleton {
@@ -93,5 +94,5 @@ func TestSkeletonConforms(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	conformance.Test(t, bin, conformance.Options{Events: 5000})
+	conformancetest.Run(t, bin, conformance.Options{Events: 5000})
 }
