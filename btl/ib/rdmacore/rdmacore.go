@@ -169,6 +169,9 @@ var (
 	_ = [1]int{}[uint32(verbs.EventSRQLimitReached)-uint32(C.IBV_EVENT_SRQ_LIMIT_REACHED)]
 	_ = [1]int{}[uint32(verbs.EventQPLastWQEReached)-uint32(C.IBV_EVENT_QP_LAST_WQE_REACHED)]
 	_ = [1]int{}[uint32(verbs.EventPortErr)-uint32(C.IBV_EVENT_PORT_ERR)]
+	_ = [1]int{}[uint32(verbs.EventSQDrained)-uint32(C.IBV_EVENT_SQ_DRAINED)]
+	_ = [1]int{}[uint32(verbs.EventDeviceFatal)-uint32(C.IBV_EVENT_DEVICE_FATAL)]
+	_ = [1]int{}[uint32(verbs.EventSRQErr)-uint32(C.IBV_EVENT_SRQ_ERR)]
 	_ = [1]int{}[uint32(verbs.MTU4096)-uint32(C.IBV_MTU_4096)]
 	_ = [1]int{}[uint32(verbs.PortActive)-uint32(C.IBV_PORT_ACTIVE)]
 )

@@ -599,18 +599,23 @@ type AsyncEventType uint8
 
 // Async event types (the values of enum ibv_event_type).
 const (
-	EventCQErr            AsyncEventType = 0
-	EventQPFatal          AsyncEventType = 1
-	EventQPReqErr         AsyncEventType = 2
-	EventQPAccessErr      AsyncEventType = 3
-	EventCommEst          AsyncEventType = 4
-	EventSQDrained        AsyncEventType = 5
-	EventDeviceFatal      AsyncEventType = 8
-	EventPortActive       AsyncEventType = 9
-	EventPortErr          AsyncEventType = 10
-	EventSRQErr           AsyncEventType = 14
-	EventSRQLimitReached  AsyncEventType = 15
-	EventQPLastWQEReached AsyncEventType = 16
+	EventCQErr AsyncEventType = iota
+	EventQPFatal
+	EventQPReqErr
+	EventQPAccessErr
+	EventCommEst
+	EventSQDrained
+	_ // IBV_EVENT_PATH_MIG
+	_ // IBV_EVENT_PATH_MIG_ERR
+	EventDeviceFatal
+	EventPortActive
+	EventPortErr
+	_ // IBV_EVENT_LID_CHANGE
+	_ // IBV_EVENT_PKEY_CHANGE
+	_ // IBV_EVENT_SM_CHANGE
+	EventSRQErr
+	EventSRQLimitReached
+	EventQPLastWQEReached
 )
 
 var eventNames = map[AsyncEventType]string{
