@@ -25,6 +25,15 @@ plugins:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	@# The gobtl command links no test code of ours: the only package in its
+	@# closure that may import "testing" is go-plugin, whose root package
+	@# carries its own test helpers (testing.go) next to the client we use.
+	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}} {{join .Imports " "}}{{end}}' ./cmd/gobtl | awk '/ testing( |$$)/ && $$1 != "github.com/hashicorp/go-plugin" {print $$1}'); \
+	  test -z "$$bad" || { echo "lint: cmd/gobtl links testing through: $$bad"; exit 1; }
+	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./... | awk '$$1 !~ "/test(/|$$)" && / github.com\/gobtl\/gobtl\/test\//{print $$1}'); \
+	  test -z "$$bad" || { echo "lint: non-test packages import test/: $$bad"; exit 1; }
+	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./btl/... | awk '$$1 !~ "/btltest$$" && / github.com\/gobtl\/gobtl\/(policies|boot|launch|pml)/{print $$1}'); \
+	  test -z "$$bad" || { echo "lint: transports import policies, boot, launch or pml: $$bad"; exit 1; }
 
 test: build plugins lint rdmacore
 	$(GO) test ./...
