@@ -102,40 +102,21 @@ func (s *start) undo() {
 // openPolicies builds the stack's policies, in process or as plugins.
 func (s *start) openPolicies(ctx context.Context) error {
 	for _, p := range s.cfg.Policies {
-		pol, closer, err := s.openPolicy(ctx, p)
+		pol, err := openPolicy(ctx, s.cfg, p, s.logs, s.metrics, s.abort.abort)
 		if err != nil {
 			return err
 		}
-		if closer != nil {
-			s.closers = append(s.closers, closer)
-		}
-		var ok bool
+		s.closers = append(s.closers, pol)
 		switch p.Kind {
 		case core.KindFlowControl:
-			s.flow, ok = pol.(core.FlowControl)
+			s.flow = pol.FlowControl()
 		case core.KindRecvBuf:
-			s.recv, ok = pol.(core.RecvBuffers)
+			s.recv = pol.RecvBuffers()
 		case core.KindSched:
-			s.sched, ok = pol.(core.Scheduler)
-		}
-		if !ok {
-			return fmt.Errorf("gobtl: %s: policy %q is a %T, not a %s policy", rangeOf(p.DeclRange), p.Name, pol, p.Kind)
+			s.sched = pol.Scheduler()
 		}
 	}
 	return nil
-}
-
-// openPolicy builds a policy from its block: in process for builtin, and
-// through the plugin host for plugin.
-func (s *start) openPolicy(ctx context.Context, p *conf.Policy) (any, io.Closer, error) {
-	if p.Plugin {
-		return openPlugin(ctx, s.cfg, p, s.logs, s.metrics, s.abort.abort)
-	}
-	pol, err := p.Component.NewPolicy(p.Params)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gobtl: %s: policy %q %q: %w", rangeOf(p.DeclRange), p.Kind, p.Name, err)
-	}
-	return pol, nil, nil
 }
 
 // openBTLs opens every BTL block; each publishes its address through the
@@ -211,7 +192,9 @@ func pmlOptions(j conf.Job) (pml.Options, error) {
 }
 
 // loadConfig loads the stack and makes sure it can reach this rank's own
-// messages: a stack without btl "self" gets it.
+// messages: a stack without btl "self" gets it. A stack that names no
+// transport runs the default stack's (conf.DefaultStack), or the
+// in-process fabric when the ranks are goroutines of this process.
 func loadConfig(opts Options) (*conf.Config, error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -223,13 +206,16 @@ func loadConfig(opts Options) (*conf.Config, error) {
 		}
 		var diags hcl.Diagnostics
 		if len(files) == 0 {
-			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(opts.inProcess))})
+			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars})
 		} else {
 			cfg, diags = conf.Load(conf.Options{Vars: opts.Vars}, files...)
 		}
 		if diags.HasErrors() {
 			return nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
 		}
+	}
+	if cfg.DefaultBTLs && opts.inProcess {
+		cfg = inProcessBTLs(cfg)
 	}
 	hasSelf := false
 	for _, b := range cfg.BTLs {
@@ -248,17 +234,21 @@ func loadConfig(opts Options) (*conf.Config, error) {
 	return cfg, nil
 }
 
-// defaultStack is the stack of a job that names none: the in-process
-// fabric between goroutine ranks, otherwise the best transport between
-// processes that is compiled in.
-func defaultStack(inProcess bool) string {
-	if inProcess {
-		return `btl "inproc" "default" {}`
+// inProcessBTLs swaps the default stack's transports between processes
+// for the in-process fabric, the one that reaches ranks which are
+// goroutines of this process. The default's self stays.
+func inProcessBTLs(cfg *conf.Config) *conf.Config {
+	c := *cfg // the ranks of RunLocal may share one Options.Config
+	c.BTLs = nil
+	for _, b := range cfg.BTLs {
+		if b.Component.Reach == core.ReachSelf {
+			c.BTLs = append(c.BTLs, b)
+		}
 	}
-	if _, ok := core.Lookup(core.KindBTL, "sm"); ok {
-		return `btl "sm" "local" {}`
+	if comp, ok := core.Lookup(core.KindBTL, "inproc"); ok {
+		c.BTLs = append(c.BTLs, &conf.BTL{Kind: "inproc", Name: "default", Component: comp, Params: core.MustParams(comp.Params)})
 	}
-	return ""
+	return &c
 }
 
 // rangeOf renders where a block starts, file:line:col, for errors.
