@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl/conf"
@@ -63,14 +64,57 @@ func writeFile(t *testing.T, name, text string) string {
 	return p
 }
 
+// The examples check clean, but for multirail.hcl, a stack of goroutine
+// ranks (gobtl.RunLocal) whose in-process rails reach no other process.
 func TestConfigCheckExitsZeroOnTheExamples(t *testing.T) {
 	files := examples(t)
 	out, errOut, code := run(t, newConfigCmd(), append([]string{"check"}, files...)...)
-	if code != 0 || errOut != "" {
+	inproc := "../../conf/examples/multirail.hcl"
+	if code != 0 || errOut != inproc+":8:1: warning: No transport reaches another process; The stack's transports reach no other process "+
+		"(btl \"inproc\" reaches ranks in this process only), so the ranks of a job of processes fail their first message to a peer with "+
+		"\"peer unreachable\". Add a transport between processes (\"extoll\", \"ib\" and \"sm\"), or leave out every btl block to keep the default stack's.\n" {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	if n := strings.Count(out, ": ok\n"); n != len(files) {
+	if n := strings.Count(out, ": ok\n"); n != len(files)-1 || !strings.Contains(out, inproc+": ok (1 warning)\n") {
 		t.Fatalf("%d of %d files ok:\n%s", n, len(files), out)
+	}
+}
+
+// A file that names no transport keeps the default stack's: config show
+// prints them, and with no file at all prints the default stack.
+func TestConfigShowPrintsTheTransportsInForce(t *testing.T) {
+	f := writeFile(t, "proto.hcl", "job {\n  protocol = \"rdma_write\"\n}\n")
+	out, errOut, code := run(t, newConfigCmd(), "check", f)
+	if code != 0 || errOut != "" || out != f+": ok\n" {
+		t.Fatalf("check: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, newConfigCmd(), "show", f)
+	if code != 0 || !strings.Contains(out, `protocol = "rdma_write"`) || !strings.Contains(out, `btl "sm" "local"`) ||
+		!strings.Contains(out, "# the default stack's transports") {
+		t.Fatalf("show: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, newConfigCmd(), "show")
+	if code != 0 || !strings.HasPrefix(out, "# effective configuration of <default stack>") || !strings.Contains(out, `btl "self" "self"`) ||
+		!strings.Contains(out, `btl "sm" "local"`) || !strings.Contains(out, `protocol = "rdma_read"`) {
+		t.Fatalf("show with no file: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A stack that names only self gets the warning instead.
+	f = writeFile(t, "self.hcl", "btl \"self\" \"self\" {}\n")
+	out, errOut, code = run(t, newConfigCmd(), "check", f)
+	if code != 0 || out != f+": ok (1 warning)\n" || !strings.Contains(errOut, f+":1:1: warning: No transport reaches another process") {
+		t.Fatalf("check of a stack with only self: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// A binary given as a stack file is one error, not one per byte.
+func TestConfigCheckOfABinaryIsOneError(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, newConfigCmd(), "check", self)
+	if code != 1 || out != self+": 1 error\n" || !strings.HasPrefix(errOut, self+":1:1: Not a text file;") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
@@ -90,10 +134,10 @@ func TestConfigCheckExitsOneWithPositionsOnATypo(t *testing.T) {
 }
 
 func TestConfigCheckPrintsWarningsAndExitsZero(t *testing.T) {
-	// Without the plugin host's schema hook a plugin body is a warning.
-	defer func(hook func(conf.PluginRef) ([]core.Param, error)) { pluginSchema = hook }(pluginSchema)
-	pluginSchema = nil
-	f := writeFile(t, "plugin.hcl", "btl \"self\" \"self\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
+	// Without the plugin host's hook a plugin body is a warning.
+	defer func(hook func(*conf.Config, *conf.Policy) hcl.Diagnostics) { checkPolicy = hook }(checkPolicy)
+	checkPolicy = nil
+	f := writeFile(t, "plugin.hcl", "btl \"sm\" \"sm\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
 	out, errOut, code := run(t, newConfigCmd(), "check", f)
 	if code != 0 || !strings.Contains(errOut, f+":2:1: warning: Policy \"sched\" body not checked") || !strings.Contains(out, "ok (1 warning)") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
