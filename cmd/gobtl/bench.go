@@ -63,7 +63,7 @@ Benchmarks:
 		}
 		comm, config, err := openComm(context.Background(), benchFlags.config)
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return err // gobtl.Init's, which names itself
 		}
 		defer comm.Close()
 		if benchFlags.profile != "" {

@@ -42,7 +42,7 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr strin
 		code = ee.code
 	default:
 		code = 1
-		errOut.WriteString("gobtl: " + err.Error() + "\n")
+		errOut.WriteString(errorLine(err) + "\n")
 	}
 	return out.String(), errOut.String(), code
 }
