@@ -23,7 +23,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{s.openPolicies, s.openBTLs, s.exchange, s.startPML} {
+	for _, step := range []func(context.Context) error{s.openPolicies, s.openBTLs, s.exchange, s.startPML, s.report} {
 		if err := step(ctx); err != nil {
 			s.undo()
 			return nil, err
@@ -50,6 +50,9 @@ type start struct {
 	// abort takes a failed plugin's abort (on_failure = "abort") to the
 	// communicator, whenever it comes.
 	abort aborter
+	// watch answers the launcher's request for a state report (report.go);
+	// nil when no launcher of ours started the job.
+	watch *stateWatch
 }
 
 // newStart finds the job's bootstrap and loads its stack.
@@ -62,6 +65,7 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 		}
 		if ok {
 			s.boot = b
+			s.watch = watchState(b.Rank())
 		} else {
 			s.boot = localJob(1)[0] // a program started alone: a job of one rank
 			opts.inProcess = true
@@ -80,6 +84,7 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 	if s.logs, err = s.cfg.Job.Log.Loggers(); err != nil {
 		return nil, fmt.Errorf("gobtl: logging: %w", err)
 	}
+	s.logs = s.logs.WithJob(s.boot.JobID(), s.boot.Rank())
 	return s, nil
 }
 
@@ -96,6 +101,9 @@ func (s *start) undo() {
 	}
 	for _, c := range s.closers {
 		c.Close()
+	}
+	if s.watch != nil {
+		s.watch.Close()
 	}
 }
 
@@ -125,7 +133,7 @@ func (s *start) openBTLs(context.Context) error {
 	for _, b := range s.cfg.BTLs {
 		ms, err := b.Component.OpenBTL(core.BTLEnv{
 			Instance: b.Name, Params: b.Params, Boot: s.boot, Clock: s.clock,
-			Log: s.logs.For("btl." + b.Kind), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
+			Log: s.logs.For("btl." + b.Kind + "." + b.Name), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
 		})
 		if err != nil {
 			return fmt.Errorf("gobtl: %s: btl %q %q: %w", rangeOf(b.DeclRange), b.Kind, b.Name, err)

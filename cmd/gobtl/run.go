@@ -27,7 +27,14 @@ var runCmd = &cobra.Command{
 key-value exchange with a fence, over a unix socket), forwards their output and
 returns the first non-zero exit status. When a rank fails the others are stopped
 (SIGTERM, then SIGKILL after a second) and the launcher says which rank failed
-and how. Ctrl-C stops the job.
+and how. The stack is checked once, before any rank starts (as gobtl config
+check does): a mistake in it is printed once and no rank runs.
+
+On --timeout, Ctrl-C or SIGTERM the launcher first asks every gobtl rank where
+it is (like mpirun --report-state-on-timeout --get-stack-traces): each prints
+the call it is blocked in and its caller, its pending requests (peer, tag,
+size, protocol and its phase) and its main goroutine's stack; then the job is
+stopped. A second Ctrl-C does not wait for the reports.
 
   -np N, -n N         number of ranks (required)
   -c, --config FILE   stack file (HCL) for gobtl.Init, passed as GOBTL_CONFIG
