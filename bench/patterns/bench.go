@@ -1,8 +1,6 @@
 package patterns
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,13 +16,6 @@ func init() {
 		bench.Register(p.Name, p.Doc, func(c bench.Comm, o bench.Options) (*bench.Report, error) { return runBench(c, p, o) })
 	}
 }
-
-// The tags of the gathering after a pattern (the pattern's own messages
-// all go on Tag).
-const (
-	tagLength   = 3
-	tagCounters = 4
-)
 
 // rankResult is what every rank sends rank 0 after a pattern: its stats and
 // its counters, snapshot as soon as its part of the pattern (and the
@@ -42,14 +33,20 @@ func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) 
 	if len(o.Sizes) > 0 {
 		return nil, fmt.Errorf("bench: %s is a communication pattern: it takes iterations and a scale, not sizes", p.Name)
 	}
+	rep := bench.NewReport(p.Name, c, o.Config)
 	st, err := p.Run(c, Options{Iters: o.Iters, Scale: o.Scale, Compute: o.Compute})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	mine := rankResult{ElapsedNS: int64(st.Elapsed), Msgs: st.Msgs, Bytes: st.Bytes, Counters: c.Metrics().Snapshot()}
-	all, err := gatherResults(c, mine)
+	all, err := bench.GatherJSON(c, mine)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: gather: %w", p.Name, err)
+	}
+	for r, res := range all {
+		if len(res.Msgs) != c.Size() || len(res.Bytes) != c.Size() {
+			return nil, fmt.Errorf("bench: %s: rank %d reports %d destinations, the job has %d ranks", p.Name, r, len(res.Msgs), c.Size())
+		}
 	}
 	if err := c.Barrier(); err != nil {
 		return nil, fmt.Errorf("bench: barrier: %w", err)
@@ -60,10 +57,6 @@ func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) 
 		compute = DefaultCompute
 	case compute < 0:
 		compute = 0
-	}
-	rep := &bench.Report{Bench: p.Name, Ranks: c.Size(), Config: map[string]any{}, Rows: []bench.Row{}}
-	for k, v := range o.Config {
-		rep.Config[k] = v
 	}
 	rep.Config["iters"], rep.Config["scale"], rep.Config["compute"] = st.Iters, st.Scale, compute.String()
 	rep.Counters = mine.Counters
@@ -122,45 +115,6 @@ func patternRow(all []rankResult, st *Stats) bench.Row {
 		{Name: "iters", Value: float64(st.Iters)},
 		{Name: "scale", Value: st.Scale},
 	}}
-}
-
-// gatherResults collects every rank's result at rank 0, in rank order: a
-// length, then the JSON. Rank 0's own goes through JSON too, so every
-// entry's counters decode alike (numbers as json.Number).
-func gatherResults(c bench.Comm, mine rankResult) ([]rankResult, error) {
-	blob, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	var n [8]byte
-	if c.Rank() != 0 {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(blob)))
-		if err := c.Send(n[:], 0, tagLength); err != nil {
-			return nil, err
-		}
-		return nil, c.Send(blob, 0, tagCounters)
-	}
-	all := make([]rankResult, c.Size())
-	for r := range c.Size() {
-		if r > 0 {
-			if _, err := c.Recv(n[:], r, tagLength); err != nil {
-				return nil, err
-			}
-			blob = make([]byte, binary.LittleEndian.Uint64(n[:]))
-			if _, err := c.Recv(blob, r, tagCounters); err != nil {
-				return nil, err
-			}
-		}
-		dec := json.NewDecoder(bytes.NewReader(blob))
-		dec.UseNumber()
-		if err := dec.Decode(&all[r]); err != nil {
-			return nil, fmt.Errorf("rank %d's result: %w", r, err)
-		}
-		if len(all[r].Msgs) != c.Size() || len(all[r].Bytes) != c.Size() {
-			return nil, fmt.Errorf("rank %d reports %d destinations, the job has %d ranks", r, len(all[r].Msgs), c.Size())
-		}
-	}
-	return all, nil
 }
 
 func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
