@@ -214,7 +214,33 @@ func TestInfoListsTheJobThePolicyFrameworkAndComponents(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sections); code != 0 || err != nil || len(sections) != 1 || sections[0].Params[0].Name != "protocol" {
 		t.Fatalf("info --json job: exit %d, %v:\n%s", code, err, out)
 	}
-	if _, errOut, code := run(t, newInfoCmd(), "btll"); code != 1 || !strings.Contains(errOut, `unknown kind "btll"`) {
+	if _, errOut, code := run(t, newInfoCmd(), "btll"); code != 1 || !strings.Contains(errOut, `"btll" is neither a kind`) || !strings.Contains(errOut, `did you mean "btl"?`) {
 		t.Fatalf("info btll: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "btll", "sm"); code != 1 || !strings.Contains(errOut, `unknown kind "btll"`) {
+		t.Fatalf("info btll sm: exit %d, %s", code, errOut)
+	}
+}
+
+// A component's name alone is enough when one kind has it.
+func TestInfoTakesAComponentsNameAlone(t *testing.T) {
+	want, _, _ := run(t, newInfoCmd(), "btl", "sm")
+	if got, errOut, code := run(t, newInfoCmd(), "sm"); code != 0 || got != want || !strings.HasPrefix(got, "btl sm: ") {
+		t.Fatalf("info sm: exit %d\n%s\n%s\nwant\n%s", code, got, errOut, want)
+	}
+	if got, _, code := run(t, newInfoCmd(), "ib_static"); code != 0 || !strings.HasPrefix(got, "flow_control ib_static: ") {
+		t.Fatalf("info ib_static: exit %d\n%s", code, got)
+	}
+	for _, k := range []core.Kind{core.KindFlowControl, core.KindRecvBuf} {
+		if _, ok := core.Lookup(k, "twin"); !ok {
+			core.Register(&core.Component{Kind: k, Name: "twin", Doc: "a test policy of two kinds",
+				NewPolicy: func(core.Params) (any, error) { return nil, errors.New("test only") }})
+		}
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "twin"); code != 1 || !strings.Contains(errOut, `"twin" is a component of several kinds (flow_control, recvbuf)`) {
+		t.Fatalf("info of an ambiguous name: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "smm"); code != 1 || !strings.Contains(errOut, `did you mean "sm"?`) {
+		t.Fatalf("info smm: exit %d, %s", code, errOut)
 	}
 }
