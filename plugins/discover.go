@@ -66,23 +66,33 @@ func Search(pluginDir, configDir string) []Dir {
 		dirs = append(dirs, Dir{filepath.Join(bin, ExeDir), "next to the executable"},
 			Dir{filepath.Clean(filepath.Join(bin, PrefixDir)), "install prefix"})
 	}
-	return append(dirs, Dir{DefaultDir, "working directory"})
+	return Unique(append(dirs, Dir{DefaultDir, "working directory"}))
 }
 
-// SearchDirs is Search's paths, duplicates (the executable in the
-// working directory's bin/) searched once.
-func SearchDirs(pluginDir, configDir string) []string {
-	var out []string
+// Unique drops the directories that are an earlier one (bin/gobtl run
+// from the top of a checkout: the executable's plugins/ is the working
+// directory's bin/plugins).
+func Unique(dirs []Dir) []Dir {
+	var out []Dir
 	seen := map[string]bool{}
-	for _, d := range Search(pluginDir, configDir) {
-		key := d.Path
+	for _, d := range dirs {
+		key := filepath.Clean(d.Path)
 		if abs, err := filepath.Abs(d.Path); err == nil {
 			key = abs
 		}
 		if !seen[key] {
 			seen[key] = true
-			out = append(out, d.Path)
+			out = append(out, d)
 		}
+	}
+	return out
+}
+
+// SearchDirs is Search's paths.
+func SearchDirs(pluginDir, configDir string) []string {
+	var out []string
+	for _, d := range Search(pluginDir, configDir) {
+		out = append(out, d.Path)
 	}
 	return out
 }

@@ -40,7 +40,7 @@ executable's directory, where make install puts them), then ./` + plugins.Defaul
 			for _, d := range dirs {
 				search = append(search, plugins.Dir{Path: d, Origin: "--dir"})
 			}
-			search = append(search, plugins.Search("", "")...)
+			search = plugins.Unique(append(search, plugins.Search("", "")...))
 			paths := make([]string, len(search))
 			for i, d := range search {
 				paths[i] = d.Path
