@@ -69,6 +69,27 @@ btl "inproc" "b" {}
 	}
 }
 
+// A stack file without btl blocks changes what it names and keeps the
+// default transports (the in-process fabric for goroutine ranks): it used
+// to leave every rank with no way to reach another.
+func TestAStackWithoutBTLBlocksKeepsTheDefaultTransports(t *testing.T) {
+	for _, src := range []string{"", "job {\n  protocol = \"rdma_write\"\n}\n", "policy \"sched\" {\n  builtin = \"round_robin\"\n}\n"} {
+		stack := filepath.Join(t.TempDir(), "stack.hcl")
+		os.WriteFile(stack, []byte(src), 0o644)
+		err := RunLocal(context.Background(), 2, Options{ConfigFiles: []string{stack}}, func(c *Comm) error {
+			buf := make([]byte, 64<<10)
+			if c.Rank() == 0 {
+				return c.Send(buf, 1, 3)
+			}
+			_, err := c.Recv(buf, 0, 3)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("stack %q: %v", src, err)
+		}
+	}
+}
+
 func TestInitReportsConfigErrorsWithPositions(t *testing.T) {
 	dir := t.TempDir()
 	stack := filepath.Join(dir, "bad.hcl")
