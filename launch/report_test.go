@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,48 +81,37 @@ func TestATimedOutJobReportsWhereEveryRankIs(t *testing.T) {
 func TestAnInterruptedJobReportsWhereEveryRankIs(t *testing.T) {
 	exe, _ := os.Executable()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out lockedBuffer
+	out := &lockedWriter{w: &bytes.Buffer{}}
 	done := make(chan Result)
 	go func() {
 		res, err := Run(ctx, Config{NP: 2, Prog: exe, Args: []string{"-test.run=^$"}, Timeout: time.Minute,
-			Env: []string{envRole + "=stuck"}, Stdout: &out, Stderr: &out, ShmDir: t.TempDir()})
+			Env: []string{envRole + "=stuck"}, Stdout: out, Stderr: out, ShmDir: t.TempDir()})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- res
 	}()
 	// Once both ranks wait, interrupt.
-	for end := time.Now().Add(time.Minute); !strings.Contains(out.String(), "rank 0 waits") || !strings.Contains(out.String(), "rank 1 waits"); {
+	for end := time.Now().Add(time.Minute); !strings.Contains(read(out), "rank 0 waits") || !strings.Contains(read(out), "rank 1 waits"); {
 		if time.Now().After(end) {
 			cancel()
-			t.Fatalf("the ranks did not start within a minute:\n%s", out.String())
+			t.Fatalf("the ranks did not start within a minute:\n%s", read(out))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
 	res := <-done
-	if res.Status != StatusInterrupted || !strings.Contains(out.String(), "gobtl run: interrupted; asking the ranks where they are") ||
-		strings.Count(out.String(), "blocked in") != 2 {
-		t.Fatalf("status %d, output:\n%s", res.Status, out.String())
+	if res.Status != StatusInterrupted || !strings.Contains(read(out), "gobtl run: interrupted; asking the ranks where they are") ||
+		strings.Count(read(out), "blocked in") != 2 {
+		t.Fatalf("status %d, output:\n%s", res.Status, read(out))
 	}
 }
 
-// lockedBuffer is a buffer the test reads while the launcher writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// read is what the launcher wrote to out so far, read under its lock.
+func read(out *lockedWriter) string {
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	return out.w.(*bytes.Buffer).String()
 }
 
 // A program that is not a gobtl program is never sent the report signal,
