@@ -9,35 +9,29 @@ import (
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
-// Each layout is registered with a schema whose shared parameters refuse
-// what no layout can run, so that config check reports it at its line,
-// and whose defaults build a policy.
-func TestTheLayoutsAreRegisteredWithTheSharedRanges(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		bad  map[string]any
-	}{
-		{"perpeer", map[string]any{"send_free_list_max": int64(0)}},
-		{"srq", map[string]any{"send_free_list_max": int64(0), "max_factor": int64(0), "grow": -0.5}},
-		{"bsrq", map[string]any{"send_free_list_max": int64(0), "max_factor": int64(0), "grow": -0.5}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			comp, ok := core.Lookup(core.KindRecvBuf, c.name)
-			if !ok {
-				t.Fatal("not registered")
+// Every layout's schema refuses, for the shared parameters it has, what
+// no layout can run — so that config check reports it at its line — and
+// its defaults build a policy.
+func TestEveryLayoutRefusesWhatNoLayoutCanRun(t *testing.T) {
+	bad := map[string]any{"send_free_list_max": int64(0), "max_factor": int64(0), "grow": -0.5}
+	comps := core.Components(core.KindRecvBuf)
+	if len(comps) < 3 {
+		t.Fatalf("%d layouts registered, want perpeer, srq and bsrq", len(comps))
+	}
+	for _, comp := range comps {
+		ps := core.MustParams(comp.Params)
+		if _, ok := ps.Param("send_free_list_max"); !ok {
+			t.Errorf("%s has no send_free_list_max", comp.Name)
+		}
+		for k, v := range bad {
+			if _, ok := ps.Param(k); ok && ps.Set(k, v) == nil {
+				t.Errorf("%s: %s = %v accepted", comp.Name, k, v)
 			}
-			for k, v := range c.bad {
-				if err := core.MustParams(comp.Params).Set(k, v); err == nil {
-					t.Errorf("%s = %v accepted", k, v)
-				}
-			}
-			pol, err := comp.NewPolicy(core.MustParams(comp.Params))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, ok := pol.(core.RecvBuffers); !ok {
-				t.Fatalf("%T is no core.RecvBuffers", pol)
-			}
-		})
+		}
+		if pol, err := comp.NewPolicy(core.MustParams(comp.Params)); err != nil {
+			t.Errorf("%s with its defaults: %v", comp.Name, err)
+		} else if _, ok := pol.(core.RecvBuffers); !ok {
+			t.Errorf("%s builds a %T, no core.RecvBuffers", comp.Name, pol)
+		}
 	}
 }
