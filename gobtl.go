@@ -144,7 +144,15 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)
 	}
-	boots := localJob(n)
+	return runLocal(ctx, localJob(n), opts, true, fn)
+}
+
+// runLocal is RunLocal over the given bootstraps, one rank each; with
+// inProcess the default stack is the in-process fabric, else the stack a
+// process of such a job would get (tests of locality give boots from
+// boot.GroupOn).
+func runLocal(ctx context.Context, boots []core.Bootstrap, opts Options, inProcess bool, fn func(c *Comm) error) error {
+	n := len(boots)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
@@ -176,7 +184,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 		go func(r int) {
 			defer wg.Done()
 			o := opts
-			o.Boot, o.inProcess = boots[r], true
+			o.Boot, o.inProcess = boots[r], inProcess
 			o.Metrics = nil
 			c, err := Init(ctx, o)
 			if err != nil {
