@@ -71,6 +71,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 5s ./core/
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 5s ./conf/
 	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 5s ./btl/extoll/
+	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 5s ./boot/pmi/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...
