@@ -90,6 +90,36 @@ func TestAStackWithoutBTLBlocksKeepsTheDefaultTransports(t *testing.T) {
 	}
 }
 
+// The default stack's transports (conf/examples/default.hcl) fitted to
+// the job: goroutine ranks, a job on one node, a job across nodes — the
+// same whether no file is given or a file without btl blocks.
+func TestTheDefaultTransportsFitTheJob(t *testing.T) {
+	stack := filepath.Join(t.TempDir(), "proto.hcl")
+	os.WriteFile(stack, []byte("job {\n  protocol = \"rdma_write\"\n}\n"), 0o644)
+	for _, files := range [][]string{nil, {stack}} {
+		for _, tc := range []struct {
+			inProcess, spans bool
+			want             string
+		}{
+			{true, false, "self/self inproc/default"},
+			{false, false, "self/self sm/local"},
+			{false, true, "self/self sm/local ib/net"},
+		} {
+			cfg, err := loadConfig(Options{ConfigFiles: files, inProcess: tc.inProcess}, tc.spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, b := range cfg.BTLs {
+				got = append(got, b.Kind+"/"+b.Name)
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("files %v, in process %v, spanning nodes %v: %v, want %s", files, tc.inProcess, tc.spans, got, tc.want)
+			}
+		}
+	}
+}
+
 func TestInitReportsConfigErrorsWithPositions(t *testing.T) {
 	dir := t.TempDir()
 	stack := filepath.Join(dir, "bad.hcl")

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -19,27 +21,47 @@ import (
 // stack, opens its policies and its BTLs, exchanges the BTLs' addresses
 // and starts the PML. A step that fails undoes every step before it.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
+	called := time.Since(processStart)
 	s, err := newStart(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{s.openPolicies, s.openBTLs, s.exchange, s.startPML, s.report} {
-		if err := step(ctx); err != nil {
+	s.mark(core.MetricInitCalled, called)
+	s.mark(core.MetricInitBootstrap, s.booted)
+	for _, step := range []struct {
+		run    func(context.Context) error
+		metric string
+	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}, {s.report, ""}} {
+		if err := step.run(ctx); err != nil {
 			s.undo()
 			return nil, err
 		}
+		if step.metric != "" {
+			s.mark(step.metric, time.Since(processStart))
+		}
 	}
-	return &Comm{Comm: s.comm, closers: s.closers}, nil
+	c := &Comm{Comm: s.comm, closers: s.closers}
+	if s.ownBoot {
+		c.boot = s.boot
+	}
+	c.aborter, _ = s.boot.(core.Aborter)
+	return c, nil
 }
 
 // start is one rank's start-up in progress: what Init has opened so far,
 // so that one path, undo, closes it when a later step fails.
 type start struct {
-	boot    core.Bootstrap
-	cfg     *conf.Config
-	logs    *conf.Loggers
-	metrics *core.Metrics
-	clock   core.Clock
+	boot core.Bootstrap
+	// ownBoot says Init made boot from the environment, so that the
+	// communicator finalizes (or drops) it when it closes.
+	ownBoot bool
+	// locality is where the engine placed the ranks (nil: unknown).
+	locality core.Locality
+	booted   time.Duration // since processStart, when boot was up
+	cfg      *conf.Config
+	logs     *conf.Loggers
+	metrics  *core.Metrics
+	clock    core.Clock
 
 	flow    core.FlowControl
 	recv    core.RecvBuffers
@@ -64,29 +86,43 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 			return nil, fmt.Errorf("gobtl: bootstrap: %w", err)
 		}
 		if ok {
-			s.boot = b
+			s.boot, s.ownBoot = b, true
 			s.watch = watchState(b.Rank())
 		} else {
 			s.boot = localJob(1)[0] // a program started alone: a job of one rank
 			opts.inProcess = true
 		}
 	}
+	s.booted = time.Since(processStart)
+	s.locality = core.LocalityOf(s.boot)
 	if s.metrics == nil {
 		s.metrics = core.NewMetrics()
 	}
 	if s.clock == nil {
 		s.clock = core.SystemClock
 	}
-	var err error
-	if s.cfg, err = loadConfig(opts); err != nil {
+	fail := func(err error) (*start, error) {
+		if s.ownBoot {
+			closeBoot(s.boot)
+		}
+		if s.watch != nil {
+			s.watch.Close()
+		}
 		return nil, err
 	}
+	var err error
+	if s.cfg, err = loadConfig(opts, core.SpansNodes(s.locality)); err != nil {
+		return fail(err)
+	}
 	if s.logs, err = s.cfg.Job.Log.Loggers(); err != nil {
-		return nil, fmt.Errorf("gobtl: logging: %w", err)
+		return fail(fmt.Errorf("gobtl: logging: %w", err))
 	}
 	s.logs = s.logs.WithJob(s.boot.JobID(), s.boot.Rank())
 	return s, nil
 }
+
+// mark records a start-up metric (core.MetricInit*).
+func (s *start) mark(name string, d time.Duration) { s.metrics.Gauge(name).Set(int64(d)) }
 
 // undo closes what the steps so far opened: the PML (which owns the
 // modules once it exists) or the modules, then the policies.
@@ -104,6 +140,9 @@ func (s *start) undo() {
 	}
 	if s.watch != nil {
 		s.watch.Close()
+	}
+	if s.ownBoot {
+		closeBoot(s.boot) // no finalize: the engine must see this rank fail
 	}
 }
 
@@ -132,7 +171,7 @@ func (s *start) openPolicies(ctx context.Context) error {
 func (s *start) openBTLs(context.Context) error {
 	for _, b := range s.cfg.BTLs {
 		ms, err := b.Component.OpenBTL(core.BTLEnv{
-			Instance: b.Name, Params: b.Params, Boot: s.boot, Clock: s.clock,
+			Instance: b.Name, Params: b.Params, Boot: s.boot, Locality: s.locality, Clock: s.clock,
 			Log: s.logs.For("btl." + b.Kind + "." + b.Name), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
 		})
 		if err != nil {
@@ -161,7 +200,7 @@ func (s *start) startPML(ctx context.Context) error {
 	po.Scheduler, po.Clock, po.Log, po.Metrics = s.sched, s.clock, s.logs.For("pml"), s.metrics
 	if s.sched != nil {
 		// Per-process binding needs this rank's place among its host's.
-		if po.LocalRank, po.LocalRanks, err = localRank(ctx, s.boot); err != nil {
+		if po.LocalRank, po.LocalRanks, err = localRank(ctx, s.boot, s.locality); err != nil {
 			return fmt.Errorf("gobtl: %w", err)
 		}
 	}
@@ -201,9 +240,9 @@ func pmlOptions(j conf.Job) (pml.Options, error) {
 
 // loadConfig loads the stack and makes sure it can reach this rank's own
 // messages: a stack without btl "self" gets it. A stack that names no
-// transport runs the default stack's (conf.DefaultStack), or the
-// in-process fabric when the ranks are goroutines of this process.
-func loadConfig(opts Options) (*conf.Config, error) {
+// transport runs the default stack's (conf.DefaultStack), fitted to the
+// job (defaultBTLs); spans says the job runs on several nodes.
+func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		files := opts.ConfigFiles
@@ -222,8 +261,8 @@ func loadConfig(opts Options) (*conf.Config, error) {
 			return nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
 		}
 	}
-	if cfg.DefaultBTLs && opts.inProcess {
-		cfg = inProcessBTLs(cfg)
+	if cfg.DefaultBTLs {
+		cfg = defaultBTLs(cfg, opts.inProcess, spans)
 	}
 	hasSelf := false
 	for _, b := range cfg.BTLs {
@@ -242,18 +281,26 @@ func loadConfig(opts Options) (*conf.Config, error) {
 	return cfg, nil
 }
 
-// inProcessBTLs swaps the default stack's transports between processes
-// for the in-process fabric, the one that reaches ranks which are
-// goroutines of this process. The default's self stays.
-func inProcessBTLs(cfg *conf.Config) *conf.Config {
+// defaultBTLs fits the default stack's transports to the job: ranks that
+// are goroutines of this process get the in-process fabric instead of
+// the transports between processes; a job on one node leaves out the
+// network ones (a device, a listener, registered buffers and a poll in
+// every Progress, for no peer), which a job that spans nodes keeps, shared
+// memory's higher exclusivity keeping the network off a node's own pairs.
+// What the default stack holds is written in one place,
+// conf/examples/default.hcl.
+func defaultBTLs(cfg *conf.Config, inProcess, spans bool) *conf.Config {
 	c := *cfg // the ranks of RunLocal may share one Options.Config
 	c.BTLs = nil
 	for _, b := range cfg.BTLs {
-		if b.Component.Reach == core.ReachSelf {
+		switch r := b.Component.Reach; {
+		case inProcess && r != core.ReachSelf:
+		case r == core.ReachNetwork && !spans:
+		default:
 			c.BTLs = append(c.BTLs, b)
 		}
 	}
-	if comp, ok := core.Lookup(core.KindBTL, "inproc"); ok {
+	if comp, ok := core.Lookup(core.KindBTL, "inproc"); ok && inProcess {
 		c.BTLs = append(c.BTLs, &conf.BTL{Kind: "inproc", Name: "default", Component: comp, Params: core.MustParams(comp.Params)})
 	}
 	return &c
@@ -267,9 +314,14 @@ func rangeOf(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 }
 
-// localRank returns this rank's index among the ranks on its host and how
-// many there are, from a hostname exchange through the bootstrap.
-func localRank(ctx context.Context, boot core.Bootstrap) (int, int, error) {
+// localRank returns this rank's index among the ranks on its node and how
+// many there are: from the engine's locality, else from a hostname
+// exchange through the bootstrap.
+func localRank(ctx context.Context, boot core.Bootstrap, l core.Locality) (int, int, error) {
+	if l != nil {
+		local := core.LocalRanks(l, boot.Size(), boot.Rank())
+		return slices.Index(local, boot.Rank()), len(local), nil
+	}
 	host, err := os.Hostname()
 	if err != nil {
 		return 0, 0, fmt.Errorf("hostname: %w", err)

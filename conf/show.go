@@ -32,7 +32,7 @@ func (c *Config) WriteHCL(w io.Writer) error {
 	writeParams(body.AppendNewBlock("job", nil).Body(), c.JobParams)
 	if c.DefaultBTLs {
 		body.AppendNewline()
-		body.AppendUnstructuredTokens(comment("the default stack's transports: no file names a btl block"))
+		body.AppendUnstructuredTokens(comment("the default stack's transports (no file names a btl block); a job on one node leaves out the network ones"))
 	}
 	for i, b := range c.BTLs {
 		if i > 0 || !c.DefaultBTLs {
