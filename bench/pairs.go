@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -63,6 +64,12 @@ func pairsStream(b []byte, seed uint64, check bool) int {
 	return -1
 }
 
+// pairsResult is what every rank sends rank 0 after the exchange.
+type pairsResult struct {
+	Host     string         `json:"host"`
+	Counters map[string]any `json:"counters"`
+}
+
 func runPairs(c Comm, o Options) (*Report, error) {
 	sizes := o.Sizes
 	if len(sizes) == 0 {
@@ -115,7 +122,8 @@ func runPairs(c Comm, o Options) (*Report, error) {
 		return nil, fmt.Errorf("bench: pairs: barrier: %w", err)
 	}
 	rep.Counters = c.Metrics().Snapshot()
-	all, err := Gather(c, rep.Counters, tagPairsGather)
+	host, _ := os.Hostname()
+	all, err := Gather(c, pairsResult{Host: host, Counters: rep.Counters}, tagPairsGather)
 	if err != nil {
 		return nil, fmt.Errorf("bench: pairs: gather: %w", err)
 	}
@@ -125,7 +133,10 @@ func runPairs(c Comm, o Options) (*Report, error) {
 	if me != 0 || o.Out == nil {
 		return rep, nil
 	}
-	rep.RankCounters = all
+	for _, r := range all {
+		rep.RankHosts = append(rep.RankHosts, r.Host)
+		rep.RankCounters = append(rep.RankCounters, r.Counters)
+	}
 	bar.done()
 	if o.JSON {
 		return rep, json.NewEncoder(o.Out).Encode(rep)
@@ -181,6 +192,7 @@ func writePairs(w io.Writer, rep *Report) error {
 	}
 	fmt.Fprintln(w, "\n# what each rank sent, by transport (counters)")
 	for rank, cs := range rep.RankCounters {
+		fmt.Fprintf(w, "%-6d %-50s %14s\n", rank, "host", rep.RankHosts[rank])
 		names := make([]string, 0, len(cs))
 		for name, v := range cs {
 			num, ok := v.(json.Number)
