@@ -3,6 +3,8 @@ package engines
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,6 +90,11 @@ func TestFourRanksOnTwoHostsUseSharedMemoryWithinAndSoftrcAcross(t *testing.T) {
 	smSends := regexp.MustCompile(`^sm\..*\.(fastbox|fifo)_sends$`)
 	wire := regexp.MustCompile(`^ib\..*\.wire_bytes_sent$`)
 	for rank, cs := range rep.RankCounters {
+		line := fmt.Sprintf("rank %d on %s: sm sends %d, softrc wire bytes %d, ib frames to peers", rank, rep.RankHosts[rank], sum(cs, smSends), sum(cs, wire))
+		for peer := range 4 {
+			line += fmt.Sprintf(" %d", sum(cs, regexp.MustCompile(fmt.Sprintf(`^ib\.[^.]+\.frames\.peer%d$`, peer))))
+		}
+		t.Log(line)
 		if n := sum(cs, smSends); n == 0 {
 			t.Errorf("rank %d sent nothing through shared memory to its neighbour on %s", rank, rep.RankHosts[rank])
 		}
@@ -110,5 +117,21 @@ func TestFourRanksOnTwoHostsUseSharedMemoryWithinAndSoftrcAcross(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("pairs:\n%s", r)
+	}
+}
+
+// A stack file that chooses the network BTL's address by subnet (ib's
+// if_include, as btl_tcp_if_include does) runs the ring across the two
+// hosts: what a user whose nodes have several networks writes.
+func TestTheRingRunsAcrossTwoHostsOnTheSubnetTheStackNames(t *testing.T) {
+	h := newTwoHosts(t)
+	stack := filepath.Join(t.TempDir(), "net.hcl")
+	hcl := fmt.Sprintf("btl \"sm\" \"local\" {}\nbtl \"ib\" \"net\" {\n  if_include = %q\n}\n", h.subnet)
+	if err := os.WriteFile(stack, []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run(t, 2, 2, []string{"GOBTL_CONFIG=" + stack}, bin("ring"))
+	if r.status != 0 || !strings.Contains(r.stdout, "ring: 4 ranks") {
+		t.Fatalf("the ring across two hosts on %s:\n%s", h.subnet, r)
 	}
 }

@@ -59,7 +59,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "rank %d: failing at %d\n", c.Rank(), time.Now().UnixNano())
 		if *abort {
 			c.Abort(errors.New("the test asked rank to abort"))
-			select {}
+			for {
+				time.Sleep(time.Hour) // not select{}: the runtime would call that a deadlock and exit
+			}
 		}
 		os.Exit(*exit)
 	}
