@@ -493,9 +493,11 @@ func (c *Client) get(ctx context.Context, rank int, key string) ([]byte, error) 
 }
 
 // Abort asks the engine to end the whole job, reporting code; it does not
-// wait for the engine to act. msg is printed by the caller; only a
-// sanitized prefix of it travels (PMI values have no escapes).
+// wait for the engine to act. text goes to standard error, which the
+// engine forwards; only a sanitized prefix of it travels (PMI values have
+// no escapes).
 func (c *Client) Abort(code int, text string) error {
+	fmt.Fprintf(os.Stderr, "pmi: rank %d aborts the job (status %d): %s\n", c.env.Rank, code, text)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {

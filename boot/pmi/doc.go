@@ -29,4 +29,10 @@
 // Locality comes from PMI_process_mapping ("(vector,(0,2,2))": starting at
 // node 0, 2 nodes of 2 ranks each), else from an exchange of host names
 // through the key-value space.
+//
+// Abort sends PMI's abort (with isworld=TRUE, which Slurm needs to kill
+// the step); hydra 4.0 does not know PMI-2's abort but ends the job on it
+// all the same, complaining of an unrecognized command. GOBTL_PMI_VERSION=1
+// or 2 forces a protocol. With PMI_PORT instead of PMI_FD the client
+// connects over TCP and speaks the same protocol (no PMI-1 initack).
 package pmi

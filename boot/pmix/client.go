@@ -125,6 +125,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -374,6 +375,7 @@ func (c *Client) Get(ctx context.Context, rank int, key string) ([]byte, error) 
 // acted, which usually means never, as this process is among those it
 // kills; Abort waits for it at most a few seconds.
 func (c *Client) Abort(code int, msg string) error {
+	fmt.Fprintf(os.Stderr, "pmix: rank %d aborts the job (status %d): %s\n", c.rank, code, msg)
 	cm := C.CString(msg)
 	done := make(chan error, 1)
 	go func() {
