@@ -126,9 +126,11 @@ type Report struct {
 	Counters     map[string]any   `json:"counters"`
 	RankCounters []map[string]any `json:"rank_counters,omitempty"`
 	// The NPB patterns also report RankMsgs[s][d] / RankBytes[s][d], the
-	// application messages and bytes rank s sent rank d.
+	// application messages and bytes rank s sent rank d; pairs reports
+	// RankHosts[r], the host rank r ran on.
 	RankMsgs  [][]int64 `json:"rank_msgs,omitempty"`
 	RankBytes [][]int64 `json:"rank_bytes,omitempty"`
+	RankHosts []string  `json:"rank_hosts,omitempty"`
 }
 
 // column describes how a field prints in the table.
@@ -363,7 +365,7 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("bench: barrier: %w", err)
 	}
 	rep.Counters = c.Metrics().Snapshot()
-	all, err := GatherJSON(c, rep.Counters)
+	all, err := Gather(c, rep.Counters, tagCounters)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: gather the counters: %w", name, err)
 	}

@@ -1,9 +1,6 @@
 package bench
 
 import (
-	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -107,45 +104,6 @@ func NewReport(bench string, c Comm, config map[string]any) *Report {
 	return rep
 }
 
-// The tags of GatherJSON: a length, then the JSON.
-const (
-	tagGatherLen  = 4
-	tagGatherJSON = 5
-)
-
-// GatherJSON collects every rank's mine at rank 0, in rank order (nil
-// elsewhere): a length, then the JSON. Rank 0's own goes through JSON
-// too, so every entry decodes alike (numbers in an any as json.Number).
-// Every rank of c must call it, after its part of the run is done.
-func GatherJSON[T any](c Comm, mine T) ([]T, error) {
-	blob, err := json.Marshal(mine)
-	if err != nil {
-		return nil, err
-	}
-	var n [8]byte
-	if c.Rank() != 0 {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(blob)))
-		if err := c.Send(n[:], 0, tagGatherLen); err != nil {
-			return nil, err
-		}
-		return nil, c.Send(blob, 0, tagGatherJSON)
-	}
-	all := make([]T, c.Size())
-	for r := range c.Size() {
-		if r > 0 {
-			if _, err := c.Recv(n[:], r, tagGatherLen); err != nil {
-				return nil, err
-			}
-			blob = make([]byte, binary.LittleEndian.Uint64(n[:]))
-			if _, err := c.Recv(blob, r, tagGatherJSON); err != nil {
-				return nil, err
-			}
-		}
-		dec := json.NewDecoder(bytes.NewReader(blob))
-		dec.UseNumber()
-		if err := dec.Decode(&all[r]); err != nil {
-			return nil, fmt.Errorf("rank %d's result: %w", r, err)
-		}
-	}
-	return all, nil
-}
+// tagCounters is the first of the two tags on which every rank's counters
+// go to rank 0 after a point-to-point run (Gather).
+const tagCounters = 4

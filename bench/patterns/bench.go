@@ -17,6 +17,10 @@ func init() {
 	}
 }
 
+// tagLength is the first of the gathering's two tags after a pattern
+// (bench.Gather; the pattern's own messages all go on Tag).
+const tagLength = 3
+
 // rankResult is what every rank sends rank 0 after a pattern: its stats and
 // its counters, snapshot as soon as its part of the pattern (and the
 // end-of-run check) is done, before any gathering traffic.
@@ -39,14 +43,9 @@ func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) 
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	mine := rankResult{ElapsedNS: int64(st.Elapsed), Msgs: st.Msgs, Bytes: st.Bytes, Counters: c.Metrics().Snapshot()}
-	all, err := bench.GatherJSON(c, mine)
+	all, err := gatherResults(c, mine)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: gather: %w", p.Name, err)
-	}
-	for r, res := range all {
-		if len(res.Msgs) != c.Size() || len(res.Bytes) != c.Size() {
-			return nil, fmt.Errorf("bench: %s: rank %d reports %d destinations, the job has %d ranks", p.Name, r, len(res.Msgs), c.Size())
-		}
 	}
 	if err := c.Barrier(); err != nil {
 		return nil, fmt.Errorf("bench: barrier: %w", err)
@@ -115,6 +114,20 @@ func patternRow(all []rankResult, st *Stats) bench.Row {
 		{Name: "iters", Value: float64(st.Iters)},
 		{Name: "scale", Value: st.Scale},
 	}}
+}
+
+// gatherResults collects every rank's result at rank 0, in rank order.
+func gatherResults(c bench.Comm, mine rankResult) ([]rankResult, error) {
+	all, err := bench.Gather(c, mine, tagLength)
+	if err != nil {
+		return nil, err
+	}
+	for r, res := range all {
+		if len(res.Msgs) != c.Size() || len(res.Bytes) != c.Size() {
+			return nil, fmt.Errorf("rank %d reports %d destinations, the job has %d ranks", r, len(res.Msgs), c.Size())
+		}
+	}
+	return all, nil
 }
 
 func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
