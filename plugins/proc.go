@@ -114,16 +114,15 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	if o.startTimeout <= 0 {
 		o.startTimeout = 10 * time.Second
 	}
-	// go-plugin creates the socket directory inside this one and removes
-	// it on Kill; a plugin killed with SIGKILL leaves its socket behind,
-	// which kill removes with the whole directory.
-	sockDir, err := os.MkdirTemp("", "gobtl-plugin-")
+	// The plugin makes its socket in sockDir (go-plugin's
+	// PLUGIN_UNIX_SOCKET_DIR); kill removes the directory, socket and all,
+	// however the plugin ended, and a plugin outliving this process (a
+	// rank killed outright) removes it itself (sdk's exitWithParent).
+	sockDir, err := os.MkdirTemp("", wire.SocketDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	p := &proc{path: path, sockDir: sockDir, stderr: &tailBuffer{max: 4096}}
-	// The plugin puts its unix socket in sockDir (go-plugin reads
-	// PLUGIN_UNIX_SOCKET_DIR on the plugin side).
 	p.cmd = exec.Command(abs)
 	// The plugin leads a process group of its own, so that a plugin that
 	// misses its handshake or its deadline goes with whatever it started.

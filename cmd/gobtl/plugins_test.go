@@ -93,3 +93,24 @@ func TestPluginsListAndVerifyAndConfigCheck(t *testing.T) {
 		t.Fatalf("config check of a built-in's inconsistent values: exit %d\n%s", code, errOut)
 	}
 }
+
+// config check never runs a plugin whose sha256 pin does not match: the
+// executable would leave a mark. It is named by its file name in
+// plugin_dir, as `plugin = "ls"` would be.
+func TestConfigCheckRunsNoExecutableWhosePinDoesNotMatch(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "ran")
+	if err := os.WriteFile(filepath.Join(dir, "ls"), []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := writeFile(t, "pinned.hcl", "btl \"sm\" \"sm\" {}\npolicy \"sched\" {\n  plugin     = \"ls\"\n  plugin_dir = \""+dir+"\"\n  sha256     = \""+strings.Repeat("0", 64)+"\"\n}\n")
+	for _, cmd := range []string{"check", "show"} {
+		_, errOut, code := run(t, newConfigCmd(), cmd, f)
+		if code != 1 || !strings.Contains(errOut, f+`:3:16: Cannot start sched plugin "ls"`) || !strings.Contains(errOut, "the stack file pins 0000") {
+			t.Fatalf("config %s of a pin that does not match: exit %d\n%s", cmd, code, errOut)
+		}
+		if _, err := os.Stat(mark); !os.IsNotExist(err) {
+			t.Fatalf("config %s ran the executable although its pin did not match (%v)", cmd, err)
+		}
+	}
+}

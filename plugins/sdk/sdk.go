@@ -85,6 +85,7 @@ package sdk
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -245,15 +246,40 @@ func newLogger(name string) hclog.Logger {
 
 // exitWithParent ends the plugin when the process that started it is
 // gone: go-plugin's server would otherwise outlive a host killed with
-// SIGKILL, holding its socket open forever.
+// SIGKILL, holding its socket open forever. A host that went that way
+// (or by a SIGTERM it does not handle, as a rank the launcher stops) did
+// not remove the directory it made for the socket, so the plugin does.
 func exitWithParent(log hclog.Logger) {
 	parent := os.Getppid()
 	for range time.Tick(250 * time.Millisecond) {
 		if os.Getppid() != parent {
+			// Clean up before the log line: its write to the dead
+			// host's pipe may end the process (SIGPIPE).
+			removeSocketDir(os.Getenv(plugin.EnvUnixSocketDir))
 			log.Warn("host process is gone; exiting")
 			os.Exit(0)
 		}
 	}
+}
+
+// removeSocketDir removes dir, the socket directory the host named, if it
+// is one gobtl made: its name has wire.SocketDirPrefix and it holds only
+// sockets (this plugin's, and a broker's). Anything else a misconfigured
+// environment points at is left alone.
+func removeSocketDir(dir string) {
+	if dir == "" || !strings.HasPrefix(filepath.Base(dir), wire.SocketDirPrefix) {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket != 0 {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = os.Remove(dir) // fails, and keeps dir, if anything else is in it
 }
 
 func moduleVersion() string {
