@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,6 +38,42 @@ var gobtlRoles = map[string]func() int{
 		fmt.Println("rank 1 waits")
 		c.Recv(make([]byte, 64), 0, 7)
 		return 1
+	},
+	// ring: every rank sends 64 KiB (a rendezvous on sm) to the next
+	// and checks what the previous sent.
+	"ring": func() int {
+		c, err := gobtl.Init(context.Background(), gobtl.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+			return 2
+		}
+		defer c.Close()
+		n, r := c.Size(), c.Rank()
+		out, in := make([]byte, 64<<10), make([]byte, 64<<10)
+		for i := range out {
+			out[i] = byte(r*7 + i)
+		}
+		req, err := c.Isend(out, (r+1)%n, 3)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "isend:", err)
+			return 1
+		}
+		from := (r + n - 1) % n
+		if _, err := c.Recv(in, from, 3); err != nil {
+			fmt.Fprintln(os.Stderr, "recv:", err)
+			return 1
+		}
+		if _, err := c.Wait(req); err != nil {
+			fmt.Fprintln(os.Stderr, "send:", err)
+			return 1
+		}
+		for i := range in {
+			if in[i] != byte(from*7+i) {
+				fmt.Fprintf(os.Stderr, "byte %d from rank %d is %d\n", i, from, in[i])
+				return 1
+			}
+		}
+		return 0
 	},
 	"hello": func() int {
 		c, err := gobtl.Init(context.Background(), gobtl.Options{})
@@ -158,5 +195,26 @@ func TestEveryRankSaysWhichTransportReachesWhichPeers(t *testing.T) {
 		if strings.Count(l, `"component"`) != 1 || strings.Count(l, `"rank"`) != 1 {
 			t.Errorf("a field twice: %s", l)
 		}
+	}
+}
+
+// A stack file that names no transport — empty, or only a job block —
+// keeps the default stack's (as an MCA parameter changes only what it
+// names): a job of processes started with it reaches every peer.
+func TestAStackWithoutTransportsReachesEveryPeer(t *testing.T) {
+	for name, text := range map[string]string{
+		"empty":    "",
+		"job-only": "job {\n  protocol = \"rdma_write\"\n}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "stack.hcl")
+			if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res, out, _ := runRole(t, "ring", 3, func(c *Config) { c.StackFile = f; c.Timeout = time.Minute })
+			if res.Status != 0 {
+				t.Fatalf("status %d, output:\n%s", res.Status, out)
+			}
+		})
 	}
 }
