@@ -15,6 +15,16 @@ import (
 	"github.com/gobtl/gobtl"
 )
 
+// initComm opens the communicator of a rank, or says why it cannot.
+func initComm() *gobtl.Comm {
+	c, err := gobtl.Init(context.Background(), gobtl.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "init:", err)
+		return nil
+	}
+	return c
+}
+
 // gobtlRoles are ranks that open a communicator as every gobtl program
 // does (the default stack: self and shared memory).
 var gobtlRoles = map[string]func() int{
@@ -22,9 +32,8 @@ var gobtlRoles = map[string]func() int{
 	// starts a rendezvous send nobody receives (tag 9), then waits in a
 	// barrier rank 1 never reaches.
 	"stuck": func() int {
-		c, err := gobtl.Init(context.Background(), gobtl.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
+		c := initComm()
+		if c == nil {
 			return 2
 		}
 		if c.Rank() == 0 {
@@ -42,9 +51,8 @@ var gobtlRoles = map[string]func() int{
 	// ring: every rank sends 64 KiB (a rendezvous on sm) to the next
 	// and checks what the previous sent.
 	"ring": func() int {
-		c, err := gobtl.Init(context.Background(), gobtl.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
+		c := initComm()
+		if c == nil {
 			return 2
 		}
 		defer c.Close()
@@ -76,9 +84,8 @@ var gobtlRoles = map[string]func() int{
 		return 0
 	},
 	"hello": func() int {
-		c, err := gobtl.Init(context.Background(), gobtl.Options{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
+		c := initComm()
+		if c == nil {
 			return 2
 		}
 		defer c.Close()
