@@ -131,7 +131,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		size:     b.Size(),
 		boot:     b,
 		bootKey:  "btl.sm." + env.Instance,
-		log:      env.Log.With().Str("btl", "sm").Int("rank", b.Rank()).Logger(),
+		log:      env.Log, // it names the component, the job and the rank
 		clock:    clock,
 		loc:      env.Locality,
 		pid:      os.Getpid(),

@@ -10,6 +10,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -32,7 +33,19 @@ func main() {
 		if e, ok := err.(exitError); ok {
 			os.Exit(e.code)
 		}
-		fmt.Fprintln(os.Stderr, "gobtl:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is how the command reports a failure: "gobtl: " and the
+// error, whose own prefix says which part failed ("run: ...",
+// "bench: ..."). An error from the library already starts with
+// "gobtl: " (gobtl.Init's do) and is not prefixed twice.
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "gobtl: ") {
+		return msg
+	}
+	return "gobtl: " + msg
 }
