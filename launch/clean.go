@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/owner"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,62 +33,13 @@ import (
 // launcher owned: shared-memory files of jobs started by another engine
 // that no process of this user maps or holds open.
 
-// Owner names a process so that a later process can tell whether it is
-// still alive: its pid and its start time in clock ticks after boot
-// (/proc/<pid>/stat, field 22), which differs for a process that reuses
-// the pid.
-type Owner struct {
-	Pid   int
-	Start uint64
-}
-
-// Self is the calling process as an Owner.
-func Self() Owner {
-	o := Owner{Pid: os.Getpid()}
-	o.Start, _ = startTime(o.Pid)
-	return o
-}
-
-// String is the owner as file names carry it: <pid>-<start>.
-func (o Owner) String() string { return strconv.Itoa(o.Pid) + "-" + strconv.FormatUint(o.Start, 10) }
-
-// Alive reports whether the owner still runs. A process that cannot be
-// looked at (another user's, /proc hidden) counts as alive: files are
-// removed only for owners known to be gone.
-func (o Owner) Alive() bool {
-	start, err := startTime(o.Pid)
-	if errors.Is(err, os.ErrNotExist) {
-		return false
-	}
-	return err != nil || start == o.Start
-}
-
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces and parentheses; the
-	// fields after its last ')' start with field 3.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("launch: /proc/%d/stat: %d fields", pid, len(f))
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
 // ownedName matches the names that carry an owner: a launcher's boot
 // directory, gobtl-<job>-<pid>-<start> (job ids of `gobtl run` are hex),
 // and a plugin's socket directory, gobtl-plugin-<pid>-<start>-<random>.
 var ownedName = regexp.MustCompile(`^gobtl-(?:([0-9a-f]+)|plugin)-([0-9]+)-([0-9]+)(?:-[^/]*)?$`)
 
 // BootDirName is the name of the boot directory of job, owned by o.
-func BootDirName(job string, o Owner) string { return "gobtl-" + job + "-" + o.String() }
-
-// PluginDirPrefix is the prefix of the socket directory of a plugin that
-// o starts (os.MkdirTemp adds the rest).
-func PluginDirPrefix(o Owner) string { return "gobtl-plugin-" + o.String() + "-" }
+func BootDirName(job string, o owner.Owner) string { return "gobtl-" + job + "-" + o.String() }
 
 // OrphanAge is how old a file that no process holds must be before Clean
 // takes it for an orphan: a job's files exist only while it starts, and a
@@ -139,7 +91,7 @@ func Clean(o CleanOptions) ([]string, error) {
 		}
 		pid, _ := strconv.Atoi(m[2])
 		start, _ := strconv.ParseUint(m[3], 10, 64)
-		if (Owner{pid, start}).Alive() {
+		if (owner.Owner{Pid: pid, Start: start}).Alive() {
 			if m[1] != "" {
 				live[m[1]] = true
 			}

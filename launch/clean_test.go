@@ -9,30 +9,30 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/owner"
 )
 
 // deadOwner is a process that has ended: a child that ran and was reaped.
-func deadOwner(t *testing.T) Owner {
+func deadOwner(t *testing.T) owner.Owner {
 	t.Helper()
 	cmd := exec.Command("true")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	o := Owner{Pid: cmd.Process.Pid}
-	o.Start, _ = startTime(o.Pid)
+	o := owner.Of(cmd.Process.Pid)
 	cmd.Wait()
 	return o
 }
 
 func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	tmp, shm := t.TempDir(), t.TempDir()
-	dead, live := deadOwner(t), Self()
+	dead, live := deadOwner(t), owner.Self()
 	if dead.Alive() || !live.Alive() {
 		t.Fatalf("dead owner alive %v, this process alive %v", dead.Alive(), live.Alive())
 	}
 	// A live process whose pid a dead owner's name carries, with another
 	// start time, is not that owner.
-	if (Owner{live.Pid, live.Start + 1}).Alive() {
+	if (owner.Owner{Pid: live.Pid, Start: live.Start + 1}).Alive() {
 		t.Fatal("a reused pid counts as the owner")
 	}
 	deadJob, liveJob := NewJobID(), NewJobID()
@@ -55,13 +55,13 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	}
 	gone := []string{
 		mkdir(tmp, BootDirName(deadJob, dead)),
-		mkdir(tmp, PluginDirPrefix(dead)+"123"),
+		mkdir(tmp, owner.PluginDirPrefix(dead)+"123"),
 		file(boot.ShmPrefix(deadJob) + "sm-0"),
 		file(boot.ShmPrefix(deadJob) + "extoll-net-1.mbox"),
 	}
 	kept := []string{
 		mkdir(tmp, BootDirName(liveJob, live)),
-		mkdir(tmp, PluginDirPrefix(live)+"456"),
+		mkdir(tmp, owner.PluginDirPrefix(live)+"456"),
 		mkdir(tmp, "gobtl-test-bin-789"),       // no owner in the name
 		file(boot.ShmPrefix(liveJob) + "sm-0"), // a live launcher's job: never looked at
 		file("gobtl-softrc-link.rail0"),        // shared by jobs

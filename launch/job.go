@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/owner"
 )
 
 // Config describes a job.
@@ -177,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	job := NewJobID()
-	dir := filepath.Join(os.TempDir(), BootDirName(job, Self()))
+	dir := filepath.Join(os.TempDir(), BootDirName(job, owner.Self()))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Result{}, fmt.Errorf("launch: %w", err)
 	}

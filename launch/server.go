@@ -188,8 +188,10 @@ func (s *Server) serve(conn net.Conn) {
 				c.send(&Reply{Op: req.Op, Err: err.Error()})
 				return
 			}
-			conn.SetReadDeadline(time.Time{}) // a rank may compute for hours between fences
-			s.helloed() // before the reply: the last rank's Dial returns to a tidied host
+			// A rank may compute for hours between fences.
+			conn.SetReadDeadline(time.Time{})
+			// Before the reply: the last rank's Dial returns to a tidied host.
+			s.helloed()
 			c.send(&Reply{Op: boot.OpHello, Size: s.size})
 		case boot.OpFence:
 			s.fence(c, req.Puts)

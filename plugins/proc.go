@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/owner"
 	"github.com/gobtl/gobtl/plugins/internal/wire"
 	pb "github.com/gobtl/gobtl/plugins/policypb"
 	plugin "github.com/hashicorp/go-plugin"
@@ -115,8 +116,10 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	}
 	// go-plugin creates the socket directory inside this one and removes
 	// it on Kill; a plugin killed with SIGKILL leaves its socket behind,
-	// which kill removes with the whole directory.
-	sockDir, err := os.MkdirTemp("", "gobtl-plugin-")
+	// which kill removes with the whole directory. The name carries this
+	// process, so that what a host killed during the handshake leaves is
+	// removed by the next launcher (package launch, clean.go).
+	sockDir, err := os.MkdirTemp("", owner.PluginDirPrefix(owner.Self()))
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
@@ -147,6 +150,9 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		p.kill()
 		return nil, p.explainStart(err, o.startTimeout)
 	}
+	// Connected: nobody dials the socket again (no broker), so its name
+	// goes now, and a host killed outright later leaves no directory.
+	_ = os.RemoveAll(sockDir)
 	p.rpc = rpc
 	raw, err := rpc.Dispense(wire.ServicePlugin)
 	if err != nil {
