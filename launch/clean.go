@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,21 @@ import (
 // directory, gobtl-<job>-<pid>-<start> (job ids of `gobtl run` are hex),
 // and a plugin's socket directory, gobtl-plugin-<pid>-<start>-<random>.
 var ownedName = regexp.MustCompile(`^gobtl-(?:([0-9a-f]+)|plugin)-([0-9]+)-([0-9]+)(?:-[^/]*)?$`)
+
+// oldBootDir matches the boot directories of launchers before owners were
+// named (gobtl-<job>-<random>): Clean asks their socket whether anyone
+// still listens.
+var oldBootDir = regexp.MustCompile(`^gobtl-[0-9a-f]{12}-[0-9]+$`)
+
+// deadSocket tells whether path is a unix socket nobody listens on.
+func deadSocket(path string) bool {
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
 
 // BootDirName is the name of the boot directory of job, owned by o.
 func BootDirName(job string, o owner.Owner) string { return "gobtl-" + job + "-" + o.String() }
@@ -86,6 +102,12 @@ func Clean(o CleanOptions) ([]string, error) {
 	}
 	for _, e := range ents {
 		m := ownedName.FindStringSubmatch(e.Name())
+		if o.Orphans && m == nil && e.IsDir() && oldBootDir.MatchString(e.Name()) {
+			if dir := filepath.Join(o.TempDir, e.Name()); mine(dir) && deadSocket(filepath.Join(dir, "boot.sock")) {
+				remove(dir)
+			}
+			continue
+		}
 		if m == nil || !e.IsDir() || !mine(filepath.Join(o.TempDir, e.Name())) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,23 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 		file("gobtl-softrc-link.rail0"),        // shared by jobs
 		file("unrelated"),
 	}
+	// A launcher from before owners were named: its socket tells.
+	oldDead := mkdir(tmp, "gobtl-0123456789ab-42")
+	os.Remove(filepath.Join(oldDead, "boot.sock"))
+	ln, err := net.Listen("unix", filepath.Join(oldDead, "boot.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // nobody listens any more
+	oldLive := mkdir(tmp, "gobtl-ba9876543210-43")
+	os.Remove(filepath.Join(oldLive, "boot.sock"))
+	ln, err = net.Listen("unix", filepath.Join(oldLive, "boot.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	kept = append(kept, oldLive)
 	orphan := file("gobtl-slurm.pmix.7.0-sm.local-0") // another engine's job, held by nobody
 	held := file("gobtl-slurm.pmix.8.0-sm.local-0")   // held open by this process
 	f, err := os.Open(held)
@@ -91,10 +109,10 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(removed, []string{orphan}) {
-		t.Fatalf("clean removed %q, want only the orphan %s", removed, orphan)
+	if want := []string{oldDead, orphan}; !slices.Equal(removed, want) {
+		t.Fatalf("clean removed %q, want %q", removed, want)
 	}
-	for _, p := range append(gone, orphan) {
+	for _, p := range append(gone, oldDead, orphan) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s: %v, want it removed", p, err)
 		}

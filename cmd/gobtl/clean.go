@@ -15,9 +15,15 @@ left behind, and prints each path it removed:
 
   - boot directories $TMPDIR/gobtl-<job>-<pid>-<start> and plugin socket
     directories $TMPDIR/gobtl-plugin-<pid>-<start>-* whose owner process is dead,
-    with the /dev/shm files of those jobs;
+    with the /dev/shm files of those jobs, and boot directories of older
+    launchers ($TMPDIR/gobtl-<job>-<n>) whose socket nobody listens on;
   - /dev/shm/gobtl-* files that no process maps or holds open (jobs started by
-    mpirun or srun, programs killed while they started).
+    mpirun or srun, programs killed while they started) and that are older
+    than 30 seconds.
+
+Clean sees the processes of its own PID namespace: on a host whose /dev/shm
+is shared with containers it cannot see into, do not run it while their jobs
+run.
 
 A running job's files are never touched: its launcher is alive, or its ranks
 map their files. Jobs leave nothing once started (the launcher removes its boot
