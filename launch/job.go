@@ -174,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	// What launchers killed during start-up left; never a live job's.
 	if gone, _ := SweepStale("", cfg.ShmDir); len(gone) > 0 {
-		fmt.Fprintf(cfg.Report, "gobtl run: removed %d files that dead jobs left, first %s\n", len(gone), gone[0])
+		fmt.Fprintf(cfg.Report, "gobtl run: removed what dead jobs left: %s (%d in all)\n", gone[0], len(gone))
 	}
 
 	job := NewJobID()
