@@ -39,19 +39,37 @@ import (
 // and a plugin's socket directory, gobtl-plugin-<pid>-<start>-<random>.
 var ownedName = regexp.MustCompile(`^gobtl-(?:([0-9a-f]+)|plugin)-([0-9]+)-([0-9]+)(?:-[^/]*)?$`)
 
-// oldBootDir matches the boot directories of launchers before owners were
-// named (gobtl-<job>-<random>): Clean asks their socket whether anyone
-// still listens.
-var oldBootDir = regexp.MustCompile(`^gobtl-[0-9a-f]{12}-[0-9]+$`)
+// oldName matches the boot directories of launchers, gobtl-<job>-<n>, and
+// the socket directories of plugins, gobtl-plugin-<n>, from before owners
+// were named: Clean asks their sockets whether anyone still listens.
+var oldName = regexp.MustCompile(`^gobtl-(?:[0-9a-f]{12}|plugin)-[0-9]+$`)
 
-// deadSocket tells whether path is a unix socket nobody listens on.
-func deadSocket(path string) bool {
-	c, err := net.Dial("unix", path)
-	if err == nil {
-		c.Close()
+// abandoned tells whether nobody listens on any socket in dir: it has
+// sockets and all refuse, or it has none and is older than OrphanAge.
+func abandoned(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
 		return false
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	sockets := 0
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		sockets++
+		c, err := net.Dial("unix", filepath.Join(dir, e.Name()))
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return false
+		}
+	}
+	if sockets > 0 {
+		return true
+	}
+	st, err := os.Stat(dir)
+	return err == nil && time.Since(st.ModTime()) > OrphanAge
 }
 
 // BootDirName is the name of the boot directory of job, owned by o.
@@ -102,8 +120,8 @@ func Clean(o CleanOptions) ([]string, error) {
 	}
 	for _, e := range ents {
 		m := ownedName.FindStringSubmatch(e.Name())
-		if o.Orphans && m == nil && e.IsDir() && oldBootDir.MatchString(e.Name()) {
-			if dir := filepath.Join(o.TempDir, e.Name()); mine(dir) && deadSocket(filepath.Join(dir, "boot.sock")) {
+		if o.Orphans && m == nil && e.IsDir() && oldName.MatchString(e.Name()) {
+			if dir := filepath.Join(o.TempDir, e.Name()); mine(dir) && abandoned(dir) {
 				remove(dir)
 			}
 			continue

@@ -85,6 +85,16 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	}
 	defer ln.Close()
 	kept = append(kept, oldLive)
+	// A plugin's socket directory from before owners were named, its
+	// plugin gone.
+	oldPlugin := mkdir(tmp, "gobtl-plugin-77")
+	os.Remove(filepath.Join(oldPlugin, "boot.sock"))
+	ln2, err := net.Listen("unix", filepath.Join(oldPlugin, "plugin123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln2.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln2.Close()
 	orphan := file("gobtl-slurm.pmix.7.0-sm.local-0") // another engine's job, held by nobody
 	held := file("gobtl-slurm.pmix.8.0-sm.local-0")   // held open by this process
 	f, err := os.Open(held)
@@ -109,10 +119,10 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{oldDead, orphan}; !slices.Equal(removed, want) {
+	if want := []string{oldDead, oldPlugin, orphan}; !slices.Equal(removed, want) {
 		t.Fatalf("clean removed %q, want %q", removed, want)
 	}
-	for _, p := range append(gone, oldDead, orphan) {
+	for _, p := range append(gone, oldDead, oldPlugin, orphan) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s: %v, want it removed", p, err)
 		}

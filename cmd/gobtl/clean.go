@@ -15,8 +15,9 @@ left behind, and prints each path it removed:
 
   - boot directories $TMPDIR/gobtl-<job>-<pid>-<start> and plugin socket
     directories $TMPDIR/gobtl-plugin-<pid>-<start>-* whose owner process is dead,
-    with the /dev/shm files of those jobs, and boot directories of older
-    launchers ($TMPDIR/gobtl-<job>-<n>) whose socket nobody listens on;
+    with the /dev/shm files of those jobs, and the boot and plugin directories
+    of older gobtl ($TMPDIR/gobtl-<job>-<n>, gobtl-plugin-<n>) whose sockets
+    nobody listens on;
   - /dev/shm/gobtl-* files that no process maps or holds open (jobs started by
     mpirun or srun, programs killed while they started) and that are older
     than 30 seconds.
