@@ -50,8 +50,8 @@ func (m *module) initMetrics() {
 type peerStats struct {
 	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
 	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
-	waited     *core.Counter // frames sent with the backlog bit: stalls ended
-	waitNs     *core.Counter // the time those frames waited, in all
+	waited     *core.Counter // frames sent with the backlog bit: every one that waited for a credit
+	waitNs     *core.Counter // the time the stalls lasted (head to release), in all
 	waitMax    *core.Gauge   // the longest one waited
 	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
 	creditMsgs *core.Counter // explicit credit frames sent to the peer
