@@ -486,3 +486,38 @@ func TestPhasedAlltoallsAtScale(t *testing.T) {
 	}
 	t.Logf("%d messages delivered", total.Load())
 }
+
+// Seed 003 §6.5.2, the blocked workflow: while a compulsory credit return
+// request to a sender is outstanding, reaching its threshold grants it one
+// credit only if it holds fewer than its static slots, and none otherwise.
+func TestABlockedSenderGetsOneCreditOnlyBelowItsStaticSlots(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delta int32 // current − static
+		want  int32
+	}{{"below static", -1, 1}, {"at static", 0, 0}, {"above static", 3, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := newCluster(clusterOpts{n: 4, slots: 4 * 12, scheme: schemeDynamic, creditSlots: 2, backlog: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cr := creditsOf(cl.eng[1])
+			r := &cr.rx[0]
+			cr.setCurrent(r, int32(cr.static)+c.delta)
+			r.blocked = true
+			hi := cr.headIdx(0)
+			r.retrieved = cr.fifo[hi]
+			owed, cur := r.owed, r.current
+			cr.reach(0, false)
+			if got := r.owed - owed; got != c.want || r.current-cur != c.want {
+				t.Fatalf("current %d (static %d), blocked: %d credits granted (current %d→%d), want %d",
+					cur, cr.static, got, cur, r.current, c.want)
+			}
+			// The threshold pushed while blocked is 1: every packet is a
+			// chance to hand out the one credit (§6.5.2).
+			if cr.fifo[hi] != 1 {
+				t.Fatalf("threshold pushed while blocked %d, want 1", cr.fifo[hi])
+			}
+		})
+	}
+}
