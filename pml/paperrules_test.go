@@ -1,6 +1,7 @@
 package pml
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -179,5 +180,30 @@ func TestTheAsyncProgressArmsOnlyWhileReceivesArePending(t *testing.T) {
 	e.mu.Unlock()
 	if after != 0 {
 		t.Fatalf("the receive completed: %d notification requests, want none", after)
+	}
+}
+
+// Seed 001 §4.4: window round robin sends W consecutive small messages on
+// one subchannel before moving to the next; round robin alternates.
+func TestWindowRoundRobinSendsWMessagesPerSubchannel(t *testing.T) {
+	for _, c := range []struct {
+		mode   core.SchedMode
+		window int
+		want   string
+	}{
+		{core.SchedWindowRoundRobin, 3, "000111000111"},
+		{core.SchedWindowRoundRobin, 1, "010101010101"},
+		{core.SchedRoundRobin, 3, "010101010101"},
+	} {
+		p := &peer{subs: []*sub{{idx: 0}, {idx: 1}}}
+		p.sched.n = 2
+		p.sched.cfg = core.SchedSetup{Small: c.mode, Window: c.window}
+		got := ""
+		for range len(c.want) {
+			got += fmt.Sprint(p.pickSmall().idx)
+		}
+		if got != c.want {
+			t.Errorf("%v, W=%d: subchannels %s, want %s", c.mode, c.window, got, c.want)
+		}
 	}
 }

@@ -19,21 +19,21 @@ cd "$root"
 
 mutants=$(cat <<'EOF'
 alpha ~~ seed 001 §4.5 Eq. 4: α keeps history (not Eq. 3) ~~ policies/sched/sched.go ~~ w[sub] = (1-p.alpha)*w[sub] + p.alpha*sumW*(p.msgBytes[i]/p.msgTimes[i])/sumRate ~~ w[sub] = sumW*(p.msgBytes[i]/p.msgTimes[i])/sumRate ~~ ./policies/sched/ ~~ TestAdaptive
-window ~~ seed 001 §4.4: W messages per subchannel ~~ pml/sched.go ~~ if s.inWin++; s.inWin >= s.cfg.Window { ~~ if s.inWin++; s.inWin >= 1 { ~~ ./pml/ ~~ Window|Multirail|Sched
-esn ~~ seed 001 §5: ESN and out-of-order queue ~~ pml/recv.go ~~ if h.PSN != p.esn { ~~ if false { ~~ ./pml/ ~~ .
-due ~~ seed 000 §4.2: explicit credits at the threshold ~~ btl/ib/credits.go ~~ return c.owed > 0 && c.owed >= min(threshold, c.target) ~~ return c.owed > 0 && c.owed > min(threshold, c.target) ~~ ./btl/ib/ ~~ Credit|Flow|Static|Dynamic
-spend ~~ seed 000 §4.2: one credit per frame ~~ btl/ib/credits.go ~~ func (c *credits) spend() { c.avail-- } ~~ func (c *credits) spend() {} ~~ ./btl/ib/ ~~ Credit|Flow|Static|Dynamic
-backlogbit ~~ seed 000 §4.3: the backlog bit on a message that waited ~~ btl/ib/credits.go ~~ return core.FlagBacklog ~~ return 0 ~~ ./btl/ib/ ~~ Credit|Flow|Static|Dynamic|Backlog
+window ~~ seed 001 §4.4: W messages per subchannel ~~ pml/sched.go ~~ if s.inWin++; s.inWin >= s.cfg.Window { ~~ if s.inWin++; s.inWin >= 1 { ~~ ./pml/ ~~ WindowRoundRobin
+esn ~~ seed 001 §5: ESN and out-of-order queue ~~ pml/recv.go ~~ if h.PSN != p.esn { ~~ if false { ~~ ./pml/ ~~ MultirailRandomMixes|OutOfOrder
+due ~~ seed 000 §4.2: explicit credits at the threshold ~~ btl/ib/credits.go ~~ return c.owed > 0 && c.owed >= min(threshold, c.target) ~~ return c.owed > 0 && c.owed > min(threshold, c.target) ~~ ./btl/ib/ ~~ ExplicitCreditsAreDue
+spend ~~ seed 000 §4.2: one credit per frame ~~ btl/ib/credits.go ~~ func (c *credits) spend() { c.avail-- } ~~ func (c *credits) spend() {} ~~ ./btl/ib/ ~~ StaticScheme|EveryFrameThatWaited
+backlogbit ~~ seed 000 §4.3: the backlog bit on the frame that waited for a credit ~~ btl/ib/credits.go ~~ c.held, c.draining = false, true ~~ c.held, c.draining = false, true; return 0 ~~ ./btl/ib/ ~~ EveryFrameThatWaited|StaticScheme
 backlogall ~~ seed 000 §4.3: the bit on every message that waited, not one per stall ~~ btl/ib/credits.go ~~ if !queued || !c.draining { ~~ if true { ~~ ./btl/ib/ ~~ Backlog
 linear ~~ seed 000 §5: dynamic growth, linear by step ~~ policies/flowcontrol/ib_dynamic/dynamic.go ~~ next = min(base+p.Step, p.Max) ~~ next = min(base+2*p.Step, p.Max) ~~ ./policies/flowcontrol/ib_dynamic/ ~~ .
 buckets ~~ seed 002 §3: B-SRQ buckets R_i = 2^(8+i) ~~ policies/recvbuf/bsrq/bsrq.go ~~ r := l.MinBucket << i ~~ r := l.MinBucket << (i + 1) ~~ ./policies/recvbuf/bsrq/ ~~ .
-eq1 ~~ seed 003 §5.2 Eq. 1: threshold = quota div (k+1) + 1 ~~ btl/extoll/velo/engine.go ~~ func Threshold(quota, creditSlots int) int { return quota/(creditSlots+1) + 1 } ~~ func Threshold(quota, creditSlots int) int { return quota/creditSlots + 1 } ~~ ./btl/extoll/velo/ ~~ Threshold|Table1|Equation
+eq1 ~~ seed 003 §5.2 Eq. 1: threshold = quota div (k+1) + 1 ~~ btl/extoll/velo/engine.go ~~ func Threshold(quota, creditSlots int) int { return quota/(creditSlots+1) + 1 } ~~ func Threshold(quota, creditSlots int) int { return quota/creditSlots + 1 } ~~ ./btl/extoll/velo/ ~~ Table1
 eq2 ~~ seed 003 §5.2 Eq. 2: data region >= credit region ~~ btl/extoll/velo/credits.go ~~ if c.data < creditRegion { ~~ if c.data < 0 { ~~ ./btl/extoll/velo/ ~~ Equation2
 piggyroom ~~ seed 003 §5.4: piggybacked credits take the last 2 bytes ~~ btl/extoll/velo/engine.go ~~ const PiggybackRoom = nic.MaxPayload - 2 ~~ const PiggybackRoom = nic.MaxPayload ~~ ./btl/extoll/velo/ ~~ Piggyback
-static ~~ seed 003 §6.5: a victim keeps its static slots ~~ btl/extoll/velo/dynamic.go ~~ want := min(max(v, int64(c.static)), int64(c.maxQuota)) ~~ want := min(v, int64(c.maxQuota)) ~~ ./btl/extoll/velo/ ~~ Dynamic|Compulsory|Properties|Quota
-blocked ~~ seed 003 §6.5.2: blocked sender gets one credit only below static ~~ btl/extoll/velo/receiver.go ~~ if r.current < int32(c.static) { ~~ if true { ~~ ./btl/extoll/velo/ ~~ Blocked|Compulsory|Properties
+static ~~ seed 003 §6.5: a victim keeps its static slots ~~ btl/extoll/velo/dynamic.go ~~ want := min(max(v, int64(c.static)), int64(c.maxQuota)) ~~ want := min(v, int64(c.maxQuota)) ~~ ./btl/extoll/velo/ ~~ Victim
+blocked ~~ seed 003 §6.5.2: blocked sender gets one credit only below static ~~ btl/extoll/velo/receiver.go ~~ if r.current < int32(c.static) { ~~ if true { ~~ ./btl/extoll/velo/ ~~ Blocked
 interrupts ~~ seed 004 §4.3: interrupts only while receives are pending ~~ pml/async.go ~~ if a.armed || (e.pendingRecvs == 0 && e.pendingWork == 0 && !e.readsInFlight()) { ~~ if a.armed { ~~ ./pml/ ~~ Async
-tokens ~~ seed 004 §4.2: RDMA-read token bucket ~~ pml/queue.go ~~ if st.get && (s.readTokens == 0 || !s.readQ.Empty()) { ~~ if st.get && !s.readQ.Empty() { ~~ ./pml/ ~~ Token|Read
+tokens ~~ seed 004 §4.2: RDMA-read token bucket ~~ pml/queue.go ~~ if st.get && (s.readTokens == 0 || !s.readQ.Empty()) { ~~ if st.get && !s.readQ.Empty() { ~~ ./pml/ ~~ TokenBucket
 EOF
 )
 
@@ -68,7 +68,7 @@ while IFS= read -r line; do
 		continue
 	fi
 	start=$(date +%s)
-	if (cd "$tmp" && go test -count=1 -run "$run" "$pkg" >"$tmp/$id.log" 2>&1); then
+	if (cd "$tmp" && go test -count=1 -timeout 120s -run "$run" "$pkg" >"$tmp/$id.log" 2>&1); then
 		result=MISSED
 		missed=$((missed + 1))
 	else

@@ -17,6 +17,7 @@ package extoll
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Spec struct {
 	// Groups are the first ranks of the destination groups whose credits
 	// rank 0 samples in the phases pattern (Figure 19).
 	Groups []int `json:"groups,omitempty"`
+	// Senders lists, per phase of the handoff pattern, the ranks that
+	// send rank 0 Iters messages each.
+	Senders [][]int `json:"senders,omitempty"`
 }
 
 // Outcome is what rank 0 reports.
@@ -104,6 +108,8 @@ func Run(c bench.Comm, s Spec) (*Outcome, error) {
 		iter = func() error { return x.alltoall(s.Active) }
 	case "phases":
 		return x.phases()
+	case "handoff":
+		return x.handoff()
 	default:
 		return nil, fmt.Errorf("unknown pattern %q", s.Pattern)
 	}
@@ -220,6 +226,56 @@ func (x *runner) phases() (*Outcome, error) {
 	}
 	out.Counters = sum
 	out.UsPerIter = float64(el.Microseconds()) / float64(len(s.Phases)*s.Iters)
+	return out, nil
+}
+
+// handoff is a fan-in to rank 0 whose senders change from phase to
+// phase: the senders of one phase grow their quota at rank 0, then go
+// quiet holding credits above what the next phase's senders leave them —
+// the situation in which the dynamic scheme's compulsory credit return
+// fires (seed 003 §6.5, Figure 13). A barrier ends each phase.
+func (x *runner) handoff() (*Outcome, error) {
+	c, s := x.c, x.s
+	me := c.Rank()
+	out := &Outcome{Spec: s, Ranks: c.Size()}
+	before := counters(c.Metrics())
+	if err := c.Barrier(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for ph, senders := range s.Senders {
+		for _, p := range senders {
+			if p <= 0 || p >= c.Size() {
+				return nil, fmt.Errorf("handoff phase %d: sender %d is not a rank of 1..%d", ph, p, c.Size()-1)
+			}
+		}
+		switch {
+		case me == 0:
+			for range s.Iters {
+				for _, p := range senders {
+					if _, err := c.Recv(x.recv[p], p, tagData); err != nil {
+						return nil, err
+					}
+				}
+			}
+		case slices.Contains(senders, me):
+			for range s.Iters {
+				if err := c.Send(x.send, 0, tagData); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			return nil, err
+		}
+	}
+	el := time.Since(start)
+	sum, err := x.gather(diff(counters(c.Metrics()), before))
+	if err != nil || me != 0 {
+		return nil, err
+	}
+	out.Counters = sum
+	out.UsPerIter = float64(el.Microseconds()) / float64(max(1, len(s.Senders)*s.Iters))
 	return out, nil
 }
 

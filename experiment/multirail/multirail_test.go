@@ -26,7 +26,7 @@ func TestTheExperimentsStacksLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jobs.Close()
-	x := &exp{Options: Options{Tag: "t", Reps: 1}, Env: &experiment.Env{Ctx: context.Background(), Out: &bytes.Buffer{}, Jobs: jobs}}
+	x := &exp{Options: Options{Tag: "t"}, Env: &experiment.Env{Ctx: context.Background(), Out: &bytes.Buffer{}, Jobs: jobs}}
 	for _, f := range []func() error{x.equal, x.fourByOne, x.window} {
 		err := f()
 		_, stack, ok := strings.Cut(fmt.Sprint(err), "stack:\n")
