@@ -3,6 +3,7 @@ package experiment
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -153,5 +154,76 @@ func TestAFigureIsWrittenAndNamedOnlyWithADirectory(t *testing.T) {
 	}
 	if len(f.Lines[0].XY) != 2 {
 		t.Fatalf("Curve kept %v: a log axis cannot show 0", f.Lines[0].XY)
+	}
+}
+
+// Each check prints its verdict with the threshold; the run ends with a
+// summary per mode, and --json gets the checks, the records and the load.
+func TestChecksAreSummarisedAndWrittenAsJSON(t *testing.T) {
+	var out, js bytes.Buffer
+	env := &Env{Out: &out, JSON: &js}
+	p := &Plan{Name: "x", Steps: []Step{{Name: "a", Run: func() error {
+		if v := env.Check("T", "r1", "goes up", 2, AtLeast(1.5)); v != "reproduced (2 >= 1.5)" {
+			t.Errorf("verdict %q", v)
+		}
+		if v := env.Check("T", "r2", "stays put", 3, Within(1, 0.5)); v != "NOT reproduced (3, want 1 ± 0.5)" {
+			t.Errorf("verdict %q", v)
+		}
+		env.Unshown("T", "r3", "overlaps", "2 CPUs")
+		env.Record("T", map[string]int{"n": 1})
+		return nil
+	}}}}
+	if err := Run(env, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "policies builtin: 1 reproduced, 1 not reproduced, 1 not shown on this machine") ||
+		!strings.Contains(out.String(), "T / r2: NOT reproduced") || !strings.Contains(out.String(), "load at start") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	var doc struct {
+		Experiment string
+		Load       [2]string
+		Summary    Summary
+		Checks     []Check
+		Records    []Record
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("%v in %s", err, js.String())
+	}
+	if doc.Experiment != "x" || doc.Summary != (Summary{1, 1, 1}) || len(doc.Checks) != 3 || len(doc.Records) != 1 || doc.Load[0] == "" ||
+		doc.Checks[0].Step != "a" || doc.Checks[0].Mode != "builtin" {
+		t.Fatalf("document %+v", doc)
+	}
+	if Median([]float64{3, 1, 2}) != 2 || Median([]float64{4, 1, 2, 3}) != 2.5 {
+		t.Fatal("median")
+	}
+}
+
+// With Plugins every step runs twice, the second time with the policies'
+// plugins, named by PolicyLines from the plugin directory, which a failed
+// plugin aborts rather than fall back from.
+func TestPluginsModeRunsTheStepsAgainWithPlugins(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	env := &Env{Out: &out, Plugins: true, PluginDir: dir}
+	var lines []string
+	p := &Plan{Name: "x", Steps: []Step{{Name: "a", Run: func() error {
+		lines = append(lines, env.PolicyLines("ib_static"))
+		env.Check("T", "r", "t", 1, AtLeast(1))
+		return nil
+	}}}}
+	if err := Run(env, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 2 || lines[0] != "  builtin = \"ib_static\"\n" || !strings.Contains(lines[1], "plugin     = \"ib_static\"") ||
+		!strings.Contains(lines[1], dir) || !strings.Contains(lines[1], `on_failure = "abort"`) {
+		t.Fatalf("policy lines %q", lines)
+	}
+	if !strings.Contains(out.String(), "policies builtin: 1 reproduced") || !strings.Contains(out.String(), "policies plugin: 1 reproduced") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	env = &Env{Out: &out, Plugins: true, PluginDir: filepath.Join(dir, "none")}
+	if err := Run(env, p, nil); err == nil || !strings.Contains(err.Error(), "--plugins") {
+		t.Fatalf("no plugin directory: %v", err)
 	}
 }

@@ -53,6 +53,9 @@ func experimentCommand(e *experiment.Experiment, steps []string, plan func(env *
 			}
 			defer jobs.Close()
 			env.Ctx, env.Out, env.Progress, env.Bar, env.Jobs = cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), stderrIsTerminal(), jobs
+			if env.Quick && !cmd.Flags().Changed("reps") {
+				env.Reps = 1 // quick: one run per point unless told
+			}
 			if asJSON {
 				// The document is the standard output; the tables go
 				// beside the progress.
@@ -66,7 +69,7 @@ func experimentCommand(e *experiment.Experiment, steps []string, plan func(env *
 		f.StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(steps, ", "))
 	}
 	f.IntVar(&env.Reps, "reps", max(e.Reps, 1), "runs per measurement; the median is reported")
-	f.BoolVar(&env.Quick, "quick", false, "fewer points and shorter runs (under a minute on 2 cores)")
+	f.BoolVar(&env.Quick, "quick", false, "fewer points and shorter runs, one run each unless --reps is given (under a minute on 2 cores)")
 	f.StringVar(&env.Plots, "plots", "out/"+e.Name, `directory for the plots ("" for none)`)
 	f.BoolVar(&asJSON, "json", false, "print the run as one JSON document (checks, records, load); the tables go to standard error")
 	f.BoolVar(&env.Plugins, "plugins", false, "run every step twice: policies built in, then the same policies as separately compiled plugins")

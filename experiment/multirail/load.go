@@ -22,7 +22,7 @@ type loadRun struct {
 func (x *exp) load() error {
 	total, on, length := 8*time.Second, 2*time.Second, 3*time.Second
 	if x.Quick {
-		total, on, length = 3*time.Second, 800*time.Millisecond, 1200*time.Millisecond
+		total, on, length = 2500*time.Millisecond, 700*time.Millisecond, time.Second
 	}
 	link := fmt.Sprintf("gobtl-mr-%s-rail1-node%%r", x.Tag)
 	rails := []Rail{{Name: "hca0", Rate: rate4x}, {Name: "hca1", Rate: rate4x, Link: link}}
@@ -129,26 +129,32 @@ func (x *exp) printLoad(runs []loadRun) {
 		fmt.Fprintf(w, "%s: second job from %.2fs to %.2fs, it moved %.0f MB/s\n", r.policy, on, off, r.load.MBps)
 	}
 	fmt.Fprintf(w, "%6s  %-4s | %12s | %12s %16s\n", "t (s)", "load", "even (MB/s)", "adaptive", "weights 0:1")
-	// One row per 100 ms interval of the runs' clocks: a sample belongs to
-	// the interval it ends in (a stream samples after a window of
-	// messages, so samples are not exactly 100 ms apart, and two of one
-	// run can fall in one interval: the later is shown).
+	// One row per 100 ms tick of the runs' clocks. A stream samples after
+	// a window of messages, so its samples are not exactly 100 ms apart:
+	// each goes to its nearest tick, and two of one run at one tick are
+	// averaged (printed apart, they showed one time twice).
 	type cell struct {
 		p  point
+		n  int
 		ok bool
 	}
 	bins := map[int][2]cell{}
 	last := 0
 	for k, pts := range [][]point{even.points(), adaptive.points()} {
 		for _, p := range pts {
-			i := int(math.Ceil(p.t*10 - 1e-9))
+			i := int(math.Round(p.t * 10))
 			b := bins[i]
-			b[k] = cell{p, true}
+			c := &b[k]
+			if c.ok {
+				p.mbps = (c.p.mbps*float64(c.n) + p.mbps) / float64(c.n+1)
+				p.loaded = p.loaded || c.p.loaded
+			}
+			c.p, c.n, c.ok = p, c.n+1, true
 			bins[i] = b
 			last = max(last, i)
 		}
 	}
-	for i := 1; i <= last; i++ {
+	for i := 0; i <= last; i++ {
 		b, ok := bins[i]
 		if !ok {
 			continue

@@ -351,7 +351,7 @@ func (x *exp) fourByOne() error {
 	// The weights adaptive striping reaches in a stream of 1 MiB messages.
 	dur := 3 * time.Second
 	if x.Quick {
-		dur = 1500 * time.Millisecond
+		dur = time.Second
 	}
 	x.Begin("multirail: adaptive weights, %s stream", dur)
 	st, err := x.stream(adaptive.stack, StreamOptions{Size: 1 << 20, Window: 16, Duration: dur, Interval: 100 * time.Millisecond})
