@@ -5,7 +5,9 @@
 # directory, applies one mutant at a time there — the working tree is never
 # touched — runs the tests named for it, and expects them to fail. It
 # prints a table, caught or missed, and exits 1 if any mutant was missed or
-# did not apply (its line is gone: the table must follow the code).
+# did not apply (its line is gone: the table must follow the code). First it
+# runs the same tests on the unmutated copy: they must pass there, so that
+# only the mutant can be what fails them.
 #
 #   scripts/mutants.sh            every mutant
 #   scripts/mutants.sh alpha due  the mutants whose id is given
@@ -44,6 +46,28 @@ trap 'rm -rf "$tmp"' EXIT
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$tmp" -xf -
 
 want=" $* "
+
+# The baseline: the tests named for the selected mutants must pass on the
+# unmutated tree, or a failure would be counted as a catch. One run per
+# package, its mutants' -run patterns joined.
+declare -A runs=()
+while IFS= read -r line; do
+	[ -z "$line" ] && continue
+	id=$(awk -F ' ~~ ' '{print $1}' <<<"$line")
+	[ $# -gt 0 ] && [[ "$want" != *" $id "* ]] && continue
+	pkg=$(awk -F ' ~~ ' '{print $6}' <<<"$line")
+	run=$(awk -F ' ~~ ' '{print $7}' <<<"$line")
+	runs[$pkg]="${runs[$pkg]:+${runs[$pkg]}|}$run"
+done <<<"$mutants"
+for pkg in "${!runs[@]}"; do
+	if ! (cd "$tmp" && go test -count=1 -timeout 180s -run "${runs[$pkg]}" "$pkg" >"$tmp/baseline.log" 2>&1); then
+		echo "mutants: the unmutated tree fails $pkg -run '${runs[$pkg]}':"
+		tail -20 "$tmp/baseline.log"
+		exit 1
+	fi
+	echo "baseline  $pkg passes -run '${runs[$pkg]}'"
+done
+
 printf '%-11s %-8s %8s  %s\n' mutant result time rule
 missed=0
 while IFS= read -r line; do
