@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -103,6 +104,11 @@ func (e *Env) summary() {
 	}
 	w := e.Out
 	fmt.Fprintf(w, "== Summary: the papers' trends on this machine (%s)\n", e.loadNote())
+	if l, busy := shared(e.loadAt, runtime.NumCPU()); busy {
+		fmt.Fprintf(w, "The machine was shared: load %.1f on %d CPUs, more than twice the cores. Trends measured in time\n"+
+			"(latency, bandwidth, run time, overlap) may fail from that alone; counts (credits, buffers,\n"+
+			"messages, bytes) do not depend on it.\n", l, runtime.NumCPU())
+	}
 	modes := []string{}
 	for _, c := range e.checks {
 		if !slices.Contains(modes, c.Mode) {
@@ -129,6 +135,21 @@ func (e *Env) summary() {
 			fmt.Fprintf(w, "  [%s] %s / %s: %s — %s\n", c.Mode, c.Table, c.Row, c.Verdict(), c.Trend)
 		}
 	}
+}
+
+// shared reports the higher one-minute load of at (as loadNow prints
+// it) and whether it was above twice cpus: other work then held the cores
+// the ranks and the software NICs need, and timings say more about it than
+// about the papers' mechanisms.
+func shared(at [2]string, cpus int) (float64, bool) {
+	high := 0.0
+	for _, s := range at {
+		var l float64
+		if _, err := fmt.Sscan(s, &l); err == nil {
+			high = max(high, l)
+		}
+	}
+	return high, high > 2*float64(cpus)
 }
 
 // Summary counts reproduced and not reproduced checks over every mode.

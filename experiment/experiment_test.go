@@ -194,6 +194,15 @@ func TestChecksAreSummarisedAndWrittenAsJSON(t *testing.T) {
 		doc.Checks[0].Step != "a" || doc.Checks[0].Mode != "builtin" {
 		t.Fatalf("document %+v", doc)
 	}
+	for _, c := range []struct {
+		at   [2]string
+		cpus int
+		busy bool
+	}{{[2]string{"0.50 0.40 0.30", "4.01 1 1"}, 2, true}, {[2]string{"4.00 9 9", "1.2 1 1"}, 2, false}, {[2]string{"unknown", ""}, 2, false}} {
+		if _, busy := shared(c.at, c.cpus); busy != c.busy {
+			t.Errorf("shared(%q, %d) = %v", c.at, c.cpus, busy)
+		}
+	}
 	if Median([]float64{3, 1, 2}) != 2 || Median([]float64{4, 1, 2, 3}) != 2.5 {
 		t.Fatal("median")
 	}
