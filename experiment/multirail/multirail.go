@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -256,9 +257,14 @@ func (x *exp) equal() error {
 	fmt.Fprintf(w, "== equal: one rail vs two rails of 1GB/s (Figs. 5, 7, 8); two rails: even striping of RDMA data >= 64KiB, round robin below\n")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "", "latency", "(us)", "", "bandwidth", "(MB/s)", "", "bidir bw", "(MB/s)", "")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "size", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1")
+	benches := x.equalBenches()
 	for _, n := range x.sizes() {
 		fmt.Fprintf(w, "%-8s", sizeName(n))
 		for _, b := range []string{"latency", "bw", "bibw"} {
+			if !slices.Contains(benches, b) {
+				fmt.Fprintf(w, " | %10s %10s %6s", "-", "-", "-") // not run (--quick)
+				continue
+			}
 			a, c := res[b]["1 rail"][n], res[b]["2 rails"][n]
 			x.Record("equal rails", map[string]any{"bench": b, "size": n, "one_rail": a, "two_rails": c})
 			fmt.Fprintf(w, " | %10.2f %10.2f %6.2f", a, c, ratio(c, a))
