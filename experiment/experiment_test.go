@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/bench"
 )
@@ -171,12 +174,20 @@ func TestChecksAreSummarisedAndWrittenAsJSON(t *testing.T) {
 		}
 		env.Unshown("T", "r3", "overlaps", "2 CPUs")
 		env.Record("T", map[string]int{"n": 1})
+		// A value not measured is NaN; the document must still encode,
+		// with null for it.
+		env.Check("T", "r4", "after", nan, AtLeast(1))
+		env.Record("T", struct {
+			A float64 `json:"a"`
+			B []float64
+			C time.Time `json:"c,omitempty"`
+		}{A: nan, B: []float64{1, math.Inf(1)}})
 		return nil
 	}}}}
 	if err := Run(env, p, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "policies builtin: 1 reproduced, 1 not reproduced, 1 not shown on this machine") ||
+	if !strings.Contains(out.String(), "policies builtin: 1 reproduced, 2 not reproduced, 1 not shown on this machine") ||
 		!strings.Contains(out.String(), "T / r2: NOT reproduced") || !strings.Contains(out.String(), "load at start") {
 		t.Fatalf("summary:\n%s", out.String())
 	}
@@ -190,7 +201,13 @@ func TestChecksAreSummarisedAndWrittenAsJSON(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
 		t.Fatalf("%v in %s", err, js.String())
 	}
-	if doc.Experiment != "x" || doc.Summary != (Summary{1, 1, 1}) || len(doc.Checks) != 3 || len(doc.Records) != 1 || doc.Load[0] == "" ||
+	if len(doc.Records) != 2 {
+		t.Fatalf("records %+v", doc.Records)
+	}
+	if row, ok := doc.Records[1].Row.(map[string]any); !ok || row["a"] != nil || !reflect.DeepEqual(row["B"], []any{1.0, nil}) || !strings.Contains(js.String(), `"value": null`) {
+		t.Fatalf("NaN and Inf not null in %s", js.String())
+	}
+	if doc.Experiment != "x" || doc.Summary != (Summary{1, 2, 1}) || len(doc.Checks) != 4 || len(doc.Records) != 2 || doc.Load[0] == "" ||
 		doc.Checks[0].Step != "a" || doc.Checks[0].Mode != "builtin" {
 		t.Fatalf("document %+v", doc)
 	}

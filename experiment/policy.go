@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -101,7 +102,7 @@ type Record struct {
 
 // Record keeps a row of a table for the JSON document (--json).
 func (e *Env) Record(table string, row any) {
-	e.records = append(e.records, Record{Step: e.step, Mode: e.Mode(), Table: table, Row: row})
+	e.records = append(e.records, Record{Step: e.step, Mode: e.Mode(), Table: table, Row: jsonValue(reflect.ValueOf(row))})
 }
 
 // Median is the median of v (the mean of the middle two for an even
@@ -154,14 +155,9 @@ func (e *Env) writeJSON(p *Plan, start time.Time) error {
 		Quick      bool      `json:"quick"`
 		Plugins    bool      `json:"plugins"`
 		Summary    Summary   `json:"summary"`
-		Checks     []Check   `json:"checks"`
+		Checks     any       `json:"checks"` // a value not measured (NaN) is null
 		Records    []Record  `json:"records"`
-	}{p.Name, host, runtime.NumCPU(), start, time.Since(start).Seconds(), e.loadAt, e.Repeat(), e.Quick, e.Plugins, e.counts(), e.checks, e.records}
-	for i := range doc.Checks {
-		if doc.Checks[i].Unshown != "" {
-			doc.Checks[i].Value = 0 // NaN has no JSON
-		}
-	}
+	}{p.Name, host, runtime.NumCPU(), start, time.Since(start).Seconds(), e.loadAt, e.Repeat(), e.Quick, e.Plugins, e.counts(), jsonValue(reflect.ValueOf(e.checks)), e.records}
 	enc := json.NewEncoder(e.JSON)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
