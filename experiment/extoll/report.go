@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -84,9 +85,11 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 	}
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "EXTOLL flow control experiments (seed 003 §5.3, §6.8, §7): %d ranks, %s.\n", o.Ranks, x.mode)
-	fmt.Fprintf(w, "Machine: 2 cores shared with other work, so ranks are oversubscribed %d:1 and times are noisy;\n", max(1, o.Ranks/2))
-	fmt.Fprintf(w, "each time is the median of the runs. Overhead = time / reference - 1, the reference being no flow\n")
-	fmt.Fprintf(w, "control and a %d-slot-per-peer mailbox (§5.3). Delayed = sends that waited for credits.\n\n", Reference().SlotsPerPeer)
+	if cpus := runtime.NumCPU(); o.Ranks > cpus {
+		fmt.Fprintf(w, "%d ranks on %d CPUs are oversubscribed %d:1, so times are noisy; ", o.Ranks, cpus, (o.Ranks+cpus-1)/cpus)
+	}
+	fmt.Fprintf(w, "each time is the median of the runs.\nOverhead = time / reference - 1, the reference being no flow control and a\n")
+	fmt.Fprintf(w, "%d-slot-per-peer mailbox (§5.3). Delayed = sends that waited for credits.\n\n", Reference().SlotsPerPeer)
 	return &experiment.Plan{
 		Name:   "extoll",
 		Header: w.String(),
