@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"time"
 
@@ -144,7 +145,7 @@ func (x *exp) printLoad(runs []loadRun) {
 	fmt.Fprintf(w, "== load: two 1GB/s rails; a second job streams 1MiB messages over rail 1's link for a while (Fig. 20)\n")
 	fmt.Fprintf(w, "The second job's ports name the same softrc link as rail 1 of the measured job (one token bucket per node\n")
 	fmt.Fprintf(w, "in /dev/shm), so the two jobs share that rail's 1GB/s as two programs share an HCA port. It also\n")
-	fmt.Fprintf(w, "takes CPU: four processes on two cores while it runs.\n")
+	fmt.Fprintf(w, "takes CPU: four processes on %d CPUs while it runs.\n", runtime.NumCPU())
 	for _, r := range runs {
 		on, off := r.loadWindow()
 		fmt.Fprintf(w, "%s: second job from %.2fs to %.2fs, it moved %.0f MB/s\n", r.policy, on, off, r.load.MBps)

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,10 +79,10 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 	windows := len(x.windows()) + 1
 	return &experiment.Plan{
 		Name: "multirail",
-		Header: fmt.Sprintf("Multirail experiments (seed 001 §6) over ib/softrc between two processes under gobtl run.\n" +
-			"softrc rails are rate-limited TCP connections over loopback (a token bucket per port), and the\n" +
-			"machine has 2 cores, shared with other work: both ranks, their softrc device goroutines and the\n" +
-			"kernel's TCP copies compete for them. Rendezvous is rdma_read.\n"),
+		Header: fmt.Sprintf("Multirail experiments (seed 001 §6) over ib/softrc between two processes under gobtl run.\n"+
+			"softrc rails are rate-limited TCP connections over loopback (a token bucket per port), and the\n"+
+			"machine has %d CPUs: both ranks, their softrc device goroutines and the kernel's TCP copies\n"+
+			"compete for them. Rendezvous is rdma_read.\n", runtime.NumCPU()),
 		Steps: []experiment.Step{
 			// bench runs 3 benchmarks × configs × 2 groups of sizes.
 			{Name: "equal", Runs: len(x.equalBenches()) * 2 * len(x.groups(false)) * env.Repeat(), Run: x.equal},
