@@ -171,3 +171,10 @@ experiments-multirail: build
 experiments: experiments-flowcontrol
 experiments-flowcontrol: build
 	$(BIN)/gobtl experiment flowcontrol $(FC_EXP)
+
+# The mutation check over the papers' rules (scripts/mutants.sh): each
+# one-line break of a rule must fail a test. Not part of `make test`: it
+# runs the named tests once per mutant, a few minutes on this machine.
+.PHONY: mutants
+mutants:
+	scripts/mutants.sh
