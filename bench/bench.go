@@ -30,7 +30,7 @@ type Comm interface {
 	Send(buf []byte, dest, tag int) error
 	Recv(buf []byte, source, tag int) (pml.Status, error)
 	Wait(r *pml.Request) (pml.Status, error)
-	Waitall(rs []*pml.Request) error
+	Waitall(rs []*pml.Request, sts []pml.Status) error
 	Barrier() error
 	Alltoall(send, recv []byte, block int) error
 	Metrics() *core.Metrics

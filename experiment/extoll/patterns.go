@@ -186,7 +186,7 @@ func (x *runner) alltoall(active int) error {
 		}
 		x.reqs = append(x.reqs, r)
 	}
-	return x.c.Waitall(x.reqs)
+	return x.c.Waitall(x.reqs, nil)
 }
 
 // phases runs Iters alltoalls per phase with a barrier after each (§7.3)

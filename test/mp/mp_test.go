@@ -224,7 +224,7 @@ func exchange(c *gobtl.Comm) error {
 			reqs = append(reqs, r)
 		}
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("all-pairs: %w", err)
 	}
 	for key, b := range recvBufs {
@@ -258,7 +258,7 @@ func exchange(c *gobtl.Comm) error {
 		}
 		reqs = append(reqs, r)
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("ring in flight: %w", err)
 	}
 	for k := range inflight {
