@@ -73,6 +73,11 @@ type Config struct {
 	Policies []*Policy
 	// Variables are the declared variables and their effective values.
 	Variables []*Variable
+	// Coll is the coll block's values against CollParams, defaults filled
+	// in; CollRange is where the block was declared, nil when there was
+	// none.
+	Coll      core.Params
+	CollRange *hcl.Range
 
 	dec *decoder
 }
@@ -104,6 +109,7 @@ var topSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "btl", LabelNames: []string{"kind", "name"}},
 	{Type: "policy", LabelNames: []string{"kind"}},
 	{Type: "variable", LabelNames: []string{"name"}},
+	{Type: "coll"},
 }}
 
 // Load loads one configuration from paths. A directory stands for every
@@ -122,7 +128,7 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 		srcs = append(srcs, Source{Name: path, Bytes: b})
 	}
 	if diags.HasErrors() {
-		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), dec: &decoder{ctx: evalContext(nil)}}, diags
+		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), Coll: core.MustParams(CollParams), dec: &decoder{ctx: evalContext(nil)}}, diags
 	}
 	c, ds := LoadSources(opts, srcs...)
 	return c, append(diags, ds...)
@@ -157,7 +163,7 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	parser := hclparse.NewParser()
 
-	var jobs, btls, policies, variables []*hcl.Block
+	var jobs, btls, policies, variables, colls []*hcl.Block
 	for _, s := range srcs {
 		if seen[s.Name] {
 			continue // the same file named twice is loaded once
@@ -181,6 +187,8 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 				policies = append(policies, b)
 			case "variable":
 				variables = append(variables, b)
+			case "coll":
+				colls = append(colls, b)
 			}
 		}
 	}
@@ -196,6 +204,7 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 	diags = append(diags, c.decodeJob(jobs)...)
 	diags = append(diags, c.decodeBTLs(btls)...)
 	diags = append(diags, c.decodePolicies(policies, opts)...)
+	diags = append(diags, c.decodeColl(colls)...)
 
 	sortDiagnostics(diags, c.Files)
 	return c, diags
