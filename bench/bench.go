@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -32,7 +33,6 @@ type Comm interface {
 	Wait(r *pml.Request) (pml.Status, error)
 	Waitall(rs []*pml.Request, sts []pml.Status) error
 	Barrier() error
-	Alltoall(send, recv []byte, block int) error
 	Metrics() *core.Metrics
 }
 
@@ -134,8 +134,10 @@ type benchmark struct {
 	doc       string
 	minRanks  int
 	evenRanks bool
-	sizes     []int
-	columns   []column
+	// perRank: the buffers hold size bytes per rank (allgather, alltoall).
+	perRank bool
+	sizes   []int
+	columns []column
 	// iters gives the default iterations for a size.
 	iters func(size int) int
 	run   func(b *runner, size int) (Row, error)
@@ -190,12 +192,6 @@ var suite = map[string]*benchmark{
 		columns: []column{{"compute_us", "W (us)", "%.1f"}, {"time_send_us", "T send (us)", "%.1f"},
 			{"overlap_send", "Overlap send", "%.3f"}, {"time_recv_us", "T recv (us)", "%.1f"}, {"overlap_recv", "Overlap recv", "%.3f"}},
 		run: (*runner).overlap,
-	},
-	"alltoall": {
-		doc: "Alltoall of the size per pair: time per call", minRanks: 2,
-		sizes: powers(1, 1<<20), iters: bySize(1000, 100, 8192),
-		columns: []column{{"lat_us", "Latency (us)", "%.2f"}},
-		run:     (*runner).alltoall,
 	},
 	"multi-pingpong": {
 		doc: "seed 003 §5.3: N/2 pairs ping-pong at once: mean and worst one-way latency", minRanks: 2, evenRanks: true,
@@ -272,6 +268,7 @@ type runner struct {
 	reqs   []*pml.Request
 	iters  int
 	warmup int
+	coll   *coll.Comm // the collective benchmarks' layer, once built
 }
 
 // Run runs the named benchmark on every rank and writes the report on rank
@@ -300,7 +297,7 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	maxSize := slices.Max(sizes)
 	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window)}
 	bufLen := maxSize
-	if name == "alltoall" {
+	if b.perRank {
 		bufLen = maxSize * c.Size()
 	}
 	r.sbuf, r.rbuf = make([]byte, bufLen), make([]byte, bufLen)
