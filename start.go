@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -29,7 +30,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			return nil, err
 		}
 	}
-	return &Comm{Comm: s.comm, closers: s.closers}, nil
+	tu, err := collTuning(s.cfg.Coll)
+	if err != nil {
+		s.undo()
+		return nil, err
+	}
+	return &Comm{Comm: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}, nil
 }
 
 // start is one rank's start-up in progress: what Init has opened so far,
