@@ -11,6 +11,7 @@ all: build plugins
 build:
 	$(GO) build -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -o $(BIN)/ring ./examples/ring
+	$(GO) build -o $(BIN)/heat ./examples/heat
 
 # Every plugins/<name>/main.go serves a built-in policy as a plugin; the
 # example third-party plugins (aimd, and skeleton, the one to copy) are
