@@ -72,9 +72,12 @@ bench-osu: build
 	gobtl run -np 4 -- gobtl bench multi-pingpong
 
 # gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
-# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9".
+# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the
+# collectives (allreduce, bcast, allgather; issue 18) on 4 ranks after the
+# point-to-point set.
 compare-ompi:
 	bench/compare-ompi.sh $(COMPARE_ARGS)
+	bench/compare-ompi.sh -set coll $(COMPARE_ARGS)
 
 # The main job: the ring example on the default stack (self and shared
 # memory), four processes started by the launcher.
