@@ -187,6 +187,11 @@ type engine struct {
 	// nlost counts lost peers, so that Comm.Lost costs nothing until one
 	// is.
 	nlost atomic.Int32
+	// events counts what progress has handled, by any goroutine: a
+	// waiter whose own poll found nothing, but whose operations (Start)
+	// polled and found something while it advanced them, is making
+	// progress and must not back off into sleeping.
+	events atomic.Uint64
 	// ops are the Requests of operations above the PML (Start); opMu
 	// guards ops and lets one goroutine at a time advance them.
 	opMu sync.Mutex
@@ -400,6 +405,9 @@ func (e *engine) progress() int {
 	}
 	if e.opts.Scheduler != nil {
 		e.pollScheduler()
+	}
+	if n > 0 {
+		e.events.Add(uint64(n))
 	}
 	return n
 }

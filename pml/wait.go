@@ -50,6 +50,7 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 	var b backoff // built only once the first poll has not finished r
 	built := false
 	for {
+		ev := e.events.Load()
 		e.mu.Lock()
 		if r.released {
 			e.mu.Unlock()
@@ -72,7 +73,7 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 		if !built {
 			b, built = e.newBackoff(), true
 		}
-		if n > 0 {
+		if n > 0 || e.events.Load() != ev {
 			b.reset()
 		} else if err := e.aborted(); err != nil {
 			return Status{}, err, false
@@ -337,9 +338,10 @@ func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bo
 	done := ctx.Done()
 	b := e.newBackoff()
 	for {
+		ev := e.events.Load()
 		e.runOps()
 		e.mu.Lock()
-		n := e.progress()
+		e.progress()
 		ok, err := cond(e)
 		e.mu.Unlock()
 		switch {
@@ -347,7 +349,7 @@ func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bo
 			return err
 		case ok:
 			return nil
-		case n > 0:
+		case e.events.Load() != ev:
 			b.reset()
 		default:
 			if err := e.aborted(); err != nil {
