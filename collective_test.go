@@ -169,7 +169,11 @@ func TestTypedReductionsOfEveryOperationAndElementType(t *testing.T) {
 		reductions[uint], reductions[uint8], reductions[uint16], reductions[uint32], reductions[uint64],
 		reductions[uintptr], reductions[float32], reductions[float64], reductions[myInt],
 	}
-	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9} {
+	ns := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	if raceEnabled {
+		ns = []int{1, 3, 4}
+	}
+	for _, n := range ns {
 		fs := every
 		if n != 1 && n != 4 && n != 7 {
 			fs = []func(*Comm) error{reductions[int64], reductions[float64], reductions[uint8]}
@@ -438,7 +442,17 @@ func TestAContextEndsABlockedCollectiveAndItFinishesLater(t *testing.T) {
 		if err := c.BarrierContext(ctx); err != context.DeadlineExceeded {
 			return fmt.Errorf("barrier returned %v, want the context's error", err)
 		}
-		if c.Rank() == 0 {
+		// Rank 2 joins only once both have given up: a rank the machine
+		// starved past its deadline must not find the barrier done.
+		if c.Rank() == 1 {
+			if err := c.Send([]byte{1}, 0, 8); err != nil {
+				return err
+			}
+		} else {
+			in := make([]byte, 1)
+			if _, err := c.Recv(in, 1, 8); err != nil {
+				return err
+			}
 			if err := c.Send([]byte{1}, 2, 7); err != nil {
 				return err
 			}

@@ -26,7 +26,9 @@ func TestARankLostDuringACollectiveFailsItOnTheOthers(t *testing.T) {
 		{"allreduce recursive doubling", func(c *coll.Comm, buf []byte) error { return c.Allreduce(bg, buf[:8], buf[:8], sumInt64) }},
 		{"bcast", func(c *coll.Comm, buf []byte) error { return c.Bcast(bg, buf, 0) }},
 		{"barrier", func(c *coll.Comm, _ []byte) error { return c.Barrier(bg) }},
-		{"alltoall", func(c *coll.Comm, buf []byte) error { return c.Alltoall(bg, buf, make([]byte, len(buf)), len(buf)/c.Size()) }},
+		{"alltoall", func(c *coll.Comm, buf []byte) error {
+			return c.Alltoall(bg, buf, make([]byte, len(buf)), len(buf)/c.Size())
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 5
