@@ -5,20 +5,26 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 )
 
-// bootstrapFromEnv returns the bootstrap `gobtl run` left in the
-// environment (package boot): ok is false, with no error, for a program
-// started alone.
+// processStart is when the Go runtime initialized this package, shortly
+// after exec: the zero of the start-up metrics (core.MetricInit*).
+var processStart = time.Now()
+
+// bootstrapFromEnv returns the bootstrap the environment names, in
+// boot.Open's order: `gobtl run`, PMIx (mpirun, srun --mpi=pmix), PMI-2 or
+// PMI-1 (srun --mpi=pmi2, mpiexec.hydra). ok is false, with no error, for
+// a program started alone.
 func bootstrapFromEnv(ctx context.Context) (core.Bootstrap, bool, error) {
-	c, ok, err := boot.FromEnv(ctx)
-	if !ok || err != nil {
-		return nil, ok, err // never a nil *boot.Client in an interface
+	b, kind, err := boot.Open(ctx)
+	if err != nil {
+		return nil, true, err
 	}
-	return c, true, nil
+	return b, kind != boot.KindSingleton, nil
 }
 
 var localJobs atomic.Int64

@@ -6,8 +6,13 @@
 //	defer comm.Close()
 //	err = comm.Send(buf, peer, tag)
 //
-// The job's wire-up comes from the launcher's environment (`gobtl run`), or
-// from Options.Boot; a program started alone is a job of one rank. RunLocal
+// The job's wire-up comes from the environment of the engine that started
+// it — `gobtl run` on one host; Open MPI's mpirun or srun --mpi=pmix
+// through PMIx (programs built with -tags pmix); srun --mpi=pmi2 or MPICH's
+// mpiexec.hydra through PMI-2 — or from Options.Boot; a program started
+// alone is a job of one rank (see package boot). The engine also says
+// which ranks share a node: shared memory serves those, the network the
+// others. RunLocal
 // runs the ranks of a job as goroutines of one process over the in-process
 // fabric, for tests and examples.
 //
@@ -81,11 +86,37 @@ type Comm struct {
 	*pml.Comm
 	coll    *coll.Comm
 	closers []io.Closer
+	// boot is the bootstrap Init made from the environment, finalized or
+	// dropped at Close; nil when the caller gave one (Options.Boot).
+	boot core.Bootstrap
+	// aborter ends the whole job through its engine (nil: none can).
+	aborter core.Aborter
 	once    sync.Once
 	err     error
 }
 
-// Close closes the communicator, its transports and its policies.
+// Abort gives up on the job: this rank's blocking calls fail with
+// core.ErrAborted and cause (pml.Comm.Abort), and the engine that
+// started the job — `gobtl run`, mpirun, srun, mpiexec.hydra — is asked to
+// end every rank (PMIx_Abort, PMI's abort), this one included, as
+// MPI_Abort does. The program should then exit with a non-zero status.
+// Ranks of RunLocal only abort each other.
+func (c *Comm) Abort(cause error) {
+	c.Comm.Abort(cause)
+	if c.aborter != nil {
+		msg := "gobtl: aborted"
+		if cause != nil {
+			msg = fmt.Sprintf("gobtl: rank %d aborted: %v", c.Rank(), cause)
+		}
+		c.aborter.Abort(1, msg)
+	}
+}
+
+// Close closes the communicator, its transports and its policies. A rank
+// that closes cleanly — not aborted, every step without error — then
+// tells the engine it is done (PMIx_Finalize, PMI's finalize); one that
+// failed does not, so that the engine sees an abnormal end and ends the
+// job, and the program's non-zero exit status reaches mpirun or srun.
 func (c *Comm) Close() error {
 	c.once.Do(func() {
 		errs := []error{c.Comm.Close()}
@@ -93,8 +124,25 @@ func (c *Comm) Close() error {
 			errs = append(errs, cl.Close())
 		}
 		c.err = errors.Join(errs...)
+		if c.boot == nil {
+			return
+		}
+		if f, ok := c.boot.(core.Finalizer); ok && c.err == nil && c.Comm.Aborted() == nil {
+			if err := f.Finalize(); err != nil {
+				c.err = fmt.Errorf("gobtl: finalize the bootstrap: %w", err)
+			}
+			return
+		}
+		closeBoot(c.boot)
 	})
 	return c.err
+}
+
+// closeBoot drops a bootstrap without finalizing it.
+func closeBoot(b core.Bootstrap) {
+	if cl, ok := b.(io.Closer); ok {
+		cl.Close()
+	}
 }
 
 // RunLocal runs fn on every rank of an n-rank job whose ranks are
@@ -108,7 +156,15 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)
 	}
-	boots := localJob(n)
+	return runLocal(ctx, localJob(n), opts, true, fn)
+}
+
+// runLocal is RunLocal over the given bootstraps, one rank each; with
+// inProcess the default stack is the in-process fabric, else the stack a
+// process of such a job would get (tests of locality give boots from
+// boot.GroupOn).
+func runLocal(ctx context.Context, boots []core.Bootstrap, opts Options, inProcess bool, fn func(c *Comm) error) error {
+	n := len(boots)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
@@ -140,7 +196,7 @@ func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) 
 		go func(r int) {
 			defer wg.Done()
 			o := opts
-			o.Boot, o.inProcess = boots[r], true
+			o.Boot, o.inProcess = boots[r], inProcess
 			o.Metrics = nil
 			c, err := Init(ctx, o)
 			if err != nil {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -20,14 +22,23 @@ import (
 // stack, opens its policies and its BTLs, exchanges the BTLs' addresses
 // and starts the PML. A step that fails undoes every step before it.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
+	called := time.Since(processStart)
 	s, err := newStart(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	for _, step := range []func(context.Context) error{s.openPolicies, s.openBTLs, s.exchange, s.startPML} {
-		if err := step(ctx); err != nil {
+	s.mark(core.MetricInitCalled, called)
+	s.mark(core.MetricInitBootstrap, s.booted)
+	for _, step := range []struct {
+		run    func(context.Context) error
+		metric string
+	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}} {
+		if err := step.run(ctx); err != nil {
 			s.undo()
 			return nil, err
+		}
+		if step.metric != "" {
+			s.mark(step.metric, time.Since(processStart))
 		}
 	}
 	tu, err := collTuning(s.cfg.Coll)
@@ -35,17 +46,28 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		s.undo()
 		return nil, err
 	}
-	return &Comm{Comm: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}, nil
+	c := &Comm{Comm: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}
+	if s.ownBoot {
+		c.boot = s.boot
+	}
+	c.aborter, _ = s.boot.(core.Aborter)
+	return c, nil
 }
 
 // start is one rank's start-up in progress: what Init has opened so far,
 // so that one path, undo, closes it when a later step fails.
 type start struct {
-	boot    core.Bootstrap
-	cfg     *conf.Config
-	logs    *conf.Loggers
-	metrics *core.Metrics
-	clock   core.Clock
+	boot core.Bootstrap
+	// ownBoot says Init made boot from the environment, so that the
+	// communicator finalizes (or drops) it when it closes.
+	ownBoot bool
+	// locality is where the engine placed the ranks (nil: unknown).
+	locality core.Locality
+	booted   time.Duration // since processStart, when boot was up
+	cfg      *conf.Config
+	logs     *conf.Loggers
+	metrics  *core.Metrics
+	clock    core.Clock
 
 	flow    core.FlowControl
 	recv    core.RecvBuffers
@@ -67,27 +89,38 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 			return nil, fmt.Errorf("gobtl: bootstrap: %w", err)
 		}
 		if ok {
-			s.boot = b
+			s.boot, s.ownBoot = b, true
 		} else {
 			s.boot = localJob(1)[0] // a program started alone: a job of one rank
 			opts.inProcess = true
 		}
 	}
+	s.booted = time.Since(processStart)
+	s.locality = core.LocalityOf(s.boot)
 	if s.metrics == nil {
 		s.metrics = core.NewMetrics()
 	}
 	if s.clock == nil {
 		s.clock = core.SystemClock
 	}
-	var err error
-	if s.cfg, err = loadConfig(opts); err != nil {
+	fail := func(err error) (*start, error) {
+		if s.ownBoot {
+			closeBoot(s.boot)
+		}
 		return nil, err
 	}
+	var err error
+	if s.cfg, err = loadConfig(opts, core.SpansNodes(s.locality)); err != nil {
+		return fail(err)
+	}
 	if s.logs, err = s.cfg.Job.Log.Loggers(); err != nil {
-		return nil, fmt.Errorf("gobtl: logging: %w", err)
+		return fail(fmt.Errorf("gobtl: logging: %w", err))
 	}
 	return s, nil
 }
+
+// mark records a start-up metric (core.MetricInit*).
+func (s *start) mark(name string, d time.Duration) { s.metrics.Gauge(name).Set(int64(d)) }
 
 // undo closes what the steps so far opened: the PML (which owns the
 // modules once it exists) or the modules, then the policies.
@@ -102,6 +135,9 @@ func (s *start) undo() {
 	}
 	for _, c := range s.closers {
 		c.Close()
+	}
+	if s.ownBoot {
+		closeBoot(s.boot) // no finalize: the engine must see this rank fail
 	}
 }
 
@@ -149,7 +185,7 @@ func (s *start) openPolicy(ctx context.Context, p *conf.Policy) (any, io.Closer,
 func (s *start) openBTLs(context.Context) error {
 	for _, b := range s.cfg.BTLs {
 		ms, err := b.Component.OpenBTL(core.BTLEnv{
-			Instance: b.Name, Params: b.Params, Boot: s.boot, Clock: s.clock,
+			Instance: b.Name, Params: b.Params, Boot: s.boot, Locality: s.locality, Clock: s.clock,
 			Log: s.logs.For("btl." + b.Kind), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
 		})
 		if err != nil {
@@ -178,7 +214,7 @@ func (s *start) startPML(ctx context.Context) error {
 	po.Scheduler, po.Clock, po.Log, po.Metrics = s.sched, s.clock, s.logs.For("pml"), s.metrics
 	if s.sched != nil {
 		// Per-process binding needs this rank's place among its host's.
-		if po.LocalRank, po.LocalRanks, err = localRank(ctx, s.boot); err != nil {
+		if po.LocalRank, po.LocalRanks, err = localRank(ctx, s.boot, s.locality); err != nil {
 			return fmt.Errorf("gobtl: %w", err)
 		}
 	}
@@ -217,8 +253,9 @@ func pmlOptions(j conf.Job) (pml.Options, error) {
 }
 
 // loadConfig loads the stack and makes sure it can reach this rank's own
-// messages: a stack without btl "self" gets it.
-func loadConfig(opts Options) (*conf.Config, error) {
+// messages: a stack without btl "self" gets it. spans says the job runs
+// on several nodes, which the default stack must reach.
+func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 	cfg := opts.Config
 	if cfg == nil {
 		files := opts.ConfigFiles
@@ -229,7 +266,7 @@ func loadConfig(opts Options) (*conf.Config, error) {
 		}
 		var diags hcl.Diagnostics
 		if len(files) == 0 {
-			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(opts.inProcess))})
+			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(opts.inProcess, spans))})
 		} else {
 			cfg, diags = conf.Load(conf.Options{Vars: opts.Vars}, files...)
 		}
@@ -255,16 +292,26 @@ func loadConfig(opts Options) (*conf.Config, error) {
 }
 
 // defaultStack is the stack of a job that names none: the in-process
-// fabric between goroutine ranks, otherwise the best transport between
-// processes that is compiled in.
-func defaultStack(inProcess bool) string {
+// fabric between goroutine ranks; otherwise shared memory within a node
+// and, when the job spans nodes, InfiniBand (softrc over TCP where there
+// is no HCA) between them, shared memory's higher exclusivity keeping
+// the network off a node's own pairs. ib joins only jobs that span
+// nodes: on one node it would cost every rank a device, a listener and
+// registered receive buffers, and every Progress a poll, for nothing.
+func defaultStack(inProcess, spans bool) string {
 	if inProcess {
 		return `btl "inproc" "default" {}`
 	}
-	if _, ok := core.Lookup(core.KindBTL, "sm"); ok {
-		return `btl "sm" "local" {}`
+	var b strings.Builder
+	for _, c := range []struct {
+		kind, name string
+		want       bool
+	}{{"sm", "local", true}, {"ib", "net", spans}} {
+		if _, ok := core.Lookup(core.KindBTL, c.kind); ok && c.want {
+			fmt.Fprintf(&b, "btl %q %q {}\n", c.kind, c.name)
+		}
 	}
-	return ""
+	return b.String()
 }
 
 // rangeOf renders where a block starts, file:line:col, for errors.
@@ -275,9 +322,14 @@ func rangeOf(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 }
 
-// localRank returns this rank's index among the ranks on its host and how
-// many there are, from a hostname exchange through the bootstrap.
-func localRank(ctx context.Context, boot core.Bootstrap) (int, int, error) {
+// localRank returns this rank's index among the ranks on its node and how
+// many there are: from the engine's locality, else from a hostname
+// exchange through the bootstrap.
+func localRank(ctx context.Context, boot core.Bootstrap, l core.Locality) (int, int, error) {
+	if l != nil {
+		local := core.LocalRanks(l, boot.Size(), boot.Rank())
+		return slices.Index(local, boot.Rank()), len(local), nil
+	}
 	host, err := os.Hostname()
 	if err != nil {
 		return 0, 0, fmt.Errorf("hostname: %w", err)

@@ -171,3 +171,53 @@ func TestFromEnvWithoutALauncherIsNotAnError(t *testing.T) {
 		t.Fatalf("a bad rank was accepted: ok=%v err=%v", ok, err)
 	}
 }
+
+func TestDetectTriesTheBootstrapsInInitsOrder(t *testing.T) {
+	gobtlRun := map[string]string{boot.EnvBoot: "/tmp/x.sock", boot.EnvRank: "0", boot.EnvSize: "2", boot.EnvJobID: "j"}
+	pmixEnv := map[string]string{"PMIX_NAMESPACE": "ns", "PMIX_RANK": "1"}
+	pmiEnv := map[string]string{"PMI_FD": "6", "PMI_RANK": "1", "PMI_SIZE": "4"}
+	merge := func(ms ...map[string]string) map[string]string {
+		out := map[string]string{}
+		for _, m := range ms {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want boot.Kind
+		bad  bool
+	}{
+		{"gobtl run", gobtlRun, boot.KindLauncher, false},
+		{"gobtl run inside an engine's job", merge(pmixEnv, pmiEnv, gobtlRun), boot.KindLauncher, false},
+		{"mpirun or srun --mpi=pmix", pmixEnv, boot.KindPMIx, false},
+		{"PMIx before PMI", merge(pmiEnv, pmixEnv), boot.KindPMIx, false},
+		{"srun --mpi=pmi2 or hydra", pmiEnv, boot.KindPMI, false},
+		{"hydra on a port", map[string]string{"PMI_PORT": "h:1", "PMI_ID": "0", "PMI_RANK": "0", "PMI_SIZE": "2"}, boot.KindPMI, false},
+		{"PMIx without a rank is not PMIx", merge(pmiEnv, map[string]string{"PMIX_NAMESPACE": "ns"}), boot.KindPMI, false},
+		{"PMI without a socket is no engine", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "2"}, boot.KindSingleton, false},
+		{"alone", nil, boot.KindSingleton, false},
+		{"one srun task without PMI", map[string]string{"SLURM_STEP_NUM_TASKS": "1", "SLURM_PROCID": "0"}, boot.KindSingleton, false},
+		{"four srun tasks without PMI", map[string]string{"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "2"}, "", true},
+	} {
+		got, err := boot.Detect(func(k string) string { return tc.env[k] })
+		if got != tc.want || (err != nil) != tc.bad {
+			t.Errorf("%s: Detect = %q, %v; want %q (error: %v)", tc.name, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestGroupOnPlacesRanksOnNodes(t *testing.T) {
+	bs := boot.GroupOn("g-nodes", core.NewNodeMap([]string{"a", "a", "b", "b"}))
+	l := core.LocalityOf(bs[3])
+	if l == nil || l.Nodes() != 2 || l.Node(0) != 0 || l.Node(2) != 1 {
+		t.Fatalf("locality of a two-node group: %v", l)
+	}
+	if l := core.LocalityOf(boot.Group(3, "g-one")[0]); l == nil || l.Nodes() != 1 {
+		t.Fatalf("a plain group is not on one node: %v", l)
+	}
+	exchange(t, bs)
+}

@@ -29,7 +29,11 @@ type Client struct {
 	broken  error               // set when the session cannot continue
 }
 
-var _ core.Bootstrap = (*Client)(nil)
+var (
+	_ core.Bootstrap = (*Client)(nil)
+	_ core.Locality  = (*Client)(nil)
+	_ core.Aborter   = (*Client)(nil)
+)
 
 // FromEnv returns the bootstrap of a process started by `gobtl run`. It
 // reports ok=false, and no error, when the environment names no launcher,
@@ -162,9 +166,22 @@ func (c *Client) Get(ctx context.Context, rank int, key string) ([]byte, error) 
 	return v, nil
 }
 
+// Node is the node of rank: `gobtl run` starts every rank on its own host
+// (core.Locality).
+func (c *Client) Node(rank int) int {
+	if rank < 0 || rank >= c.size {
+		return -1
+	}
+	return 0
+}
+
+// Nodes is 1: the job runs on one host.
+func (c *Client) Nodes() int { return 1 }
+
 // Abort tells the launcher that this rank failed fatally; the launcher
-// prints msg and stops the job. It does not wait for an answer.
-func (c *Client) Abort(msg string) error {
+// prints msg and stops the job (which then exits non-zero; code is not
+// carried). It does not wait for an answer.
+func (c *Client) Abort(code int, msg string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken != nil {

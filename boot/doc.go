@@ -1,5 +1,11 @@
 // Package boot is the client side of gobtl's job bootstrap: the
-// core.Bootstrap a rank gets from the launcher that started it.
+// core.Bootstrap a rank gets from the launcher or engine that started it.
+// Open picks it from the environment, in gobtl.Init's order (Detect):
+// `gobtl run` (this package's Client), a PMIx server — Open MPI's mpirun,
+// srun --mpi=pmix — (package boot/pmix, build tag pmix), a PMI-2 or PMI-1
+// server — srun --mpi=pmi2, mpiexec.hydra — (package boot/pmi), else none:
+// a job of one rank. gobtl never grows a multi-host launcher of its own;
+// jobs across hosts come from those engines.
 //
 // The shape is PMIx's: a rank knows its rank, the job's size and id, and
 // shares small address blobs with the other ranks through a key-value store
@@ -11,8 +17,9 @@
 // transports publish.
 //
 // FromEnv connects to the server named by the environment `gobtl run` sets
-// (Env* below). Group builds an in-process bootstrap for tests that open
-// several ranks in one process.
+// (Env* below); its ranks share one host. Group builds an in-process
+// bootstrap for tests that open several ranks in one process, and GroupOn
+// one whose ranks it places on pretend nodes.
 //
 // The wire protocol, spoken over a unix stream socket, is one JSON object
 // per line in each direction (Request, Reply); it is served by package

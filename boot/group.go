@@ -9,11 +9,19 @@ import (
 )
 
 // Group returns the bootstraps of an n-rank job whose ranks all live in
-// this process (tests, in-process fabrics). Fence is a real barrier: it
-// returns when all n have called it, or fails when ctx ends or a member
-// was closed.
+// this process (tests, in-process fabrics), all on one node. Fence is a
+// real barrier: it returns when all n have called it, or fails when ctx
+// ends or a member was closed.
 func Group(n int, jobID string) []core.Bootstrap {
-	g := &group{size: n, job: jobID, kv: make([]map[string][]byte, n), round: &round{done: make(chan struct{})}}
+	return GroupOn(jobID, core.OneNode(n))
+}
+
+// GroupOn is Group for a job whose ranks the bootstraps' Locality places
+// on nodes: rank r on nodes[r] (core.NewNodeMap numbers them). Tests use
+// it to make one process look like a job across hosts.
+func GroupOn(jobID string, nodes core.NodeMap) []core.Bootstrap {
+	n := len(nodes)
+	g := &group{size: n, job: jobID, nodes: nodes, kv: make([]map[string][]byte, n), round: &round{done: make(chan struct{})}}
 	out := make([]core.Bootstrap, n)
 	for r := range n {
 		g.kv[r] = map[string][]byte{}
@@ -23,8 +31,9 @@ func Group(n int, jobID string) []core.Bootstrap {
 }
 
 type group struct {
-	size int
-	job  string
+	size  int
+	job   string
+	nodes core.NodeMap
 
 	mu      sync.Mutex
 	kv      []map[string][]byte // visible after a fence
@@ -55,6 +64,12 @@ type member struct {
 func (m *member) Rank() int     { return m.rank }
 func (m *member) Size() int     { return m.g.size }
 func (m *member) JobID() string { return m.g.job }
+
+// Node is the node of rank (core.Locality).
+func (m *member) Node(rank int) int { return m.g.nodes.Node(rank) }
+
+// Nodes is the number of nodes (core.Locality).
+func (m *member) Nodes() int { return m.g.nodes.Nodes() }
 
 func (m *member) Put(key string, value []byte) error {
 	g := m.g

@@ -55,6 +55,10 @@ type BTLEnv struct {
 	Instance string
 	Params   Params
 	Boot     Bootstrap
+	// Locality says which ranks share this rank's node, as the engine
+	// that started the job knows it; nil when unknown (a BTL opened
+	// outside gobtl.Init), and the BTL then judges for itself.
+	Locality Locality
 	Clock    Clock
 	Log      zerolog.Logger
 	Metrics  *Metrics

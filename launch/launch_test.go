@@ -86,7 +86,7 @@ func rankMain(role string) int {
 		select {}
 	case "abort":
 		if r == 2 {
-			b.Abort("bad frame from rank 0")
+			b.Abort(1, "bad frame from rank 0")
 		}
 		select {}
 	case "sleep":

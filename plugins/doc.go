@@ -11,7 +11,7 @@
 // (core.FlowControl, core.RecvBuffers, core.Scheduler), so the mechanism in
 // a BTL or the PML cannot tell them apart — except in timing, which the
 // policy contract (core/policy.go) allows for. Policies are control, not
-// data path (DESIGN.md, "policy proposes, mechanism disposes"): a unary
+// data path (ARCHITECTURE.md, "policy proposes, mechanism disposes"): a unary
 // RPC per event would cost 40–140 µs here, so a plugin policy's Observe
 // only appends the events to a pending batch and hands back the decisions
 // that have arrived. A sender goroutine ships batches over one

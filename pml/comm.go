@@ -233,6 +233,10 @@ func (c *Comm) Abort(cause error) {
 	c.e.abort.CompareAndSwap(nil, &err)
 }
 
+// Aborted returns the cause Abort was given (wrapping core.ErrAborted),
+// or nil while the job has not been aborted.
+func (c *Comm) Aborted() error { return c.e.aborted() }
+
 // Close releases the communicator. Closing the communicator New returned
 // finalizes the job for this rank, like MPI_Finalize: it is collective.
 // It sends what this rank still owes its peers (a FIN queued behind a

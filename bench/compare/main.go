@@ -66,10 +66,12 @@ func main() {
 	reps := flag.Int("reps", 5, "runs of every benchmark on every stack, alternating")
 	set := flag.String("set", "p2p", "the metrics: p2p (latency, bandwidth, message rate) or coll (allreduce, bcast, allgather)")
 	np := flag.Int("np", 0, "ranks (0: 2 for p2p, 4 for coll)")
-	mpirun := flag.String("mpirun", "mpirun", "Open MPI's mpirun")
 	iters := flag.Int("iters", 0, "iterations per size on both sides (0: the benchmarks' defaults)")
 	gobtl := flag.String("gobtl", "bin/gobtl", "the gobtl command")
-	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc")
+	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc.openmpi")
+	// By its full name: with MPICH installed too, the unsuffixed mpirun
+	// follows Debian's alternatives.
+	mpirun := flag.String("mpirun", "mpirun.openmpi", "Open MPI's launcher")
 	stack := flag.String("c", "conf/examples/sm.hcl", "stack file for gobtl run (\"\" for the default stack)")
 	extra := flag.String("mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
 	quiet := flag.Duration("quiet", 30*time.Second, "before each run, wait up to this long for a second in which the machine is idle (other jobs share it)")

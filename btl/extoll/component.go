@@ -3,6 +3,7 @@ package extoll
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/btl/extoll/softnic"
 	"github.com/gobtl/gobtl/btl/extoll/velo"
+	"github.com/gobtl/gobtl/btl/netif"
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -25,7 +27,7 @@ const Exclusivity = 50
 const DefaultFlowControl = "extoll_dynamic"
 
 // Params is the HCL schema of btl "extoll".
-var Params = []core.Param{
+var Params = append([]core.Param{
 	{Name: "slots_per_peer", Type: core.ParamInt, Default: "58", Min: "1",
 		Doc: "mailbox slots per rank of the job, credit region included (seed 003 §5.3: 58 gives a low overhead)"},
 	{Name: "mailbox_slots", Type: core.ParamInt, Default: "0", Min: "0",
@@ -41,8 +43,8 @@ var Params = []core.Param{
 		Doc: "how long a send may block on a full mailbox (only without flow control) before failing with core.ErrStalled; 0 blocks forever, as the hardware does"},
 	{Name: "transport", Type: core.ParamString, Default: "auto", Enum: []string{"auto", "shm", "tcp"},
 		Doc: "how packets reach a peer: shared memory on this host and TCP elsewhere (auto), or always one of them"},
-	{Name: "listen", Type: core.ParamString, Default: "127.0.0.1",
-		Doc: "address the TCP engines listen on and publish; the host's address between hosts"},
+	{Name: "listen", Type: core.ParamString, Default: "",
+		Doc: "address (IP, interface or host name) the TCP engines listen on and publish; unset: chosen by if_include/if_exclude, else loopback on one node and the first up, non-loopback interface when the job spans nodes"},
 	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox files"},
 	{Name: "socket_buffer", Type: core.ParamSize, Default: "16KiB",
 		Doc: "TCP socket buffers, the slack between a full mailbox and a blocked remote sender"},
@@ -52,7 +54,7 @@ var Params = []core.Param{
 		Doc: "exclude leaves ranks of the same node to another BTL such as sm; they then use no credits (seed 003 §7.2)"},
 	core.BTLParam("bandwidth", "1GB/s"),
 	core.BTLParam("latency", "2us"),
-}
+}, netif.Params()...) // the TCP engines' address choice
 
 func init() {
 	core.Register(&core.Component{
@@ -75,10 +77,20 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The engine's nodes are hosts even when they share a kernel (network
+	// namespaces): mailboxes in shared memory only within one.
 	host := ""
 	nodeSize := p.Int("node_size")
-	if nodeSize > 0 {
+	loc := env.Locality
+	switch {
+	case nodeSize > 0:
 		host = fmt.Sprintf("%s/node%d", hostID(), rank/nodeSize)
+	case core.SpansNodes(loc):
+		host = fmt.Sprintf("%s/%s/node%d", hostID(), boot.JobID(), loc.Node(rank))
+	}
+	listen, err := listenAddr(p, core.SpansNodes(loc))
+	if err != nil {
+		return nil, err
 	}
 	cfg := Config{
 		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
@@ -88,7 +100,7 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),
 		Clock: env.Clock, Metrics: env.Metrics, Log: env.Log,
 		Device: softnic.Config{
-			Dir: p.String("shm_dir"), ListenHost: p.String("listen"), HostID: host,
+			Dir: p.String("shm_dir"), ListenHost: listen, HostID: host,
 			Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
 			Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
 				b, err := lookup(ctx, boot, r, key)
@@ -99,9 +111,15 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 			},
 		},
 	}
-	if nodeSize > 0 && p.String("local_peers") == "exclude" {
-		node := rank / nodeSize
-		cfg.Reachable = func(r int) bool { return r/nodeSize != node }
+	if p.String("local_peers") == "exclude" {
+		switch {
+		case nodeSize > 0:
+			node := rank / nodeSize
+			cfg.Reachable = func(r int) bool { return r/nodeSize != node }
+		case loc != nil:
+			node := loc.Node(rank)
+			cfg.Reachable = func(r int) bool { return loc.Node(r) != node }
+		}
 	}
 	m, addr, err := Open(cfg)
 	if err != nil {
@@ -227,6 +245,27 @@ func New(dev Device, cfg Config) (*Module, error) {
 		Caps: core.CapSend | core.CapPut | core.CapGet,
 	}
 	return m, nil
+}
+
+// listenAddr is the address the TCP engines listen on and publish: the
+// listen parameter, else netif's choice; never loopback when the job
+// spans nodes.
+func listenAddr(p core.Params, spans bool) (string, error) {
+	inc, exc := p.String(netif.ParamInclude), p.String(netif.ParamExclude)
+	var ip net.IP
+	var err error
+	if l := p.String("listen"); l != "" {
+		if inc != "" || exc != "" {
+			return "", fmt.Errorf("extoll: listen names the address outright; %s and %s choose one: set either", netif.ParamInclude, netif.ParamExclude)
+		}
+		ip, err = netif.Check(l, spans)
+	} else {
+		ip, err = netif.Select(netif.Choice{Include: inc, Exclude: exc, Spans: spans})
+	}
+	if err != nil {
+		return "", fmt.Errorf("extoll: TCP address: %w", err)
+	}
+	return ip.String(), nil
 }
 
 func hostID() string {

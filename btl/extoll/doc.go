@@ -24,5 +24,8 @@
 // credits, and the dynamic scheme hands their unused quota to others.
 //
 // The device underneath is nic.Device; the software one (softnic) keeps
-// mailboxes in /dev/shm and carries packets between hosts over TCP.
+// mailboxes in /dev/shm for the ranks of a node and carries packets
+// between nodes over TCP, from an address the other nodes can reach
+// (package netif: listen, if_include or if_exclude). A node is the
+// engine's (BTLEnv.Locality), or node_size ranks when simulated.
 package extoll

@@ -2,14 +2,17 @@ package ib
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/btl/netif"
 	"github.com/gobtl/gobtl/core"
 )
 
-// Params is the schema of a btl "ib" block.
-var Params = []core.Param{
+// Params is the schema of a btl "ib" block, netif's if_include and
+// if_exclude (softrc) included.
+var Params = append([]core.Param{
 	{Name: "provider", Type: core.ParamString, Default: "softrc", Enum: []string{"softrc", "rdmacore"},
 		Doc: "verbs provider: softrc (software HCA over TCP, always built) or rdmacore (libibverbs; build tag rdmacore)"},
 	{Name: "device", Type: core.ParamString, Default: "",
@@ -18,7 +21,7 @@ var Params = []core.Param{
 	{Name: "paths", Type: core.ParamInt, Default: "1", Min: "1", Max: "16",
 		Doc: "RC connections per peer over this port (LMC paths); each is a module, one subchannel of the peer's virtual channel"},
 	{Name: "address", Type: core.ParamString, Default: "",
-		Doc: "softrc: IP address, interface name or host name the port listens on; default 127.0.0.1"},
+		Doc: "softrc: IP address, interface name or host name the port listens on and publishes; unset: chosen by if_include/if_exclude, else loopback on one node and the first up, non-loopback interface when the job spans nodes"},
 	{Name: "rate", Type: core.ParamRate, Default: "",
 		Doc: "softrc: link rate of the port, e.g. 1GB/s for 4x and 250MB/s for 1x; unset: unlimited"},
 	{Name: "delay", Type: core.ParamDuration, Default: "0s",
@@ -48,11 +51,12 @@ var Params = []core.Param{
 	{Name: "cm_retries", Type: core.ParamInt, Default: "20", Min: "1", Max: "1000", Doc: "connection request retransmissions before the peer counts as lost"},
 	{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "false",
 		Doc: "ask the PML for rendezvous while a per-peer queue is out of credits (seed 000 §4.2)"},
-}
+}, netif.Params()...) // softrc's address choice: if_include, if_exclude
 
 // config is a decoded block.
 type config struct {
 	provider, device, address string
+	include, exclude          string // softrc: netif's if_include, if_exclude
 	port                      uint8
 	paths                     int
 	rate                      float64
@@ -84,13 +88,17 @@ func parseConfig(p core.Params) (*config, error) {
 		regCache: p.Size("reg_cache_size"), bandwidth: p.Rate("bandwidth"), latency: p.Duration("latency"),
 		exclusivity: p.Int("exclusivity"), cmTimeout: p.Duration("cm_timeout"), cmRetries: p.Int("cm_retries"),
 		rndvOnNoCredit: p.Bool("rndv_on_no_credit"),
+		include:        p.String(netif.ParamInclude), exclude: p.String(netif.ParamExclude),
 	}
 	if c.provider != "softrc" {
-		for _, n := range []string{"address", "rate", "delay", "link", "idle_after"} {
+		for _, n := range []string{"address", "rate", "delay", "link", "idle_after", netif.ParamInclude, netif.ParamExclude} {
 			if p.IsSet(n) {
 				return nil, fmt.Errorf("ib: %s is a softrc parameter; provider is %s", n, c.provider)
 			}
 		}
+	}
+	if c.address != "" && (c.include != "" || c.exclude != "") {
+		return nil, fmt.Errorf("ib: address names the port's address outright; %s and %s choose one: set either", netif.ParamInclude, netif.ParamExclude)
 	}
 	if c.device == "" && c.provider == "softrc" {
 		c.device = "softrc0"
@@ -147,4 +155,21 @@ func linkName(s string, rank int) string {
 		b = append(b, s[i])
 	}
 	return string(b)
+}
+
+// softrcAddress is the address a softrc port listens on and publishes:
+// one the other ranks can reach (netif), never loopback when the job
+// spans nodes.
+func (c *config) softrcAddress(spans bool) (string, error) {
+	var ip net.IP
+	var err error
+	if c.address != "" {
+		ip, err = netif.Check(c.address, spans)
+	} else {
+		ip, err = netif.Select(netif.Choice{Include: c.include, Exclude: c.exclude, Spans: spans})
+	}
+	if err != nil {
+		return "", fmt.Errorf("ib: softrc port address: %w", err)
+	}
+	return ip.String(), nil
 }

@@ -9,7 +9,9 @@
 // sees ports, HCAs and paths alike.
 //
 // Connections are set up on first use (see cm.go): at open a module
-// publishes its address through the bootstrap; the first Send, Put or Get
+// publishes its address through the bootstrap — for softrc an IP the
+// other nodes can reach (package netif: the block's address, if_include or
+// if_exclude; loopback only when the whole job is on one node); the first Send, Put or Get
 // to a peer reads the peer's address and runs a REQ/REP/RTU exchange over
 // a UD QP, as Open MPI's udcm does. Frames sent meanwhile wait on the
 // endpoint, in order, as on openib's pending list. A closing module says

@@ -24,17 +24,7 @@ import (
 
 // perPeerLayout is a receive layout of per-peer queues only.
 func perPeerLayout(t tb, queues string) func() core.RecvBuffers {
-	return func() core.RecvBuffers {
-		ps := core.MustParams(perpeer.Params)
-		if err := ps.Set("receive_queues", queues); err != nil {
-			t.Fatal(err)
-		}
-		p, err := perpeer.New(ps)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	return layout(t, perpeer.New, perpeer.Params, "receive_queues", queues)
 }
 
 // fcOpts opens a job on a per-peer layout with a flow-control policy; the

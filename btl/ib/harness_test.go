@@ -16,6 +16,7 @@ import (
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/policies/recvbuf"
 	// The component's default receive-buffer policy, found by name.
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
@@ -56,6 +57,25 @@ type jobOpts struct {
 	policy func() core.RecvBuffers
 	flow   func() core.FlowControl
 	clock  core.Clock // nil: the system clock
+}
+
+// layout is a receive-buffer policy for jobOpts.policy, built by a
+// layout's New from its schema's defaults with the name/value pairs of
+// set applied.
+func layout(t tb, build func(core.Params) (*recvbuf.Fixed, error), schema []core.Param, set ...string) func() core.RecvBuffers {
+	return func() core.RecvBuffers {
+		ps := core.MustParams(schema)
+		for i := 0; i+1 < len(set); i += 2 {
+			if err := ps.SetText(set[i], set[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := build(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 }
 
 // openBTL opens the component as a job does, through core's registry,

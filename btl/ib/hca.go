@@ -53,7 +53,7 @@ const softrcPorts = 8
 
 // openHCA opens (or shares) the device a block names, configuring a softrc
 // port first.
-func openHCA(c *config, boot core.Bootstrap) (*hca, error) {
+func openHCA(c *config, boot core.Bootstrap, spans bool) (*hca, error) {
 	scope := ""
 	if c.provider == "softrc" {
 		// Each rank is its own host, even when several share a process.
@@ -70,7 +70,11 @@ func openHCA(c *config, boot core.Bootstrap) (*hca, error) {
 		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter}); err != nil {
 			return nil, fmt.Errorf("ib: %w (idle_after must agree across blocks on one device)", err)
 		}
-		if err := sp.ConfigurePort(c.device, c.port, softrc.PortConfig{Addr: c.address, Rate: c.rate, Delay: c.delay, Link: linkName(c.link, boot.Rank())}); err != nil {
+		addr, err := c.softrcAddress(spans)
+		if err != nil {
+			return nil, err
+		}
+		if err := sp.ConfigurePort(c.device, c.port, softrc.PortConfig{Addr: addr, Rate: c.rate, Delay: c.delay, Link: linkName(c.link, boot.Rank())}); err != nil {
 			return nil, fmt.Errorf("ib: %w", err)
 		}
 	}

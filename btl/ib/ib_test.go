@@ -39,13 +39,7 @@ func TestFramesOfEverySizeUseTheSmallestQueueThatHoldsThem(t *testing.T) {
 }
 
 func TestBSRQDeliversEverySizeAndKeepsUtilizationHigh(t *testing.T) {
-	j := openJob(t, 3, jobOpts{policy: func() core.RecvBuffers {
-		p, err := bsrq.New(core.MustParams(bsrq.Params))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}})
+	j := openJob(t, 3, jobOpts{policy: layout(t, bsrq.New, bsrq.Params)})
 	if n := len(j.mods[0].queues); n != 9 {
 		t.Fatalf("%d queues, want tiny + 8 buckets", n)
 	}
@@ -117,13 +111,7 @@ func TestCreditsHoldTheSenderBackAndReturnWithoutTraffic(t *testing.T) {
 }
 
 func TestPerPeerLayoutRegistersBuffersPerConnectedPeerOnly(t *testing.T) {
-	j := openJob(t, 4, jobOpts{policy: func() core.RecvBuffers {
-		p, err := perpeer.New(core.MustParams(perpeer.Params))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}})
+	j := openJob(t, 4, jobOpts{policy: layout(t, perpeer.New, perpeer.Params)})
 	before := j.mods[1].recvBytes.Load()
 	j.send(0, 1, core.Header{Type: testType}, []byte("x"))
 	j.until("frame", func() bool { return len(j.got[1]) == 1 })

@@ -81,7 +81,7 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 }
 
 func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **flowCfg) (_ *module, err error) {
-	h, err := openHCA(c, env.Boot)
+	h, err := openHCA(c, env.Boot, core.SpansNodes(env.Locality))
 	if err != nil {
 		return nil, err
 	}

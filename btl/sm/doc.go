@@ -1,6 +1,8 @@
 // Package sm is the shared-memory BTL: ranks on one host exchange frames
 // through files under /dev/shm that every rank maps, in the design of Open
-// MPI's vader (btl/sm since 5.0).
+// MPI's vader (btl/sm since 5.0). A rank reaches the ranks the engine that
+// started the job puts on its node (BTLEnv.Locality) and that see the
+// same /dev/shm; the job's network BTLs serve the others.
 //
 // Each rank owns one segment, named after the job (core.ShmPrefix), that
 // holds what other ranks write to it and what it lends them:

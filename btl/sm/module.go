@@ -33,6 +33,7 @@ type Module struct {
 	log      zerolog.Logger
 	clock    core.Clock
 	host     hostID
+	loc      core.Locality // the engine's nodes; nil: unknown
 	seg      *segment
 	handlers core.Handlers
 	rxHdr    core.Header // decoded here, not on the stack, so handlers do not make it escape
@@ -132,6 +133,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		bootKey:  "btl.sm." + env.Instance,
 		log:      env.Log.With().Str("btl", "sm").Int("rank", b.Rank()).Logger(),
 		clock:    clock,
+		loc:      env.Locality,
 		pid:      os.Getpid(),
 		fboxMax:  core.HeaderSize + cfg.fboxMax,
 		maxFrame: core.HeaderSize + cfg.attrs.MaxSendSize,
@@ -219,7 +221,8 @@ func (m *Module) Register(t core.FrameType, h core.Handler) error {
 func (m *Module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
 
 // Endpoint connects to rank (once) and returns its endpoint. Ranks on
-// other hosts, or behind another /dev/shm, are unreachable.
+// other nodes (the engine's locality, when known), on other hosts, or
+// behind another /dev/shm, are unreachable.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	p, err := m.connect(rank)
 	if err != nil {
@@ -237,6 +240,11 @@ func (m *Module) connect(rank int) (*peer, error) {
 	}
 	if p := m.peers[rank]; p != nil {
 		return p, nil
+	}
+	// The engine's nodes come first: two "hosts" may share a kernel and
+	// its /dev/shm (network namespaces), and are hosts all the same.
+	if m.loc != nil && m.loc.Node(rank) != m.loc.Node(m.rank) {
+		return nil, fmt.Errorf("sm: rank %d is on node %d, this rank on node %d: %w", rank, m.loc.Node(rank), m.loc.Node(m.rank), core.ErrUnreachable)
 	}
 	raw, err := m.boot.Get(context.Background(), rank, m.bootKey)
 	if err != nil {

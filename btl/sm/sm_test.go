@@ -16,11 +16,19 @@ import (
 
 var testJob int
 
-// openPair opens n ranks in this process with params overriding defaults.
+// openRanks opens n ranks in this process with params overriding defaults.
 func openRanks(t testing.TB, n int, params map[string]string) ([]*Module, *core.Metrics) {
 	t.Helper()
+	return openRanksOn(t, core.OneNode(n), params)
+}
+
+// openRanksOn opens a rank for every entry of nodes, which the engine's
+// locality puts on those nodes.
+func openRanksOn(t testing.TB, nodes core.NodeMap, params map[string]string) ([]*Module, *core.Metrics) {
+	t.Helper()
 	testJob++
-	boots := boot.Group(n, fmt.Sprintf("smtest%d-%d", os.Getpid(), testJob))
+	n := len(nodes)
+	boots := boot.GroupOn(fmt.Sprintf("smtest%d-%d", os.Getpid(), testJob), nodes)
 	metrics := core.NewMetrics()
 	mods := make([]*Module, n)
 	for r := range n {
@@ -30,7 +38,7 @@ func openRanks(t testing.TB, n int, params map[string]string) ([]*Module, *core.
 				t.Fatal(err)
 			}
 		}
-		ms, err := Open(core.BTLEnv{Params: p, Boot: boots[r], Log: zerolog.Nop(), Metrics: metrics})
+		ms, err := Open(core.BTLEnv{Params: p, Boot: boots[r], Locality: core.LocalityOf(boots[r]), Log: zerolog.Nop(), Metrics: metrics})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,8 @@
 //
 // Trust: only this user can reach a rank's socket (it lives in a
 // directory of mode 0700). A transport that crosses hosts must also prove
-// job membership on every link before reading its bytes (DESIGN.md).
+// job membership on every link before reading its bytes — a design rule no
+// transport implements yet (ARCHITECTURE.md, section 11).
 //
 // To start a new BTL: copy the directory, rename the package and the
 // component (Name), replace the sockets with the device, and keep

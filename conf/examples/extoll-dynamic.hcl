@@ -20,7 +20,8 @@ btl "extoll" "extoll0" {
   slots_per_peer = 16
   piggyback      = true
   eager_limit    = "2KiB"
-  listen         = "127.0.0.1"
+  # listen / if_include: see extoll-static.hcl (unset: loopback on one node,
+  # the first up, non-loopback interface when the job spans nodes).
 }
 
 policy "flow_control" {

@@ -21,8 +21,10 @@ btl "extoll" "extoll0" {
   slots_per_peer = 58
   piggyback      = true
   eager_limit    = "2KiB"
-  # Ranks on other hosts: publish an address they can reach.
-  listen = "127.0.0.1"
+  # Ranks on other hosts: publish an address they can reach. Unset, it is
+  # loopback on one node and the first up, non-loopback interface when the
+  # job spans nodes; pick one by interface or subnet (btl_tcp_if_include):
+  # if_include = "eth0,10.0.0.0/24"
 }
 
 policy "flow_control" {

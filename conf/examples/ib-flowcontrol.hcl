@@ -15,7 +15,6 @@ btl "self" "self" {}
 
 btl "ib" "rail0" {
   provider    = "softrc"
-  address     = "127.0.0.1"
   eager_limit = "2016B" # a 2 KiB buffer less the 32-byte header
 }
 

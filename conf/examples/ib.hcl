@@ -18,10 +18,13 @@ btl "ib" "rail0" {
   device   = "softrc0"
   port     = 1
 
-  # softrc only: where the port listens (an IP address, an interface name
-  # such as "eth0", or a host name) and its link rate (a 4x SDR link moves
-  # "1GB/s", a 1x link "250MB/s"; unset is unlimited).
-  address = "127.0.0.1"
+  # softrc only: where the port listens and what it publishes (an IP
+  # address, an interface name such as "eth0", or a host name; unset:
+  # loopback on one node, the first up, non-loopback interface when the job
+  # spans nodes, or by interface or subnet: if_include = "eth0,10.0.0.0/24"),
+  # and its link rate (a 4x SDR link moves "1GB/s", a 1x link "250MB/s";
+  # unset is unlimited).
+  # address = "eth0"
   # rate  = "1GB/s"
 
   eager_limit   = "12KiB"

@@ -12,7 +12,7 @@
 // it), sets it up as transports would, and drives it with random event
 // streams from a model of the mechanism, which applies the decisions that
 // come back the way the real mechanism does. Every decision is checked
-// against the invariants the mechanism relies on (DESIGN.md, "policy
+// against the invariants the mechanism relies on (ARCHITECTURE.md, "policy
 // proposes, mechanism disposes"):
 //
 //   - flow control: a credit threshold no larger than the initial credits

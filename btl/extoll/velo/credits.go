@@ -172,7 +172,7 @@ func (c *credits) tick(now time.Duration) {
 }
 
 // apply checks a policy decision against the engine's state and applies
-// what holds (DESIGN.md: policy proposes, mechanism disposes).
+// what holds (ARCHITECTURE.md: policy proposes, mechanism disposes).
 func (c *credits) apply(d core.FlowDecision) policy.Verdict {
 	if d.Peer < 0 || int(d.Peer) >= c.e.size {
 		return policy.Rejected

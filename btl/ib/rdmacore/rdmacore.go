@@ -332,13 +332,13 @@ func (d *device) Close() error {
 // ---- completion channels and CQs ----
 
 // channel is an ibv_comp_channel whose non-blocking fd a goroutine waits
-// on in the netpoller; it posts a token on ready when the fd turns
-// readable and waits again once GetEvent has drained the events.
+// on in the netpoller; it rings the doorbell when the fd turns readable
+// and waits again once GetEvent has drained the events.
 type channel struct {
+	verbs.Doorbell
 	d       *device
 	ch      *C.struct_ibv_comp_channel
 	f       *os.File
-	ready   chan struct{}
 	drained chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -360,8 +360,8 @@ func (d *device) CreateCompChannel() (verbs.CompChannel, error) {
 		C.ibv_destroy_comp_channel(c)
 		return nil, fmt.Errorf("rdmacore: dup channel fd: %w", err)
 	}
-	ch := &channel{d: d, ch: c, f: os.NewFile(uintptr(dup), "ibv-comp-channel"),
-		ready: make(chan struct{}, 1), drained: make(chan struct{}, 1), stop: make(chan struct{})}
+	ch := &channel{Doorbell: verbs.NewDoorbell(), d: d, ch: c, f: os.NewFile(uintptr(dup), "ibv-comp-channel"),
+		drained: make(chan struct{}, 1), stop: make(chan struct{})}
 	ch.wg.Add(1)
 	go ch.wait()
 	return ch, nil
@@ -382,24 +382,12 @@ func (ch *channel) wait() {
 		if err != nil {
 			return
 		}
-		select {
-		case ch.ready <- struct{}{}:
-		default:
-		}
+		ch.Wake()
 		select {
 		case <-ch.drained:
 		case <-ch.stop:
 			return
 		}
-	}
-}
-
-func (ch *channel) Ready() <-chan struct{} { return ch.ready }
-
-func (ch *channel) Wake() {
-	select {
-	case ch.ready <- struct{}{}:
-	default:
 	}
 }
 

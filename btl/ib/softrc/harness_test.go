@@ -125,6 +125,15 @@ func connectQP(t testing.TB, qp verbs.QP, remote verbs.PortAttr, rqpn uint32, o 
 	}
 }
 
+// connected is two ends on devices of their own, their QPs connected
+// to each other with o.
+func connected(t testing.TB, o rcOpts) (a, b *end) {
+	t.Helper()
+	a, b = newEnd(t, endOpts{}), newEnd(t, endOpts{})
+	connect(t, a, b, o)
+	return a, b
+}
+
 func connect(t testing.TB, a, b *end, o rcOpts) {
 	t.Helper()
 	connectQP(t, a.qp, b.port, b.qp.QPN(), o)
@@ -149,6 +158,23 @@ func (e *end) postRecv(m verbs.MR, off, n int, id uint64) {
 	if err := e.qp.PostRecv(&verbs.RecvWR{WRID: id, SG: sge(m, off, n)}); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// recvs registers one buffer and posts receives of the given sizes in it,
+// back to back and in order, with WRIDs 1, 2, ...
+func (e *end) recvs(sizes ...int) verbs.MR {
+	e.t.Helper()
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	m := e.reg(total, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	off := 0
+	for i, n := range sizes {
+		e.postRecv(m, off, n, uint64(i+1))
+		off += n
+	}
+	return m
 }
 
 func (e *end) post(wr verbs.SendWR) {

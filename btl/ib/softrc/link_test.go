@@ -3,8 +3,7 @@ package softrc
 import "testing"
 
 func TestBothDirectionsOfAConnectionShareOneLink(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	for _, e := range []*end{a, b} {
 		e.dev.mu.Lock()
 		n := len(e.dev.links)

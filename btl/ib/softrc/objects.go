@@ -305,11 +305,11 @@ func (c *cq) Destroy() error {
 }
 
 // channel is a completion event channel. Events are queued under d.mu and
-// announced by a token on ready, which a sleeping progress thread waits
-// on (the interrupt of seed 004 §4.3).
+// announced by the doorbell's token, which a sleeping progress thread
+// waits on (the interrupt of seed 004 §4.3).
 type channel struct {
+	verbs.Doorbell
 	d       *Device
-	ready   chan struct{}
 	pending []*cq
 	cqs     int
 	dead    bool
@@ -322,27 +322,13 @@ func (d *Device) CreateCompChannel() (verbs.CompChannel, error) {
 	if d.closed {
 		return nil, fmt.Errorf("softrc: %s: create channel: %w", d.name, verbs.ErrClosed)
 	}
-	return &channel{d: d, ready: make(chan struct{}, 1)}, nil
+	return &channel{Doorbell: verbs.NewDoorbell(), d: d}, nil
 }
 
 func (ch *channel) fire(c *cq) {
 	c.events++
 	ch.pending = append(ch.pending, c)
-	select {
-	case ch.ready <- struct{}{}:
-	default:
-	}
-}
-
-// Ready is where event tokens arrive.
-func (ch *channel) Ready() <-chan struct{} { return ch.ready }
-
-// Wake posts a token on Ready.
-func (ch *channel) Wake() {
-	select {
-	case ch.ready <- struct{}{}:
-	default:
-	}
+	ch.Wake()
 }
 
 // GetEvent returns the CQ of the next pending event.

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/btl/netif"
 )
 
 // port is one port of a device: a TCP listener whose address is the
@@ -42,46 +43,8 @@ func (p *port) attr() verbs.PortAttr {
 }
 
 // resolveAddr turns a port's configured address (IP, interface name or
-// host name) into an IP.
-func resolveAddr(s string) (net.IP, error) {
-	if s == "" {
-		return net.IPv4(127, 0, 0, 1), nil
-	}
-	if ip := net.ParseIP(s); ip != nil {
-		return ip, nil
-	}
-	if ifc, err := net.InterfaceByName(s); err == nil {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("interface %s: %w", s, err)
-		}
-		var v6 net.IP
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if v4 := n.IP.To4(); v4 != nil {
-					return v4, nil
-				}
-				if v6 == nil && !n.IP.IsLinkLocalUnicast() {
-					v6 = n.IP
-				}
-			}
-		}
-		if v6 != nil {
-			return v6, nil
-		}
-		return nil, fmt.Errorf("interface %s has no usable IP address", s)
-	}
-	ips, err := net.LookupIP(s)
-	if err != nil || len(ips) == 0 {
-		return nil, fmt.Errorf("address %q is neither an IP, an interface nor a resolvable host", s)
-	}
-	for _, ip := range ips {
-		if ip.To4() != nil {
-			return ip, nil
-		}
-	}
-	return ips[0], nil
-}
+// host name) into an IP; empty is loopback.
+func resolveAddr(s string) (net.IP, error) { return netif.Resolve(s) }
 
 func sockaddrOf(ip net.IP, port int) (unix.Sockaddr, int) {
 	if v4 := ip.To4(); v4 != nil {

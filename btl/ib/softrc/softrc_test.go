@@ -12,14 +12,10 @@ import (
 const allAccess = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
 
 func TestReceiveWQEsAreConsumedInFIFOOrderWhateverTheSize(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
-	rbuf := b.reg(1<<16, allAccess)
+	a, b := connected(t, defaultRC())
 	// A large buffer first, then two small ones: the first message, though
 	// tiny, lands in the large one, as on hardware.
-	b.postRecv(rbuf, 0, 32768, 1)
-	b.postRecv(rbuf, 32768, 64, 2)
-	b.postRecv(rbuf, 32768+64, 64, 3)
+	rbuf := b.recvs(32768, 64, 64)
 	sbuf := a.reg(4096, allAccess)
 	msgs := []string{"one", "two-two", "three-three-three"}
 	off := 0
@@ -51,11 +47,8 @@ func TestReceiveWQEsAreConsumedInFIFOOrderWhateverTheSize(t *testing.T) {
 }
 
 func TestAMessageLongerThanTheHeadBufferFailsBothQPs(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
-	rbuf := b.reg(64, allAccess)
-	b.postRecv(rbuf, 0, 8, 1)
-	b.postRecv(rbuf, 8, 56, 2)
+	a, b := connected(t, defaultRC())
+	b.recvs(8, 56)
 	sbuf := a.reg(64, allAccess)
 	a.post(verbs.SendWR{WRID: 7, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SG: sge(sbuf, 0, 16)})
 	a.post(verbs.SendWR{WRID: 8, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SG: sge(sbuf, 0, 4)})
@@ -78,10 +71,9 @@ func TestAMessageLongerThanTheHeadBufferFailsBothQPs(t *testing.T) {
 }
 
 func TestRNRNakRetriesUntilAReceiveIsPostedAndLosesNothing(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
 	o := defaultRC()
 	o.minRNR = verbs.RNRTimerCode(100 * time.Microsecond)
-	connect(t, a, b, o)
+	a, b := connected(t, o)
 	const n = 50
 	sbuf := a.reg(n*8, allAccess)
 	for i := 0; i < n; i++ {
@@ -118,10 +110,9 @@ func TestRNRNakRetriesUntilAReceiveIsPostedAndLosesNothing(t *testing.T) {
 }
 
 func TestFiniteRNRRetryFailsTheRequestAndFlushesTheRest(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
 	o := defaultRC()
 	o.rnrRetry = 2
-	connect(t, a, b, o)
+	a, b := connected(t, o)
 	sbuf := a.reg(64, allAccess)
 	for i := 0; i < 3; i++ {
 		a.post(verbs.SendWR{WRID: uint64(i), Opcode: verbs.OpSend, SG: sge(sbuf, 0, 8)})
@@ -148,8 +139,7 @@ func TestFiniteRNRRetryFailsTheRequestAndFlushesTheRest(t *testing.T) {
 }
 
 func TestRDMAWriteAndReadMoveRegisteredMemoryWithoutTheTarget(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	const size = 3<<20 + 123
 	src := a.reg(size, allAccess)
 	for i := range src.Bytes() {
@@ -187,8 +177,7 @@ func TestRDMAWriteAndReadMoveRegisteredMemoryWithoutTheTarget(t *testing.T) {
 }
 
 func TestRDMAWriteWithImmediateConsumesAReceive(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	src := a.reg(100, allAccess)
 	copy(src.Bytes(), "immediate")
 	dst := b.reg(100, allAccess)
@@ -227,8 +216,7 @@ func TestRDMAKeyRangeAndAccessViolationsAreRemoteAccessErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-			connect(t, a, b, defaultRC())
+			a, b := connected(t, defaultRC())
 			local := a.reg(64, allAccess)
 			target := b.reg(64, c.access)
 			a.post(verbs.SendWR{WRID: 1, Opcode: c.op, Flags: verbs.SendSignaled, SG: sge(local, 0, c.n),
@@ -252,10 +240,9 @@ func TestRDMAKeyRangeAndAccessViolationsAreRemoteAccessErrors(t *testing.T) {
 }
 
 func TestOutstandingReadsAreBoundedByMaxRdAtomic(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
 	o := defaultRC()
 	o.maxRd, o.maxDestRd = 2, 2
-	connect(t, a, b, o)
+	a, b := connected(t, o)
 	src := b.reg(1<<20, allAccess)
 	dst := a.reg(6<<20, allAccess)
 	for i := 0; i < 6; i++ {
@@ -306,11 +293,8 @@ func TestAResponderRejectsMoreReadsThanMaxDestRdAtomic(t *testing.T) {
 }
 
 func TestADroppedConnectionFailsTheQPsOnBothSides(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
-	rb := b.reg(64, allAccess)
-	b.postRecv(rb, 0, 8, 1)
-	b.postRecv(rb, 8, 8, 2)
+	a, b := connected(t, defaultRC())
+	b.recvs(8, 8)
 	sb := a.reg(64, allAccess)
 	a.post(verbs.SendWR{WRID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SG: sge(sb, 0, 8)})
 	pollUntil(t, "first message", func() bool { return len(a.wcs) == 1 && len(b.wcs) == 1 }, a, b)
@@ -338,8 +322,7 @@ func TestADroppedConnectionFailsTheQPsOnBothSides(t *testing.T) {
 }
 
 func TestAnInFlightRequestOnADroppedLinkFailsWithRetryExceeded(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	sb := a.reg(64, allAccess)
 	// No receive at b: the send sits in RNR retries until the link drops.
 	a.post(verbs.SendWR{WRID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SG: sge(sb, 0, 8)})
@@ -392,8 +375,7 @@ func TestRetryCountExhaustedFailsWithRetryExceeded(t *testing.T) {
 }
 
 func TestSolicitedOnlyNotificationIgnoresUnsolicitedMessages(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	rb := b.reg(64, allAccess)
 	for i := 0; i < 4; i++ {
 		b.postRecv(rb, i*16, 16, uint64(i))
@@ -431,8 +413,7 @@ func TestSolicitedOnlyNotificationIgnoresUnsolicitedMessages(t *testing.T) {
 }
 
 func TestNextCompletionNotificationFiresOnAReadCompletion(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	src := b.reg(1<<20, allAccess)
 	dst := a.reg(1<<20, allAccess)
 	if err := a.cq.ReqNotify(false); err != nil {
@@ -538,10 +519,8 @@ func TestSRQLimitRaisesOneEventWhenPostedFallsBelowIt(t *testing.T) {
 }
 
 func TestInjectedDelayHoldsPacketsBack(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
-	rb := b.reg(16, allAccess)
-	b.postRecv(rb, 0, 16, 1)
+	a, b := connected(t, defaultRC())
+	b.recvs(16)
 	if err := a.dev.DelayLinks(1, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -555,8 +534,7 @@ func TestInjectedDelayHoldsPacketsBack(t *testing.T) {
 }
 
 func TestAKilledPortFailsItsQPsAndRaisesPortError(t *testing.T) {
-	a, b := newEnd(t, endOpts{}), newEnd(t, endOpts{})
-	connect(t, a, b, defaultRC())
+	a, b := connected(t, defaultRC())
 	rb := b.reg(16, allAccess)
 	b.postRecv(rb, 0, 16, 1)
 	if err := a.dev.KillPort(1); err != nil {

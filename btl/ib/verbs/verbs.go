@@ -268,6 +268,26 @@ type CompChannel interface {
 	Destroy() error
 }
 
+// Doorbell is the token side of a CompChannel, as both providers keep it:
+// one buffered token posted without blocking, so that any number of
+// events before the waiter runs cost it one wake-up and the poster never
+// waits. A channel embeds it for Ready and Wake.
+type Doorbell chan struct{}
+
+// NewDoorbell returns a doorbell with no token.
+func NewDoorbell() Doorbell { return make(Doorbell, 1) }
+
+// Ready is where the token arrives.
+func (d Doorbell) Ready() <-chan struct{} { return d }
+
+// Wake posts the token unless one is already waiting.
+func (d Doorbell) Wake() {
+	select {
+	case d <- struct{}{}:
+	default:
+	}
+}
+
 // CQ is a completion queue.
 type CQ interface {
 	// Poll moves up to len(wc) completions into wc and returns how many.

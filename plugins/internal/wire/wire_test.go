@@ -76,19 +76,20 @@ func checkCodec[I, S, E, D, IM, RM, EM, DM any](t *testing.T, c Codec[I, S, E, D
 	if _, refusal := c.FromReply(c.Reply(filled[S](), errors.New("no"))); refusal != "no" {
 		t.Errorf("%s refusal came back as %q", name, refusal)
 	}
-	es := batch[E]()
-	var em EM
-	c.PutEvents(&em, 7, es)
-	seq, gotE, err := c.GetEvents(&em, nil)
-	if err != nil || seq != 7 || !reflect.DeepEqual(es, gotE) {
-		t.Errorf("%s events do not survive the wire (seq %d, %v):\n in  %+v\n out %+v", name, seq, err, es, gotE)
-	}
-	ds := batch[D]()
-	var dm DM
-	c.PutDecisions(&dm, 9, ds)
-	ack, gotD, err := c.GetDecisions(&dm, nil)
-	if err != nil || ack != 9 || !reflect.DeepEqual(ds, gotD) {
-		t.Errorf("%s decisions do not survive the wire (ack %d, %v):\n in  %+v\n out %+v", name, ack, err, ds, gotD)
+	batchTrip(t, name+" events", 7, c.PutEvents, c.GetEvents)
+	batchTrip(t, name+" decisions", 9, c.PutDecisions, c.GetDecisions)
+}
+
+// batchTrip sends a batch numbered n (a sequence number for events, the
+// acknowledged one for decisions) through a message of type M and back.
+func batchTrip[T, M any](t *testing.T, name string, n uint64, put func(*M, uint64, []T), get func(*M, []T) (uint64, []T, error)) {
+	t.Helper()
+	in := batch[T]()
+	var m M
+	put(&m, n, in)
+	got, out, err := get(&m, nil)
+	if err != nil || got != n || !reflect.DeepEqual(in, out) {
+		t.Errorf("%s do not survive the wire (batch %d, %v):\n in  %+v\n out %+v", name, got, err, in, out)
 	}
 }
 

@@ -56,6 +56,12 @@ const (
 	lists
 )
 
+// The two ends of a list.
+const (
+	front = iota
+	back
+)
+
 // Policy is the dynamic scheme's control: activity lists and stealing.
 type Policy struct {
 	// CreditSlots per peer (§7: 2); also each sender's static slots.
@@ -65,14 +71,16 @@ type Policy struct {
 
 	static   int
 	intended []int
-	// Four intrusive doubly linked lists over the senders; heads[l] and
-	// tails[l] per list, with the role of the three activity lists rotating
-	// when they shift (level maps a role to a list).
-	next, prev []int32
-	in         []uint8
-	heads      [lists]int32
-	tails      [lists]int32
-	level      [lists]uint8
+	// Four intrusive doubly linked lists over the senders, with the role
+	// of the three activity lists rotating when they shift (level maps a
+	// role to a list). Both directions are stored alike, indexed by end:
+	// link[front][s] is s's neighbour towards the front (its prev),
+	// link[back][s] towards the back (its next); ends[front][l] is list
+	// l's head, ends[back][l] its tail. So one push serves both ends.
+	link  [2][]int32
+	ends  [2][lists]int32
+	in    []uint8
+	level [lists]uint8
 
 	// Steals, Stolen and Reclaims count what the policy proposed.
 	Steals, Stolen, Reclaims int
@@ -93,15 +101,14 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	}
 	p.static = k
 	p.intended = make([]int, n)
-	p.next = make([]int32, n)
-	p.prev = make([]int32, n)
+	p.link = [2][]int32{make([]int32, n), make([]int32, n)}
 	p.in = make([]uint8, n)
-	for l := range p.heads {
-		p.heads[l], p.tails[l], p.level[l] = -1, -1, uint8(l)
+	for l := range lists {
+		p.ends[front][l], p.ends[back][l], p.level[l] = -1, -1, uint8(l)
 	}
 	for i := range n {
 		p.intended[i] = quota
-		p.pushBack(p.list(Low), i)
+		p.push(p.list(Low), i, back)
 	}
 	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, DynamicRegion: true, Quota: quota, MaxQuota: maxQuota}, nil
 }
@@ -136,7 +143,7 @@ func (p *Policy) monitor(m int, out []core.FlowDecision) []core.FlowDecision {
 		return out
 	}
 	// High, or Null — treated as high so that it recovers credits quickly.
-	if p.heads[p.list(Low)] < 0 {
+	if p.ends[front][p.list(Low)] < 0 {
 		// Shift: high becomes medium, medium becomes low, a new empty
 		// high list (the empty low list) takes the top.
 		p.level[High], p.level[Medium], p.level[Low] = p.level[Low], p.level[High], p.level[Medium]
@@ -148,7 +155,7 @@ func (p *Policy) monitor(m int, out []core.FlowDecision) []core.FlowDecision {
 // steal is Figure 13: take from the oldest low-activity sender.
 func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
 	low := p.list(Low)
-	v := int(p.tails[low])
+	v := int(p.ends[back][low])
 	if v < 0 {
 		return out
 	}
@@ -188,7 +195,7 @@ func (p *Policy) Intended(s int) int { return p.intended[s] }
 // Members lists a role's senders from front to back.
 func (p *Policy) Members(role int) []int {
 	var out []int
-	for i := p.heads[p.list(role)]; i >= 0; i = p.next[i] {
+	for i := p.ends[front][p.list(role)]; i >= 0; i = p.link[back][i] {
 		out = append(out, int(i))
 	}
 	return out
@@ -206,42 +213,35 @@ func (p *Policy) role(s int) int {
 	panic("unreachable")
 }
 
+// unlink takes s out of its list.
 func (p *Policy) unlink(s int) {
 	l := p.in[s]
-	if p.prev[s] >= 0 {
-		p.next[p.prev[s]] = p.next[s]
-	} else {
-		p.heads[l] = p.next[s]
-	}
-	if p.next[s] >= 0 {
-		p.prev[p.next[s]] = p.prev[s]
-	} else {
-		p.tails[l] = p.prev[s]
+	for e := range 2 {
+		// The neighbour towards end e now links past s; without one, s
+		// was that end and its other neighbour takes its place.
+		if n := p.link[e][s]; n >= 0 {
+			p.link[1-e][n] = p.link[1-e][s]
+		} else {
+			p.ends[e][l] = p.link[1-e][s]
+		}
 	}
 }
 
 func (p *Policy) moveFront(l, s int) {
 	p.unlink(s)
-	p.in[s] = uint8(l)
-	p.prev[s], p.next[s] = -1, p.heads[l]
-	if p.heads[l] >= 0 {
-		p.prev[p.heads[l]] = int32(s)
-	} else {
-		p.tails[l] = int32(s)
-	}
-	p.heads[l] = int32(s)
+	p.push(l, s, front)
 }
 
-// pushBack appends s, not yet in any list, to l.
-func (p *Policy) pushBack(l, s int) {
+// push puts s, in no list, at end e (front or back) of list l.
+func (p *Policy) push(l, s, e int) {
 	p.in[s] = uint8(l)
-	p.next[s], p.prev[s] = -1, p.tails[l]
-	if p.tails[l] >= 0 {
-		p.next[p.tails[l]] = int32(s)
+	p.link[e][s], p.link[1-e][s] = -1, p.ends[e][l]
+	if p.ends[e][l] >= 0 {
+		p.link[e][p.ends[e][l]] = int32(s)
 	} else {
-		p.heads[l] = int32(s)
+		p.ends[1-e][l] = int32(s)
 	}
-	p.tails[l] = int32(s)
+	p.ends[e][l] = int32(s)
 }
 
 func abs(x int) int {

@@ -2,6 +2,7 @@ package extolldynamic
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
@@ -141,5 +142,39 @@ func TestSetupRejectsOtherTransportsAndEquation2Violations(t *testing.T) {
 	}
 	if _, err := p.Setup(core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: 4, Senders: 4, Buffers: 15}); err == nil {
 		t.Fatal("accepted a mailbox smaller than Equation 2 allows")
+	}
+}
+
+// The activity lists stay consistent both ways under any sequence of
+// moves: each list read from the back is its reverse from the front, and
+// matches a plain slice model of the same moves.
+func TestListsMatchASliceModelBothWays(t *testing.T) {
+	const n = 7
+	p := setup(t, n, 30, 2)
+	model := [lists][]int{}
+	for s := range n {
+		model[p.list(Low)] = append(model[p.list(Low)], s)
+	}
+	rng := uint32(1)
+	for step := range 500 {
+		rng = rng*1664525 + 1013904223
+		l, s := int(rng>>8)%lists, int(rng>>16)%n
+		p.moveFront(l, s)
+		for k := range model {
+			model[k] = slices.DeleteFunc(model[k], func(x int) bool { return x == s })
+		}
+		model[l] = append([]int{s}, model[l]...)
+		for k := range lists {
+			var fwd, rev []int
+			for i := p.ends[front][k]; i >= 0; i = p.link[back][i] {
+				fwd = append(fwd, int(i))
+			}
+			for i := p.ends[back][k]; i >= 0; i = p.link[front][i] {
+				rev = append([]int{int(i)}, rev...)
+			}
+			if !slices.Equal(fwd, model[k]) || !slices.Equal(rev, model[k]) {
+				t.Fatalf("step %d (sender %d to list %d): list %d is %v forwards, %v backwards, want %v", step, s, l, k, fwd, rev, model[k])
+			}
+		}
 	}
 }

@@ -163,5 +163,5 @@ func init() {
 	ibcredit.Register(Name,
 		"InfiniBand user-level dynamic flow control (seed 000 §4.3): as static, but each peer starts with few buffers "+
 			"and grows (linearly or exponentially) when its frames went through the backlog; optionally shrinks when quiet.",
-		Params, func(p core.Params) core.FlowControl { return New(p) })
+		Params, New)
 }

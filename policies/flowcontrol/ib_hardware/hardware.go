@@ -55,8 +55,7 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
-		Doc: "receive buffers posted per peer on each per-peer queue; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
+	ibcredit.PrePostParam,
 	{Name: "rnr_retry", Type: core.ParamInt, Default: fmt.Sprint(ibcredit.InfiniteRNRRetry), Min: "1", Max: "7",
 		Doc: "RNR NAK retries before the connection fails; 7 retries forever, as seed 000 §4.1 requires for reliability"},
 	{Name: "min_rnr_timer", Type: core.ParamDuration, Default: "0s", Min: "0s",
@@ -72,5 +71,5 @@ func init() {
 	ibcredit.Register(Name,
 		"InfiniBand hardware-based flow control (seed 000 §4.1): no credits, every send posted at once; "+
 			"the receiver's RNR NAK and infinite retry hold the sender back.",
-		Params, func(p core.Params) core.FlowControl { return New(p) })
+		Params, New)
 }

@@ -58,8 +58,7 @@ func (p *Policy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.Flo
 
 // Params is the schema of the policy's HCL block.
 var Params = []core.Param{
-	{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
-		Doc: "receive buffers posted per peer on each per-peer queue, the credits a sender starts with; 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"},
+	ibcredit.PrePostParam,
 	ibcredit.ThresholdParam,
 	ibcredit.RndvParam,
 }
@@ -73,5 +72,5 @@ func init() {
 	ibcredit.Register(Name,
 		"InfiniBand user-level static flow control (seed 000 §4.2): credits = pre-posted buffers, a backlog FIFO, "+
 			"piggybacked credits, optimistic explicit credit messages past a threshold, rendezvous while out of credits.",
-		Params, func(p core.Params) core.FlowControl { return New(p) })
+		Params, New)
 }

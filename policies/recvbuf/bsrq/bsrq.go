@@ -32,9 +32,9 @@ var Params = []core.Param{
 	{Name: "min_bucket", Type: core.ParamSize, Default: "256B", Doc: "buffer size of the smallest bucket (a power of two)"},
 	{Name: "limit", Type: core.ParamFloat, Default: "0.25",
 		Doc: "a bucket's srq_limit, as a fraction of its initial buffers"},
-	{Name: "max_factor", Type: core.ParamInt, Default: "4", Doc: "a bucket may grow to this many times its initial buffers"},
-	{Name: "grow", Type: core.ParamFloat, Default: "0.5", Doc: "on a limit event, post this fraction of the initial buffers more"},
-	{Name: "send_free_list_max", Type: core.ParamInt, Default: "256", Doc: "most send buffers per bucket"},
+	recvbuf.MaxFactorParam,
+	recvbuf.GrowParam,
+	recvbuf.SendFreeListMaxParam,
 }
 
 // New builds the policy from its parameters.
@@ -86,9 +86,6 @@ func NewLayout(l Layout) (*recvbuf.Fixed, error) {
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindRecvBuf, Name: "bsrq", Params: Params,
-		Doc:       "Bucket SRQ (seed 002): per-peer tiny buffers under credits plus power-of-two buckets, each a shared receive queue",
-		NewPolicy: func(p core.Params) (any, error) { return New(p) },
-	})
+	recvbuf.Register("bsrq", "Bucket SRQ (seed 002): per-peer tiny buffers under credits plus power-of-two buckets, each a shared receive queue",
+		Params, New)
 }

@@ -18,10 +18,8 @@ const Default = "P,4096,8,6,4:P,32768,8,6,4"
 
 // Params is the schema of policy "recvbuf" "perpeer".
 var Params = []core.Param{
-	{Name: "receive_queues", Type: core.ParamString, Default: Default,
-		Doc: "per-peer queues in Open MPI receive_queues syntax (P queues only)"},
-	{Name: "send_free_list_max", Type: core.ParamInt, Default: "256",
-		Doc: "most send buffers per queue size"},
+	recvbuf.QueuesParam(Default, "per-peer queues (P only)"),
+	recvbuf.SendFreeListMaxParam,
 }
 
 // New builds the policy from its parameters.
@@ -35,17 +33,11 @@ func New(p core.Params) (*recvbuf.Fixed, error) {
 			return nil, fmt.Errorf("recvbuf perpeer: queue %d is shared; use the srq policy for S queues", i+1)
 		}
 	}
-	if p.Int("send_free_list_max") < 1 {
-		return nil, fmt.Errorf("recvbuf perpeer: send_free_list_max must be at least 1")
-	}
 	// Nothing grows: per-peer queues are kept full by credits.
 	return &recvbuf.Fixed{Name: "recvbuf perpeer", Queues: qs, SendFreeListMax: p.Int("send_free_list_max")}, nil
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindRecvBuf, Name: "perpeer", Params: Params,
-		Doc:       "per-peer receive queues under credit flow control (Open MPI 1.2's default: 8×4KiB and 8×32KiB per peer)",
-		NewPolicy: func(p core.Params) (any, error) { return New(p) },
-	})
+	recvbuf.Register("perpeer", "per-peer receive queues under credit flow control (Open MPI 1.2's default: 8×4KiB and 8×32KiB per peer)",
+		Params, New)
 }

@@ -19,14 +19,10 @@ const Default = "P,128,256,192,128:S,2048,256,240,32:S,16384,128,120,16:S,65536,
 
 // Params is the schema of policy "recvbuf" "srq".
 var Params = []core.Param{
-	{Name: "receive_queues", Type: core.ParamString, Default: Default,
-		Doc: "queues in Open MPI receive_queues syntax"},
-	{Name: "max_factor", Type: core.ParamInt, Default: "4",
-		Doc: "a shared queue may grow to this many times its initial buffers"},
-	{Name: "grow", Type: core.ParamFloat, Default: "0.5",
-		Doc: "on an SRQ-limit event, post this fraction of the initial buffers more"},
-	{Name: "send_free_list_max", Type: core.ParamInt, Default: "256",
-		Doc: "most send buffers per queue size"},
+	recvbuf.QueuesParam(Default, "queues"),
+	recvbuf.MaxFactorParam,
+	recvbuf.GrowParam,
+	recvbuf.SendFreeListMaxParam,
 }
 
 // New builds the policy from its parameters.
@@ -54,9 +50,6 @@ func NewFromQueues(qs []core.QueueSpec, maxFactor int, grow float64, sfl int) (*
 }
 
 func init() {
-	core.Register(&core.Component{
-		Kind: core.KindRecvBuf, Name: "srq", Params: Params,
-		Doc:       "shared receive queues per buffer size, grown on the SRQ-limit event (Open MPI receive_queues syntax)",
-		NewPolicy: func(p core.Params) (any, error) { return New(p) },
-	})
+	recvbuf.Register("srq", "shared receive queues per buffer size, grown on the SRQ-limit event (Open MPI receive_queues syntax)",
+		Params, New)
 }

@@ -29,8 +29,12 @@ func CheckResource(name string, info core.FlowInfo) error {
 	return nil
 }
 
-// Params common to the user-level schemes.
+// Params common to the schemes: pre_post is ib_hardware's and
+// ib_static's (ib_dynamic starts from initial and grows); the other two
+// are the user-level schemes'.
 var (
+	PrePostParam = core.Param{Name: "pre_post", Type: core.ParamInt, Default: "0", Min: "0",
+		Doc: "receive buffers posted per peer on each per-peer queue (under credits, the credits a sender starts with); 0 keeps the receive layout's count (seed 000 §6: 10, 100, 1)"}
 	ThresholdParam = core.Param{Name: "credit_threshold", Type: core.ParamInt, Default: fmt.Sprint(Threshold), Min: "1", Max: "65535",
 		Doc: "an explicit credit message goes out when this many credits are owed (or all the peer's buffers are) and no frame carried them (seed 000: 5)"}
 	RndvParam = core.Param{Name: "rndv_on_no_credit", Type: core.ParamBool, Default: "true",
@@ -48,8 +52,8 @@ func Credits(initial, max, threshold int, rndv bool) core.FlowSetup {
 // Register registers an InfiniBand scheme as a flow-control component,
 // and under the name it had before its ib_ prefix said which transport it
 // serves (hardware, static, dynamic): stack files that use that name
-// still load, with a warning.
-func Register(name, doc string, params []core.Param, build func(core.Params) core.FlowControl) {
+// still load, with a warning. build is the scheme's New.
+func Register[P core.FlowControl](name, doc string, params []core.Param, build func(core.Params) P) {
 	core.Register(&core.Component{Kind: core.KindFlowControl, Name: name, Deprecated: []string{strings.TrimPrefix(name, "ib_")},
 		Doc: doc, Params: params, NewPolicy: func(p core.Params) (any, error) { return build(p), nil }})
 }
