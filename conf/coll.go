@@ -1,8 +1,6 @@
 package conf
 
 import (
-	"fmt"
-
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/gobtl/gobtl/core"
@@ -65,11 +63,7 @@ func (c *Config) decodeColl(blocks []*hcl.Block) hcl.Diagnostics {
 	if len(blocks) == 0 {
 		return nil
 	}
-	var diags hcl.Diagnostics
-	for _, b := range blocks[1:] {
-		diags = append(diags, errorAt(b.DefRange, "Duplicate coll block",
-			fmt.Sprintf("A configuration has one coll block; the first is at %s.", pos(blocks[0].DefRange))))
-	}
+	diags := extraBlocks("coll", blocks)
 	b := blocks[0]
 	c.CollRange = b.DefRange.Ptr()
 	p, ds := c.dec.decodeBody(b.Body, CollParams, b.DefRange)

@@ -210,6 +210,17 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 	return c, diags
 }
 
+// extraBlocks reports every block of a kind a configuration has one of
+// after the first.
+func extraBlocks(kind string, blocks []*hcl.Block) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range blocks[1:] {
+		diags = append(diags, errorAt(b.DefRange, "Duplicate "+kind+" block",
+			fmt.Sprintf("A configuration has one %s block; the first is at %s.", kind, pos(blocks[0].DefRange))))
+	}
+	return diags
+}
+
 func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	c.JobParams = defaultJobParams()
@@ -217,10 +228,7 @@ func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
 	if len(blocks) == 0 {
 		return nil
 	}
-	for _, b := range blocks[1:] {
-		diags = append(diags, errorAt(b.DefRange, "Duplicate job block",
-			fmt.Sprintf("A configuration has one job block; the first is at %s.", pos(blocks[0].DefRange))))
-	}
+	diags = append(diags, extraBlocks("job", blocks)...)
 	b := blocks[0]
 	c.JobRange = b.DefRange.Ptr()
 	p, ds := c.dec.decodeBody(b.Body, JobParams, b.DefRange)
