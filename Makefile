@@ -15,6 +15,7 @@ GOTAGS ?= pmix
 build: pmix-dev
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/ring ./examples/ring
+	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/heat ./examples/heat
 
 # OpenPMIx's headers and pkg-config file, for the pmix build tag: installed
 # when missing, as rdmacore installs libibverbs-dev.
@@ -123,9 +124,12 @@ bench-osu: build
 	gobtl run -np 4 -- gobtl bench multi-pingpong
 
 # gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
-# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9".
+# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the
+# collectives (allreduce, bcast, allgather; issue 18) on 4 ranks after the
+# point-to-point set.
 compare-ompi:
 	bench/compare-ompi.sh $(COMPARE_ARGS)
+	bench/compare-ompi.sh -set coll $(COMPARE_ARGS)
 
 # The main job: the ring example on the default stack (self and shared
 # memory), four processes started by the launcher.

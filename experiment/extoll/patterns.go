@@ -181,7 +181,7 @@ func (x *runner) alltoall(active int) error {
 		}
 		x.reqs = append(x.reqs, r)
 	}
-	return x.c.Waitall(x.reqs)
+	return x.c.Waitall(x.reqs, nil)
 }
 
 // measured runs body between barriers and returns rank 0's outcome: the

@@ -139,7 +139,7 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 			}
 			reqs = append(reqs, r)
 		}
-		if err := c.Waitall(reqs); err != nil {
+		if err := c.Waitall(reqs, nil); err != nil {
 			return err
 		}
 		if me == 0 {

@@ -66,7 +66,7 @@ func MeasureRecvMemory(env *experiment.Env, l Layout, n int) (int64, error) {
 			}
 			reqs = append(reqs, r, s)
 		}
-		return c.Waitall(reqs)
+		return c.Waitall(reqs, nil)
 	})
 	if err != nil {
 		return 0, err

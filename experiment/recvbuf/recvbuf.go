@@ -184,7 +184,7 @@ func MG(c *pml.Comm, cycles int) error {
 				}
 				rs = append(rs, s)
 			}
-			if err := c.Waitall(rs); err != nil {
+			if err := c.Waitall(rs, nil); err != nil {
 				return err
 			}
 		}
@@ -203,7 +203,7 @@ func MG(c *pml.Comm, cycles int) error {
 			if err != nil {
 				return err
 			}
-			if err := c.Waitall([]*pml.Request{r, s}); err != nil {
+			if err := c.Waitall([]*pml.Request{r, s}, nil); err != nil {
 				return err
 			}
 		}
