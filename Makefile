@@ -113,6 +113,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 500x ./conf/
 	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 20000x ./btl/extoll/
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 100000x ./boot/pmi/
+	$(GO) test -run XXX -fuzz FuzzRequest -fuzztime 20000x ./boot/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...

@@ -188,6 +188,35 @@ func (s *start) exchange(ctx context.Context) error {
 	if err := s.boot.Fence(ctx); err != nil {
 		return fmt.Errorf("gobtl: exchange addresses: %w", err)
 	}
+	return s.attach(ctx)
+}
+
+// attach has the modules that name files for their peers map the peers'
+// files and, once every rank has (a fence), remove their own names
+// (core.Attacher).
+func (s *start) attach(ctx context.Context) error {
+	var as []core.Attacher
+	for _, m := range s.mods {
+		if a, ok := m.(core.Attacher); ok {
+			as = append(as, a)
+		}
+	}
+	if len(as) == 0 {
+		return nil
+	}
+	for _, a := range as {
+		if err := a.Attach(ctx); err != nil {
+			return fmt.Errorf("gobtl: attach: %w", err)
+		}
+	}
+	if err := s.boot.Fence(ctx); err != nil {
+		return fmt.Errorf("gobtl: mapping fence: %w", err)
+	}
+	for _, a := range as {
+		if err := a.Unlink(); err != nil {
+			return fmt.Errorf("gobtl: %w", err)
+		}
+	}
 	return nil
 }
 

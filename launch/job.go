@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/owner"
 )
 
 // Config describes a job.
@@ -184,14 +185,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 
+	// What launchers killed during start-up left; never a live job's.
+	if gone, _ := SweepStale("", cfg.ShmDir); len(gone) > 0 {
+		fmt.Fprintf(cfg.Report, "gobtl run: removed what dead jobs left: %s (%d in all)\n", gone[0], len(gone))
+	}
+
 	job := NewJobID()
-	dir, err := os.MkdirTemp("", "gobtl-"+job+"-")
-	if err != nil {
+	dir := filepath.Join(os.TempDir(), BootDirName(job, owner.Self()))
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Result{}, fmt.Errorf("launch: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "boot.sock")
-	srv, err := NewServer(sock, cfg.NP, job)
+	// Once every rank is connected nobody needs the socket's name: the
+	// directory goes at once, so a launcher killed later leaves nothing.
+	srv, err := newServer(sock, cfg.NP, job, HelloTimeout, func() { os.RemoveAll(dir) })
 	if err != nil {
 		return Result{}, err
 	}

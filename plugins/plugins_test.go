@@ -377,21 +377,27 @@ func TestWithoutABuiltinFallbackThePolicyHolds(t *testing.T) {
 	}
 }
 
-func TestCloseRemovesTheSocketDirectory(t *testing.T) {
+func TestTheSocketDirectoryGoesOnceThePluginIsConnected(t *testing.T) {
 	log, _ := testLogger()
 	for _, kill := range []bool{false, true} {
 		p := openTest(t, core.KindFlowControl, nil, "", Options{Log: log})
+		// A host killed outright from here on leaves no directory.
 		dir := p.proc.sockDir
-		if _, err := os.Stat(dir); err != nil {
-			t.Fatalf("socket directory: %v", err)
+		if !strings.HasPrefix(filepath.Base(dir), "gobtl-plugin-") {
+			t.Fatalf("socket directory %s", dir)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the socket directory %s is there after the handshake: %v", dir, err)
 		}
 		if kill {
 			syscall.Kill(p.proc.pid(), syscall.SIGKILL)
 			p.FlowControl().Setup(ibInfo) // notices the death
+		} else if _, err := p.FlowControl().Setup(ibInfo); err != nil {
+			t.Fatalf("the plugin without its socket's name: %v", err)
 		}
 		p.Close()
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("after Close (killed first: %v) the socket directory %s is still there: %v", kill, dir, err)
+			t.Fatalf("after Close (killed first: %v) the socket directory %s is there: %v", kill, dir, err)
 		}
 	}
 }

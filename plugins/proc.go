@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/owner"
 	"github.com/gobtl/gobtl/plugins/internal/wire"
 	pb "github.com/gobtl/gobtl/plugins/policypb"
 	plugin "github.com/hashicorp/go-plugin"
@@ -115,10 +116,12 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		o.startTimeout = 10 * time.Second
 	}
 	// The plugin makes its socket in sockDir (go-plugin's
-	// PLUGIN_UNIX_SOCKET_DIR); kill removes the directory, socket and all,
-	// however the plugin ended, and a plugin outliving this process (a
-	// rank killed outright) removes it itself (sdk's exitWithParent).
-	sockDir, err := os.MkdirTemp("", wire.SocketDirPrefix)
+	// PLUGIN_UNIX_SOCKET_DIR). The name begins with wire.SocketDirPrefix,
+	// which a plugin outliving this process removes itself (sdk's
+	// exitWithParent), and carries this process, so that what a host killed
+	// during the handshake leaves is removed by the next launcher (package
+	// launch, clean.go); kill removes it however the plugin ended.
+	sockDir, err := os.MkdirTemp("", owner.PluginDirPrefix(owner.Self()))
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
@@ -153,6 +156,9 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		p.kill()
 		return nil, p.explainStart(err, o.startTimeout)
 	}
+	// Connected: nobody dials the socket again (no broker), so its name
+	// goes now, and a host killed outright later leaves no directory.
+	_ = os.RemoveAll(sockDir)
 	p.rpc = rpc
 	raw, err := rpc.Dispense(wire.ServicePlugin)
 	if err != nil {

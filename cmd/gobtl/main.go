@@ -1,7 +1,8 @@
 // Command gobtl runs, benchmarks and inspects gobtl jobs: `gobtl run`
 // launches ranks, `gobtl bench` runs the osu-style suite, `gobtl config`
 // checks stack files, `gobtl info` lists the compiled-in components (like
-// ompi_info) and `gobtl plugins` finds and verifies policy plugins.
+// ompi_info), `gobtl plugins` finds and verifies policy plugins and
+// `gobtl clean` removes what dead jobs left (like orte-clean).
 //
 // Each subcommand lives in its own file and adds itself to rootCmd from
 // init.

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		"peer-death": rank(peerDeath),
 		"sigkill":    rank(sigkill),
 		"ring":       rank(ringRole),
+		"hold":       rank(hold),
 	}, nil)
 }
 
