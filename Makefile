@@ -61,6 +61,10 @@ lint: pmix-dev
 	  test -z "$$bad" || { echo "lint: cmd/gobtl links testing through: $$bad"; exit 1; }
 	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./... | awk '$$1 !~ "/test(/|$$)" && / github.com\/gobtl\/gobtl\/test\//{print $$1}'); \
 	  test -z "$$bad" || { echo "lint: non-test packages import test/: $$bad"; exit 1; }
+	@# The plugin host and SDK link no HCL: the example plugin modules,
+	@# built against them, do not require it.
+	@bad=$$($(GO) list -deps ./plugins ./plugins/sdk | grep -x 'github.com/hashicorp/hcl/v2'); \
+	  test -z "$$bad" || { echo "lint: plugins or plugins/sdk link HCL (github.com/gobtl/gobtl/conf?)"; exit 1; }
 	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./btl/... | awk '$$1 !~ "/btltest$$" && / github.com\/gobtl\/gobtl\/(policies|boot|launch|pml)/{print $$1}'); \
 	  test -z "$$bad" || { echo "lint: transports import policies, boot, launch or pml: $$bad"; exit 1; }
 
