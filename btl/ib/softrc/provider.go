@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
 )
 
 // PortConfig configures one port of a softrc device.
@@ -39,6 +40,10 @@ type DeviceConfig struct {
 	// AckDelay is how long a responder may hold an ACK hoping to
 	// piggyback it on a packet going the other way (default 20 µs).
 	AckDelay time.Duration
+	// Key is the job's secret: every link between two ports proves with
+	// it that both ends belong to the job before it carries anything
+	// (auth.go). A device without one starts no port.
+	Key *core.JobKey
 }
 
 func (c DeviceConfig) withDefaults() DeviceConfig {

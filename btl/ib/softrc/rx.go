@@ -1,7 +1,6 @@
 package softrc
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -16,13 +15,12 @@ const grhSize = 40
 // before the payload is placed: sequence checks, RNR NAKs, key checks.
 func (d *Device) begin(l *link, now int64) {
 	h := &l.h
-	if h.op == opHello {
-		l.setSink(l.hello[:], nil)
-		l.act.kind = actHello
+	if l.auth != authDone {
+		d.beginHandshake(l, now)
 		return
 	}
-	if !l.known {
-		d.linkFailed(l, fmt.Errorf("packet before hello"), now)
+	if h.op == opHello || h.op == opChallenge || h.op == opProof {
+		d.linkFailed(l, fmt.Errorf("handshake opcode %d on an authenticated link", h.op), now)
 		return
 	}
 	l.discard = true
@@ -39,6 +37,13 @@ func (d *Device) begin(l *link, now int64) {
 		// A QP that is not ready to receive drops the packet; the
 		// requester's ACK timeout retries it.
 		d.stats.Drops++
+		return
+	}
+	if l.port != q.port || l.peerGID != q.ah.DGID || l.peerLID != q.ah.DLID || h.sqpn != q.dqpn {
+		// Only the QP's peer speaks to it: a packet from any other port or
+		// QP — a stale connection, a misaddressed member — must neither
+		// move its sequence nor tie its fate to another link.
+		d.stats.ForeignPackets++
 		return
 	}
 	if q.in != l {
@@ -222,10 +227,8 @@ func (d *Device) finish(l *link, now int64) {
 	a := l.act
 	l.act = rxAction{}
 	switch a.kind {
-	case actHello:
-		copy(l.peerGID[:], l.hello[:16])
-		l.peerLID = binary.LittleEndian.Uint16(l.hello[16:])
-		l.known = true
+	case actHandshake:
+		d.finishHandshake(l, now)
 	case actRecv:
 		q := a.q
 		if q.state == verbs.QPErr || q.destroyed {
