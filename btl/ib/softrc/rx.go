@@ -39,15 +39,21 @@ func (d *Device) begin(l *link, now int64) {
 		d.stats.Drops++
 		return
 	}
-	if l.port != q.port || l.peerGID != q.ah.DGID || l.peerLID != q.ah.DLID || h.sqpn != q.dqpn {
-		// Only the QP's peer speaks to it: a packet from any other port or
-		// QP — a stale connection, a misaddressed member — must neither
-		// move its sequence nor tie its fate to another link.
+	// Only the QP's peer speaks to it: a packet from any other port or QP
+	// — a stale connection, a misaddressed member — must neither move its
+	// sequence nor tie its fate to another link. The link is checked when
+	// it changes, so a packet on the QP's own link costs a pointer and a
+	// QP number compare.
+	if q.in != l {
+		if l.port != q.port || l.peerGID != q.ah.DGID || l.peerLID != q.ah.DLID {
+			d.stats.ForeignPackets++
+			return
+		}
+		q.in = l
+	}
+	if h.sqpn != q.dqpn {
 		d.stats.ForeignPackets++
 		return
-	}
-	if q.in != l {
-		q.in = l
 	}
 	if h.flags&pktAckValid != 0 {
 		q.onAck(h.ack, now)
