@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
-	)
+)
 
 // The attack of issue 15, and its relatives, on a running job: a process
 // that can reach a softrc port but is not of the job connects, says HELLO
