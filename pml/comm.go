@@ -113,6 +113,15 @@ func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error
 	r.src = -1
 	e.pendingRecvs++
 	cx := e.context(ctx)
+	if source == AnySource {
+		// ULFM: a wildcard could be waiting for the lost peer, so until
+		// the loss is acknowledged it fails, even if a message of a live
+		// peer would match — the caller learns of the loss first.
+		if err := e.unacked(cx); err != nil {
+			e.complete(r, err)
+			return r, nil
+		}
+	}
 	if u := cx.matchUnexpected(source, tag); u != nil {
 		cx.unexpected.Remove(&u.link)
 		e.recvUnexpected(r, u)
@@ -321,13 +330,35 @@ func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.progress()
-	if u := e.context(c.ctx).matchUnexpected(source, tag); u != nil {
+	cx := e.context(c.ctx)
+	if source == AnySource {
+		if err := e.unacked(cx); err != nil {
+			return false, Status{}, err
+		}
+	}
+	if u := cx.matchUnexpected(source, tag); u != nil {
 		return true, Status{Source: u.src, Tag: u.tag, Count: u.total}, nil
 	}
 	if source != AnySource && e.peers[source].lost != nil {
 		return false, Status{}, e.peers[source].lost
 	}
 	return false, Status{}, nil
+}
+
+// AckFailed acknowledges the peers found lost so far on this
+// communicator and returns them, in the order they were lost (ULFM's
+// MPI_Comm_failure_ack and MPI_Comm_failure_get_acked). While a lost peer
+// is unacknowledged, receives and probes from AnySource fail with
+// core.ErrPeerLost — they might be waiting for it; once acknowledged,
+// they match the live peers. Receives naming a lost peer always fail.
+// Each communicator (Dup) acknowledges for itself.
+func (c *Comm) AckFailed() []int {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.progress()
+	e.context(c.ctx).acked = len(e.lost)
+	return append([]int(nil), e.lost...)
 }
 
 // Probe blocks until a message from source with tag can be received.

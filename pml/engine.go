@@ -210,6 +210,9 @@ type engine struct {
 	pendingWork  int                // frames, stripes and pumps waiting on resources
 	pumps        list.List[Request] // pipelined sends with fragments to go
 	pendingRecvs int
+	// lost are the ranks found lost, in order (failPeer); contexts
+	// acknowledge a prefix of it.
+	lost []int
 	async        *asyncProgress
 	closed       bool
 	msgSeq       uint64
@@ -415,6 +418,7 @@ func (e *engine) failPeer(p *peer, err error) {
 		err = fmt.Errorf("%w: %w", core.ErrPeerLost, err)
 	}
 	p.lost = err
+	e.lost = append(e.lost, p.rank)
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {

@@ -1,6 +1,8 @@
 package pml
 
 import (
+	"fmt"
+
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml/internal/list"
 )
@@ -16,6 +18,21 @@ const maxContexts = 1 << 16
 type context struct {
 	posted     list.List[Request]
 	unexpected list.List[unexpected]
+	// acked is how many of the engine's lost peers (engine.lost) the
+	// communicator has acknowledged (Comm.AckFailed): while fewer, its
+	// wildcard receives and probes fail.
+	acked int
+}
+
+// unacked returns the error a wildcard receive or probe on cx fails with
+// while a lost peer is unacknowledged (ULFM's MPI_ERR_PROC_FAILED_PENDING
+// rule), or nil.
+func (e *engine) unacked(cx *context) error {
+	if len(e.lost) <= cx.acked {
+		return nil
+	}
+	p := e.peers[e.lost[cx.acked]]
+	return fmt.Errorf("pml: any source: rank %d is lost and not acknowledged (Comm.AckFailed): %w", p.rank, p.lost)
 }
 
 // unexpected is a message that arrived before a receive matched it: a
