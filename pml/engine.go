@@ -212,10 +212,10 @@ type engine struct {
 	pendingRecvs int
 	// lost are the ranks found lost, in order (failPeer); contexts
 	// acknowledge a prefix of it.
-	lost []int
-	async        *asyncProgress
-	closed       bool
-	msgSeq       uint64
+	lost   []int
+	async  *asyncProgress
+	closed bool
+	msgSeq uint64
 
 	m metrics
 }
