@@ -136,6 +136,8 @@ type Stats struct {
 	// Drops counts packets dropped: no such QP, QP not ready, out of
 	// sequence, UD without a posted buffer.
 	Drops int64
+	// FaultDrops counts packets the DropPackets fault hook lost.
+	FaultDrops int64
 	// LinkFailures counts links that failed or were dropped.
 	LinkFailures int64
 	// LinksRejected counts links closed because they did not prove they

@@ -48,6 +48,21 @@ func (d *Device) DelayLinks(port uint8, delay time.Duration) error {
 	return nil
 }
 
+// DropPackets loses one packet in every (0 stops it) of those leaving
+// the port, on links that exist and links made later: the wire is lossy,
+// and only the requester's ACK timeout and retransmission (or a NAK for
+// the gap) recover. The handshake that opens a link is never dropped.
+func (d *Device) DropPackets(port uint8, every int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.portLocked(port)
+	if err != nil {
+		return err
+	}
+	p.dropEvery, p.dropped = max(every, 0), 0
+	return nil
+}
+
 // KillPort takes a port down for good: its listener and links close, its
 // QPs fail, and the port error async event is raised.
 func (d *Device) KillPort(port uint8) error {

@@ -218,6 +218,9 @@ func (l *link) flush(now int64) {
 			l.pop()
 			continue
 		}
+		if l.port.dropEvery > 0 && it.off == 0 && l.lose(now) {
+			continue
+		}
 		budget := 4 << 20
 		if b := l.port.bucket; b != nil {
 			// Ask for what is queued: the bucket lets a small packet go
@@ -312,6 +315,26 @@ func (l *link) flush(now int64) {
 	if l.txN == 0 {
 		l.armOut(false)
 	}
+}
+
+// lose is the DropPackets fault hook, deciding for the packet at the head
+// of the queue: one in dropEvery is taken off the queue as if written
+// and never reaches the peer — a packet lost on the wire, which only the
+// transport's retransmission recovers.
+func (l *link) lose(now int64) bool {
+	p := l.port
+	if p.dropped++; p.dropped < p.dropEvery {
+		return false
+	}
+	p.dropped = 0
+	it := &l.tx[l.txHead]
+	q, kind, wqe := it.q, it.kind, it.wqe
+	l.pop()
+	l.d.stats.FaultDrops++
+	if q != nil {
+		q.onWritten(kind, wqe, now)
+	}
+	return true
 }
 
 // queued returns the bytes waiting to be written, up to limit.

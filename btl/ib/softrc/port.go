@@ -30,6 +30,9 @@ type port struct {
 	lid        uint16
 	bucket     *bucket
 	delay      int64 // fault hook: extra latency on every packet leaving
+	// fault hook: drop one packet in dropEvery leaving (0: none);
+	// dropped counts toward it
+	dropEvery, dropped int
 }
 
 func (p *port) attr() verbs.PortAttr {
