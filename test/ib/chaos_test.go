@@ -50,7 +50,9 @@ func TestChaos(t *testing.T) {
 			return err
 		}},
 	}
-	pats := []string{"cg", "lu", "is", "mg"}
+	// The job has no self BTL: patterns whose ranks send to themselves
+	// (cg on 4 ranks) cannot run on it.
+	pats := []string{"lu", "is", "mg"}
 	deadline := time.Now().Add(40 * time.Second)
 	for i := 0; time.Now().Before(deadline) && i < 12; i++ {
 		f, pat := faults[i%len(faults)], pats[rng.IntN(len(pats))]
