@@ -48,8 +48,8 @@ func (d *Device) DelayLinks(port uint8, delay time.Duration) error {
 	return nil
 }
 
-// DropPackets loses one packet in every (0 stops it) of those leaving
-// the port, on links that exist and links made later: the wire is lossy,
+// DropPackets loses packets leaving the port at random, one in every on
+// average (0 stops it), on links that exist and links made later: the wire is lossy,
 // and only the requester's ACK timeout and retransmission (or a NAK for
 // the gap) recover. The handshake that opens a link is never dropped.
 func (d *Device) DropPackets(port uint8, every int) error {
@@ -59,7 +59,10 @@ func (d *Device) DropPackets(port uint8, every int) error {
 	if err != nil {
 		return err
 	}
-	p.dropEvery, p.dropped = max(every, 0), 0
+	p.dropEvery = max(every, 0)
+	if p.lossRNG == 0 {
+		p.lossRNG = uint64(nowNS()) | 1
+	}
 	return nil
 }
 

@@ -318,15 +318,21 @@ func (l *link) flush(now int64) {
 }
 
 // lose is the DropPackets fault hook, deciding for the packet at the head
-// of the queue: one in dropEvery is taken off the queue as if written
-// and never reaches the peer — a packet lost on the wire, which only the
-// transport's retransmission recovers.
+// of the queue: with probability 1/dropEvery it is taken off the queue as
+// if written and never reaches the peer — a packet lost on the wire, which
+// only the transport's retransmission recovers. The draw is random, not
+// every n-th packet: a retransmitted window of n packets would lose the
+// same one each time, forever.
 func (l *link) lose(now int64) bool {
 	p := l.port
-	if p.dropped++; p.dropped < p.dropEvery {
+	x := p.lossRNG
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	p.lossRNG = x
+	if x%uint64(p.dropEvery) != 0 {
 		return false
 	}
-	p.dropped = 0
 	it := &l.tx[l.txHead]
 	q, kind, wqe := it.q, it.kind, it.wqe
 	l.pop()

@@ -30,9 +30,10 @@ type port struct {
 	lid        uint16
 	bucket     *bucket
 	delay      int64 // fault hook: extra latency on every packet leaving
-	// fault hook: drop one packet in dropEvery leaving (0: none);
-	// dropped counts toward it
-	dropEvery, dropped int
+	// fault hook: drop a packet leaving with probability 1/dropEvery
+	// (0: none), drawn from the xorshift state lossRNG
+	dropEvery int
+	lossRNG   uint64
 }
 
 func (p *port) attr() verbs.PortAttr {
