@@ -65,10 +65,12 @@ func TestChaos(t *testing.T) {
 
 func chaos(t *testing.T, pat string, mayFail bool, rng *rand.Rand, apply func(*rand.Rand, []*softrc.Device, []uint8) error) {
 	const n = 4
-	// An ACK timeout of 4.096 µs × 2^12 ≈ 17 ms, seven retries: a QP
-	// whose peer is gone fails within about 150 ms.
+	// An ACK timeout of 4.096 µs × 2^15 ≈ 134 ms, seven retries: a QP
+	// whose peer is gone fails within about a second. (2^12, 17 ms, is
+	// shorter than a large read response takes on a loaded two-core
+	// machine: the requester's retries ran out with the response queued.)
 	j, err := recvbuf.Open(context.Background(), recvbuf.JobSpec{Ranks: n,
-		Params:  map[string]string{"timeout": "12", "retry_count": "7"},
+		Params:  map[string]string{"timeout": "15", "retry_count": "7"},
 		Options: pml.Options{FinalizeTimeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
