@@ -1,0 +1,56 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/gobtl/gobtl/conf"
+)
+
+const stack = `
+btl "self" "self" {}
+btl "ib" "rail0" {
+  provider    = "sim"
+  eager_limit = "2016B"
+}
+policy "recvbuf" {
+  builtin        = "perpeer"
+  receive_queues = "P,2048,100,1,5"
+}
+policy "flow_control" {
+  builtin          = "ib_dynamic"
+  initial          = 2
+  max              = 128
+  credit_threshold = 5
+}
+`
+
+func load(t *testing.T) *conf.Config {
+	t.Helper()
+	c, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "sim.hcl", Bytes: []byte(stack)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return c
+}
+
+func TestARunIsDeterministic(t *testing.T) {
+	var out [2]bytes.Buffer
+	for i := range out {
+		r, err := Run(context.Background(), Config{Ranks: 8, Stack: load(t), Pattern: "lu", Iters: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteJSON(&out[i]); err != nil {
+			t.Fatal(err)
+		}
+		if r.Msgs == 0 || r.Frames < r.Msgs {
+			t.Fatalf("run %d: %d messages in %d frames", i, r.Msgs, r.Frames)
+		}
+	}
+	if !bytes.Equal(out[0].Bytes(), out[1].Bytes()) {
+		t.Fatalf("two runs differ:\n%s\n---\n%s", out[0].String(), out[1].String())
+	}
+	t.Log(out[0].String())
+}
