@@ -74,9 +74,28 @@ type Result struct {
 	// on any rank.
 	Counters    map[string]float64 `json:"counters"`
 	CountersMax map[string]float64 `json:"counters_max"`
+	// PerConn folds the per-peer counters (ib.<module>.<name>.peer<r>)
+	// over every connection of every rank, under ib.<module>.<name>.
+	PerConn map[string]*ConnStat `json:"per_connection"`
 	// Scheduler work: events run and rank switches.
 	Events   int64 `json:"sim_events"`
 	Switches int64 `json:"sim_switches"`
+}
+
+// ConnStat is one per-peer counter over the job's connections: how many
+// (rank, peer) pairs have it, its sum and its largest value.
+type ConnStat struct {
+	Conns int     `json:"connections"`
+	Sum   float64 `json:"sum"`
+	Max   float64 `json:"max"`
+}
+
+// Mean is the sum per connection.
+func (c *ConnStat) Mean() float64 {
+	if c.Conns == 0 {
+		return 0
+	}
+	return c.Sum / float64(c.Conns)
 }
 
 // comm is a simulated rank's communicator: compute phases advance its
@@ -145,7 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, VirtualTime: s.Now(), Events: s.Events, Switches: s.Switches,
-		Counters: map[string]float64{}, CountersMax: map[string]float64{}}
+		Counters: map[string]float64{}, CountersMax: map[string]float64{}, PerConn: map[string]*ConnStat{}}
 	for _, st := range stats {
 		res.Iters = st.Iters
 		res.Msgs += st.TotalMsgs()
@@ -153,7 +172,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	for _, sn := range snaps {
 		for k, v := range sn {
-			if x, ok := number(v); ok {
+			x, ok := number(v)
+			if !ok || strings.HasPrefix(k, "init.") {
+				continue // init.* are wall-clock start-up times
+			}
+			if base, ok := perPeer(k); ok {
+				cs := res.PerConn[base]
+				if cs == nil {
+					cs = &ConnStat{}
+					res.PerConn[base] = cs
+				}
+				cs.Conns++
+				cs.Sum += x
+				cs.Max = max(cs.Max, x)
+				continue
+			}
+			{
 				res.Counters[k] += x
 				res.CountersMax[k] = max(res.CountersMax[k], x)
 			}
@@ -188,8 +222,26 @@ func maxMean(m map[int]int64, n int) (int64, int64) {
 	return mx, sum / int64(n)
 }
 
+// perPeer splits a per-peer metric name "<base>.peer<r>".
+func perPeer(k string) (string, bool) {
+	i := strings.LastIndex(k, ".peer")
+	if i < 0 || i+5 == len(k) {
+		return "", false
+	}
+	for _, c := range k[i+5:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return k[:i], true
+}
+
+// number is a metric's value: a counter's, a gauge's maximum.
 func number(v any) (float64, bool) {
 	switch x := v.(type) {
+	case map[string]int64:
+		m, ok := x["max"]
+		return float64(m), ok
 	case int64:
 		return float64(x), true
 	case int:
@@ -214,17 +266,28 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "registered per rank   max %d B, mean %d B\n", r.MaxRegisteredPerRank, r.MeanRegisteredPerRank)
 	fmt.Fprintf(w, "recv buffers per rank max %d B, mean %d B (peak posted)\n", r.MaxRecvBytesPerRank, r.MeanRecvBytesPerRank)
 	fmt.Fprintf(w, "most posted per conn  %d (per SRQ %d)\n", r.MaxPostedPerConn, r.MaxPostedPerSRQ)
-	keys := make([]string, 0, len(r.Counters))
-	for k := range r.Counters {
-		if r.Counters[k] != 0 && !strings.HasPrefix(k, "pml.") || strings.Contains(k, "credit") || strings.Contains(k, "stall") {
-			keys = append(keys, k)
+	fmt.Fprintf(w, "counters (sum over ranks, largest on one rank):\n")
+	for _, k := range sortedKeys(r.Counters) {
+		if r.Counters[k] != 0 {
+			fmt.Fprintf(w, "  %-40s %-14g %g\n", k, r.Counters[k], r.CountersMax[k])
 		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(w, "  %-44s sum %-12g max/rank %g\n", k, r.Counters[k], r.CountersMax[k])
+	fmt.Fprintf(w, "per connection (connections, mean, largest):\n")
+	for _, k := range sortedKeys(r.PerConn) {
+		if c := r.PerConn[k]; c.Sum != 0 {
+			fmt.Fprintf(w, "  %-40s %-6d %-12.4g %g\n", k, c.Conns, c.Mean(), c.Max)
+		}
 	}
 	fmt.Fprintf(w, "simulator: %d events, %d rank switches\n", r.Events, r.Switches)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // WriteJSON prints r as JSON.

@@ -44,7 +44,13 @@ type qp struct {
 	rnrCount, retry  int
 	// epsn is the responder's next expected request.
 	epsn uint64
+	// rnrNaks counts the RNR NAKs this QP received as requester.
+	rnrNaks int64
 }
+
+// RNRNaksReceived is how many RNR NAKs the QP received as requester (the
+// ib BTL's per-peer rnr_naks).
+func (q *qp) RNRNaksReceived() int64 { return q.rnrNaks }
 
 func (q *qp) slot(i uint64) *swqe { return &q.sq[i%uint64(len(q.sq))] }
 
@@ -348,6 +354,7 @@ func (q *qp) rnrNak(i uint64, timer interface{ Nanoseconds() int64 }) {
 		return
 	}
 	q.d.st.RNRNaks++
+	q.rnrNaks++
 	q.rnrCount++
 	if q.attr.RNRRetry != verbs.RNRRetryInfinite && q.rnrCount > int(q.attr.RNRRetry) {
 		q.complete(i, verbs.WCRNRRetryExcErr)
