@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ var simFlags struct {
 	overhead time.Duration
 	gap      time.Duration
 	rate     string
+	profile  string
 }
 
 var simCmd = &cobra.Command{
@@ -87,6 +89,17 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 		if stderrIsTerminal() {
 			c.Progress = os.Stderr
 		}
+		if f.profile != "" {
+			pf, err := os.Create(f.profile)
+			if err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			defer pf.Close()
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		t0 := time.Now()
 		res, err := job.Run(context.Background(), c)
 		if err != nil {
@@ -114,5 +127,6 @@ func init() {
 	f.DurationVar(&simFlags.overhead, "overhead", simrc.DefaultLink.Overhead, "LogGP o")
 	f.DurationVar(&simFlags.gap, "gap", simrc.DefaultLink.Gap, "LogGP g")
 	f.StringVar(&simFlags.rate, "rate", "", "link rate (1/G), e.g. 1GB/s (default 1GB/s)")
+	f.StringVar(&simFlags.profile, "profile", "", "write a CPU profile of the simulator to this file")
 	rootCmd.AddCommand(simCmd)
 }
