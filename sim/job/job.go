@@ -77,6 +77,8 @@ type Result struct {
 	// PerConn folds the per-peer counters (ib.<module>.<name>.peer<r>)
 	// over every connection of every rank, under ib.<module>.<name>.
 	PerConn map[string]*ConnStat `json:"per_connection"`
+	// Ranks holds every rank's own metrics (not printed).
+	RankMetrics []map[string]any `json:"-"`
 	// Scheduler work: events run and rank switches.
 	Events   int64 `json:"sim_events"`
 	Switches int64 `json:"sim_switches"`
@@ -164,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, VirtualTime: s.Now(), Events: s.Events, Switches: s.Switches,
-		Counters: map[string]float64{}, CountersMax: map[string]float64{}, PerConn: map[string]*ConnStat{}}
+		Counters: map[string]float64{}, CountersMax: map[string]float64{}, PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
 	for _, st := range stats {
 		res.Iters = st.Iters
 		res.Msgs += st.TotalMsgs()
