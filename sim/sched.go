@@ -172,11 +172,13 @@ func (s *Sched) push(t time.Duration, fn func(), idle bool) {
 // an idle rank becomes runnable.
 func (s *Sched) Notify(r int) {
 	k := s.ranks[r]
-	k.pending = true
 	if k.state == stIdle {
+		// Woken for this event, it will poll it: nothing is pending.
 		k.sleep = s.opts.IdleMin
 		s.makeReady(k)
+		return
 	}
+	k.pending = true
 }
 
 func (s *Sched) makeReady(k *rank) {

@@ -42,6 +42,8 @@ type Stats struct {
 	MaxPostedPerQP, MaxPostedPerSRQ int
 	// QPs counts RC QPs created.
 	QPs int
+	// MaxReadsOutstanding is the most RDMA reads one QP had on the wire.
+	MaxReadsOutstanding int
 }
 
 // Stats returns the device's counters.

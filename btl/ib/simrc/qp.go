@@ -244,6 +244,7 @@ func (q *qp) pump() {
 		var t = f.ack(q.port)
 		if w.op == verbs.OpRDMARead {
 			q.readsOut++
+			q.d.st.MaxReadsOutstanding = max(q.d.st.MaxReadsOutstanding, q.readsOut)
 			t = max(t, f.send(q.port, dp, 0))
 		} else {
 			t = f.send(q.port, dp, w.length)
