@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -28,6 +29,7 @@ var simFlags struct {
 	gap      time.Duration
 	rate     string
 	profile  string
+	memprof  string
 }
 
 var simCmd = &cobra.Command{
@@ -100,6 +102,15 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			}
 			defer pprof.StopCPUProfile()
 		}
+		if f.memprof != "" {
+			c.Peak = func() {
+				runtime.GC()
+				if pf, err := os.Create(f.memprof); err == nil {
+					pprof.WriteHeapProfile(pf)
+					pf.Close()
+				}
+			}
+		}
 		t0 := time.Now()
 		res, err := job.Run(context.Background(), c)
 		if err != nil {
@@ -128,5 +139,6 @@ func init() {
 	f.DurationVar(&simFlags.gap, "gap", simrc.DefaultLink.Gap, "LogGP g")
 	f.StringVar(&simFlags.rate, "rate", "", "link rate (1/G), e.g. 1GB/s (default 1GB/s)")
 	f.StringVar(&simFlags.profile, "profile", "", "write a CPU profile of the simulator to this file")
+	f.StringVar(&simFlags.memprof, "memprofile", "", "write a heap profile when the first rank has finished the pattern (about the peak)")
 	rootCmd.AddCommand(simCmd)
 }

@@ -130,7 +130,7 @@ func dataFrames(m map[string]float64) map[string]float64 {
 
 func runSim(t *testing.T, stack string, n int, pattern string, iters int, names []string) map[string]float64 {
 	t.Helper()
-	r, err := Run(context.Background(), Config{Ranks: n, Stack: loadStack(t, stack), Pattern: pattern, Iters: iters})
+	r, err := Run(context.Background(), Config{Ranks: n, Stack: loadStack(t, stack), Pattern: pattern, Iters: iters, KeepRankMetrics: true})
 	if err != nil {
 		t.Fatal(err)
 	}

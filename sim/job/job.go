@@ -36,6 +36,13 @@ type Config struct {
 	Link simrc.Link
 	// Progress, if set, receives a line per tenth of the ranks finished.
 	Progress io.Writer
+	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
+	// (they hold a name per peer: n² of them in all).
+	KeepRankMetrics bool
+	// Peak, if set, is called once, when the first rank has finished the
+	// pattern and none has closed yet: about when the job's memory peaks
+	// (a heap profile there shows what each structure costs).
+	Peak func()
 }
 
 // Result is what a run did, summed over ranks. Everything in it is
@@ -75,7 +82,8 @@ type Result struct {
 	Counters    map[string]float64 `json:"counters"`
 	CountersMax map[string]float64 `json:"counters_max"`
 	// PerConn folds the per-peer counters (ib.<module>.<name>.peer<r>)
-	// over every connection of every rank, under ib.<module>.<name>.
+	// over the connections of every rank that sent frames, under
+	// ib.<module>.<name>.
 	PerConn map[string]*ConnStat `json:"per_connection"`
 	// Ranks holds every rank's own metrics (not printed).
 	RankMetrics []map[string]any `json:"-"`
@@ -139,6 +147,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}
 	})
+	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
+		PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
 	done := 0
 	err := s.Run(func(r int) error {
 		c, err := gobtl.Init(ctx, gobtl.Options{Config: cfg.Stack, Boot: s.Boot(r), Clock: s})
@@ -152,7 +162,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			c.Close()
 			return err
 		}
-		stats[r], snaps[r] = st, c.Metrics().Snapshot()
+		stats[r] = st
+		snap := c.Metrics().Snapshot()
+		fold(res, snap)
+		if cfg.KeepRankMetrics {
+			snaps[r] = snap
+		}
+		if cfg.Peak != nil && done == 0 {
+			cfg.Peak()
+		}
 		if err := c.Close(); err != nil {
 			return err
 		}
@@ -165,35 +183,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, VirtualTime: s.Now(), Events: s.Events, Switches: s.Switches,
-		Counters: map[string]float64{}, CountersMax: map[string]float64{}, PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
+	res.VirtualTime, res.Events, res.Switches = s.Now(), s.Events, s.Switches
+	if !cfg.KeepRankMetrics {
+		res.RankMetrics = nil
+	}
 	for _, st := range stats {
 		res.Iters = st.Iters
 		res.Msgs += st.TotalMsgs()
 		res.Bytes += st.TotalBytes()
-	}
-	for _, sn := range snaps {
-		for k, v := range sn {
-			x, ok := number(v)
-			if !ok || strings.HasPrefix(k, "init.") {
-				continue // init.* are wall-clock start-up times
-			}
-			if base, ok := perPeer(k); ok {
-				cs := res.PerConn[base]
-				if cs == nil {
-					cs = &ConnStat{}
-					res.PerConn[base] = cs
-				}
-				cs.Conns++
-				cs.Sum += x
-				cs.Max = max(cs.Max, x)
-				continue
-			}
-			{
-				res.Counters[k] += x
-				res.CountersMax[k] = max(res.CountersMax[k], x)
-			}
-		}
 	}
 	reg := map[int]int64{}
 	recv := map[int]int64{}
@@ -222,6 +219,36 @@ func maxMean(m map[int]int64, n int) (int64, int64) {
 		sum += v
 	}
 	return mx, sum / int64(n)
+}
+
+// fold adds one rank's metrics to r. A per-peer counter counts for the
+// connections that carried frames: the BTL keeps an endpoint, and its
+// counters, for every rank from the start.
+func fold(r *Result, snap map[string]any) {
+	for k, v := range snap {
+		x, ok := number(v)
+		if !ok || strings.HasPrefix(k, "init.") {
+			continue // init.* are wall-clock start-up times
+		}
+		base, ok := perPeer(k)
+		if !ok {
+			r.Counters[k] += x
+			r.CountersMax[k] = max(r.CountersMax[k], x)
+			continue
+		}
+		mod := base[:strings.LastIndexByte(base, '.')]
+		if f, _ := number(snap[mod+".frames"+k[len(base):]]); f == 0 {
+			continue
+		}
+		cs := r.PerConn[base]
+		if cs == nil {
+			cs = &ConnStat{}
+			r.PerConn[base] = cs
+		}
+		cs.Conns++
+		cs.Sum += x
+		cs.Max = max(cs.Max, x)
+	}
 }
 
 // perPeer splits a per-peer metric name "<base>.peer<r>".

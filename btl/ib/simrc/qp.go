@@ -37,7 +37,11 @@ type qp struct {
 	rq     []rwqe
 	rqHead int
 	// The send queue: [head, next) are on the wire, [next, tail) wait.
+	// sq grows to sqMax as it fills: most connections of a large job
+	// carry a few frames at a time, and the simulator's memory is the
+	// job's.
 	sq               []swqe
+	sqMax            int
 	head, next, tail uint64
 	readsOut         int
 	waiting          bool // an RNR or ACK-timeout wait before a resend
@@ -62,7 +66,7 @@ func (p *pd) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 		return nil, fmt.Errorf("simrc: create QP: %w", verbs.ErrInvalid)
 	}
 	q := &qp{d: d, qpn: d.nextQPN, typ: attr.Type, scq: sc, rcq: rc, cap: attr.Cap, sig: attr.SigAll,
-		sq: make([]swqe, attr.Cap.MaxSendWR)}
+		sq: make([]swqe, min(8, attr.Cap.MaxSendWR)), sqMax: attr.Cap.MaxSendWR}
 	if attr.SRQ != nil {
 		s, ok := attr.SRQ.(*srq)
 		if !ok {
@@ -199,7 +203,14 @@ func (q *qp) PostSend(wr *verbs.SendWR) error {
 		return fmt.Errorf("simrc: QP %#x: opcode %v is not simulated: %w", q.qpn, wr.Opcode, verbs.ErrInvalid)
 	}
 	if q.tail-q.head >= uint64(len(q.sq)) {
-		return fmt.Errorf("simrc: QP %#x: send queue full (%d): %w", q.qpn, len(q.sq), verbs.ErrQueueFull)
+		if len(q.sq) >= q.sqMax {
+			return fmt.Errorf("simrc: QP %#x: send queue full (%d): %w", q.qpn, len(q.sq), verbs.ErrQueueFull)
+		}
+		sq := make([]swqe, min(2*len(q.sq), q.sqMax))
+		for i := q.head; i < q.tail; i++ {
+			sq[i%uint64(len(sq))] = *q.slot(i)
+		}
+		q.sq = sq
 	}
 	w := swqe{wrid: wr.WRID, op: wr.Opcode, flags: wr.Flags, sg: append([]verbs.SGE(nil), wr.SG...), imm: wr.Imm, raddr: wr.RemoteAddr, rkey: wr.RKey}
 	for _, e := range wr.SG {
