@@ -271,10 +271,34 @@ func (d *Device) recvWQE(wr *verbs.RecvWR) rwqe {
 	return w
 }
 
+// rqueue is a FIFO of posted receives, consumed in order (a QP's
+// receive queue or an SRQ).
+type rqueue struct {
+	q    []rwqe
+	head int
+}
+
+func (r *rqueue) posted() int { return len(r.q) - r.head }
+
+func (r *rqueue) push(w rwqe) { r.q = append(r.q, w) }
+
+// pop takes the head WQE and uncounts its memory.
+func (r *rqueue) pop(d *Device) (rwqe, bool) {
+	if r.posted() == 0 {
+		return rwqe{}, false
+	}
+	w := r.q[r.head]
+	r.head++
+	if r.head == len(r.q) {
+		r.q, r.head = r.q[:0], 0
+	}
+	d.st.PostedRecvBytes -= int64(w.len)
+	return w, true
+}
+
 type srq struct {
 	d     *Device
-	rq    []rwqe
-	head  int
+	rq    rqueue
 	max   int
 	limit int
 }
@@ -285,27 +309,22 @@ func (p *pd) CreateSRQ(attr verbs.SRQInitAttr) (verbs.SRQ, error) {
 	return s, nil
 }
 
-func (s *srq) posted() int { return len(s.rq) - s.head }
+func (s *srq) posted() int { return s.rq.posted() }
 
 func (s *srq) PostRecv(wr *verbs.RecvWR) error {
 	if s.posted() >= s.max {
 		return fmt.Errorf("simrc: SRQ full (%d): %w", s.max, verbs.ErrQueueFull)
 	}
-	s.rq = append(s.rq, s.d.recvWQE(wr))
+	s.rq.push(s.d.recvWQE(wr))
 	s.d.st.MaxPostedPerSRQ = max(s.d.st.MaxPostedPerSRQ, s.posted())
 	return nil
 }
 
 func (s *srq) take() (rwqe, bool) {
-	if s.posted() == 0 {
-		return rwqe{}, false
+	w, ok := s.rq.pop(s.d)
+	if !ok {
+		return w, false
 	}
-	w := s.rq[s.head]
-	s.head++
-	if s.head == len(s.rq) {
-		s.rq, s.head = s.rq[:0], 0
-	}
-	s.d.st.PostedRecvBytes -= int64(w.len)
 	if s.limit > 0 && s.posted() < s.limit {
 		s.limit = 0
 		s.d.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})

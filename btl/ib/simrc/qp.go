@@ -34,8 +34,7 @@ type qp struct {
 	sig   bool
 	qkey  uint32
 	// The receive queue (without an SRQ).
-	rq     []rwqe
-	rqHead int
+	rq rqueue
 	// The send queue: [head, next) are on the wire, [next, tail) wait.
 	// sq grows to sqMax as it fills: most connections of a large job
 	// carry a few frames at a time, and the simulator's memory is the
@@ -160,12 +159,12 @@ func (q *qp) PostRecv(wr *verbs.RecvWR) error {
 		q.rcq.push(verbs.WC{WRID: wr.WRID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}, false)
 		return nil
 	}
-	if len(q.rq)-q.rqHead >= q.cap.MaxRecvWR {
+	if q.rq.posted() >= q.cap.MaxRecvWR {
 		return fmt.Errorf("simrc: QP %#x: receive queue full: %w", q.qpn, verbs.ErrQueueFull)
 	}
-	q.rq = append(q.rq, q.d.recvWQE(wr))
+	q.rq.push(q.d.recvWQE(wr))
 	if q.typ == verbs.QPTypeRC {
-		q.d.st.MaxPostedPerQP = max(q.d.st.MaxPostedPerQP, len(q.rq)-q.rqHead)
+		q.d.st.MaxPostedPerQP = max(q.d.st.MaxPostedPerQP, q.rq.posted())
 	}
 	return nil
 }
@@ -174,16 +173,7 @@ func (q *qp) takeRecv() (rwqe, bool) {
 	if q.srq != nil {
 		return q.srq.take()
 	}
-	if q.rqHead == len(q.rq) {
-		return rwqe{}, false
-	}
-	w := q.rq[q.rqHead]
-	q.rqHead++
-	if q.rqHead == len(q.rq) {
-		q.rq, q.rqHead = q.rq[:0], 0
-	}
-	q.d.st.PostedRecvBytes -= int64(w.len)
-	return w, true
+	return q.rq.pop(q.d)
 }
 
 func (q *qp) PostSend(wr *verbs.SendWR) error {
@@ -451,13 +441,9 @@ func (q *qp) toErr() {
 	}
 	q.next, q.readsOut, q.waiting = q.tail, 0, false
 	if q.srq == nil {
-		for q.rqHead < len(q.rq) {
-			w := q.rq[q.rqHead]
-			q.rqHead++
-			q.d.st.PostedRecvBytes -= int64(w.len)
+		for w, ok := q.rq.pop(q.d); ok; w, ok = q.rq.pop(q.d) {
 			q.rcq.push(verbs.WC{WRID: w.wrid, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}, false)
 		}
-		q.rq, q.rqHead = q.rq[:0], 0
 	}
 	if q.typ == verbs.QPTypeRC {
 		q.d.raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QPN: q.qpn})
