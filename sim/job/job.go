@@ -127,6 +127,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if _, ok := patterns.Lookup(cfg.Pattern); !ok {
 		return nil, fmt.Errorf("sim: no pattern %q (have %v)", cfg.Pattern, patterns.Names())
 	}
+	if err := simulated(cfg.Stack); err != nil {
+		return nil, err
+	}
 	jobSeq++
 	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, sim.Options{})
 	if err := s.Register(); err != nil {
@@ -210,6 +213,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.MaxRegisteredPerRank, res.MeanRegisteredPerRank = maxMean(reg, cfg.Ranks)
 	res.MaxRecvBytesPerRank, res.MeanRecvBytesPerRank = maxMean(recv, cfg.Ranks)
 	return res, nil
+}
+
+// simulated checks that every transport of the stack runs on the
+// simulated fabric: a real device would wait on the wall clock while it
+// holds the only baton.
+func simulated(c *conf.Config) error {
+	if c == nil {
+		return fmt.Errorf("sim: no stack (its ib blocks must say provider = \"sim\")")
+	}
+	for _, b := range c.BTLs {
+		switch {
+		case b.Kind == "self":
+		case b.Kind == "ib" && b.Params.String("provider") == "sim":
+		default:
+			return fmt.Errorf("sim: btl %q %q at %v is not simulated: only self and ib with provider = \"sim\" run under gobtl sim", b.Kind, b.Name, b.DeclRange)
+		}
+	}
+	return nil
 }
 
 func maxMean(m map[int]int64, n int) (int64, int64) {

@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gobtl/gobtl/conf"
@@ -53,4 +54,14 @@ func TestARunIsDeterministic(t *testing.T) {
 		t.Fatalf("two runs differ:\n%s\n---\n%s", out[0].String(), out[1].String())
 	}
 
+}
+
+func TestAStackWithARealDeviceIsRefused(t *testing.T) {
+	c, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "real.hcl", Bytes: []byte(`btl "ib" "rail0" { provider = "softrc" }`)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := Run(context.Background(), Config{Ranks: 2, Stack: c, Pattern: "lu"}); err == nil || !strings.Contains(err.Error(), "not simulated") {
+		t.Fatalf("got %v, want a refusal", err)
+	}
 }
