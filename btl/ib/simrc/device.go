@@ -2,6 +2,7 @@ package simrc
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 )
@@ -111,8 +112,14 @@ func (d *Device) raise(ev verbs.AsyncEvent) {
 // Close closes the device.
 func (d *Device) Close() error {
 	d.closed = true
-	for _, q := range d.qps {
-		q.toErr()
+	// In QP number order: a map's order would make runs differ.
+	qpns := make([]uint32, 0, len(d.qps))
+	for n := range d.qps {
+		qpns = append(qpns, n)
+	}
+	slices.Sort(qpns)
+	for _, n := range qpns {
+		d.qps[n].toErr()
 	}
 	return nil
 }
