@@ -1,12 +1,14 @@
 package conf
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -21,11 +23,13 @@ type Options struct {
 	Vars map[string]string
 	// LookupEnv reads the environment; nil means os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
-	// PluginSchema returns the parameter schema of an out-of-process policy
-	// plugin (the plugin host asks the plugin). path is the block's
-	// explicit plugin path, or "". When nil, plugin bodies are kept
-	// undecoded (Policy.Body) and a warning says they were not checked.
-	PluginSchema func(ref PluginRef) ([]core.Param, error)
+	// CheckPolicy, when set, builds the policy of a block the way a job's
+	// start builds it and reports what fails, at file:line:col: a
+	// built-in's constructor, a plugin started, its body decoded against
+	// its own schema (DecodePolicy) and its own checks run. `gobtl config
+	// check` sets it to gobtl.CheckPolicy. When nil, a plugin's body is
+	// kept undecoded (Policy.Body) and a warning says it was not checked.
+	CheckPolicy func(c *Config, p *Policy) hcl.Diagnostics
 }
 
 func (o Options) lookupEnv(key string) (string, bool) {
@@ -33,17 +37,6 @@ func (o Options) lookupEnv(key string) (string, bool) {
 		return o.LookupEnv(key)
 	}
 	return os.LookupEnv(key)
-}
-
-// PluginRef is what the plugin host needs to find a policy plugin named in
-// a block.
-type PluginRef struct {
-	Kind core.Kind
-	Name string
-	// Path is the block's explicit plugin binary, PluginDir its plugin_dir,
-	// and ConfigDir the directory of the stack file (relative paths are
-	// its); any may be empty.
-	Path, PluginDir, ConfigDir string
 }
 
 // Source is one configuration file's name and contents.
@@ -66,13 +59,22 @@ type Config struct {
 	// JobRange is where the job block was declared; nil when there was
 	// none.
 	JobRange *hcl.Range
-	// BTLs are the btl blocks in the order they appear.
+	// BTLs are the btl blocks in the order they appear: the default
+	// stack's when the files name none (DefaultBTLs).
 	BTLs []*BTL
+	// DefaultBTLs says the files name no btl block, so BTLs are the
+	// default stack's (DefaultStack).
+	DefaultBTLs bool
 	// Policies are the policy blocks, at most one per kind, in the order
 	// of core.PolicyKinds.
 	Policies []*Policy
 	// Variables are the declared variables and their effective values.
 	Variables []*Variable
+	// Coll is the coll block's values against CollParams, defaults filled
+	// in; CollRange is where the block was declared, nil when there was
+	// none.
+	Coll      core.Params
+	CollRange *hcl.Range
 
 	dec *decoder
 }
@@ -104,6 +106,7 @@ var topSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "btl", LabelNames: []string{"kind", "name"}},
 	{Type: "policy", LabelNames: []string{"kind"}},
 	{Type: "variable", LabelNames: []string{"name"}},
+	{Type: "coll"},
 }}
 
 // Load loads one configuration from paths. A directory stands for every
@@ -122,10 +125,34 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 		srcs = append(srcs, Source{Name: path, Bytes: b})
 	}
 	if diags.HasErrors() {
-		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), dec: &decoder{ctx: evalContext(nil)}}, diags
+		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), Coll: core.MustParams(CollParams), dec: &decoder{ctx: evalContext(nil)}}, diags
 	}
 	c, ds := LoadSources(opts, srcs...)
 	return c, append(diags, ds...)
+}
+
+// notText reports a source that is not text (a NUL byte, or bytes that
+// are not UTF-8): a binary given as a stack file by mistake gets this one
+// error instead of one per byte the HCL scanner trips on.
+func notText(s Source) *hcl.Diagnostic {
+	at := bytes.IndexByte(s.Bytes, 0)
+	if at < 0 && utf8.Valid(s.Bytes) {
+		return nil
+	}
+	if at < 0 {
+		for i := 0; i < len(s.Bytes); {
+			r, n := utf8.DecodeRune(s.Bytes[i:])
+			if r == utf8.RuneError && n <= 1 {
+				at = i
+				break
+			}
+			i += n
+		}
+	}
+	start := hcl.Pos{Line: 1, Column: 1}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Not a text file",
+		Detail:  fmt.Sprintf("%s holds binary data (byte %d is not UTF-8 text); a stack file is HCL text.", s.Name, at),
+		Subject: &hcl.Range{Filename: s.Name, Start: start, End: start}}
 }
 
 func expandPaths(paths []string, diags *hcl.Diagnostics) []string {
@@ -157,13 +184,17 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	parser := hclparse.NewParser()
 
-	var jobs, btls, policies, variables []*hcl.Block
+	var jobs, btls, policies, variables, colls []*hcl.Block
 	for _, s := range srcs {
 		if seen[s.Name] {
 			continue // the same file named twice is loaded once
 		}
 		seen[s.Name] = true
 		c.Files = append(c.Files, s.Name)
+		if d := notText(s); d != nil {
+			diags = append(diags, d)
+			continue
+		}
 		f, ds := parser.ParseHCL(s.Bytes, s.Name)
 		diags = append(diags, ds...)
 		if f == nil {
@@ -181,6 +212,8 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 				policies = append(policies, b)
 			case "variable":
 				variables = append(variables, b)
+			case "coll":
+				colls = append(colls, b)
 			}
 		}
 	}
@@ -195,10 +228,25 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 
 	diags = append(diags, c.decodeJob(jobs)...)
 	diags = append(diags, c.decodeBTLs(btls)...)
+	if len(btls) == 0 {
+		c.addDefaultBTLs()
+	}
 	diags = append(diags, c.decodePolicies(policies, opts)...)
+	diags = append(diags, c.decodeColl(colls)...)
 
 	sortDiagnostics(diags, c.Files)
 	return c, diags
+}
+
+// extraBlocks reports every block of a kind a configuration has one of
+// after the first.
+func extraBlocks(kind string, blocks []*hcl.Block) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range blocks[1:] {
+		diags = append(diags, errorAt(b.DefRange, "Duplicate "+kind+" block",
+			fmt.Sprintf("A configuration has one %s block; the first is at %s.", kind, pos(blocks[0].DefRange))))
+	}
+	return diags
 }
 
 func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
@@ -208,10 +256,7 @@ func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
 	if len(blocks) == 0 {
 		return nil
 	}
-	for _, b := range blocks[1:] {
-		diags = append(diags, errorAt(b.DefRange, "Duplicate job block",
-			fmt.Sprintf("A configuration has one job block; the first is at %s.", pos(blocks[0].DefRange))))
-	}
+	diags = append(diags, extraBlocks("job", blocks)...)
 	b := blocks[0]
 	c.JobRange = b.DefRange.Ptr()
 	p, ds := c.dec.decodeBody(b.Body, JobParams, b.DefRange)

@@ -190,6 +190,20 @@ type engine struct {
 	opts  Options
 	log   zerolog.Logger
 
+	// nlost counts lost peers, so that Comm.Lost costs nothing until one
+	// is.
+	nlost atomic.Int32
+	// events counts what progress has handled, by any goroutine: a
+	// waiter whose own poll found nothing, but whose operations (Start)
+	// polled and found something while it advanced them, is making
+	// progress and must not back off into sleeping.
+	events atomic.Uint64
+	// ops are the Requests of operations above the PML (Start); opMu
+	// guards ops and lets one goroutine at a time advance them.
+	opMu sync.Mutex
+	ops  []*Request
+	nops atomic.Int32
+
 	mods  []*module
 	peers []*peer
 	ctxs  []*context
@@ -296,7 +310,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	if opts.Protocol == ProtoReadAsync {
 		e.async = startAsync(e)
 	}
-	return &Comm{e: e, ctx: 0, owner: true}, nil
+	c := e.newComm(0, nil, rank, size)
+	c.owner = true
+	return c, nil
 }
 
 func (e *engine) register(mod *module) error {
@@ -396,6 +412,9 @@ func (e *engine) progress() int {
 	if e.opts.Scheduler != nil {
 		e.pollScheduler()
 	}
+	if n > 0 {
+		e.events.Add(uint64(n))
+	}
 	return n
 }
 
@@ -421,6 +440,7 @@ func (e *engine) failPeer(p *peer, err error) {
 		err = fmt.Errorf("%w: %w", core.ErrPeerLost, err)
 	}
 	p.lost = err
+	e.nlost.Add(1)
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {

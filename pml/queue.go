@@ -168,7 +168,7 @@ func (e *engine) retry() int {
 		for _, s := range p.subs {
 			for k := s.out.Front(); k != nil; k = s.out.Front() {
 				f := k.Value()
-				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags)
+				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags|core.SendBacklog)
 				if errors.Is(err, core.ErrNoResources) {
 					break
 				}

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		"peer-death": rank(peerDeath),
 		"sigkill":    rank(sigkill),
 		"ring":       rank(ringRole),
+		"hold":       rank(hold),
 	}, nil)
 }
 
@@ -224,7 +225,7 @@ func exchange(c *gobtl.Comm) error {
 			reqs = append(reqs, r)
 		}
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("all-pairs: %w", err)
 	}
 	for key, b := range recvBufs {
@@ -258,7 +259,7 @@ func exchange(c *gobtl.Comm) error {
 		}
 		reqs = append(reqs, r)
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("ring in flight: %w", err)
 	}
 	for k := range inflight {
@@ -414,7 +415,12 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 		{"bibw", "8,64KiB", 2, []string{"mbps"}},
 		{"msgrate", "8", 2, []string{"msgs_per_s", "mbps"}},
 		{"overlap", "64KiB,1MiB", 2, []string{"overlap_send", "overlap_recv"}},
-		{"alltoall", "8,4KiB", 4, []string{"lat_us"}},
+		{"alltoall", "8,4KiB", 4, []string{"lat_us", "lat_min_us", "lat_max_us"}},
+		{"allreduce", "8,64KiB", 3, []string{"lat_us", "lat_min_us", "lat_max_us"}},
+		{"reduce", "8,64KiB", 3, []string{"lat_us"}},
+		{"bcast", "8,64KiB", 3, []string{"lat_us"}},
+		{"allgather", "8,64KiB", 3, []string{"lat_us"}},
+		{"barrier", "0", 3, []string{"lat_us"}},
 		{"multi-pingpong", "8,2KiB", 4, []string{"lat_us", "lat_max_us"}},
 	}
 	for _, tc := range cases {
@@ -428,11 +434,15 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
 			}
 			var rep struct {
-				Bench    string                       `json:"bench"`
-				Ranks    int                          `json:"ranks"`
-				Config   map[string]any               `json:"config"`
-				Rows     []map[string]json.RawMessage `json:"rows"`
-				Counters map[string]any               `json:"counters"`
+				Bench        string                       `json:"bench"`
+				Ranks        int                          `json:"ranks"`
+				Version      string                       `json:"version"`
+				Host         string                       `json:"host"`
+				Time         string                       `json:"time"`
+				Config       map[string]any               `json:"config"`
+				Rows         []map[string]json.RawMessage `json:"rows"`
+				Counters     map[string]any               `json:"counters"`
+				RankCounters []map[string]any             `json:"rank_counters"`
 			}
 			dec := json.NewDecoder(&o)
 			dec.DisallowUnknownFields()
@@ -443,7 +453,8 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 				t.Fatalf("more than one JSON value on stdout:\n%s", o.String())
 			}
 			sizes := strings.Split(tc.sizes, ",")
-			if rep.Bench != tc.name || rep.Ranks != tc.np || len(rep.Rows) != len(sizes) || rep.Config == nil || len(rep.Counters) == 0 {
+			if rep.Bench != tc.name || rep.Ranks != tc.np || len(rep.Rows) != len(sizes) || rep.Config == nil || len(rep.Counters) == 0 ||
+				len(rep.RankCounters) != tc.np || rep.Version == "" || rep.Host == "" || rep.Time == "" {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, row := range rep.Rows {
