@@ -124,7 +124,7 @@ func TestTheReadTokenBucketBoundsOutstandingReadsAtADeviceThatDoesNot(t *testing
 			}
 			reqs = append(reqs, r)
 		}
-		return c.Waitall(reqs)
+		return c.Waitall(reqs, nil)
 	})
 	m := mods[1] // the receiver reads
 	if m.gets < msgs*size/(32<<10) {
