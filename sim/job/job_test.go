@@ -9,27 +9,10 @@ import (
 	"github.com/gobtl/gobtl/conf"
 )
 
-const stack = `
-btl "self" "self" {}
-btl "ib" "rail0" {
-  provider    = "sim"
-  eager_limit = "2016B"
-}
-policy "recvbuf" {
-  builtin        = "perpeer"
-  receive_queues = "P,2048,100,1,5"
-}
-policy "flow_control" {
-  builtin          = "ib_dynamic"
-  initial          = 2
-  max              = 128
-  credit_threshold = 5
-}
-`
 
 func load(t *testing.T) *conf.Config {
 	t.Helper()
-	c, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "sim.hcl", Bytes: []byte(stack)})
+	c, diags := conf.Load(conf.Options{}, "../../conf/examples/sim.hcl")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
