@@ -9,7 +9,6 @@ import (
 	"github.com/gobtl/gobtl/conf"
 )
 
-
 func load(t *testing.T) *conf.Config {
 	t.Helper()
 	c, diags := conf.Load(conf.Options{}, "../../conf/examples/sim.hcl")
