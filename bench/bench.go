@@ -43,6 +43,13 @@ type RailWeights interface {
 	Weights(rank int) []float64
 }
 
+// Computer is the extra of a communicator whose ranks run in virtual time
+// (package sim): Compute stands for d of computation, advancing the rank's
+// clock instead of spinning the processor.
+type Computer interface {
+	Compute(d time.Duration)
+}
+
 // Options configure a run. Zero fields take the benchmark's defaults.
 type Options struct {
 	// Sizes in bytes; nil means the benchmark's default list.

@@ -34,3 +34,18 @@ func (c *ManualClock) Advance(d time.Duration) { c.t.Add(int64(d)) }
 
 // Set moves the clock to t.
 func (c *ManualClock) Set(t time.Duration) { c.t.Store(int64(t)) }
+
+// Scheduler-driven time. A simulator runs every rank of a job in one
+// process on a virtual clock (package sim); a rank that has nothing to do
+// must hand the processor to the simulator instead of spinning or
+// sleeping, or virtual time would never move.
+
+// IdleClock is a Clock that also schedules the ranks waiting on it: a
+// simulator's virtual clock. A blocking call that polled and found nothing
+// to do calls Idle instead of its back-off; Idle returns once the caller
+// may have something to do (an event for it, or a timer). Mechanisms find
+// it by type assertion on the injected Clock.
+type IdleClock interface {
+	Clock
+	Idle()
+}

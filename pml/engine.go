@@ -115,6 +115,12 @@ func (b *backoff) stalled() bool {
 
 func (b *backoff) wait() {
 	b.n++
+	if ic, ok := b.clock.(core.IdleClock); ok {
+		// Virtual time: the simulator runs the other ranks and the
+		// fabric until this one may have work.
+		ic.Idle()
+		return
+	}
 	switch {
 	case b.n <= b.cfg.Spin:
 	case b.n <= b.cfg.Spin+b.cfg.Yield:

@@ -491,8 +491,10 @@ func (m *module) goodbye() {
 		}
 		return false
 	}
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for sent > 0 && busy() && time.Now().Before(deadline) {
+	// The module's clock, not the wall's: under a simulator (package sim)
+	// the completions come as virtual time moves.
+	deadline := m.clock.Now() + 100*time.Millisecond
+	for sent > 0 && busy() && m.clock.Now() < deadline {
 		k, err := m.cq.Poll(m.wc[:])
 		if err != nil {
 			return

@@ -13,8 +13,8 @@ import (
 // Params is the schema of a btl "ib" block, netif's if_include and
 // if_exclude (softrc) included.
 var Params = append([]core.Param{
-	{Name: "provider", Type: core.ParamString, Default: "softrc", Enum: []string{"softrc", "rdmacore"},
-		Doc: "verbs provider: softrc (software HCA over TCP, always built) or rdmacore (libibverbs; build tag rdmacore)"},
+	{Name: "provider", Type: core.ParamString, Default: "softrc", Enum: []string{"softrc", "rdmacore", "sim"},
+		Doc: "verbs provider: softrc (software HCA over TCP, always built), rdmacore (libibverbs; build tag rdmacore) or sim (simulated HCA in virtual time, under gobtl sim)"},
 	{Name: "device", Type: core.ParamString, Default: "",
 		Doc: "HCA name; softrc: any name (one device per name and rank), default softrc0; rdmacore: as ibv_devices lists it, default the first"},
 	{Name: "port", Type: core.ParamInt, Default: "1", Doc: "HCA port, from 1", Min: "1", Max: "255"},

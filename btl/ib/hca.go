@@ -58,7 +58,7 @@ const softrcPorts = 8
 // port first.
 func openHCA(c *config, boot core.Bootstrap, jobKey *core.JobKey, spans bool) (*hca, error) {
 	scope := ""
-	if c.provider == "softrc" {
+	if c.provider == "softrc" || c.provider == "sim" {
 		// Each rank is its own host, even when several share a process.
 		scope = fmt.Sprintf("%s/%d", boot.JobID(), boot.Rank())
 	}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/btl/ib/simrc"
+	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/sim/job"
+	"github.com/spf13/cobra"
+)
+
+var simFlags struct {
+	np       int
+	config   string
+	iters    int
+	scale    float64
+	compute  time.Duration
+	json     bool
+	latency  time.Duration
+	overhead time.Duration
+	gap      time.Duration
+	rate     string
+	profile  string
+	memprof  string
+}
+
+var simCmd = &cobra.Command{
+	Use:   "sim -np N -c stack.hcl -- PATTERN",
+	Short: "run an NPB pattern on N simulated ranks in one process, in virtual time",
+	Long: `Sim runs every rank of an N-rank job in this process over a simulated fabric in
+virtual time: the real pml, ib BTL and policies of the stack file, over the
+"sim" verbs provider (its ib blocks must say provider = "sim"), whose links
+follow LogGP. It prints virtual time, message and frame counts, credit
+messages, stalls, buffers posted per connection and the memory the BTL
+registered per rank; the same inputs print the same output.
+
+  gobtl sim -np 1024 -c conf/examples/sim.hcl -- lu --iters 3
+
+Patterns: ` + strings.Join(patterns.Names(), ", "),
+	// -np is not a pflag-style flag (as for run): sim rewrites it and
+	// parses its own arguments.
+	DisableFlagParsing: true,
+	RunE: func(cmd *cobra.Command, args []string) error {
+		for i, a := range args {
+			if a == "-np" || a == "-n" {
+				args[i] = "--np"
+			}
+		}
+		if err := cmd.Flags().Parse(args); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		if h, _ := cmd.Flags().GetBool("help"); h {
+			return cmd.Help()
+		}
+		// Flags after "-- PATTERN" belong to the pattern run.
+		if args = cmd.Flags().Args(); len(args) > 1 {
+			if err := cmd.Flags().Parse(args[1:]); err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			args = append(args[:1], cmd.Flags().Args()...)
+		}
+		if len(args) != 1 {
+			return fmt.Errorf("sim: name one pattern (%s)", strings.Join(patterns.Names(), ", "))
+		}
+		f := &simFlags
+		if f.config == "" {
+			return fmt.Errorf("sim: -c stack.hcl is required (see conf/examples/sim.hcl)")
+		}
+		cfg, diags := conf.Load(conf.Options{}, strings.Split(f.config, ",")...)
+		if diags.HasErrors() {
+			return conf.Err(diags)
+		}
+		link := simrc.DefaultLink
+		link.Latency, link.Overhead, link.Gap = f.latency, f.overhead, f.gap
+		if f.rate != "" {
+			r, err := core.ParseRate(f.rate)
+			if err != nil {
+				return fmt.Errorf("sim: --rate: %w", err)
+			}
+			link.Rate = r
+		}
+		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link}
+		if stderrIsTerminal() {
+			c.Progress = os.Stderr
+		}
+		if f.profile != "" {
+			pf, err := os.Create(f.profile)
+			if err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			defer pf.Close()
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return fmt.Errorf("sim: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		if f.memprof != "" {
+			c.Peak = func() {
+				runtime.GC()
+				if pf, err := os.Create(f.memprof); err == nil {
+					pprof.WriteHeapProfile(pf)
+					pf.Close()
+				}
+			}
+		}
+		t0 := time.Now()
+		res, err := job.Run(context.Background(), c)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return res.WriteJSON(os.Stdout)
+		}
+		res.WriteText(os.Stdout)
+		fmt.Fprintf(os.Stderr, "sim: wall time %v\n", time.Since(t0).Round(time.Millisecond))
+		return nil
+	},
+}
+
+func init() {
+	f := simCmd.Flags()
+	f.IntVar(&simFlags.np, "np", 8, "ranks (-np N)")
+	f.BoolP("help", "h", false, "help for sim")
+	f.StringVarP(&simFlags.config, "config", "c", "", "stack file(s), comma-separated")
+	f.IntVar(&simFlags.iters, "iters", 0, "time steps (0: the pattern's default)")
+	f.Float64Var(&simFlags.scale, "scale", 0, "message sizes relative to NPB class A (0: 1)")
+	f.DurationVar(&simFlags.compute, "compute", 0, "virtual time of one compute phase (0: the patterns' default, negative: none)")
+	f.BoolVar(&simFlags.json, "json", false, "print JSON")
+	f.DurationVar(&simFlags.latency, "latency", simrc.DefaultLink.Latency, "LogGP L of every port")
+	f.DurationVar(&simFlags.overhead, "overhead", simrc.DefaultLink.Overhead, "LogGP o")
+	f.DurationVar(&simFlags.gap, "gap", simrc.DefaultLink.Gap, "LogGP g")
+	f.StringVar(&simFlags.rate, "rate", "", "link rate (1/G), e.g. 1GB/s (default 1GB/s)")
+	f.StringVar(&simFlags.profile, "profile", "", "write a CPU profile of the simulator to this file")
+	f.StringVar(&simFlags.memprof, "memprofile", "", "write a heap profile when the first rank has finished the pattern (about the peak)")
+	rootCmd.AddCommand(simCmd)
+}

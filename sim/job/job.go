@@ -1,0 +1,348 @@
+// Package job runs an NPB pattern (bench/patterns) on N simulated ranks:
+// the real gobtl stack a stack file names, over the simulated verbs
+// provider (btl/ib/simrc) in package sim's virtual time, and sums up what
+// the mechanisms did — `gobtl sim`.
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/btl/ib/simrc"
+	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/sim"
+)
+
+// Config is one simulated run.
+type Config struct {
+	// Ranks is the job size.
+	Ranks int
+	// Stack is the loaded stack; its ib blocks must name provider "sim".
+	Stack *conf.Config
+	// Pattern is an NPB pattern name (patterns.Names).
+	Pattern string
+	// Pattern options: time steps, size scale and compute per phase.
+	Iters   int
+	Scale   float64
+	Compute time.Duration
+	// Link is every port's LogGP model; zero: simrc.DefaultLink.
+	Link simrc.Link
+	// Progress, if set, receives a line per tenth of the ranks finished.
+	Progress io.Writer
+	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
+	// (they hold a name per peer: n² of them in all).
+	KeepRankMetrics bool
+	// Peak, if set, is called once, when the first rank has finished the
+	// pattern and none has closed yet: about when the job's memory peaks
+	// (a heap profile there shows what each structure costs).
+	Peak func()
+}
+
+// Result is what a run did, summed over ranks. Everything in it is
+// virtual and deterministic; the wall time is reported apart.
+type Result struct {
+	Pattern string `json:"pattern"`
+	Ranks   int    `json:"ranks"`
+	Iters   int    `json:"iters"`
+	// VirtualTime is the job's end in virtual time.
+	VirtualTime time.Duration `json:"virtual_time_ns"`
+	// Msgs and Bytes are the pattern's messages.
+	Msgs  int64 `json:"msgs"`
+	Bytes int64 `json:"bytes"`
+	// Device counters, summed over ranks: RC sends (frames on the wire),
+	// RDMA writes and reads, datagrams (connection setup), RNR NAKs, RC
+	// QPs (connections × queues).
+	Frames    int64 `json:"frames"`
+	Writes    int64 `json:"rdma_writes"`
+	Reads     int64 `json:"rdma_reads"`
+	Datagrams int64 `json:"datagrams"`
+	RNRNaks   int64 `json:"rnr_naks"`
+	QPs       int64 `json:"qps"`
+	// Memory per rank, from the device's view of the BTL's allocations:
+	// peak registered bytes (buffers and pinned user memory) and peak bytes
+	// of posted receive buffers, the largest and the mean over ranks.
+	MaxRegisteredPerRank  int64 `json:"max_registered_per_rank"`
+	MeanRegisteredPerRank int64 `json:"mean_registered_per_rank"`
+	MaxRecvBytesPerRank   int64 `json:"max_recv_bytes_per_rank"`
+	MeanRecvBytesPerRank  int64 `json:"mean_recv_bytes_per_rank"`
+	// Most receive buffers posted at once on one connection's QP
+	// (per-peer queues) and on one SRQ.
+	MaxPostedPerConn int `json:"max_posted_per_connection"`
+	MaxPostedPerSRQ  int `json:"max_posted_per_srq"`
+	// Counters are the stack's own counters (every component's
+	// core.Metrics), summed over ranks; CountersMax their largest value
+	// on any rank.
+	Counters    map[string]float64 `json:"counters"`
+	CountersMax map[string]float64 `json:"counters_max"`
+	// PerConn folds the per-peer counters (ib.<module>.<name>.peer<r>)
+	// over the connections of every rank that sent frames, under
+	// ib.<module>.<name>.
+	PerConn map[string]*ConnStat `json:"per_connection"`
+	// Ranks holds every rank's own metrics (not printed).
+	RankMetrics []map[string]any `json:"-"`
+	// Scheduler work: events run and rank switches.
+	Events   int64 `json:"sim_events"`
+	Switches int64 `json:"sim_switches"`
+}
+
+// ConnStat is one per-peer counter over the job's connections: how many
+// (rank, peer) pairs have it, its sum and its largest value.
+type ConnStat struct {
+	Conns int     `json:"connections"`
+	Sum   float64 `json:"sum"`
+	Max   float64 `json:"max"`
+}
+
+// Mean is the sum per connection.
+func (c *ConnStat) Mean() float64 {
+	if c.Conns == 0 {
+		return 0
+	}
+	return c.Sum / float64(c.Conns)
+}
+
+// comm is a simulated rank's communicator: compute phases advance its
+// virtual clock (bench.Computer).
+type comm struct {
+	*gobtl.Comm
+	s *sim.Sched
+}
+
+func (c comm) Compute(d time.Duration) { c.s.Compute(d) }
+
+var jobSeq int
+
+// Run runs the configured job and returns what it did.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Ranks < 1 {
+		return nil, fmt.Errorf("sim: %d ranks", cfg.Ranks)
+	}
+	if _, ok := patterns.Lookup(cfg.Pattern); !ok {
+		return nil, fmt.Errorf("sim: no pattern %q (have %v)", cfg.Pattern, patterns.Names())
+	}
+	if err := simulated(cfg.Stack); err != nil {
+		return nil, err
+	}
+	jobSeq++
+	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, sim.Options{})
+	if err := s.Register(); err != nil {
+		return nil, err
+	}
+	defer s.Unregister()
+	if cfg.Link != (simrc.Link{}) {
+		l := cfg.Link
+		simrc.FabricOf(s).SetModel(func(int, string, uint8) simrc.Link { return l })
+	}
+	comms := make([]*gobtl.Comm, cfg.Ranks)
+	stats := make([]*patterns.Stats, cfg.Ranks)
+	snaps := make([]map[string]any, cfg.Ranks)
+	s.OnStall(func(err error) {
+		for _, c := range comms {
+			if c != nil {
+				c.Abort(err)
+			}
+		}
+	})
+	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
+		PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
+	done := 0
+	err := s.Run(func(r int) error {
+		c, err := gobtl.Init(ctx, gobtl.Options{Config: cfg.Stack, Boot: s.Boot(r), Clock: s})
+		if err != nil {
+			return err
+		}
+		comms[r] = c
+		st, err := patterns.Run(comm{c, s}, cfg.Pattern, patterns.Options{Iters: cfg.Iters, Scale: cfg.Scale, Compute: cfg.Compute})
+		if err != nil {
+			c.Abort(err)
+			c.Close()
+			return err
+		}
+		stats[r] = st
+		snap := c.Metrics().Snapshot()
+		fold(res, snap)
+		if cfg.KeepRankMetrics {
+			snaps[r] = snap
+		}
+		if cfg.Peak != nil && done == 0 {
+			cfg.Peak()
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		done++
+		if cfg.Progress != nil && cfg.Ranks >= 10 && done%(cfg.Ranks/10) == 0 {
+			fmt.Fprintf(cfg.Progress, "sim: %d/%d ranks done at %v\n", done, cfg.Ranks, s.Now())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.VirtualTime, res.Events, res.Switches = s.Now(), s.Events, s.Switches
+	if !cfg.KeepRankMetrics {
+		res.RankMetrics = nil
+	}
+	for _, st := range stats {
+		res.Iters = st.Iters
+		res.Msgs += st.TotalMsgs()
+		res.Bytes += st.TotalBytes()
+	}
+	reg := map[int]int64{}
+	recv := map[int]int64{}
+	for _, d := range simrc.FabricOf(s).Devices() {
+		st := d.Stats()
+		res.Frames += st.Sends
+		res.Writes += st.Writes
+		res.Reads += st.Reads
+		res.Datagrams += st.Datagrams
+		res.RNRNaks += st.RNRNaks
+		res.QPs += int64(st.QPs)
+		reg[d.Rank()] += st.PeakRegistered
+		recv[d.Rank()] += st.PeakPostedRecvBytes
+		res.MaxPostedPerConn = max(res.MaxPostedPerConn, st.MaxPostedPerQP)
+		res.MaxPostedPerSRQ = max(res.MaxPostedPerSRQ, st.MaxPostedPerSRQ)
+	}
+	res.MaxRegisteredPerRank, res.MeanRegisteredPerRank = maxMean(reg, cfg.Ranks)
+	res.MaxRecvBytesPerRank, res.MeanRecvBytesPerRank = maxMean(recv, cfg.Ranks)
+	return res, nil
+}
+
+// simulated checks that every transport of the stack runs on the
+// simulated fabric: a real device would wait on the wall clock while it
+// holds the only baton.
+func simulated(c *conf.Config) error {
+	if c == nil {
+		return fmt.Errorf("sim: no stack (its ib blocks must say provider = \"sim\")")
+	}
+	for _, b := range c.BTLs {
+		switch {
+		case b.Kind == "self":
+		case b.Kind == "ib" && b.Params.String("provider") == "sim":
+		default:
+			return fmt.Errorf("sim: btl %q %q at %v is not simulated: only self and ib with provider = \"sim\" run under gobtl sim", b.Kind, b.Name, b.DeclRange)
+		}
+	}
+	return nil
+}
+
+func maxMean(m map[int]int64, n int) (int64, int64) {
+	var mx, sum int64
+	for _, v := range m {
+		mx = max(mx, v)
+		sum += v
+	}
+	return mx, sum / int64(n)
+}
+
+// fold adds one rank's metrics to r. A per-peer counter counts for the
+// connections that carried frames: the BTL keeps an endpoint, and its
+// counters, for every rank from the start.
+func fold(r *Result, snap map[string]any) {
+	for k, v := range snap {
+		x, ok := number(v)
+		if !ok || strings.HasPrefix(k, "init.") {
+			continue // init.* are wall-clock start-up times
+		}
+		base, ok := perPeer(k)
+		if !ok {
+			r.Counters[k] += x
+			r.CountersMax[k] = max(r.CountersMax[k], x)
+			continue
+		}
+		mod := base[:strings.LastIndexByte(base, '.')]
+		if f, _ := number(snap[mod+".frames"+k[len(base):]]); f == 0 {
+			continue
+		}
+		cs := r.PerConn[base]
+		if cs == nil {
+			cs = &ConnStat{}
+			r.PerConn[base] = cs
+		}
+		cs.Conns++
+		cs.Sum += x
+		cs.Max = max(cs.Max, x)
+	}
+}
+
+// perPeer splits a per-peer metric name "<base>.peer<r>".
+func perPeer(k string) (string, bool) {
+	i := strings.LastIndex(k, ".peer")
+	if i < 0 || i+5 == len(k) {
+		return "", false
+	}
+	for _, c := range k[i+5:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return k[:i], true
+}
+
+// number is a metric's value: a counter's, a gauge's maximum.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case map[string]int64:
+		m, ok := x["max"]
+		return float64(m), ok
+	case int64:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// WriteText prints r for people.
+func (r *Result) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "pattern %s, %d ranks, %d time steps\n", r.Pattern, r.Ranks, r.Iters)
+	fmt.Fprintf(w, "virtual time          %v\n", r.VirtualTime)
+	fmt.Fprintf(w, "messages              %d (%d bytes)\n", r.Msgs, r.Bytes)
+	fmt.Fprintf(w, "frames (RC sends)     %d\n", r.Frames)
+	fmt.Fprintf(w, "RDMA writes / reads   %d / %d\n", r.Writes, r.Reads)
+	fmt.Fprintf(w, "RNR NAKs              %d\n", r.RNRNaks)
+	fmt.Fprintf(w, "RC QPs                %d\n", r.QPs)
+	fmt.Fprintf(w, "registered per rank   max %d B, mean %d B\n", r.MaxRegisteredPerRank, r.MeanRegisteredPerRank)
+	fmt.Fprintf(w, "recv buffers per rank max %d B, mean %d B (peak posted)\n", r.MaxRecvBytesPerRank, r.MeanRecvBytesPerRank)
+	fmt.Fprintf(w, "most posted per conn  %d (per SRQ %d)\n", r.MaxPostedPerConn, r.MaxPostedPerSRQ)
+	fmt.Fprintf(w, "counters (sum over ranks, largest on one rank):\n")
+	for _, k := range sortedKeys(r.Counters) {
+		if r.Counters[k] != 0 {
+			fmt.Fprintf(w, "  %-40s %-14g %g\n", k, r.Counters[k], r.CountersMax[k])
+		}
+	}
+	fmt.Fprintf(w, "per connection (connections, mean, largest):\n")
+	for _, k := range sortedKeys(r.PerConn) {
+		if c := r.PerConn[k]; c.Sum != 0 {
+			fmt.Fprintf(w, "  %-40s %-6d %-12.4g %g\n", k, c.Conns, c.Mean(), c.Max)
+		}
+	}
+	fmt.Fprintf(w, "simulator: %d events, %d rank switches\n", r.Events, r.Switches)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// WriteJSON prints r as JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}

@@ -1,0 +1,49 @@
+package job
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gobtl/gobtl/conf"
+)
+
+func load(t *testing.T) *conf.Config {
+	t.Helper()
+	c, diags := conf.Load(conf.Options{}, "../../conf/examples/sim.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return c
+}
+
+func TestARunIsDeterministic(t *testing.T) {
+	var out [2]bytes.Buffer
+	for i := range out {
+		r, err := Run(context.Background(), Config{Ranks: 8, Stack: load(t), Pattern: "lu", Iters: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteJSON(&out[i]); err != nil {
+			t.Fatal(err)
+		}
+		if r.Msgs == 0 || r.Frames < r.Msgs {
+			t.Fatalf("run %d: %d messages in %d frames", i, r.Msgs, r.Frames)
+		}
+	}
+	if !bytes.Equal(out[0].Bytes(), out[1].Bytes()) {
+		t.Fatalf("two runs differ:\n%s\n---\n%s", out[0].String(), out[1].String())
+	}
+
+}
+
+func TestAStackWithARealDeviceIsRefused(t *testing.T) {
+	c, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "real.hcl", Bytes: []byte(`btl "ib" "rail0" { provider = "softrc" }`)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if _, err := Run(context.Background(), Config{Ranks: 2, Stack: c, Pattern: "lu"}); err == nil || !strings.Contains(err.Error(), "not simulated") {
+		t.Fatalf("got %v, want a refusal", err)
+	}
+}

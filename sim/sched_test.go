@@ -1,0 +1,72 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRanksRunOneAtATimeInADeterministicOrder(t *testing.T) {
+	trace := func() string {
+		s := New("t-order", 4, Options{})
+		var b strings.Builder
+		err := s.Run(func(r int) error {
+			for i := 0; i < 3; i++ {
+				fmt.Fprintf(&b, "%d@%v ", r, s.Now())
+				s.Compute(time.Duration(r+1) * time.Microsecond)
+			}
+			return s.Boot(r).Fence(context.Background())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "end@%v", s.Now())
+		return b.String()
+	}
+	a, b := trace(), trace()
+	if a != b {
+		t.Fatalf("two runs differ:\n%s\n%s", a, b)
+	}
+	if !strings.HasPrefix(a, "0@0s 1@0s 2@0s 3@0s 0@1µs 1@2µs 0@2µs") || !strings.HasSuffix(a, "end@12µs") {
+		t.Fatalf("unexpected schedule %s", a)
+	}
+}
+
+func TestAnIdleRankWakesOnNotifyOrItsTimer(t *testing.T) {
+	s := New("t-idle", 2, Options{IdleMin: 5 * time.Microsecond, IdleMax: 5 * time.Microsecond})
+	var woke time.Duration
+	err := s.Run(func(r int) error {
+		if r == 1 {
+			s.At(3*time.Microsecond, func() { s.Notify(0) })
+			return nil
+		}
+		s.Idle() // nothing pending: waits for the notify at 3µs
+		woke = s.Now()
+		s.Idle() // the notify was consumed: the timer wakes it 5µs later
+		if s.Now() != woke+5*time.Microsecond {
+			return fmt.Errorf("timer woke rank 0 at %v", s.Now())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if woke != 3*time.Microsecond {
+		t.Fatalf("woke at %v, want 3µs", woke)
+	}
+}
+
+func TestAJobWhoseRanksAllWaitStalls(t *testing.T) {
+	s := New("t-stall", 2, Options{StallAfter: time.Millisecond})
+	err := s.Run(func(r int) error {
+		for {
+			s.Idle() // waits for an event that never comes
+		}
+	})
+	if !errors.Is(err, ErrStalled) {
+		t.Fatalf("got %v, want ErrStalled", err)
+	}
+}
