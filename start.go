@@ -204,6 +204,9 @@ func (s *start) exchange(ctx context.Context) error {
 	return s.attach(ctx)
 }
 
+// attachedKey is what a rank publishes once it has mapped its peers' files.
+const attachedKey = "gobtl.attached"
+
 // attach has the modules that name files for their peers map the peers'
 // files and, once every rank has (a fence), remove their own names
 // (core.Attacher).
@@ -222,8 +225,27 @@ func (s *start) attach(ctx context.Context) error {
 			return fmt.Errorf("gobtl: attach: %w", err)
 		}
 	}
+	// The fence alone is not enough: MPICH's hydra (4.0) answers a PMI
+	// barrier before every rank has entered it, so a rank could unlink
+	// its files before a slow peer on its node mapped them. Every rank
+	// says it has mapped, and a rank reads that of each peer on its node
+	// before it unlinks: an engine's get waits for the value where its
+	// barrier does not (hydra's), and costs nothing where the fence
+	// brought the values along (gobtl run, PMIx).
+	if err := s.boot.Put(attachedKey, []byte{1}); err != nil {
+		return fmt.Errorf("gobtl: mapping fence: %w", err)
+	}
 	if err := s.boot.Fence(ctx); err != nil {
 		return fmt.Errorf("gobtl: mapping fence: %w", err)
+	}
+	loc := core.LocalityOf(s.boot)
+	for r := range s.boot.Size() {
+		if r == s.boot.Rank() || loc != nil && loc.Node(r) != loc.Node(s.boot.Rank()) {
+			continue
+		}
+		if _, err := s.boot.Get(ctx, r, attachedKey); err != nil {
+			return fmt.Errorf("gobtl: mapping fence: rank %d: %w", r, err)
+		}
 	}
 	for _, a := range as {
 		if err := a.Unlink(); err != nil {
