@@ -63,6 +63,7 @@ func MeasureMemory(scheme string, slotsPerPeer, n int) (Memory, error) {
 	dev, err := softnic.Open(softnic.Config{
 		Rank: 0, Size: n, JobID: fmt.Sprintf("mem%d-%d", os.Getpid(), time.Now().UnixNano()), Name: "mem", Slots: slots,
 		Resolve: func(context.Context, int) (softnic.Addr, error) { return softnic.Addr{}, errors.New("not connected") },
+		Key:     core.NewJobKey(), // a device opens only with one; this one connects nowhere
 	})
 	if err != nil {
 		return m, err
