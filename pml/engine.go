@@ -3,7 +3,6 @@ package pml
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,7 +174,7 @@ type oooFrame struct {
 
 // engine is the state shared by a communicator and its duplicates.
 type engine struct {
-	mu sync.Mutex
+	mu engineLock
 	// abort, once set by Comm.Abort (from any goroutine), is what every
 	// blocking call returns instead of waiting on.
 	abort atomic.Pointer[error]
@@ -288,6 +287,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 		e.peers[r] = p
 	}
 	if opts.Protocol == ProtoReadAsync {
+		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
 	}
 	return &Comm{e: e, ctx: 0, owner: true}, nil

@@ -1,0 +1,16 @@
+//go:build !(linux && amd64 && !race)
+
+package pml
+
+import "sync/atomic"
+
+// biasable is false: without membarrier(2) on amd64 (or under the race
+// detector, which cannot see the asymmetric fence) the engine lock is a
+// plain mutex.
+func biasable() bool { return false }
+
+func membarrier() {}
+
+func getg() uintptr { return 1 }
+
+func storeRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }
