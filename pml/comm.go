@@ -29,7 +29,14 @@ func (c *Comm) Rank() int { return c.e.rank }
 func (c *Comm) Size() int { return c.e.size }
 
 // Metrics returns the registry the engine and its modules count into.
-func (c *Comm) Metrics() *core.Metrics { return c.e.opts.Metrics }
+// The engine's per-message counters are published to it here, at every
+// 64th poll and at Close.
+func (c *Comm) Metrics() *core.Metrics {
+	c.e.mu.Lock()
+	c.e.flushMetrics()
+	c.e.mu.Unlock()
+	return c.e.opts.Metrics
+}
 
 // check validates the peer rank and tag of a call; wild admits AnySource
 // and AnyTag (receives and probes).
@@ -88,8 +95,8 @@ func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) 
 	if len(buf) <= s.eager && (s.credited == nil || !s.credited.PreferRendezvous()) {
 		h := core.Header{Type: core.TypeEager, Context: ctx, Tag: int32(tag), PSN: p.psn}
 		p.psn++
-		e.m.eagerSends.Inc()
-		e.m.bytesSent.Add(int64(len(buf)))
+		e.hot.eagerSends++
+		e.hot.bytesSent += int64(len(buf))
 		e.sendFrame(p, s, h, nil, buf, 0, r)
 		return r, nil
 	}
@@ -426,6 +433,7 @@ func (c *Comm) Close() error {
 	}
 	e.mu.Lock()
 	e.closed = true
+	e.flushMetrics()
 	a := e.async
 	e.mu.Unlock()
 	if a != nil {

@@ -214,6 +214,29 @@ type engine struct {
 	msgSeq       uint64
 
 	m metrics
+	// hot counts what every eager message counts, under the engine lock
+	// without an atomic add each; flushMetrics publishes it.
+	hot struct {
+		eagerSends, bytesSent, bytesRecv int64
+		polls                            uint32
+	}
+}
+
+// flushMetrics adds the engine's hot counts to the registry (lock held).
+func (e *engine) flushMetrics() {
+	h := &e.hot
+	if h.eagerSends != 0 {
+		e.m.eagerSends.Add(h.eagerSends)
+		h.eagerSends = 0
+	}
+	if h.bytesSent != 0 {
+		e.m.bytesSent.Add(h.bytesSent)
+		h.bytesSent = 0
+	}
+	if h.bytesRecv != 0 {
+		e.m.bytesRecv.Add(h.bytesRecv)
+		h.bytesRecv = 0
+	}
 }
 
 type metrics struct {
@@ -389,6 +412,9 @@ func (e *engine) progress() int {
 	}
 	if e.opts.Scheduler != nil {
 		e.pollScheduler()
+	}
+	if e.hot.polls++; e.hot.polls&63 == 0 {
+		e.flushMetrics()
 	}
 	return n
 }

@@ -29,25 +29,24 @@ import (
 // fence) or would be revoked at once (the rdma_read_async progress
 // thread), the lock is the plain mutex.
 type engineLock struct {
-	mu sync.Mutex
+	// owner, inside and revoke come first: biasEnter (assembly) reads
+	// them at offsets 0, 8 and 12.
+
 	// owner is the g of the goroutine the lock is biased to, 0 before the
 	// first Lock.
 	owner  uintptr
 	inside uint32 // the owner holds the lock without mu
 	revoke uint32 // another goroutine took the lock: the bias is over
-	fast   bool   // the holder took the lock without mu (the holder's own)
-	off    bool   // never bias
+	mu     sync.Mutex
+	fast   bool // the holder took the lock without mu (the holder's own)
+	off    bool // never bias
 }
 
 // Lock takes the lock.
 func (l *engineLock) Lock() {
-	if o := atomic.LoadUintptr(&l.owner); o != 0 && o == getg() {
-		storeRelease32(&l.inside, 1)
-		if atomic.LoadUint32(&l.revoke) == 0 {
-			l.fast = true
-			return
-		}
-		storeRelease32(&l.inside, 0)
+	if biasEnter(l) {
+		l.fast = true
+		return
 	}
 	l.lockSlow()
 }

@@ -32,6 +32,14 @@ func membarrier() {
 	}
 }
 
+// biasEnter is the owner's side of the lock: if the running goroutine
+// owns the lock, it stores inside and then, if revoke is still clear,
+// reports true (the lock is held); otherwise it clears inside again and
+// reports false. One call, plain loads and stores.
+//
+//go:noescape
+func biasEnter(l *engineLock) bool
+
 // getg returns the running goroutine's g pointer: an identity that stays
 // the goroutine's while it lives.
 //

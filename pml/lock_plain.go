@@ -11,6 +11,8 @@ func biasable() bool { return false }
 
 func membarrier() {}
 
+func biasEnter(*engineLock) bool { return false }
+
 func getg() uintptr { return 1 }
 
 func storeRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }

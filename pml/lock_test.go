@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 // TestEngineLockExcludesLateGoroutines biases the lock to one goroutine
@@ -57,6 +58,15 @@ func TestEngineLockExcludesLateGoroutines(t *testing.T) {
 	}
 	if biasable() && l.revoke == 0 {
 		t.Fatal("other goroutines took the lock but the bias was never revoked")
+	}
+}
+
+// TestEngineLockLayout pins the offsets biasEnter's assembly uses.
+func TestEngineLockLayout(t *testing.T) {
+	var l engineLock
+	if unsafe.Offsetof(l.owner) != 0 || unsafe.Offsetof(l.inside) != 8 || unsafe.Offsetof(l.revoke) != 12 {
+		t.Fatalf("engineLock fields at %d, %d, %d; biasEnter reads 0, 8, 12",
+			unsafe.Offsetof(l.owner), unsafe.Offsetof(l.inside), unsafe.Offsetof(l.revoke))
 	}
 }
 
