@@ -132,6 +132,12 @@ type module struct {
 	attrs    core.Attrs
 	reg      core.Registrar
 	notifier core.Notifier
+	// remote: the module reaches another rank, so frames may arrive on
+	// it at any time. A module that reaches this rank only (self) can
+	// have an event only after the engine handed it something, which sets
+	// armed; progress polls it only while armed, and disarms it once a
+	// poll finds nothing.
+	remote, armed bool
 }
 
 // sub is one subchannel of a virtual channel: one module's endpoint to the
@@ -349,6 +355,9 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 			}
 			return nil, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
 		}
+		if rank != e.rank {
+			mod.remote = true
+		}
 		if !e.opts.AllRails && mod.attrs.Exclusivity < best {
 			continue
 		}
@@ -405,6 +414,15 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 func (e *engine) progress() int {
 	n := 0
 	for _, m := range e.mods {
+		if !m.remote {
+			if !m.armed {
+				continue
+			}
+			k := m.m.Progress()
+			m.armed = k > 0
+			n += k
+			continue
+		}
 		n += m.m.Progress()
 	}
 	if e.pendingWork > 0 {

@@ -441,6 +441,7 @@ func (e *engine) pump() int {
 			s := p.pickSmall()
 			chunk := min(fragChunk(s.mod.attrs.MaxSendSize), r.accept-r.got)
 			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
+			s.mod.armed = true
 			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
 			if err != nil {
 				if !errors.Is(err, core.ErrNoResources) {
