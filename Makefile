@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all build plugins test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev
+.PHONY: all build plugins test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev engines bench-engines
 
 all: build plugins
 
@@ -48,7 +48,7 @@ lint: pmix-dev
 	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./btl/... | awk '$$1 !~ "/btltest$$" && / github.com\/gobtl\/gobtl\/(policies|boot|launch|pml)/{print $$1}'); \
 	  test -z "$$bad" || { echo "lint: transports import policies, boot, launch or pml: $$bad"; exit 1; }
 
-test: build plugins lint rdmacore
+test: build plugins lint rdmacore engines
 	$(GO) test ./...
 	$(GO) test -race ./core/... ./pml/... ./conf/...
 	$(GO) test -race -short ./boot/... ./launch/... ./btl/sm/...
@@ -66,6 +66,24 @@ rdmacore:
 		apt-get update -qq && apt-get install -y -qq libibverbs-dev >/dev/null; }
 	$(GO) vet -tags rdmacore ./btl/ib/...
 	$(GO) test -tags rdmacore ./btl/ib/rdmacore/
+
+# The engines the tests of test/engines start jobs with (Open MPI's
+# mpirun, Slurm's srun, MPICH's mpiexec.hydra) and the one-node Slurm they
+# run under (scripts/slurm-up.sh: idempotent, shared by concurrent runs).
+# Not root: nothing is installed, and those tests skip and say why.
+ENGINE_PKGS := openmpi-bin libopenmpi-dev mpich slurmctld slurmd slurm-client munge libpmix-dev iproute2
+engines:
+	@if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "engines: not root on Debian: nothing installed, the engine tests will skip"; exit 0; fi; \
+	missing=; for p in $(ENGINE_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "engines: installing$$missing"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; fi; \
+	scripts/slurm-up.sh
+
+# Launch cost (time to Init for 2, 4, 8, 16 ranks under every engine) and
+# the latency between two "hosts" next to one host.
+bench-engines: engines
+	$(GO) test -run XXX -bench . -benchtime 3x ./test/engines/
 
 # Budgets are execution counts, not durations: a duration -fuzztime races Go's
 # fuzz coordinator at the deadline (golang/go#75804, fixed in Go 1.27) and

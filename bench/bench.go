@@ -122,6 +122,8 @@ type Report struct {
 	RankCounters []map[string]any `json:"rank_counters,omitempty"`
 	RankMsgs     [][]int64        `json:"rank_msgs,omitempty"`
 	RankBytes    [][]int64        `json:"rank_bytes,omitempty"`
+	// RankHosts[r] is the host rank r ran on (pairs).
+	RankHosts []string `json:"rank_hosts,omitempty"`
 }
 
 // column describes how a field prints in the table.

@@ -17,6 +17,11 @@
 //   - alltoall: Comm.Alltoall of the size per pair, µs per call;
 //   - multi-pingpong: seed 003 §5.3 (IMB's multi-PingPong): N/2 pairs
 //     ping-pong at once; mean and worst one-way latency over the pairs.
+//   - pairs: every rank exchanges one message with every rank, itself
+//     included, at each size from 0 B to 8 MiB, every byte checked; rank 0
+//     gathers every rank's host ("rank_hosts") and counters
+//     ("rank_counters"), which show the transport that reached each peer:
+//     the wire-up check of a job that spans hosts;
 //   - is, ft, cg, mg, lu, bt, sp: the communication patterns of the NAS
 //     Parallel Benchmarks that seed 000 §6.3 runs (package
 //     bench/patterns, which adds them to the suite with Register when it

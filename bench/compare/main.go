@@ -50,7 +50,10 @@ func main() {
 	reps := flag.Int("reps", 5, "runs of every benchmark on every stack, alternating")
 	np := flag.Int("np", 2, "ranks")
 	gobtl := flag.String("gobtl", "bin/gobtl", "the gobtl command")
-	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc")
+	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc.openmpi")
+	// By its full name: with MPICH installed too, the unsuffixed mpirun
+	// follows Debian's alternatives.
+	mpirun := flag.String("mpirun", "mpirun.openmpi", "Open MPI's launcher")
 	stack := flag.String("c", "conf/examples/sm.hcl", "stack file for gobtl run (\"\" for the default stack)")
 	extra := flag.String("mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
 	quiet := flag.Duration("quiet", 30*time.Second, "before each run, wait up to this long for a second in which the machine is idle (other jobs share it)")
@@ -62,7 +65,7 @@ func main() {
 	}
 	ompi := func(mech string) runner {
 		return runner{"ompi-" + mech, func(bench string, s []int) []string {
-			args := append([]string{"mpirun"}, strings.Fields(*extra)...)
+			args := append([]string{*mpirun}, strings.Fields(*extra)...)
 			args = append(args, "-np", strconv.Itoa(*np), "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
 				"--mca", "btl_vader_single_copy_mechanism", mech, *osu, bench, "--sizes", joinSizes(s))
 			return args

@@ -1,8 +1,6 @@
 package patterns
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,12 +17,9 @@ func init() {
 	}
 }
 
-// The tags of the gathering after a pattern (the pattern's own messages
-// all go on Tag).
-const (
-	tagLength   = 3
-	tagCounters = 4
-)
+// tagLength is the first of the gathering's two tags after a pattern
+// (bench.Gather; the pattern's own messages all go on Tag).
+const tagLength = 3
 
 // rankResult is what every rank sends rank 0 after a pattern: its stats and
 // its counters, snapshot as soon as its part of the pattern (and the
@@ -124,40 +119,15 @@ func patternRow(all []rankResult, st *Stats) bench.Row {
 	}}
 }
 
-// gatherResults collects every rank's result at rank 0, in rank order: a
-// length, then the JSON. Rank 0's own goes through JSON too, so every
-// entry's counters decode alike (numbers as json.Number).
+// gatherResults collects every rank's result at rank 0, in rank order.
 func gatherResults(c bench.Comm, mine rankResult) ([]rankResult, error) {
-	blob, err := json.Marshal(mine)
+	all, err := bench.Gather(c, mine, tagLength)
 	if err != nil {
 		return nil, err
 	}
-	var n [8]byte
-	if c.Rank() != 0 {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(blob)))
-		if err := c.Send(n[:], 0, tagLength); err != nil {
-			return nil, err
-		}
-		return nil, c.Send(blob, 0, tagCounters)
-	}
-	all := make([]rankResult, c.Size())
-	for r := range c.Size() {
-		if r > 0 {
-			if _, err := c.Recv(n[:], r, tagLength); err != nil {
-				return nil, err
-			}
-			blob = make([]byte, binary.LittleEndian.Uint64(n[:]))
-			if _, err := c.Recv(blob, r, tagCounters); err != nil {
-				return nil, err
-			}
-		}
-		dec := json.NewDecoder(bytes.NewReader(blob))
-		dec.UseNumber()
-		if err := dec.Decode(&all[r]); err != nil {
-			return nil, fmt.Errorf("rank %d's result: %w", r, err)
-		}
-		if len(all[r].Msgs) != c.Size() || len(all[r].Bytes) != c.Size() {
-			return nil, fmt.Errorf("rank %d reports %d destinations, the job has %d ranks", r, len(all[r].Msgs), c.Size())
+	for r, res := range all {
+		if len(res.Msgs) != c.Size() || len(res.Bytes) != c.Size() {
+			return nil, fmt.Errorf("rank %d reports %d destinations, the job has %d ranks", r, len(res.Msgs), c.Size())
 		}
 	}
 	return all, nil
