@@ -56,22 +56,28 @@ func (l *engineLock) Lock() {
 // waits until the owner has left its critical section.
 func (l *engineLock) lockSlow() {
 	l.mu.Lock()
-	if l.off || l.revoke != 0 {
+	if l.off {
 		return
 	}
-	g := getg()
-	switch o := l.owner; {
-	case o == 0:
-		if !biasable() {
-			l.off = true
+	if l.revoke == 0 {
+		g := getg()
+		switch o := l.owner; {
+		case o == 0:
+			if !biasable() {
+				l.off = true
+				return
+			}
+			atomic.StoreUintptr(&l.owner, g)
+			return
+		case o == g: // not reached: the owner's biasEnter succeeds
 			return
 		}
-		atomic.StoreUintptr(&l.owner, g)
-	case o != g:
 		l.revokeBias()
-		for atomic.LoadUint32(&l.inside) != 0 {
-			runtime.Gosched() // the owner may need this P to get out
-		}
+	}
+	// A TryLock may have revoked the bias and given up while the owner
+	// was inside: whoever holds mu after a bias waits for it to leave.
+	for l.owner != 0 && atomic.LoadUint32(&l.inside) != 0 {
+		runtime.Gosched() // the owner may need this P to get out
 	}
 }
 
@@ -88,10 +94,12 @@ func (l *engineLock) TryLock() bool {
 	if !l.mu.TryLock() {
 		return false
 	}
-	if l.off || l.revoke != 0 || l.owner == 0 {
+	if l.off || l.owner == 0 {
 		return true
 	}
-	l.revokeBias()
+	if l.revoke == 0 {
+		l.revokeBias()
+	}
 	if atomic.LoadUint32(&l.inside) != 0 {
 		l.mu.Unlock()
 		return false

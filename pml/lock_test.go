@@ -3,6 +3,7 @@ package pml
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,14 +11,21 @@ import (
 )
 
 // TestEngineLockExcludesLateGoroutines biases the lock to one goroutine
-// and then lets others in while the owner keeps going: no two may ever
+// and then lets others in while the owner keeps going, one of them by
+// TryLock: no two may ever
 // hold it at once and no increment may be lost, whichever path each took.
 func TestEngineLockExcludesLateGoroutines(t *testing.T) {
 	var l engineLock
 	var held atomic.Bool
 	count := 0
-	crit := func() {
-		l.Lock()
+	crit := func(try bool) {
+		if try {
+			for !l.TryLock() { // as State does from a reporting goroutine
+				runtime.Gosched()
+			}
+		} else {
+			l.Lock()
+		}
 		if held.Swap(true) {
 			t.Error("two goroutines hold the engine lock")
 		}
@@ -39,7 +47,7 @@ func TestEngineLockExcludesLateGoroutines(t *testing.T) {
 			if i == 1000 {
 				close(started) // biased by now; others come in mid-stream
 			}
-			crit()
+			crit(false)
 		}
 	}()
 	<-started
@@ -48,7 +56,7 @@ func TestEngineLockExcludesLateGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				crit()
+				crit(g == 0)
 			}
 		}()
 	}
