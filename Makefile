@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all build plugins test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev engines bench-engines
+.PHONY: all build plugins install test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev engines bench-engines
 
 all: build plugins
 
@@ -32,6 +32,21 @@ plugins:
 	@mkdir -p $(BIN)/plugins
 	$(if $(PLUGIN_MAINS),$(GO) build -o $(BIN)/plugins/ $(PLUGIN_MAINS))
 	for p in $(EXAMPLE_PLUGINS); do (cd examples/plugins/$$p && $(GO) build -o $(CURDIR)/$(BIN)/plugins/$$p .) || exit 1; done
+
+# install puts the command in PREFIX/bin and the policy plugins in
+# PREFIX/lib/gobtl/plugins, where PREFIX/bin/gobtl (and every program run
+# from PREFIX/bin) finds them from any working directory; the example
+# program goes to PREFIX/lib/gobtl/examples, the example stacks to
+# PREFIX/share/gobtl/examples.
+# DESTDIR stages the tree for a package.
+PREFIX  ?= /usr/local
+install: build plugins
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/gobtl/plugins $(DESTDIR)$(PREFIX)/lib/gobtl/examples $(DESTDIR)$(PREFIX)/share/gobtl/examples
+	install -m 755 $(BIN)/gobtl $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BIN)/plugins/* $(DESTDIR)$(PREFIX)/lib/gobtl/plugins/
+	install -m 755 $(BIN)/ring $(DESTDIR)$(PREFIX)/lib/gobtl/examples/
+	install -m 644 conf/examples/*.hcl $(DESTDIR)$(PREFIX)/share/gobtl/examples/
+	install -m 644 examples/plugins/aimd/stack.hcl $(DESTDIR)$(PREFIX)/share/gobtl/examples/aimd.hcl
 
 lint: pmix-dev
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -94,6 +109,7 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 500x ./conf/
 	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 20000x ./btl/extoll/
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 100000x ./boot/pmi/
+	$(GO) test -run XXX -fuzz FuzzRequest -fuzztime 20000x ./boot/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...

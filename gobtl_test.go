@@ -69,6 +69,57 @@ btl "inproc" "b" {}
 	}
 }
 
+// A stack file without btl blocks changes what it names and keeps the
+// default transports (the in-process fabric for goroutine ranks): it used
+// to leave every rank with no way to reach another.
+func TestAStackWithoutBTLBlocksKeepsTheDefaultTransports(t *testing.T) {
+	for _, src := range []string{"", "job {\n  protocol = \"rdma_write\"\n}\n", "policy \"sched\" {\n  builtin = \"round_robin\"\n}\n"} {
+		stack := filepath.Join(t.TempDir(), "stack.hcl")
+		os.WriteFile(stack, []byte(src), 0o644)
+		err := RunLocal(context.Background(), 2, Options{ConfigFiles: []string{stack}}, func(c *Comm) error {
+			buf := make([]byte, 64<<10)
+			if c.Rank() == 0 {
+				return c.Send(buf, 1, 3)
+			}
+			_, err := c.Recv(buf, 0, 3)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("stack %q: %v", src, err)
+		}
+	}
+}
+
+// The default stack's transports (conf/examples/default.hcl) fitted to
+// the job: goroutine ranks, a job on one node, a job across nodes — the
+// same whether no file is given or a file without btl blocks.
+func TestTheDefaultTransportsFitTheJob(t *testing.T) {
+	stack := filepath.Join(t.TempDir(), "proto.hcl")
+	os.WriteFile(stack, []byte("job {\n  protocol = \"rdma_write\"\n}\n"), 0o644)
+	for _, files := range [][]string{nil, {stack}} {
+		for _, tc := range []struct {
+			inProcess, spans bool
+			want             string
+		}{
+			{true, false, "self/self inproc/default"},
+			{false, false, "self/self sm/local"},
+			{false, true, "self/self sm/local ib/net"},
+		} {
+			cfg, err := loadConfig(Options{ConfigFiles: files, inProcess: tc.inProcess}, tc.spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, b := range cfg.BTLs {
+				got = append(got, b.Kind+"/"+b.Name)
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("files %v, in process %v, spanning nodes %v: %v, want %s", files, tc.inProcess, tc.spans, got, tc.want)
+			}
+		}
+	}
+}
+
 func TestInitReportsConfigErrorsWithPositions(t *testing.T) {
 	dir := t.TempDir()
 	stack := filepath.Join(dir, "bad.hcl")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sync"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
@@ -14,15 +16,16 @@ import (
 	"github.com/gobtl/gobtl/pml"
 )
 
-// openPlugin starts an out-of-process policy through the plugin host. If
-// the plugin fails later, the host switches the policy to its built-in
-// fallback and logs it; with on_failure = "abort" the job ends instead,
-// through abort: the rank logs the error, naming the policy block, and
-// every blocking call of its communicator returns an error wrapping
-// core.ErrAborted and the plugin's failure, as when another rank dies. A
-// library does not exit its host: the program decides what to do, and
-// Close stops the plugins.
-func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics, abort func(error)) (any, io.Closer, error) {
+// openPolicy builds a policy through the plugin host, built in or as a
+// plugin process — the one path `gobtl config check` runs too
+// (CheckPolicy). If a plugin fails later, the host switches the policy to
+// its built-in fallback and logs it; with on_failure = "abort" the job
+// ends instead, through abort: the rank logs the error, naming the policy
+// block, and every blocking call of its communicator returns an error
+// wrapping core.ErrAborted and the plugin's failure, as when another rank
+// dies. A library does not exit its host: the program decides what to
+// do, and Close stops the plugins.
+func openPolicy(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *conf.Loggers, metrics *core.Metrics, abort func(error)) (*plugins.Policy, error) {
 	log := logs.For("plugin")
 	pol, err := plugins.Open(ctx, blockOf(cfg, p), plugins.Options{
 		Log:     log,
@@ -33,9 +36,43 @@ func openPlugin(ctx context.Context, cfg *conf.Config, p *conf.Policy, logs *con
 		},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("gobtl: %w", err)
+		return nil, fmt.Errorf("gobtl: %w", policyError(p, err))
 	}
-	return pol.Impl(), pol, nil
+	return pol, nil
+}
+
+// CheckPolicy builds the policy of block p the way Init does and stops it
+// again, and says at file:line:col what failed: a built-in's constructor,
+// a plugin located, its pin checked before it runs, its body decoded
+// against its own schema and its own checks of the values. It has the
+// shape of conf.Options.CheckPolicy, which `gobtl config check` sets to
+// it.
+func CheckPolicy(cfg *conf.Config, p *conf.Policy) hcl.Diagnostics {
+	err := plugins.Check(context.Background(), blockOf(cfg, p), plugins.Options{Log: zerolog.Nop()})
+	if err == nil {
+		return nil
+	}
+	var ce *conf.Error
+	if errors.As(policyError(p, err), &ce) {
+		return ce.Diagnostics
+	}
+	return hcl.Diagnostics{p.StartError(err)}
+}
+
+// policyError turns what went wrong while a policy was built into
+// diagnostics at file:line:col where the stack file can say more than
+// the plugin host: the body's own diagnostics, or the value the policy
+// refused at its attribute.
+func policyError(p *conf.Policy, err error) error {
+	var ce *conf.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var ve *plugins.ConfigError
+	if errors.As(err, &ve) {
+		return &conf.Error{Diagnostics: hcl.Diagnostics{p.ValueError(ve.Msg)}}
+	}
+	return err
 }
 
 // aborter takes a plugin's abort to the job's abort path. The plugin may
@@ -93,7 +130,7 @@ func blockOf(cfg *conf.Config, p *conf.Policy) plugins.Block {
 		b.Builtin = p.Name
 	}
 	if r := p.DeclRange; r.Filename != "" {
-		b.Pos = fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
+		b.Pos = rangeOf(r)
 		b.Dir = filepath.Dir(r.Filename)
 	}
 	if p.Plugin && !p.Checked && cfg != nil {

@@ -31,7 +31,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	for _, step := range []struct {
 		run    func(context.Context) error
 		metric string
-	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}} {
+	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}, {s.report, ""}} {
 		if err := step.run(ctx); err != nil {
 			s.undo()
 			return nil, err
@@ -72,6 +72,9 @@ type start struct {
 	// abort takes a failed plugin's abort (on_failure = "abort") to the
 	// communicator, whenever it comes.
 	abort aborter
+	// watch answers the launcher's request for a state report (report.go);
+	// nil when no launcher of ours started the job.
+	watch *stateWatch
 }
 
 // newStart finds the job's bootstrap and loads its stack.
@@ -84,6 +87,7 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 		}
 		if ok {
 			s.boot, s.ownBoot = b, true
+			s.watch = watchState(b.Rank())
 		} else {
 			s.boot = localJob(1)[0] // a program started alone: a job of one rank
 			opts.inProcess = true
@@ -101,6 +105,9 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 		if s.ownBoot {
 			closeBoot(s.boot)
 		}
+		if s.watch != nil {
+			s.watch.Close()
+		}
 		return nil, err
 	}
 	var err error
@@ -110,6 +117,7 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 	if s.logs, err = s.cfg.Job.Log.Loggers(); err != nil {
 		return fail(fmt.Errorf("gobtl: logging: %w", err))
 	}
+	s.logs = s.logs.WithJob(s.boot.JobID(), s.boot.Rank())
 	return s, nil
 }
 
@@ -130,6 +138,9 @@ func (s *start) undo() {
 	for _, c := range s.closers {
 		c.Close()
 	}
+	if s.watch != nil {
+		s.watch.Close()
+	}
 	if s.ownBoot {
 		closeBoot(s.boot) // no finalize: the engine must see this rank fail
 	}
@@ -138,40 +149,21 @@ func (s *start) undo() {
 // openPolicies builds the stack's policies, in process or as plugins.
 func (s *start) openPolicies(ctx context.Context) error {
 	for _, p := range s.cfg.Policies {
-		pol, closer, err := s.openPolicy(ctx, p)
+		pol, err := openPolicy(ctx, s.cfg, p, s.logs, s.metrics, s.abort.abort)
 		if err != nil {
 			return err
 		}
-		if closer != nil {
-			s.closers = append(s.closers, closer)
-		}
-		var ok bool
+		s.closers = append(s.closers, pol)
 		switch p.Kind {
 		case core.KindFlowControl:
-			s.flow, ok = pol.(core.FlowControl)
+			s.flow = pol.FlowControl()
 		case core.KindRecvBuf:
-			s.recv, ok = pol.(core.RecvBuffers)
+			s.recv = pol.RecvBuffers()
 		case core.KindSched:
-			s.sched, ok = pol.(core.Scheduler)
-		}
-		if !ok {
-			return fmt.Errorf("gobtl: %s: policy %q is a %T, not a %s policy", rangeOf(p.DeclRange), p.Name, pol, p.Kind)
+			s.sched = pol.Scheduler()
 		}
 	}
 	return nil
-}
-
-// openPolicy builds a policy from its block: in process for builtin, and
-// through the plugin host for plugin.
-func (s *start) openPolicy(ctx context.Context, p *conf.Policy) (any, io.Closer, error) {
-	if p.Plugin {
-		return openPlugin(ctx, s.cfg, p, s.logs, s.metrics, s.abort.abort)
-	}
-	pol, err := p.Component.NewPolicy(p.Params)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gobtl: %s: policy %q %q: %w", rangeOf(p.DeclRange), p.Kind, p.Name, err)
-	}
-	return pol, nil, nil
 }
 
 // openBTLs opens every BTL block; each publishes its address through the
@@ -180,7 +172,7 @@ func (s *start) openBTLs(context.Context) error {
 	for _, b := range s.cfg.BTLs {
 		ms, err := b.Component.OpenBTL(core.BTLEnv{
 			Instance: b.Name, Params: b.Params, Boot: s.boot, Locality: s.locality, Clock: s.clock,
-			Log: s.logs.For("btl." + b.Kind), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
+			Log: s.logs.For("btl." + b.Kind + "." + b.Name), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
 		})
 		if err != nil {
 			return fmt.Errorf("gobtl: %s: btl %q %q: %w", rangeOf(b.DeclRange), b.Kind, b.Name, err)
@@ -195,6 +187,35 @@ func (s *start) openBTLs(context.Context) error {
 func (s *start) exchange(ctx context.Context) error {
 	if err := s.boot.Fence(ctx); err != nil {
 		return fmt.Errorf("gobtl: exchange addresses: %w", err)
+	}
+	return s.attach(ctx)
+}
+
+// attach has the modules that name files for their peers map the peers'
+// files and, once every rank has (a fence), remove their own names
+// (core.Attacher).
+func (s *start) attach(ctx context.Context) error {
+	var as []core.Attacher
+	for _, m := range s.mods {
+		if a, ok := m.(core.Attacher); ok {
+			as = append(as, a)
+		}
+	}
+	if len(as) == 0 {
+		return nil
+	}
+	for _, a := range as {
+		if err := a.Attach(ctx); err != nil {
+			return fmt.Errorf("gobtl: attach: %w", err)
+		}
+	}
+	if err := s.boot.Fence(ctx); err != nil {
+		return fmt.Errorf("gobtl: mapping fence: %w", err)
+	}
+	for _, a := range as {
+		if err := a.Unlink(); err != nil {
+			return fmt.Errorf("gobtl: %w", err)
+		}
 	}
 	return nil
 }
@@ -247,8 +268,9 @@ func pmlOptions(j conf.Job) (pml.Options, error) {
 }
 
 // loadConfig loads the stack and makes sure it can reach this rank's own
-// messages: a stack without btl "self" gets it. spans says the job runs
-// on several nodes, which the default stack must reach.
+// messages: a stack without btl "self" gets it. A stack that names no
+// transport runs the default stack's (conf.DefaultStack), fitted to the
+// job (defaultBTLs); spans says the job runs on several nodes.
 func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 	cfg := opts.Config
 	if cfg == nil {
@@ -260,13 +282,16 @@ func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 		}
 		var diags hcl.Diagnostics
 		if len(files) == 0 {
-			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars}, conf.Source{Name: "<default stack>", Bytes: []byte(defaultStack(opts.inProcess, spans))})
+			cfg, diags = conf.LoadSources(conf.Options{Vars: opts.Vars})
 		} else {
 			cfg, diags = conf.Load(conf.Options{Vars: opts.Vars}, files...)
 		}
 		if diags.HasErrors() {
 			return nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
 		}
+	}
+	if cfg.DefaultBTLs {
+		cfg = defaultBTLs(cfg, opts.inProcess, spans)
 	}
 	hasSelf := false
 	for _, b := range cfg.BTLs {
@@ -285,27 +310,29 @@ func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 	return cfg, nil
 }
 
-// defaultStack is the stack of a job that names none: the in-process
-// fabric between goroutine ranks; otherwise shared memory within a node
-// and, when the job spans nodes, InfiniBand (softrc over TCP where there
-// is no HCA) between them, shared memory's higher exclusivity keeping
-// the network off a node's own pairs. ib joins only jobs that span
-// nodes: on one node it would cost every rank a device, a listener and
-// registered receive buffers, and every Progress a poll, for nothing.
-func defaultStack(inProcess, spans bool) string {
-	if inProcess {
-		return `btl "inproc" "default" {}`
-	}
-	var b strings.Builder
-	for _, c := range []struct {
-		kind, name string
-		want       bool
-	}{{"sm", "local", true}, {"ib", "net", spans}} {
-		if _, ok := core.Lookup(core.KindBTL, c.kind); ok && c.want {
-			fmt.Fprintf(&b, "btl %q %q {}\n", c.kind, c.name)
+// defaultBTLs fits the default stack's transports to the job: ranks that
+// are goroutines of this process get the in-process fabric instead of
+// the transports between processes; a job on one node leaves out the
+// network ones (a device, a listener, registered buffers and a poll in
+// every Progress, for no peer), which a job that spans nodes keeps, shared
+// memory's higher exclusivity keeping the network off a node's own pairs.
+// What the default stack holds is written in one place,
+// conf/examples/default.hcl.
+func defaultBTLs(cfg *conf.Config, inProcess, spans bool) *conf.Config {
+	c := *cfg // the ranks of RunLocal may share one Options.Config
+	c.BTLs = nil
+	for _, b := range cfg.BTLs {
+		switch r := b.Component.Reach; {
+		case inProcess && r != core.ReachSelf:
+		case r == core.ReachNetwork && !spans:
+		default:
+			c.BTLs = append(c.BTLs, b)
 		}
 	}
-	return b.String()
+	if comp, ok := core.Lookup(core.KindBTL, "inproc"); ok && inProcess {
+		c.BTLs = append(c.BTLs, &conf.BTL{Kind: "inproc", Name: "default", Component: comp, Params: core.MustParams(comp.Params)})
+	}
+	return &c
 }
 
 // rangeOf renders where a block starts, file:line:col, for errors.

@@ -110,20 +110,27 @@ func (r Row) MarshalJSON() ([]byte, error) {
 
 // Report is the JSON document of a run.
 type Report struct {
-	Bench    string         `json:"bench"`
-	Ranks    int            `json:"ranks"`
-	Config   map[string]any `json:"config"`
-	Rows     []Row          `json:"rows"`
-	Counters map[string]any `json:"counters"`
-	// The NPB patterns also report, on rank 0: RankCounters[r], rank r's
-	// whole Metrics snapshot taken right after the pattern (numbers as
-	// json.Number), and RankMsgs[s][d] / RankBytes[s][d], the
-	// application messages and bytes rank s sent rank d.
+	Bench string `json:"bench"`
+	Ranks int    `json:"ranks"`
+	// Version is gobtl's (Version), Host the host rank 0 ran on and Time
+	// when the run started (RFC 3339, UTC).
+	Version string         `json:"version"`
+	Host    string         `json:"host"`
+	Time    string         `json:"time"`
+	Config  map[string]any `json:"config"`
+	Rows    []Row          `json:"rows"`
+	// Counters is rank 0's Metrics snapshot, RankCounters[r] rank r's
+	// (on rank 0; numbers as json.Number), each taken when the rank's
+	// part of the run was done: a counter of the receiving side (the
+	// stripes of rdma_read) is in the receiver's.
+	Counters     map[string]any   `json:"counters"`
 	RankCounters []map[string]any `json:"rank_counters,omitempty"`
-	RankMsgs     [][]int64        `json:"rank_msgs,omitempty"`
-	RankBytes    [][]int64        `json:"rank_bytes,omitempty"`
-	// RankHosts[r] is the host rank r ran on (pairs).
-	RankHosts []string `json:"rank_hosts,omitempty"`
+	// The NPB patterns also report RankMsgs[s][d] / RankBytes[s][d], the
+	// application messages and bytes rank s sent rank d; pairs reports
+	// RankHosts[r], the host rank r ran on.
+	RankMsgs  [][]int64 `json:"rank_msgs,omitempty"`
+	RankBytes [][]int64 `json:"rank_bytes,omitempty"`
+	RankHosts []string  `json:"rank_hosts,omitempty"`
 }
 
 // column describes how a field prints in the table.
@@ -138,9 +145,13 @@ type benchmark struct {
 	evenRanks bool
 	sizes     []int
 	columns   []column
-	// iters gives the default iterations for a size.
-	iters func(size int) int
-	run   func(b *runner, size int) (Row, error)
+	// iters gives the default iterations for a size: windows of
+	// messages when windowed (bw and bibw, as osu_bw's), messages when
+	// perMessage (msgrate, run in whole windows).
+	iters      func(size int) int
+	windowed   bool
+	perMessage bool
+	run        func(b *runner, size int) (Row, error)
 }
 
 // powers lists powers of two from lo to hi.
@@ -170,19 +181,19 @@ var suite = map[string]*benchmark{
 	},
 	"bw": {
 		doc: "rank 0 streams windows of messages to rank 1: bandwidth", minRanks: 2,
-		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192),
+		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192), windowed: true,
 		columns: []column{{"mbps", "Bandwidth (MB/s)", "%.2f"}},
 		run:     func(b *runner, n int) (Row, error) { return b.bandwidth(n, false) },
 	},
 	"bibw": {
 		doc: "ranks 0 and 1 stream windows to each other: bidirectional bandwidth", minRanks: 2,
-		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192),
+		sizes: powers(1, 4<<20), iters: bySize(100, 20, 8192), windowed: true,
 		columns: []column{{"mbps", "Bandwidth (MB/s)", "%.2f"}},
 		run:     func(b *runner, n int) (Row, error) { return b.bandwidth(n, true) },
 	},
 	"msgrate": {
 		doc: "pairs (i, i+N/2) stream windows of messages: messages per second", minRanks: 2, evenRanks: true,
-		sizes: []int{8}, iters: bySize(10000, 100, 8192),
+		sizes: []int{8}, iters: bySize(640000, 6400, 8192), windowed: true, perMessage: true,
 		columns: []column{{"msgs_per_s", "Messages/s", "%.0f"}, {"mbps", "MB/s", "%.2f"}},
 		run:     (*runner).msgrate,
 	},
@@ -272,8 +283,11 @@ type runner struct {
 	rbuf   []byte
 	ack    []byte
 	reqs   []*pml.Request
-	iters  int
+	iters  int // timed iterations (windows when windowed)
 	warmup int
+	// laps are the timed iterations' durations of the size running (lap).
+	laps     []time.Duration
+	t0, last time.Time
 }
 
 // Run runs the named benchmark on every rank and writes the report on rank
@@ -309,10 +323,7 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	for i := range r.sbuf {
 		r.sbuf[i] = byte(i)
 	}
-	rep := &Report{Bench: name, Ranks: c.Size(), Config: o.Config, Rows: []Row{}}
-	if rep.Config == nil {
-		rep.Config = map[string]any{}
-	}
+	rep := NewReport(name, c, o.Config)
 	rep.Config["window"] = o.Window
 	bar := newBar(c.Rank() == 0, o.Progress, name, len(sizes))
 	defer bar.done()
@@ -327,6 +338,14 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 		if r.warmup <= 0 {
 			r.warmup = max(r.iters/10, 2)
 		}
+		per := 1 // iterations (windows) per --iters
+		if b.perMessage {
+			per = o.Window
+			r.iters, r.warmup = (r.iters+per-1)/per, (r.warmup+per-1)/per
+		}
+		if cap(r.laps) < r.iters {
+			r.laps = make([]time.Duration, 0, r.iters)
+		}
 		if err := c.Barrier(); err != nil {
 			return nil, fmt.Errorf("bench: barrier: %w", err)
 		}
@@ -335,6 +354,10 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 			return nil, fmt.Errorf("bench: %s, %d bytes: %w", name, n, err)
 		}
 		row.Size = n
+		row = row.with(Field{"iters", float64(r.iters * per)}, Field{"warmup", float64(r.warmup * per)})
+		if b.windowed {
+			row = row.with(Field{"msgs", float64(r.iters * o.Window)})
+		}
 		rep.Rows = append(rep.Rows, row)
 		bar.step()
 	}
@@ -342,6 +365,11 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 		return nil, fmt.Errorf("bench: barrier: %w", err)
 	}
 	rep.Counters = c.Metrics().Snapshot()
+	all, err := Gather(c, rep.Counters, tagCounters)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: gather the counters: %w", name, err)
+	}
+	rep.RankCounters = all
 	if c.Rank() != 0 || o.Out == nil {
 		return rep, nil
 	}

@@ -28,10 +28,20 @@
 //     is imported): Iters time steps, message sizes Scale × class A's,
 //     Compute spun per compute phase; every message checked.
 //
-// Output is an OSU-like table, or with JSON one object
-// {"bench", "ranks", "config", "rows": [{"size": B, ...}], "counters"}
-// with the metric fields lat_us, mbps, msgs_per_s, overlap_send and
-// overlap_recv, and the job's counters (rank 0's Metrics).
+// Output is an OSU-like table, or with JSON one object {"bench",
+// "ranks", "version", "host", "time", "config", "rows": [{"size": B,
+// ...}], "counters", "rank_counters"}: gobtl's Version, rank 0's host,
+// the start time (RFC 3339), the metric fields lat_us, mbps, msgs_per_s,
+// overlap_send and overlap_recv; beside a metric, its minimum, median and
+// maximum over rank 0's timed iterations (lat_us_min, lat_us_median,
+// lat_us_max; mbps_* per window for bw and bibw; msgrate's
+// pair_msgs_per_s_* over the sending pairs); "iters" and "warmup", the
+// iterations of the row as --iters counts them (round trips; windows for
+// bw and bibw, as osu_bw; messages for msgrate; calls for alltoall), and
+// "msgs", the timed messages of bw, bibw and msgrate; rank 0's
+// counters, and every rank's (rank_counters, gathered after the run: a
+// receiver's counters — the stripes it read with rdma_read — are in its
+// own).
 //
 // A pattern reports one row whose size is the mean message size and whose
 // fields are time_us (the pattern, the slowest rank's), time_mean_us,

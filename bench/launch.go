@@ -78,10 +78,8 @@ func runInit(c Comm, o Options) (*Report, error) {
 		row.Fields = append(row.Fields,
 			Field{names[i] + "_min_ms", ms(vs[0])}, Field{names[i] + "_median_ms", ms(vs[len(vs)/2])}, Field{names[i] + "_max_ms", ms(vs[len(vs)-1])})
 	}
-	rep := &Report{Bench: "init", Ranks: c.Size(), Config: o.Config, Rows: []Row{row}, Counters: m.Snapshot()}
-	if rep.Config == nil {
-		rep.Config = map[string]any{}
-	}
+	rep := NewReport("init", c, o.Config)
+	rep.Rows, rep.Counters = []Row{row}, m.Snapshot()
 	if o.Out == nil {
 		return rep, nil
 	}

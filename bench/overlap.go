@@ -90,8 +90,9 @@ func (b *runner) overlap(n int) (Row, error) {
 	ts := micros(tSend) / float64(b.iters)
 	tr := math.Float64frombits(binary.LittleEndian.Uint64(wb[:]))
 	wu := micros(w)
-	return Row{Fields: []Field{{"compute_us", wu}, {"time_send_us", ts}, {"overlap_send", wu / ts},
-		{"time_recv_us", tr}, {"overlap_recv", wu / tr}}}, nil
+	row := b.row(Field{"compute_us", wu}, nil)
+	return row.with(Field{"time_send_us", ts}, Field{"overlap_send", wu / ts},
+		Field{"time_recv_us", tr}, Field{"overlap_recv", wu / tr}), nil
 }
 
 // overlapRun sends s from rank 0 into r on rank 1, warmup+iters times. The

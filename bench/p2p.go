@@ -23,11 +23,8 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 func (b *runner) pingpong(me, peer, n int) (time.Duration, error) {
 	c := b.c
 	s, r := b.sbuf[:n], b.rbuf[:n]
-	var t0 time.Time
 	for i := 0; i < b.warmup+b.iters; i++ {
-		if i == b.warmup {
-			t0 = time.Now()
-		}
+		b.lap(i)
 		if me < peer {
 			if err := c.Send(s, peer, tagData); err != nil {
 				return 0, err
@@ -44,7 +41,7 @@ func (b *runner) pingpong(me, peer, n int) (time.Duration, error) {
 			}
 		}
 	}
-	return time.Since(t0), nil
+	return b.lap(b.warmup + b.iters), nil
 }
 
 func (b *runner) latency(n int) (Row, error) {
@@ -56,7 +53,7 @@ func (b *runner) latency(n int) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	return Row{Fields: []Field{{"lat_us", micros(el) / float64(2*b.iters)}}}, nil
+	return b.row(Field{"lat_us", micros(el) / float64(2*b.iters)}, func(d time.Duration) float64 { return micros(d) / 2 }), nil
 }
 
 // stream sends (or receives) a window of messages per iteration and
@@ -64,11 +61,8 @@ func (b *runner) latency(n int) (Row, error) {
 // the sender.
 func (b *runner) stream(me, peer, n int, sender bool) (time.Duration, error) {
 	c := b.c
-	var t0 time.Time
 	for i := 0; i < b.warmup+b.iters; i++ {
-		if i == b.warmup {
-			t0 = time.Now()
-		}
+		b.lap(i)
 		b.reqs = b.reqs[:0]
 		if err := b.post(n, peer, sender); err != nil {
 			return 0, err
@@ -84,7 +78,7 @@ func (b *runner) stream(me, peer, n int, sender bool) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	return time.Since(t0), nil
+	return b.lap(b.warmup + b.iters), nil
 }
 
 // post starts a window of n-byte sends (or receives) with peer, adding
@@ -113,18 +107,16 @@ func (b *runner) bandwidth(n int, bidir bool) (Row, error) {
 		return Row{}, nil
 	}
 	peer := 1 - me
+	window := float64(n) * float64(b.o.Window) / 1e6 // MB per window and direction
 	if !bidir {
 		el, err := b.stream(me, peer, n, me == 0)
 		if err != nil {
 			return Row{}, err
 		}
-		return Row{Fields: []Field{{"mbps", float64(n) * float64(b.o.Window*b.iters) / el.Seconds() / 1e6}}}, nil
+		return b.row(Field{"mbps", window * float64(b.iters) / el.Seconds()}, func(d time.Duration) float64 { return window / d.Seconds() }), nil
 	}
-	var t0 time.Time
 	for i := 0; i < b.warmup+b.iters; i++ {
-		if i == b.warmup {
-			t0 = time.Now()
-		}
+		b.lap(i)
 		b.reqs = b.reqs[:0]
 		if err := b.post(n, peer, false); err != nil {
 			return Row{}, err
@@ -136,8 +128,8 @@ func (b *runner) bandwidth(n int, bidir bool) (Row, error) {
 			return Row{}, err
 		}
 	}
-	el := time.Since(t0)
-	return Row{Fields: []Field{{"mbps", 2 * float64(n) * float64(b.o.Window*b.iters) / el.Seconds() / 1e6}}}, nil
+	el := b.lap(b.warmup + b.iters)
+	return b.row(Field{"mbps", 2 * window * float64(b.iters) / el.Seconds()}, func(d time.Duration) float64 { return 2 * window / d.Seconds() }), nil
 }
 
 // gather collects one value from every rank on rank 0 (nil elsewhere).
@@ -185,11 +177,15 @@ func (b *runner) msgrate(n int) (Row, error) {
 		return Row{}, err
 	}
 	worst := 0.0
-	for _, t := range times[:half] {
+	pairs := make([]float64, half)
+	for i, t := range times[:half] {
 		worst = max(worst, t)
+		pairs[i] = float64(b.o.Window*b.iters) / t
 	}
 	rate := float64(half*b.o.Window*b.iters) / worst
-	return Row{Fields: []Field{{"msgs_per_s", rate}, {"mbps", rate * float64(n) / 1e6}}}, nil
+	row := b.row(Field{"msgs_per_s", rate}, nil)
+	row.Fields = append(row.Fields, Field{"mbps", rate * float64(n) / 1e6})
+	return row.with(spread("pair_msgs_per_s", pairs)...), nil
 }
 
 func (b *runner) multiPingPong(n int) (Row, error) {
@@ -213,5 +209,6 @@ func (b *runner) multiPingPong(n int) (Row, error) {
 		sum += l
 		worst = max(worst, l)
 	}
-	return Row{Fields: []Field{{"lat_us", sum / float64(half)}, {"lat_max_us", worst}}}, nil
+	row := b.row(Field{"lat_us", sum / float64(half)}, func(d time.Duration) float64 { return micros(d) / 2 })
+	return row.with(Field{"lat_max_us", worst}), nil
 }

@@ -87,10 +87,7 @@ func runPairs(c Comm, o Options) (*Report, error) {
 	for p := range n {
 		sbuf[p], rbuf[p] = make([]byte, maxSize), make([]byte, maxSize)
 	}
-	rep := &Report{Bench: "pairs", Ranks: n, Config: map[string]any{}, Rows: []Row{}}
-	for k, v := range o.Config {
-		rep.Config[k] = v
-	}
+	rep := NewReport("pairs", c, o.Config)
 	bar := newBar(me == 0, o.Progress, "pairs", len(sizes))
 	defer bar.done()
 	recvs, sends := make([]*pml.Request, n), make([]*pml.Request, n)

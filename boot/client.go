@@ -187,9 +187,15 @@ func (c *Client) Abort(code int, msg string) error {
 	if c.broken != nil {
 		return c.broken
 	}
+	if len(msg) > maxAbortMsg {
+		msg = msg[:maxAbortMsg] + "..."
+	}
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	return c.enc.Encode(&Request{Op: OpAbort, Rank: c.rank, Msg: msg})
 }
+
+// maxAbortMsg keeps an abort report well inside MaxLine.
+const maxAbortMsg = 64 << 10
 
 // Close ends the session. Fences after Close fail.
 func (c *Client) Close() error {
@@ -213,7 +219,15 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (*Reply, error) {
 		c.broken = fmt.Errorf("boot: rank %d: %s: %w", c.rank, req.Op, err)
 		return nil, c.broken
 	}
-	if err := c.enc.Encode(req); err != nil {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return fail(err)
+	}
+	if len(line)+1 > MaxLine {
+		// The server would end the session; say why here instead.
+		return fail(fmt.Errorf("request of %d bytes, the launcher takes at most %d: %w", len(line)+1, MaxLine, ErrLineTooLong))
+	}
+	if _, err := c.conn.Write(append(line, '\n')); err != nil {
 		return fail(err)
 	}
 	var rep Reply

@@ -26,7 +26,11 @@
 // launch.
 package boot
 
-import "github.com/gobtl/gobtl/core"
+import (
+	"syscall"
+
+	"github.com/gobtl/gobtl/core"
+)
 
 // Environment variables set by the launcher for each rank.
 const (
@@ -44,6 +48,22 @@ const (
 	// own stderr is a pipe to the launcher, which forwards it untouched, so
 	// progress bars may still draw.
 	EnvStderrTTY = "GOBTL_STDERR_TTY"
+	// EnvReport is the file descriptor ("3") of the rank's line to the
+	// launcher for state reports (mpirun's --report-state-on-timeout): a
+	// rank that answers ReportSignal with a report of where it is blocked
+	// and its pending requests, on its stderr, writes ReportReady on it
+	// once, and ReportDone after each report. On a timeout or an
+	// interrupt, `gobtl run` signals the ranks that said ready and waits
+	// for their reports before it stops the job.
+	EnvReport = "GOBTL_REPORT_FD"
+)
+
+// The state-report protocol of EnvReport: lines the rank writes, and the
+// signal the launcher sends.
+const (
+	ReportReady  = "ready"
+	ReportDone   = "reported"
+	ReportSignal = syscall.SIGUSR1
 )
 
 // ShmPrefix is core.ShmPrefix: the prefix of the files a job's components

@@ -1,5 +1,13 @@
 package boot
 
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
 // Operations of the wire protocol.
 const (
 	// OpHello opens a session: Rank and Job identify the rank; the reply
@@ -31,4 +39,61 @@ type Reply struct {
 	// Err, when set, says why the request failed (a rank died, a bad
 	// hello); the session is over.
 	Err string `json:"err,omitempty"`
+}
+
+// MaxLine bounds one request line the server reads, newline included. A
+// request carries one rank's puts of one fence round: a few address blobs
+// of a few hundred bytes each (sm, ib, extoll, the host name), so a
+// mebibyte leaves three orders of magnitude to spare while a process that
+// can reach the socket cannot make the launcher buffer more. Replies,
+// which carry every rank's puts, are not bounded by it.
+const MaxLine = 1 << 20
+
+// ErrLineTooLong is returned by ReadLine for a line longer than its limit.
+var ErrLineTooLong = errors.New("boot: protocol line too long")
+
+// ReadLine returns the next line of r without its newline, reading at most
+// max bytes: a longer line is ErrLineTooLong, and the reader is then left
+// in the middle of it (the caller ends the session). A final line without
+// a newline is io.ErrUnexpectedEOF.
+func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrLineTooLong, max)
+		}
+		switch {
+		case err == nil:
+			if line == nil {
+				return chunk[:len(chunk)-1], nil // valid until the next read
+			}
+			return append(line, chunk[:len(chunk)-1]...), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			line = append(line, chunk...)
+		case errors.Is(err, io.EOF) && len(line)+len(chunk) > 0:
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// DecodeRequest parses one request line and checks what every operation
+// needs: a known Op and, for hello, a job id.
+func DecodeRequest(line []byte) (Request, error) {
+	var req Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return Request{}, fmt.Errorf("boot: bad request: %w", err)
+	}
+	switch req.Op {
+	case OpHello:
+		if req.Job == "" {
+			return Request{}, errors.New("boot: hello without a job id")
+		}
+	case OpFence, OpAbort:
+	default:
+		return Request{}, fmt.Errorf("boot: unknown operation %.40q", req.Op)
+	}
+	return req, nil
 }

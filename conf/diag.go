@@ -92,10 +92,12 @@ func sortDiagnostics(diags hcl.Diagnostics, files []string) {
 	})
 }
 
-// suggest returns the option closest to given, or "" when none is close
+// Suggest returns the option closest to given, or "" when none is close
 // enough to be what the user meant: at most two edits, and fewer than half
-// the length of the longer name, so that "ib" does not suggest "sm".
-func suggest(given string, options []string) string {
+// the length of the longer name, so that "ib" does not suggest "sm". It is
+// the did-you-mean of every diagnostic, and of the plugin host's "not
+// found".
+func Suggest(given string, options []string) string {
 	best, bestDist := "", 3
 	for _, o := range options {
 		if o == given {
@@ -112,7 +114,7 @@ func suggest(given string, options []string) string {
 // didYouMean formats a suggestion for the end of a detail: ` Did you mean
 // "x"?`, or "" when there is none.
 func didYouMean(given string, options []string) string {
-	if s := suggest(given, options); s != "" {
+	if s := Suggest(given, options); s != "" {
 		return fmt.Sprintf(" Did you mean %q?", s)
 	}
 	return ""

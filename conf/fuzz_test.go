@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/conf"
-	"github.com/gobtl/gobtl/core"
 )
 
 // FuzzLoad feeds arbitrary bytes to the loader: it must never panic, and
@@ -28,13 +27,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("variable \"x\" { default = [1, {a = 2}] }\njob { eager_limit = var.x[1].a }\n"))
 	f.Add([]byte("job { eager_limit = \"${\""))
 	opts := conf.Options{
-		LookupEnv: noEnv,
-		PluginSchema: func(r conf.PluginRef) ([]core.Param, error) {
-			if r.Name == "plugfc" {
-				return pluginFCParams, nil
-			}
-			return nil, os.ErrNotExist
-		},
+		LookupEnv:   noEnv,
+		CheckPolicy: fakeHost(nil),
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		c, diags := conf.LoadSources(opts, conf.Source{Name: "fuzz.hcl", Bytes: src})

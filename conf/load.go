@@ -1,12 +1,14 @@
 package conf
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -21,11 +23,13 @@ type Options struct {
 	Vars map[string]string
 	// LookupEnv reads the environment; nil means os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
-	// PluginSchema returns the parameter schema of an out-of-process policy
-	// plugin (the plugin host asks the plugin). path is the block's
-	// explicit plugin path, or "". When nil, plugin bodies are kept
-	// undecoded (Policy.Body) and a warning says they were not checked.
-	PluginSchema func(ref PluginRef) ([]core.Param, error)
+	// CheckPolicy, when set, builds the policy of a block the way a job's
+	// start builds it and reports what fails, at file:line:col: a
+	// built-in's constructor, a plugin started, its body decoded against
+	// its own schema (DecodePolicy) and its own checks run. `gobtl config
+	// check` sets it to gobtl.CheckPolicy. When nil, a plugin's body is
+	// kept undecoded (Policy.Body) and a warning says it was not checked.
+	CheckPolicy func(c *Config, p *Policy) hcl.Diagnostics
 }
 
 func (o Options) lookupEnv(key string) (string, bool) {
@@ -33,17 +37,6 @@ func (o Options) lookupEnv(key string) (string, bool) {
 		return o.LookupEnv(key)
 	}
 	return os.LookupEnv(key)
-}
-
-// PluginRef is what the plugin host needs to find a policy plugin named in
-// a block.
-type PluginRef struct {
-	Kind core.Kind
-	Name string
-	// Path is the block's explicit plugin binary, PluginDir its plugin_dir,
-	// and ConfigDir the directory of the stack file (relative paths are
-	// its); any may be empty.
-	Path, PluginDir, ConfigDir string
 }
 
 // Source is one configuration file's name and contents.
@@ -66,8 +59,12 @@ type Config struct {
 	// JobRange is where the job block was declared; nil when there was
 	// none.
 	JobRange *hcl.Range
-	// BTLs are the btl blocks in the order they appear.
+	// BTLs are the btl blocks in the order they appear: the default
+	// stack's when the files name none (DefaultBTLs).
 	BTLs []*BTL
+	// DefaultBTLs says the files name no btl block, so BTLs are the
+	// default stack's (DefaultStack).
+	DefaultBTLs bool
 	// Policies are the policy blocks, at most one per kind, in the order
 	// of core.PolicyKinds.
 	Policies []*Policy
@@ -128,6 +125,30 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 	return c, append(diags, ds...)
 }
 
+// notText reports a source that is not text (a NUL byte, or bytes that
+// are not UTF-8): a binary given as a stack file by mistake gets this one
+// error instead of one per byte the HCL scanner trips on.
+func notText(s Source) *hcl.Diagnostic {
+	at := bytes.IndexByte(s.Bytes, 0)
+	if at < 0 && utf8.Valid(s.Bytes) {
+		return nil
+	}
+	if at < 0 {
+		for i := 0; i < len(s.Bytes); {
+			r, n := utf8.DecodeRune(s.Bytes[i:])
+			if r == utf8.RuneError && n <= 1 {
+				at = i
+				break
+			}
+			i += n
+		}
+	}
+	start := hcl.Pos{Line: 1, Column: 1}
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Not a text file",
+		Detail:  fmt.Sprintf("%s holds binary data (byte %d is not UTF-8 text); a stack file is HCL text.", s.Name, at),
+		Subject: &hcl.Range{Filename: s.Name, Start: start, End: start}}
+}
+
 func expandPaths(paths []string, diags *hcl.Diagnostics) []string {
 	var out []string
 	for _, p := range paths {
@@ -164,6 +185,10 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 		}
 		seen[s.Name] = true
 		c.Files = append(c.Files, s.Name)
+		if d := notText(s); d != nil {
+			diags = append(diags, d)
+			continue
+		}
 		f, ds := parser.ParseHCL(s.Bytes, s.Name)
 		diags = append(diags, ds...)
 		if f == nil {
@@ -195,6 +220,9 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 
 	diags = append(diags, c.decodeJob(jobs)...)
 	diags = append(diags, c.decodeBTLs(btls)...)
+	if len(btls) == 0 {
+		c.addDefaultBTLs()
+	}
 	diags = append(diags, c.decodePolicies(policies, opts)...)
 
 	sortDiagnostics(diags, c.Files)

@@ -3,6 +3,7 @@ package conf_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,7 +34,7 @@ func mustLoad(t *testing.T, opts conf.Options, srcs ...conf.Source) *conf.Config
 	return c
 }
 
-func TestAnEmptyConfigurationIsTheDefaultJob(t *testing.T) {
+func TestAnEmptyConfigurationIsTheDefaultStack(t *testing.T) {
 	c := mustLoad(t, conf.Options{}, file("empty.hcl", ""))
 	want := conf.Job{
 		Protocol:       conf.ProtocolRDMARead,
@@ -51,11 +52,85 @@ func TestAnEmptyConfigurationIsTheDefaultJob(t *testing.T) {
 	if !reflect.DeepEqual(conf.DefaultJob(), want) {
 		t.Fatalf("DefaultJob() = %+v", conf.DefaultJob())
 	}
-	if c.JobRange != nil || len(c.BTLs) != 0 || len(c.Policies) != 0 {
+	if c.JobRange != nil || len(c.Policies) != 0 {
 		t.Fatalf("empty file produced blocks: %+v", c)
+	}
+	if !c.DefaultBTLs || !reflect.DeepEqual(btlNames(c), btlNames(mustLoad(t, conf.Options{}, conf.DefaultStack()))) {
+		t.Fatalf("empty file: btls %v (default %v), want the default stack's", btlNames(c), c.DefaultBTLs)
 	}
 	if n := len(c.JobParams.Blocks("progress")); n != 1 {
 		t.Fatalf("progress block not filled in: %d blocks", n)
+	}
+}
+
+func btlNames(c *conf.Config) []string {
+	var names []string
+	for _, b := range c.BTLs {
+		names = append(names, b.Kind+"/"+b.Name)
+	}
+	return names
+}
+
+// A file without btl blocks changes only what it names, as an MCA
+// parameter does: the transports stay the default stack's, whatever sets
+// them (examples/default.hcl, embedded). A file with one btl block has
+// only the transports it names.
+func TestAFileWithoutBTLBlocksKeepsTheDefaultTransports(t *testing.T) {
+	def := btlNames(mustLoad(t, conf.Options{}, conf.DefaultStack()))
+	if !slices.Contains(def, "sm/local") || !slices.Contains(def, "self/self") {
+		t.Fatalf("the default stack has %v, want self and sm among them", def)
+	}
+	c := mustLoad(t, conf.Options{}, file("proto.hcl", "job {\n  protocol = \"rdma_write\"\n}\npolicy \"sched\" {\n  builtin = \"round_robin\"\n}\n"))
+	if got := btlNames(c); !c.DefaultBTLs || !reflect.DeepEqual(got, def) || c.Job.Protocol != conf.ProtocolRDMAWrite || len(c.Policies) != 1 {
+		t.Fatalf("btls %v (default %v), protocol %s, %d policies; want %v, rdma_write, 1", got, c.DefaultBTLs, c.Job.Protocol, len(c.Policies), def)
+	}
+	var out strings.Builder
+	if err := c.WriteHCL(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `btl "sm" "local"`) || !strings.Contains(out.String(), "the default stack's transports") {
+		t.Fatalf("config show does not print the transports in force:\n%s", out.String())
+	}
+	c = mustLoad(t, conf.Options{}, file("one.hcl", `btl "sm" "mine" {}`))
+	if got := btlNames(c); c.DefaultBTLs || !reflect.DeepEqual(got, []string{"sm/mine"}) {
+		t.Fatalf("a file with a btl block: %v (default %v), want only its own", got, c.DefaultBTLs)
+	}
+}
+
+func TestCheckReachWarnsAboutAStackThatReachesNoOtherProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		warn      bool
+	}{
+		{"self alone", `btl "self" "self" {}`, true},
+		{"the in-process fabric", "btl \"self\" \"self\" {}\nbtl \"inproc\" \"r\" {}", true},
+		{"shared memory", `btl "sm" "local" {}`, false},
+		{"a network BTL", `btl "ib" "rail0" {}`, false},
+		{"no btl block: the default", `job {}`, false},
+		{"a BTL that does not say", `btl "testnet" "n" {}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustLoad(t, conf.Options{}, file("r.hcl", tc.src))
+			diags := c.CheckReach()
+			if got := len(diags) > 0; got != tc.warn {
+				t.Fatalf("warned %v, want %v: %v", got, tc.warn, render(diags))
+			}
+			if tc.warn && (diags[0].Severity != hcl.DiagWarning || !strings.HasPrefix(render(diags)[0], "r.hcl:1:1: warning: No transport reaches another process") ||
+				!strings.Contains(diags[0].Detail, `"sm"`)) {
+				t.Fatalf("warning: %v", render(diags))
+			}
+		})
+	}
+}
+
+func TestABinaryFileIsOneError(t *testing.T) {
+	bin := make([]byte, 4096)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	_, diags := conf.LoadSources(conf.Options{}, file("gobtl", string(bin)))
+	if len(diags) != 1 || !strings.HasPrefix(render(diags)[0], "gobtl:1:1: Not a text file") {
+		t.Fatalf("a binary file: %d diagnostics %v, want one \"Not a text file\"", len(diags), render(diags)[:min(3, len(diags))])
 	}
 }
 
@@ -345,15 +420,36 @@ func TestAnUncheckedPluginBodyStillChecksItsVariables(t *testing.T) {
 	}
 }
 
-func TestAPluginHostSuppliesTheSchema(t *testing.T) {
-	var asked []string
-	opts := conf.Options{LookupEnv: noEnv, PluginSchema: func(r conf.PluginRef) ([]core.Param, error) {
-		asked = append(asked, string(r.Kind)+"/"+r.Name+"@"+r.Path)
-		if r.Name == "plugfc" {
-			return pluginFCParams, nil
+// fakeHost is a CheckPolicy hook in the shape of gobtl.CheckPolicy: the
+// plugin "plugfc" has the schema pluginFCParams and refuses a window
+// above 64, as a plugin's own check would; any other plugin is missing.
+func fakeHost(asked *[]string) func(c *conf.Config, p *conf.Policy) hcl.Diagnostics {
+	return func(c *conf.Config, p *conf.Policy) hcl.Diagnostics {
+		if asked != nil {
+			*asked = append(*asked, string(p.Kind)+"/"+p.Name+"@"+p.Path)
 		}
-		return nil, os.ErrNotExist
-	}}
+		switch {
+		case !p.Plugin:
+			return nil
+		case p.Name != "plugfc":
+			return hcl.Diagnostics{p.StartError(os.ErrNotExist)}
+		}
+		if diags := c.DecodePolicy(p, pluginFCParams); diags.HasErrors() {
+			return diags
+		}
+		if w := p.Params.Int("window"); w > 64 {
+			return hcl.Diagnostics{p.ValueError(fmt.Sprintf("window: %d is more than the 64 the plugin allows", w))}
+		}
+		if p.Params.Int("window") == 3 {
+			return hcl.Diagnostics{p.ValueError("a window of 3 is unlucky")}
+		}
+		return nil
+	}
+}
+
+func TestCheckPolicyBuildsEveryPolicyAndReportsAtItsPosition(t *testing.T) {
+	var asked []string
+	opts := conf.Options{LookupEnv: noEnv, CheckPolicy: fakeHost(&asked)}
 	c := mustLoad(t, opts, file("p.hcl", pluginPolicy))
 	if p := c.Policy(core.KindFlowControl); !p.Checked || p.Params.Int("window") != 8 {
 		t.Fatalf("policy: %+v", p)
@@ -362,16 +458,27 @@ func TestAPluginHostSuppliesTheSchema(t *testing.T) {
 		t.Fatalf("hook called with %q", asked)
 	}
 
-	_, diags := conf.LoadSources(opts, file("q.hcl", "policy \"sched\" {\n  plugin = \"nosuch\"\n}\n"))
-	want := []string{`q.hcl:2:12: Cannot get the schema of sched plugin "nosuch"; File does not exist.`}
-	if got := render(diags); !slices.Equal(got, want) {
-		t.Fatalf("diagnostics = %q", got)
+	for _, tc := range []struct{ name, src, want string }{
+		{"a plugin not found, at its name", "policy \"sched\" {\n  plugin = \"nosuch\"\n}\n",
+			`q.hcl:2:12: Cannot start sched plugin "nosuch"; File does not exist.`},
+		{"a value of the wrong type, by the plugin's schema", "policy \"flow_control\" {\n  plugin = \"plugfc\"\n  window = \"wide\"\n}\n",
+			`q.hcl:3:12: Invalid value for "window"; want an integer, got "wide".`},
+		{"a value the plugin's own check refuses, at its attribute", "policy \"flow_control\" {\n  plugin = \"plugfc\"\n  window = 100\n}\n",
+			`q.hcl:3:12: Invalid value for "window"; 100 is more than the 64 the plugin allows.`},
+		{"a refusal that names no parameter, at the block", "policy \"flow_control\" {\n  plugin = \"plugfc\"\n  window = 3\n}\n",
+			`q.hcl:1:1: Invalid flow control policy "plugfc" configuration; A window of 3 is unlucky.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := conf.LoadSources(opts, file("q.hcl", tc.src))
+			if got := render(diags); !slices.Equal(got, []string{tc.want}) {
+				t.Fatalf("diagnostics = %q\nwant %q", got, tc.want)
+			}
+		})
 	}
-
-	_, diags = conf.LoadSources(opts, file("r.hcl", "policy \"flow_control\" {\n  plugin = \"plugfc\"\n  window = \"wide\"\n}\n"))
-	want = []string{`r.hcl:3:12: Invalid value for "window"; want an integer, got "wide".`}
-	if got := render(diags); !slices.Equal(got, want) {
-		t.Fatalf("diagnostics = %q", got)
+	asked = nil
+	mustLoad(t, opts, file("b.hcl", "btl \"self\" \"self\" {}\npolicy \"flow_control\" {\n  builtin = \"testfc\"\n  buffers = 2\n}\n"))
+	if !slices.Equal(asked, []string{"flow_control/testfc@"}) {
+		t.Fatalf("a built-in is not checked by the same hook: %q", asked)
 	}
 }
 

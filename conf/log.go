@@ -110,6 +110,15 @@ func (ls *Loggers) Level(component string) zerolog.Level {
 	}
 }
 
+// WithJob returns the loggers with every line carrying the job's id and
+// this process's rank, so that the lines of a job's ranks, interleaved on
+// one terminal or gathered into one file, say whose they are.
+func (ls *Loggers) WithJob(job string, rank int) *Loggers {
+	c := *ls
+	c.root = ls.root.With().Str("job", job).Int("rank", rank).Logger()
+	return &c
+}
+
 // For returns the logger of component, tagged with its name.
 func (ls *Loggers) For(component string) zerolog.Logger {
 	return ls.root.Level(ls.Level(component)).With().Str("component", component).Logger()

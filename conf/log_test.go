@@ -75,6 +75,31 @@ func TestLoggersFilterAndTagByComponent(t *testing.T) {
 	}
 }
 
+// Every line says whose it is, once: the job, the rank and the
+// component, each a single field.
+func TestEveryLineCarriesTheJobAndTheRankOnce(t *testing.T) {
+	var buf bytes.Buffer
+	ls, err := conf.Log{Level: "info"}.NewLoggers(&buf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls = ls.WithJob("j42", 3)
+	sm, pml := ls.For("btl.sm.local"), ls.For("pml")
+	sm.Info().Msg("one")
+	pml.Warn().Int("peer", 1).Msg("two")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	for _, l := range lines {
+		for _, field := range []string{`"job":"j42"`, `"rank":3`, `"component":`} {
+			if strings.Count(l, field) != 1 {
+				t.Errorf("%s appears %d times in %s", field, strings.Count(l, field), l)
+			}
+		}
+	}
+}
+
 func TestABadGOBTL_LOGIsAnError(t *testing.T) {
 	for _, env := range []string{"verbose", "pml=loud", "=debug"} {
 		if _, err := conf.DefaultJob().Log.NewLoggers(&bytes.Buffer{}, env); err == nil {

@@ -3,8 +3,8 @@ package conf
 import (
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -68,6 +68,8 @@ type Policy struct {
 	// removed).
 	Body      hcl.Body
 	DeclRange hcl.Range
+	// NameRange is where the builtin's or the plugin's name is given.
+	NameRange hcl.Range
 }
 
 func checkSHA256(v any) error {
@@ -138,7 +140,7 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 					fmt.Sprintf("Policy %q is the builtin %q; remove %s or use plugin = %q.", kind, fw.String("builtin"), name, fw.String("builtin"))))
 			}
 		}
-		p.Name = fw.String("builtin")
+		p.Name, p.NameRange = fw.String("builtin"), builtin.Expr.Range()
 		comp, ok := core.Lookup(kind, p.Name)
 		if !ok {
 			return nil, append(diags, unknownComponent(kind, p.Name, builtin.Expr.Range()))
@@ -147,28 +149,50 @@ func (c *Config) decodePolicy(b *hcl.Block, kind core.Kind, opts Options) (*Poli
 		p.Component = comp
 		params, ds := c.dec.decodeBody(remain, comp.Params, b.DefRange)
 		p.Params, p.Checked = params, true
-		return p, append(diags, ds...)
+		diags = append(diags, ds...)
+		if opts.CheckPolicy != nil && !ds.HasErrors() {
+			diags = append(diags, opts.CheckPolicy(c, p)...)
+		}
+		return p, diags
 	}
-	p.Name, p.Plugin = fw.String("plugin"), true
+	p.Name, p.Plugin, p.NameRange = fw.String("plugin"), true, plugin.Expr.Range()
 	if p.Name == "" {
 		return nil, append(diags, errorAt(plugin.Expr.Range(), "Empty plugin name", "Name the plugin: plugin = \"<name>\"."))
 	}
 	// The plugins that serve built-ins carry the built-in's name, and its
 	// former names with it.
 	diags = append(diags, renamed(kind, &p.Name, plugin.Expr.Range())...)
-	if opts.PluginSchema == nil {
+	if opts.CheckPolicy == nil {
 		diags = append(diags, c.dec.checkBodyRefs(remain, true)...)
 		diags = append(diags, warningAt(b.DefRange, fmt.Sprintf("Policy %q body not checked", kind),
 			fmt.Sprintf("The schema of plugin %q is known only once the plugin runs; its parameters are checked then.", p.Name)))
 		return p, diags
 	}
-	schema, err := opts.PluginSchema(PluginRef{Kind: kind, Name: p.Name, Path: p.Path, PluginDir: p.PluginDir, ConfigDir: filepath.Dir(b.DefRange.Filename)})
-	if err != nil {
-		return nil, append(diags, errorAt(plugin.Expr.Range(), fmt.Sprintf("Cannot get the schema of %s plugin %q", title(kind), p.Name),
-			sentence(err.Error())))
+	return p, append(diags, opts.CheckPolicy(c, p)...)
+}
+
+// ValueError is the diagnostic of a policy's refusal of its values — a
+// built-in's constructor or a plugin's own checks said msg. A parameter's
+// check reads "name: why": it is reported at that attribute; anything
+// else at the block.
+func (p *Policy) ValueError(msg string) *hcl.Diagnostic {
+	summary := fmt.Sprintf("Invalid %s policy %q configuration", title(p.Kind), p.Name)
+	if name, why, ok := strings.Cut(msg, ": "); ok {
+		attrs, _ := rawBody(p.Body, true)
+		for _, a := range attrs {
+			if a.Name == name {
+				return errorAt(a.Expr.Range(), fmt.Sprintf("Invalid value for %q", name), sentence(why))
+			}
+		}
 	}
-	ds = c.DecodePolicy(p, schema)
-	return p, append(diags, ds...)
+	return errorAt(p.DeclRange, summary, sentence(msg))
+}
+
+// StartError is the diagnostic of a policy that could not be built at
+// all (a plugin not found, not a plugin, its pin not matched): at its
+// name.
+func (p *Policy) StartError(err error) *hcl.Diagnostic {
+	return errorAt(p.NameRange, fmt.Sprintf("Cannot start %s plugin %q", title(p.Kind), p.Name), sentence(err.Error()))
 }
 
 // renamed replaces a policy's former name (core.Component.Deprecated)

@@ -24,10 +24,20 @@ import (
 func (c *Config) WriteHCL(w io.Writer) error {
 	f := hclwrite.NewEmptyFile()
 	body := f.Body()
-	body.AppendUnstructuredTokens(comment("effective configuration of " + strings.Join(c.Files, ", ")))
+	of := strings.Join(c.Files, ", ")
+	if of == "" {
+		of = DefaultStackName
+	}
+	body.AppendUnstructuredTokens(comment("effective configuration of " + of))
 	writeParams(body.AppendNewBlock("job", nil).Body(), c.JobParams)
-	for _, b := range c.BTLs {
+	if c.DefaultBTLs {
 		body.AppendNewline()
+		body.AppendUnstructuredTokens(comment("the default stack's transports (no file names a btl block); a job on one node leaves out the network ones"))
+	}
+	for i, b := range c.BTLs {
+		if i > 0 || !c.DefaultBTLs {
+			body.AppendNewline()
+		}
 		writeParams(body.AppendNewBlock("btl", []string{b.Kind, b.Name}).Body(), b.Params)
 	}
 	for _, p := range c.Policies {
@@ -179,12 +189,13 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Source      string          `json:"source"`
 	}
 	out := struct {
-		Files     []string   `json:"files"`
-		Job       any        `json:"job"`
-		BTLs      []btl      `json:"btl"`
-		Policies  []policy   `json:"policy"`
-		Variables []variable `json:"variables"`
-	}{Files: c.Files, Job: paramsJSON(c.JobParams), BTLs: []btl{}, Policies: []policy{}, Variables: []variable{}}
+		Files       []string   `json:"files"`
+		Job         any        `json:"job"`
+		BTLs        []btl      `json:"btl"`
+		DefaultBTLs bool       `json:"default_btls,omitempty"`
+		Policies    []policy   `json:"policy"`
+		Variables   []variable `json:"variables"`
+	}{Files: c.Files, Job: paramsJSON(c.JobParams), BTLs: []btl{}, DefaultBTLs: c.DefaultBTLs, Policies: []policy{}, Variables: []variable{}}
 	for _, b := range c.BTLs {
 		out.BTLs = append(out.BTLs, btl{Kind: b.Kind, Name: b.Name, Params: paramsJSON(b.Params)})
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -276,4 +277,22 @@ type Credited interface {
 // learns of it through its own module's OnPeerLost instead of waiting.
 type Disconnecter interface {
 	Disconnect(rank int, reason error)
+}
+
+// Attacher is implemented by modules whose peers reach this rank through
+// a file they open by name: a shared-memory segment, a mailbox. After the
+// address exchange every rank calls Attach, which maps the files of every
+// peer the module may reach; after the next fence, when every rank has
+// attached, Unlink removes this rank's names. The files then live only as
+// long as their mappings, and a job that dies however it dies — its
+// launcher killed with SIGKILL, every rank with it — leaves nothing in
+// /dev/shm (Open MPI's vader unlinks its segment after the same fence). A
+// module that implements it does so on every rank that opens it, so that
+// every rank takes the fence.
+type Attacher interface {
+	// Attach maps the peers' files. A peer it cannot map is not an error
+	// here: connecting to it fails later, saying why.
+	Attach(ctx context.Context) error
+	// Unlink removes this rank's names; the mappings stay.
+	Unlink() error
 }

@@ -8,8 +8,13 @@ import "time"
 // lock held, so a policy need not be safe for concurrent use, and each rank
 // builds its own instance (in-process ranks too).
 //
-// Setup is called once per instance (per peer for a Scheduler) before any
-// traffic; it may block briefly (a plugin answers over RPC at start-up).
+// Setup is called on an instance before any traffic, once per thing it
+// serves: a FlowControl once per transport module (resource) that runs
+// it, a RecvBuffers once per InfiniBand module, a Scheduler once per peer
+// (this rank included) — one instance for all of them, so per-peer state
+// is keyed by the peer. It may block briefly (a plugin answers over RPC
+// at start-up). The whole lifecycle, with the constructor, batching and
+// the fallback, is in plugins/sdk's package documentation ("Lifecycle").
 //
 // Observe is the only call on the running system. The mechanism batches
 // the events it saw and calls Observe from its progress path; the policy

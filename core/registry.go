@@ -47,6 +47,45 @@ type Component struct {
 	// Deprecated are former names of the component: Lookup still finds
 	// it by them, and a stack file that uses one loads with a warning.
 	Deprecated []string
+	// Reach is which peers a BTL component's modules can reach (KindBTL
+	// only): `gobtl config check` warns about a stack whose transports
+	// reach no other process.
+	Reach Reach
+}
+
+// Reach says which ranks of a job a BTL can connect, from nearest to
+// farthest; a transport that reaches a farther class reaches the nearer
+// ones too, except ReachSelf, which reaches nothing else.
+type Reach uint8
+
+// The reaches of BTL components.
+const (
+	// ReachUnknown is a component that does not say (it is never warned
+	// about).
+	ReachUnknown Reach = iota
+	// ReachSelf is the rank itself only (btl "self").
+	ReachSelf
+	// ReachProcess is ranks that are goroutines of one process
+	// (gobtl.RunLocal's btl "inproc").
+	ReachProcess
+	// ReachHost is processes on one host (btl "sm").
+	ReachHost
+	// ReachNetwork is processes on any host (btl "ib", btl "extoll").
+	ReachNetwork
+)
+
+func (r Reach) String() string {
+	switch r {
+	case ReachSelf:
+		return "this rank only"
+	case ReachProcess:
+		return "ranks in this process only"
+	case ReachHost:
+		return "ranks on this host"
+	case ReachNetwork:
+		return "ranks on any host"
+	}
+	return "unknown"
 }
 
 // BTLEnv is what a BTL component gets when it opens.

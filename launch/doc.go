@@ -13,6 +13,12 @@
 // removes the job's shared-memory files (boot.ShmPrefix) that crashed
 // ranks could not.
 //
+// A launcher killed outright cannot clean up, so a running job keeps
+// nothing in the file system to clean: the boot directory goes after the
+// last rank's hello, and the transports unlink their files after the
+// mapping fence (clean.go). What start-up leaves carries its owner's pid;
+// the next launcher removes it, and Clean (`gobtl clean`) the rest.
+//
 // The launcher shares the machine's cores with the ranks, so it never
 // polls: every wait is a blocking read, a process wait or a timer.
 package launch

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,13 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/owner"
 )
 
 // Config describes a job.
@@ -36,6 +40,10 @@ type Config struct {
 	// Grace is how long a rank has between SIGTERM and SIGKILL when the job
 	// is stopped; 0 means one second.
 	Grace time.Duration
+	// ReportWait is how long the launcher waits for the ranks' state
+	// reports when the job times out or is interrupted (boot.EnvReport);
+	// 0 means three seconds, a negative value asks for none.
+	ReportWait time.Duration
 	// Env is added to every rank's environment (after the launcher's own).
 	Env []string
 	// Stdout and Stderr receive the ranks' output; nil means the
@@ -125,6 +133,9 @@ type rankProc struct {
 	rank int
 	cmd  *exec.Cmd
 	pid  int
+	// ready is set when the rank said it answers boot.ReportSignal with
+	// a state report.
+	ready atomic.Bool
 }
 
 // Run starts the job and waits for it to end. Canceling ctx stops the job
@@ -143,6 +154,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = time.Second
+	}
+	if cfg.ReportWait == 0 {
+		cfg.ReportWait = 3 * time.Second
 	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = os.Stdout
@@ -171,14 +185,21 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 
+	// What launchers killed during start-up left; never a live job's.
+	if gone, _ := SweepStale("", cfg.ShmDir); len(gone) > 0 {
+		fmt.Fprintf(cfg.Report, "gobtl run: removed what dead jobs left: %s (%d in all)\n", gone[0], len(gone))
+	}
+
 	job := NewJobID()
-	dir, err := os.MkdirTemp("", "gobtl-"+job+"-")
-	if err != nil {
+	dir := filepath.Join(os.TempDir(), BootDirName(job, owner.Self()))
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Result{}, fmt.Errorf("launch: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "boot.sock")
-	srv, err := NewServer(sock, cfg.NP, job)
+	// Once every rank is connected nobody needs the socket's name: the
+	// directory goes at once, so a launcher killed later leaves nothing.
+	srv, err := newServer(sock, cfg.NP, job, HelloTimeout, func() { os.RemoveAll(dir) })
 	if err != nil {
 		return Result{}, err
 	}
@@ -190,8 +211,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Stdout == cfg.Stderr {
 		stderr = stdout
 	}
+	// While the ranks run, the launcher's own lines go through the lock
+	// the ranks' output takes when they share a stream.
+	report := cfg.Report
+	switch report {
+	case cfg.Stderr:
+		report = stderr
+	case cfg.Stdout:
+		report = stdout
+	}
 	var fwd sync.WaitGroup
 	exits := make(chan Exit, cfg.NP)
+	reports := make(chan int, cfg.NP)
 	procs := make([]*rankProc, 0, cfg.NP)
 
 	base := append(os.Environ(), cfg.Env...)
@@ -205,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if stack != "" {
 			env = append(env, boot.EnvConfig+"="+stack)
 		}
-		p, err := start(prog, cfg, r, env, stdout, stderr, &fwd)
+		p, err := start(prog, cfg, r, env, stdout, stderr, &fwd, reports)
 		if err != nil {
 			// Stop what already runs; the ranks that started wait on a
 			// fence that will never complete.
@@ -220,7 +251,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		go func() { exits <- wait(p) }()
 	}
 
-	res := supervise(ctx, cfg, srv, procs, exits)
+	res := supervise(ctx, cfg, report, srv, procs, exits, reports)
 	// Output that is still in the pipes belongs to the job; a descendant
 	// that keeps a pipe open does not hold the launcher.
 	done := make(chan struct{})
@@ -241,8 +272,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 }
 
 // supervise waits for every rank to end, stopping the job at the first
-// failure, interrupt or timeout.
-func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, exits <-chan Exit) Result {
+// failure, interrupt or timeout. Before it stops a job that timed out or
+// was interrupted, it asks the ranks that can for a report of their state
+// (boot.EnvReport) and waits for them, up to cfg.ReportWait.
+func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, procs []*rankProc, exits <-chan Exit, reports <-chan int) Result {
 	res := Result{Exits: make([]Exit, len(procs))}
 	var timeout <-chan time.Time
 	if cfg.Timeout > 0 {
@@ -261,6 +294,39 @@ func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, 
 		signalAll(procs, syscall.SIGTERM)
 		kill = time.After(cfg.Grace)
 	}
+	// Reporting: the ranks asked for their state and not yet heard from.
+	var (
+		awaiting  map[int]bool
+		reportEnd <-chan time.Time
+		stopWhy   string
+	)
+	askReports := func(why, what string) {
+		if stopping || awaiting != nil {
+			return
+		}
+		awaiting, stopWhy = map[int]bool{}, why
+		for _, p := range procs {
+			if p.pid > 0 && p.ready.Load() && cfg.ReportWait > 0 {
+				awaiting[p.rank] = true
+				syscall.Kill(p.pid, boot.ReportSignal) // the rank, not its plugins
+			}
+		}
+		if len(awaiting) == 0 {
+			stop(why)
+			return
+		}
+		fmt.Fprintf(report, "gobtl run: %s; asking the ranks where they are\n", what)
+		reportEnd = time.After(cfg.ReportWait)
+	}
+	heard := func(rank int) {
+		if awaiting == nil || stopping {
+			return
+		}
+		delete(awaiting, rank)
+		if len(awaiting) == 0 {
+			stop(stopWhy)
+		}
+	}
 	alive := len(procs)
 	aborts := srv.Aborts()
 	ctxDone := ctx.Done()
@@ -276,6 +342,9 @@ func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, 
 				res.Status = e.Status()
 				stop(e.String())
 			}
+			heard(e.Rank)
+		case r := <-reports:
+			heard(r)
 		case a := <-aborts:
 			if res.First == nil && res.Reason == "" {
 				ee := Exit{Rank: a.Rank, Pid: procs[a.Rank].cmd.Process.Pid, Abort: a.Msg}
@@ -289,13 +358,27 @@ func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, 
 				res.Reason = "interrupted; stopping the job"
 				res.Status = StatusInterrupted
 			}
-			stop("the job was interrupted")
+			if awaiting != nil { // a second interrupt does not wait
+				stop(stopWhy)
+			}
+			askReports("the job was interrupted", "interrupted")
 		case <-timeout:
 			if res.First == nil && res.Reason == "" {
 				res.Reason = fmt.Sprintf("timed out after %v; stopping the job", cfg.Timeout)
 				res.Status = StatusTimeout
 			}
-			stop("the job timed out")
+			askReports("the job timed out", fmt.Sprintf("timed out after %v", cfg.Timeout))
+		case <-reportEnd:
+			reportEnd = nil
+			if !stopping {
+				var silent []int
+				for r := range awaiting {
+					silent = append(silent, r)
+				}
+				slices.Sort(silent)
+				fmt.Fprintf(report, "gobtl run: no state report from rank %s within %v\n", joinInts(silent), cfg.ReportWait)
+				stop(stopWhy)
+			}
 		case <-kill:
 			kill = nil
 			signalAll(procs, syscall.SIGKILL)
@@ -304,9 +387,24 @@ func supervise(ctx context.Context, cfg Config, srv *Server, procs []*rankProc, 
 	return res
 }
 
-func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lockedWriter, fwd *sync.WaitGroup) (*rankProc, error) {
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lockedWriter, fwd *sync.WaitGroup, reports chan<- int) (*rankProc, error) {
 	cmd := exec.Command(prog, cfg.Args...)
-	cmd.Env = env
+	cmd.Env = append(env, boot.EnvReport+"=3")
+	p := &rankProc{rank: rank, cmd: cmd}
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("launch: rank %d: %w", rank, err)
+	}
+	cmd.ExtraFiles = []*os.File{lw} // fd 3 in the rank
+	go readReports(lr, p, reports)
 	// Each rank leads its own process group: a terminal's Ctrl-C reaches
 	// only the launcher, which stops the ranks in order; and the ranks die
 	// with the launcher even if it is killed outright.
@@ -314,7 +412,7 @@ func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lock
 	if rank == 0 && cfg.Stdin != nil {
 		cmd.Stdin = cfg.Stdin
 	}
-	var closeAfter []*os.File
+	closeAfter := []*os.File{lw}
 	for _, out := range []struct {
 		dst  *lockedWriter
 		slot *io.Writer
@@ -332,14 +430,33 @@ func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lock
 			forward(r, out.dst, rank, cfg.TagOutput)
 		}()
 	}
-	err := cmd.Start()
+	err = cmd.Start()
 	for _, f := range closeAfter {
 		f.Close() // the child holds its own copies
 	}
 	if err != nil {
 		return nil, fmt.Errorf("launch: rank %d: %w", rank, err)
 	}
-	return &rankProc{rank: rank, cmd: cmd, pid: cmd.Process.Pid}, nil
+	p.pid = cmd.Process.Pid
+	return p, nil
+}
+
+// readReports reads a rank's report line (boot.EnvReport) until the rank
+// and whatever inherited it are gone.
+func readReports(r *os.File, p *rankProc, reports chan<- int) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		switch sc.Text() {
+		case boot.ReportReady:
+			p.ready.Store(true)
+		case boot.ReportDone:
+			select {
+			case reports <- p.rank:
+			default: // nobody asked: a report the rank made on its own
+			}
+		}
+	}
 }
 
 func wait(p *rankProc) Exit {

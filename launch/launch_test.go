@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 }
 
 func rankMain(role string) int {
+	if f, ok := gobtlRoles[role]; ok {
+		return f()
+	}
 	ctx := context.Background()
 	b, ok, err := boot.FromEnv(ctx)
 	if !ok || err != nil {

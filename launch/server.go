@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,12 @@ type Server struct {
 	ln   *net.UnixListener
 
 	aborts chan Abort
+
+	// helloTimeout bounds the silence of a new connection before hello;
+	// allHello runs once, when every rank has said hello.
+	helloTimeout time.Duration
+	allHello     func()
+	hellos       int
 
 	mu      sync.Mutex
 	conns   map[int]*serverConn // by rank, after hello
@@ -58,8 +65,18 @@ func (c *serverConn) send(rep *Reply) {
 // Reply is the wire reply (boot.Reply).
 type Reply = boot.Reply
 
+// HelloTimeout is how long the server waits for a new connection's hello
+// before it closes it. A rank sends hello right after it connects.
+const HelloTimeout = 10 * time.Second
+
 // NewServer listens on the unix socket path for the ranks of a job.
 func NewServer(path string, size int, job string) (*Server, error) {
+	return newServer(path, size, job, HelloTimeout, nil)
+}
+
+// newServer is NewServer with the hello timeout and a function to run
+// once every rank has said hello.
+func newServer(path string, size int, job string, helloTimeout time.Duration, allHello func()) (*Server, error) {
 	addr, err := net.ResolveUnixAddr("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("launch: bootstrap socket %s: %w", path, err)
@@ -70,10 +87,12 @@ func NewServer(path string, size int, job string) (*Server, error) {
 	}
 	s := &Server{
 		size: size, job: job, ln: ln,
-		aborts: make(chan Abort, size),
-		conns:  map[int]*serverConn{},
-		round:  map[int]map[string][]byte{},
-		left:   map[int]bool{},
+		aborts:       make(chan Abort, size),
+		helloTimeout: helloTimeout,
+		allHello:     allHello,
+		conns:        map[int]*serverConn{},
+		round:        map[int]map[string][]byte{},
+		left:         map[int]bool{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -139,10 +158,23 @@ func (s *Server) serve(conn net.Conn) {
 	defer s.wg.Done()
 	defer conn.Close()
 	c := &serverConn{conn: conn, rank: -1, enc: json.NewEncoder(conn)}
-	dec := json.NewDecoder(bufio.NewReader(conn))
+	br := bufio.NewReaderSize(conn, 64<<10)
+	// A rank says hello as soon as it connects; a connection that stays
+	// silent is not one of ours and must not hold a goroutine and a
+	// descriptor for the job's lifetime.
+	conn.SetReadDeadline(time.Now().Add(s.helloTimeout))
 	for {
-		var req boot.Request
-		if err := dec.Decode(&req); err != nil {
+		line, err := boot.ReadLine(br, boot.MaxLine)
+		if errors.Is(err, boot.ErrLineTooLong) {
+			c.send(&Reply{Op: "error", Err: fmt.Sprintf("request longer than %d bytes", boot.MaxLine)})
+		}
+		if err != nil {
+			s.leave(c, err)
+			return
+		}
+		req, err := boot.DecodeRequest(line)
+		if err != nil {
+			c.send(&Reply{Op: req.Op, Err: err.Error()})
 			s.leave(c, err)
 			return
 		}
@@ -156,6 +188,10 @@ func (s *Server) serve(conn net.Conn) {
 				c.send(&Reply{Op: req.Op, Err: err.Error()})
 				return
 			}
+			// A rank may compute for hours between fences.
+			conn.SetReadDeadline(time.Time{})
+			// Before the reply: the last rank's Dial returns to a tidied host.
+			s.helloed()
 			c.send(&Reply{Op: boot.OpHello, Size: s.size})
 		case boot.OpFence:
 			s.fence(c, req.Puts)
@@ -164,16 +200,17 @@ func (s *Server) serve(conn net.Conn) {
 			case s.aborts <- Abort{Rank: c.rank, Msg: req.Msg}:
 			default: // one report per rank is plenty
 			}
-		default:
-			c.send(&Reply{Op: req.Op, Err: fmt.Sprintf("unknown operation %q", req.Op)})
-			return
 		}
 	}
 }
 
+// errWrongJob answers a hello for another job. It says no more: a process
+// that guessed the socket learns neither this job's id nor its size.
+var errWrongJob = errors.New("not this launcher's job")
+
 func (s *Server) hello(c *serverConn, req *boot.Request) error {
-	if req.Job != s.job {
-		return fmt.Errorf("job %q is not this launcher's job %q", req.Job, s.job)
+	if subtle.ConstantTimeCompare([]byte(req.Job), []byte(s.job)) != 1 {
+		return errWrongJob
 	}
 	if req.Rank < 0 || req.Rank >= s.size {
 		return fmt.Errorf("rank %d is out of range [0,%d)", req.Rank, s.size)
@@ -189,6 +226,17 @@ func (s *Server) hello(c *serverConn, req *boot.Request) error {
 	c.rank = req.Rank
 	s.conns[req.Rank] = c
 	return nil
+}
+
+// helloed counts a completed hello and runs allHello after the last.
+func (s *Server) helloed() {
+	s.mu.Lock()
+	s.hellos++
+	last := s.hellos == s.size
+	s.mu.Unlock()
+	if last && s.allHello != nil {
+		s.allHello()
+	}
 }
 
 func (s *Server) fence(c *serverConn, puts map[string][]byte) {

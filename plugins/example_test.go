@@ -18,7 +18,7 @@ func TestTheExamplePluginBuildsOnItsOwnAndRuns(t *testing.T) {
 	if err := mptest.Build("../examples/plugins/aimd", filepath.Join(dir, "aimd"), "."); err != nil {
 		t.Fatal(err)
 	}
-	schema, err := SchemaIn(core.KindFlowControl, "aimd", "", dir, "")
+	schema, err := Schema(core.KindFlowControl, "", filepath.Join(dir, "aimd"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	mptest.Main(m, nil, func() (cleanup func(), err error) {
+	mptest.Main(m, map[string]func() int{"host": hostMain}, func() (cleanup func(), err error) {
 		binDir, cleanup, err = mptest.BuildTemp("", "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto")
 		return cleanup, err
 	})

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -41,7 +42,7 @@ type Block struct {
 	// Open asks the running plugin for its schema and calls Decode with
 	// it, and Params is ignored. Its error should point into the file.
 	Decode func(schema []core.Param) (core.Params, error)
-	// Pos is where the block starts, "file:line", for errors.
+	// Pos is where the block starts, "file:line:col", for errors.
 	Pos string
 	// Dir is the stack file's directory.
 	Dir string
@@ -182,27 +183,69 @@ func Shutdown() {
 
 // Open builds the policy a block selects: `builtin = "name"` in process,
 // `plugin = "name"` (or `path = "..."`) in its own process. Every error
-// names the block's file:line and, for a plugin, the paths searched.
+// names the block's file:line:col and, for a plugin, the paths searched.
 func Open(ctx context.Context, b Block, o Options) (*Policy, error) {
 	o.defaults()
+	p, err := open(ctx, b, o, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.where(), err)
+	}
+	return p, nil
+}
+
+// Check runs the checks Open runs on a block, and no others, then closes
+// what it opened: a built-in is built; a plugin is located, its sha256
+// pin checked before it is executed, started, asked for its schema, its
+// body decoded with Block.Decode and its Configure run — the plugin's own
+// checks of its values. `gobtl config check` calls it, so that a stack
+// that passes the check passes these steps of a job's start. Its errors
+// do not carry the block's position: a *ConfigError is the policy's
+// refusal of its values, a *NotFoundError a plugin not found, an error
+// from Decode comes back as Decode returned it.
+func Check(ctx context.Context, b Block, o Options) error {
+	o.defaults()
+	p, err := open(ctx, b, o, true)
+	if p != nil {
+		p.Close()
+	}
+	return err
+}
+
+// ConfigError is a policy's refusal of the values of its block: a
+// built-in's constructor or a plugin's Configure returned Msg (a
+// parameter's own check reads "name: why").
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return "bad configuration: " + e.Msg }
+
+// open is Open without the block's position on its errors; checkOnly
+// stops a plugin once it has accepted its configuration.
+func open(ctx context.Context, b Block, o Options, checkOnly bool) (*Policy, error) {
 	if !isPolicyKind(b.Kind) {
-		return nil, fmt.Errorf("%s: %q is not a policy kind (want %s)", b.where(), b.Kind, kindList())
+		return nil, fmt.Errorf("%q is not a policy kind (want %s)", b.Kind, kindList())
 	}
 	switch b.OnFailure {
 	case "", "fallback", "abort":
 	default:
-		return nil, fmt.Errorf("%s: on_failure = %q: want \"fallback\" or \"abort\"", b.where(), b.OnFailure)
+		return nil, fmt.Errorf("on_failure = %q: want \"fallback\" or \"abort\"", b.OnFailure)
 	}
 	plugin := b.Plugin != "" || b.Path != ""
 	switch {
 	case b.Builtin != "" && plugin:
-		return nil, fmt.Errorf("%s: sets both builtin and plugin; choose one", b.where())
+		return nil, errors.New("sets both builtin and plugin; choose one")
 	case b.Builtin != "":
 		return openBuiltin(b)
+	case plugin && checkOnly:
+		pc, _, _, err := configure(ctx, b, o)
+		if err != nil {
+			return nil, err
+		}
+		pc.kill()
+		return nil, nil
 	case plugin:
 		return openPlugin(ctx, b, o)
 	}
-	return nil, fmt.Errorf("%s: names no policy: set builtin = \"name\" or plugin = \"name\"", b.where())
+	return nil, errors.New("names no policy: set builtin = \"name\" or plugin = \"name\"")
 }
 
 func isPolicyKind(k core.Kind) bool {
@@ -234,21 +277,21 @@ func openBuiltin(b Block) (*Policy, error) {
 		if len(names) > 0 {
 			have = "compiled in: " + strings.Join(names, ", ")
 		}
-		return nil, fmt.Errorf("%s: no built-in %s policy %q (%s)", b.where(), b.Kind, b.Builtin, have)
+		return nil, fmt.Errorf("no built-in %s policy %q (%s)", b.Kind, b.Builtin, have)
 	}
 	params := b.Params
 	if params.Schema() == nil && len(c.Params) > 0 {
 		var err error
 		if params, err = core.NewParams(c.Params); err != nil {
-			return nil, fmt.Errorf("%s: %w", b.where(), err)
+			return nil, err
 		}
 	}
 	v, err := c.NewPolicy(params)
 	if err != nil {
-		return nil, fmt.Errorf("%s: builtin %q: %w", b.where(), b.Builtin, err)
+		return nil, fmt.Errorf("builtin %q: %w", b.Builtin, &ConfigError{Msg: err.Error()})
 	}
 	if !implements(b.Kind, v) {
-		return nil, fmt.Errorf("%s: built-in %q built a %T, not a %s policy", b.where(), b.Builtin, v, b.Kind)
+		return nil, fmt.Errorf("built-in %q built a %T, not a %s policy", b.Builtin, v, b.Kind)
 	}
 	return &Policy{Kind: b.Kind, Name: b.Builtin, impl: v}, nil
 }
@@ -280,22 +323,25 @@ func locate(b *Block) (string, error) {
 	return Find(b.Plugin, SearchDirs(b.PluginDir, b.Dir))
 }
 
-func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
-	path, err := locate(&b)
+// configure starts the plugin a block names and hands it its
+// configuration: the steps of a start that `config check` runs too. On
+// an error the plugin is stopped.
+func configure(ctx context.Context, b Block, o Options) (pc *proc, path, name string, err error) {
+	path, err = locate(&b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.where(), err)
+		return nil, "", "", err
 	}
-	name := b.Plugin
+	name = b.Plugin
 	if name == "" {
 		name = path
 	}
-	pc, err := start(ctx, path, startOptions{sha256: b.SHA256, startTimeout: o.StartTimeout, log: o.Log})
+	pc, err = start(ctx, path, startOptions{sha256: b.SHA256, startTimeout: o.StartTimeout, log: o.Log})
 	if err != nil {
-		return nil, fmt.Errorf("%s: plugin %q: %w", b.where(), name, err)
+		return nil, "", "", fmt.Errorf("plugin %q: %w", name, err)
 	}
-	fail := func(err error) (*Policy, error) {
+	fail := func(err error) (*proc, string, string, error) {
 		pc.kill()
-		return nil, fmt.Errorf("%s: plugin %q (%s): %w", b.where(), name, path, err)
+		return nil, "", "", fmt.Errorf("plugin %q (%s): %w", name, path, err)
 	}
 	if !pc.info.Serves(b.Kind) {
 		return fail(fmt.Errorf("serves %s policies, not %s", kindNames(pc.info.Kinds), b.Kind))
@@ -321,9 +367,17 @@ func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
 		return fail(fmt.Errorf("Configure: %w", err))
 	}
 	if r.GetError() != "" {
-		return fail(fmt.Errorf("bad configuration: %s", r.GetError()))
+		return fail(&ConfigError{Msg: r.GetError()})
 	}
-	what := fmt.Sprintf("%s policy %q (%s)", b.Kind, name, strings.TrimSuffix(b.Pos, ":"))
+	return pc, path, name, nil
+}
+
+func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
+	pc, path, name, err := configure(ctx, b, o)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("%s policy %q (%s)", b.Kind, name, b.Pos)
 	log := o.Log.With().Str("policy", string(b.Kind)).Str("plugin", name).Logger()
 	o.Log = log
 	var bg sync.WaitGroup
@@ -343,7 +397,8 @@ func openPlugin(ctx context.Context, b Block, o Options) (*Policy, error) {
 	}
 	impl, closeFn, wait, err := kinds[b.Kind].open(pc, pp)
 	if err != nil {
-		return fail(err)
+		pc.kill()
+		return nil, fmt.Errorf("plugin %q (%s): %w", name, path, err)
 	}
 	info := pc.info
 	pol := &Policy{Kind: b.Kind, Name: name, Plugin: &info, impl: impl, proc: pc}
@@ -400,17 +455,12 @@ func Probe(ctx context.Context, path string, log zerolog.Logger) (*Info, error) 
 }
 
 // Schema returns the schema of the body of a policy block that names a
-// plugin: the plugin's own ConfigSchema, so that the configuration loader
-// can check the body line by line. name is searched as Open searches it
-// when path is empty. It has the shape of conf.Options.PluginSchema.
+// plugin: the plugin's own ConfigSchema. name is searched as Open
+// searches it when path is empty. `gobtl plugins verify` uses it on the
+// executable it is given; a stack file's plugins are checked with Check,
+// which honours the block's sha256 pin.
 func Schema(kind core.Kind, name, path string) ([]core.Param, error) {
-	return SchemaIn(kind, name, path, "", "")
-}
-
-// SchemaIn is Schema with the block's plugin_dir and the stack file's
-// directory.
-func SchemaIn(kind core.Kind, name, path, pluginDir, configDir string) ([]core.Param, error) {
-	b := Block{Kind: kind, Plugin: name, Path: path, PluginDir: pluginDir, Dir: configDir}
+	b := Block{Kind: kind, Plugin: name, Path: path}
 	p, err := locate(&b)
 	if err != nil {
 		return nil, err

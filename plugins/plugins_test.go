@@ -377,21 +377,27 @@ func TestWithoutABuiltinFallbackThePolicyHolds(t *testing.T) {
 	}
 }
 
-func TestCloseRemovesTheSocketDirectory(t *testing.T) {
+func TestTheSocketDirectoryGoesOnceThePluginIsConnected(t *testing.T) {
 	log, _ := testLogger()
 	for _, kill := range []bool{false, true} {
 		p := openTest(t, core.KindFlowControl, nil, "", Options{Log: log})
+		// A host killed outright from here on leaves no directory.
 		dir := p.proc.sockDir
-		if _, err := os.Stat(dir); err != nil {
-			t.Fatalf("socket directory: %v", err)
+		if !strings.HasPrefix(filepath.Base(dir), "gobtl-plugin-") {
+			t.Fatalf("socket directory %s", dir)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the socket directory %s is there after the handshake: %v", dir, err)
 		}
 		if kill {
 			syscall.Kill(p.proc.pid(), syscall.SIGKILL)
 			p.FlowControl().Setup(ibInfo) // notices the death
+		} else if _, err := p.FlowControl().Setup(ibInfo); err != nil {
+			t.Fatalf("the plugin without its socket's name: %v", err)
 		}
 		p.Close()
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("after Close (killed first: %v) the socket directory %s is still there: %v", kill, dir, err)
+			t.Fatalf("after Close (killed first: %v) the socket directory %s is there: %v", kill, dir, err)
 		}
 	}
 }
@@ -501,15 +507,18 @@ func TestAPinnedChecksumThatMatchesOpens(t *testing.T) {
 }
 
 func TestDiscoverySearchOrder(t *testing.T) {
-	a, b := t.TempDir(), t.TempDir()
+	a, b, prefix := t.TempDir(), t.TempDir(), t.TempDir()
 	for _, d := range []string{a, b} {
 		if err := os.WriteFile(filepath.Join(d, "p"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
+	defer func(f func() (string, error)) { executable = f }(executable)
+	executable = func() (string, error) { return filepath.Join(prefix, "bin", "gobtl"), nil }
 	t.Setenv(EnvPath, b+string(os.PathListSeparator)+a)
 	dirs := SearchDirs("rel", "/cfg")
-	if want := []string{"/cfg/rel", b, a, DefaultDir}; strings.Join(dirs, "|") != strings.Join(want, "|") {
+	want := []string{"/cfg/rel", b, a, filepath.Join(prefix, "bin", "plugins"), filepath.Join(prefix, "lib", "gobtl", "plugins"), DefaultDir}
+	if strings.Join(dirs, "|") != strings.Join(want, "|") {
 		t.Fatalf("SearchDirs = %v, want %v", dirs, want)
 	}
 	got, err := Find("p", dirs)
@@ -522,6 +531,66 @@ func TestDiscoverySearchOrder(t *testing.T) {
 	}
 	if len(cands) != 2 || cands[0].Shadowed || !cands[1].Shadowed {
 		t.Fatalf("Candidates = %+v, want the second p shadowed", cands)
+	}
+}
+
+// A plugin installed under the prefix of the running executable
+// (PREFIX/lib/gobtl/plugins beside PREFIX/bin/gobtl, as make install lays
+// it out) is found from any working directory, and a misspelt name gets
+// the nearest one found.
+func TestAPluginInstalledBesideTheCommandIsFoundFromAnyDirectory(t *testing.T) {
+	prefix := t.TempDir()
+	lib := filepath.Join(prefix, "lib", "gobtl", "plugins")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "aimd"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() (string, error)) { executable = f }(executable)
+	executable = func() (string, error) { return filepath.Join(prefix, "bin", "gobtl"), nil }
+	t.Setenv(EnvPath, "")
+	t.Chdir(t.TempDir())
+	got, err := Find("aimd", SearchDirs("", ""))
+	if err != nil || got != filepath.Join(lib, "aimd") {
+		t.Fatalf("Find = %q, %v; want %s", got, err, filepath.Join(lib, "aimd"))
+	}
+	_, err = Find("aimdd", SearchDirs("", ""))
+	var nf *NotFoundError
+	if !errors.As(err, &nf) || nf.Suggestion != "aimd" || !strings.Contains(err.Error(), `Did you mean "aimd"?`) {
+		t.Fatalf("Find of a misspelt name = %v, want a did-you-mean", err)
+	}
+}
+
+// Check configures a plugin whose pin matches and stops it; the plugin's
+// own check of a value is a ConfigError. (A pin that does not match runs
+// nothing: TestNoExecutableRunsWhosePinDoesNotMatch.)
+func TestCheckConfiguresAPinnedPluginAndReportsItsRefusal(t *testing.T) {
+	sum, err := FileSHA256(testBin("testpolicy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Block{Kind: core.KindSched, Path: testBin("testpolicy"), SHA256: sum, Params: testParams(t, map[string]string{"step": "2"})}
+	if err := Check(context.Background(), b, Options{}); err != nil {
+		t.Fatalf("Check of a good block: %v", err)
+	}
+	b.Params = core.Params{}
+	b.Decode = func(schema []core.Param) (core.Params, error) {
+		p := core.MustParams(schema)
+		// The schema cannot carry the plugin's Check: the value reaches
+		// the plugin, which refuses it.
+		if _, ok := p.Param("step"); !ok {
+			t.Fatal("the plugin's schema has no step")
+		}
+		if err := p.Set("step", int64(0)); err != nil {
+			t.Fatal(err)
+		}
+		return p, nil
+	}
+	err = Check(context.Background(), b, Options{})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Msg != "step: step must be positive" {
+		t.Fatalf("Check of a value the plugin refuses = %v, want a ConfigError", err)
 	}
 }
 

@@ -14,9 +14,11 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/owner"
 	"github.com/gobtl/gobtl/plugins/internal/wire"
 	pb "github.com/gobtl/gobtl/plugins/policypb"
 	plugin "github.com/hashicorp/go-plugin"
@@ -113,17 +115,21 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	if o.startTimeout <= 0 {
 		o.startTimeout = 10 * time.Second
 	}
-	// go-plugin creates the socket directory inside this one and removes
-	// it on Kill; a plugin killed with SIGKILL leaves its socket behind,
-	// which kill removes with the whole directory.
-	sockDir, err := os.MkdirTemp("", "gobtl-plugin-")
+	// The plugin makes its socket in sockDir (go-plugin's
+	// PLUGIN_UNIX_SOCKET_DIR). The name begins with wire.SocketDirPrefix,
+	// which a plugin outliving this process removes itself (sdk's
+	// exitWithParent), and carries this process, so that what a host killed
+	// during the handshake leaves is removed by the next launcher (package
+	// launch, clean.go); kill removes it however the plugin ended.
+	sockDir, err := os.MkdirTemp("", owner.PluginDirPrefix(owner.Self()))
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	p := &proc{path: path, sockDir: sockDir, stderr: &tailBuffer{max: 4096}}
-	// The plugin puts its unix socket in sockDir (go-plugin reads
-	// PLUGIN_UNIX_SOCKET_DIR on the plugin side).
 	p.cmd = exec.Command(abs)
+	// The plugin leads a process group of its own, so that a plugin that
+	// misses its handshake or its deadline goes with whatever it started.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Env = []string{
 		plugin.EnvUnixSocketDir + "=" + sockDir,
 		wire.EnvLogLevel + "=" + levelToHclog(o.log.GetLevel()).String(),
@@ -144,9 +150,15 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	})
 	rpc, err := p.client.Client()
 	if err != nil {
+		// At the handshake deadline the plugin is not asked to stop: it
+		// has shown it does not listen.
+		p.hardKill()
 		p.kill()
 		return nil, p.explainStart(err, o.startTimeout)
 	}
+	// Connected: nobody dials the socket again (no broker), so its name
+	// goes now, and a host killed outright later leaves no directory.
+	_ = os.RemoveAll(sockDir)
 	p.rpc = rpc
 	raw, err := rpc.Dispense(wire.ServicePlugin)
 	if err != nil {
@@ -265,11 +277,15 @@ func (p *proc) explain(err error) error {
 	return fmt.Errorf("the plugin process ended (%s): %w", state, err)
 }
 
-// hardKill sends SIGKILL.
+// hardKill sends SIGKILL to the plugin's process group: the plugin and
+// anything it started.
 func (p *proc) hardKill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil && p.cmd.Process != nil {
+		if p.client == nil || !p.client.Exited() { // a reaped pid may be reused
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
 		_ = p.cmd.Process.Kill()
 	}
 }

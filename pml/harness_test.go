@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	mrand "math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,23 +181,7 @@ func newRand(seed int64) *mrand.Rand { return mrand.New(mrand.NewPCG(uint64(seed
 
 // dump describes an engine's pending work, for hang reports.
 func (c *Comm) dump() string {
-	e := c.e
-	if !e.mu.TryLock() {
-		return fmt.Sprintf("rank %d: engine locked\n", e.rank)
-	}
-	defer e.mu.Unlock()
-	s := fmt.Sprintf("rank %d: pendingWork %d pendingRecvs %d\n", e.rank, e.pendingWork, e.pendingRecvs)
-	for _, r := range e.reqs {
-		if !r.done && r.gen != 0 {
-			s += fmt.Sprintf("  req kind %d peer %d tag %d proto %v total %d accept %d got %d rdma %v refs %d posted %v remote %x\n",
-				r.kind, r.peer, r.tag, r.proto, r.total, r.accept, r.got, r.x, r.refs, r.posted(), r.remote)
-		}
-	}
-	for _, p := range e.peers {
-		s += fmt.Sprintf("  peer %d psn %d esn %d ooo %d lost %v\n", p.rank, p.psn, p.esn, len(p.ooo), p.lost)
-		for _, sb := range p.subs {
-			s += fmt.Sprintf("    sub %d %s out %v readTokens %d readQ %v rdmaQ %v\n", sb.idx, sb.mod.attrs.Name, !sb.out.Empty(), sb.readTokens, !sb.readQ.Empty(), !sb.rdmaQ.Empty())
-		}
-	}
-	return s
+	var b strings.Builder
+	c.State(0).Report(&b, fmt.Sprintf("rank %d: ", c.Rank()))
+	return b.String()
 }

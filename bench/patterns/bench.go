@@ -37,6 +37,7 @@ func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) 
 	if len(o.Sizes) > 0 {
 		return nil, fmt.Errorf("bench: %s is a communication pattern: it takes iterations and a scale, not sizes", p.Name)
 	}
+	rep := bench.NewReport(p.Name, c, o.Config)
 	st, err := p.Run(c, Options{Iters: o.Iters, Scale: o.Scale, Compute: o.Compute})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -55,10 +56,6 @@ func runBench(c bench.Comm, p *Pattern, o bench.Options) (*bench.Report, error) 
 		compute = DefaultCompute
 	case compute < 0:
 		compute = 0
-	}
-	rep := &bench.Report{Bench: p.Name, Ranks: c.Size(), Config: map[string]any{}, Rows: []bench.Row{}}
-	for k, v := range o.Config {
-		rep.Config[k] = v
 	}
 	rep.Config["iters"], rep.Config["scale"], rep.Config["compute"] = st.Iters, st.Scale, compute.String()
 	rep.Counters = mine.Counters

@@ -58,7 +58,7 @@ var Params = append([]core.Param{
 
 func init() {
 	core.Register(&core.Component{
-		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: open,
+		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: open, Reach: core.ReachNetwork,
 		Defaults: map[core.Kind]string{core.KindFlowControl: DefaultFlowControl},
 		Doc:      "EXTOLL: eager frames as VELO packets into a mailbox with credit flow control (none, extoll_static, extoll_dynamic), rendezvous by RMA get (seed 003). Runs on the software device (shared memory on a host, TCP between hosts).",
 	})

@@ -1,6 +1,7 @@
 package extoll
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -292,6 +293,26 @@ func (m *Module) Close() error {
 	}
 	m.closed = true
 	return m.dev.Close()
+}
+
+var _ core.Attacher = (*Module)(nil)
+
+// Attach maps the files of the peers on this host when the device has
+// files (the software device's mailboxes), so that Unlink may remove the
+// names (core.Attacher).
+func (m *Module) Attach(ctx context.Context) error {
+	if a, ok := m.dev.(core.Attacher); ok {
+		return a.Attach(ctx)
+	}
+	return nil
+}
+
+// Unlink removes the names of the device's files (core.Attacher).
+func (m *Module) Unlink() error {
+	if a, ok := m.dev.(core.Attacher); ok {
+		return a.Unlink()
+	}
+	return nil
 }
 
 // Abort stops the module as if the process had died (for tests of peer

@@ -16,5 +16,6 @@ func init() {
 		Params:   Params,
 		OpenBTL:  open,
 		Defaults: map[core.Kind]string{core.KindRecvBuf: DefaultRecvBuffers},
+		Reach:    core.ReachNetwork,
 	})
 }

@@ -106,7 +106,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		m.id += fmt.Sprintf("_p%d", path)
 	}
 	m.key = "btl.ib." + m.id
-	m.log = env.Log.With().Str("component", "ib").Str("module", m.id).Logger()
+	m.log = env.Log.With().Str("module", m.id).Logger() // component and rank come with env.Log
 	m.initMetrics()
 	if m.pattr, err = h.dev.QueryPort(c.port); err != nil {
 		return nil, fmt.Errorf("ib %s: %w", m.id, err)

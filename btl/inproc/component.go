@@ -29,7 +29,7 @@ func init() {
 	core.Register(&core.Component{
 		Kind: core.KindBTL, Name: "inproc", Params: Params,
 		Doc:     "In-process fabric: ranks that are goroutines of one process (gobtl.RunLocal, tests). Each block is one rail.",
-		OpenBTL: open,
+		OpenBTL: open, Reach: core.ReachProcess,
 	})
 }
 

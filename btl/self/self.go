@@ -24,7 +24,7 @@ var Params = []core.Param{
 
 func init() {
 	core.Register(&core.Component{
-		Kind: core.KindBTL, Name: "self", Params: Params,
+		Kind: core.KindBTL, Name: "self", Params: Params, Reach: core.ReachSelf,
 		Doc: "Sends to the own rank by memory copy. Always present; gobtl adds it when a stack does not name it.",
 		OpenBTL: func(env core.BTLEnv) ([]core.Module, error) {
 			a, err := core.BTLAttrs(env.Params)

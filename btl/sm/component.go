@@ -11,6 +11,7 @@ func init() {
 			"attach (process_vm_readv/writev) where the host allows it.",
 		Params:  Params,
 		OpenBTL: Open,
+		Reach:   core.ReachHost,
 	})
 }
 

@@ -5,7 +5,11 @@
 // same /dev/shm; the job's network BTLs serve the others.
 //
 // Each rank owns one segment, named after the job (core.ShmPrefix), that
-// holds what other ranks write to it and what it lends them:
+// holds what other ranks write to it and what it lends them. Its name
+// lives only through start-up: after the address exchange every rank maps
+// its node's peers' segments (Attach) and, after the mapping fence,
+// unlinks its own (Unlink, as vader does), so that a job killed outright
+// leaves nothing in /dev/shm. A segment holds:
 //
 //   - a fast box per sender: a single-producer ring of 64-byte-aligned
 //     slots carrying small frames inline. The receiver polls the slot at

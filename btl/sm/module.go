@@ -43,6 +43,12 @@ type Module struct {
 
 	peers []*peer // by rank, nil until connected
 
+	// Segments of peers mapped by Attach before their names went, and
+	// why a peer's could not be; connect takes them.
+	attached  []*segment
+	attachErr []error
+	unlinked  bool
+
 	// Receive side, all in our own segment.
 	fifo       fifoIn
 	in         []inBox  // by sender
@@ -131,7 +137,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		size:     b.Size(),
 		boot:     b,
 		bootKey:  "btl.sm." + env.Instance,
-		log:      env.Log.With().Str("btl", "sm").Int("rank", b.Rank()).Logger(),
+		log:      env.Log, // it names the component, the job and the rank
 		clock:    clock,
 		loc:      env.Locality,
 		pid:      os.Getpid(),
@@ -246,22 +252,20 @@ func (m *Module) connect(rank int) (*peer, error) {
 	if m.loc != nil && m.loc.Node(rank) != m.loc.Node(m.rank) {
 		return nil, fmt.Errorf("sm: rank %d is on node %d, this rank on node %d: %w", rank, m.loc.Node(rank), m.loc.Node(m.rank), core.ErrUnreachable)
 	}
-	raw, err := m.boot.Get(context.Background(), rank, m.bootKey)
+	bl, err := m.peerBlob(rank)
 	if err != nil {
-		return nil, fmt.Errorf("sm: rank %d published no address: %v: %w", rank, err, core.ErrUnreachable)
-	}
-	var bl blob
-	if err := json.Unmarshal(raw, &bl); err != nil {
-		return nil, fmt.Errorf("sm: rank %d published a bad address: %v: %w", rank, err, core.ErrUnreachable)
-	}
-	if bl.Host != m.host {
-		return nil, fmt.Errorf("sm: rank %d is on another host or behind another %s: %w", rank, m.cfg.dir, core.ErrUnreachable)
+		return nil, err
 	}
 	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1}
-	if rank == m.rank {
+	switch {
+	case rank == m.rank:
 		p.seg = m.seg
-	} else {
-		if p.seg, err = openSegment(bl.Path, rank, m.size); err != nil {
+	case m.attachErr != nil && m.attachErr[rank] != nil:
+		return nil, m.attachErr[rank]
+	default:
+		if m.attached != nil && m.attached[rank] != nil {
+			p.seg, m.attached[rank] = m.attached[rank], nil
+		} else if p.seg, err = openSegment(bl.Path, rank, m.size); err != nil {
 			return nil, fmt.Errorf("%w: %w", err, core.ErrUnreachable)
 		}
 		if bl.Pid != os.Getpid() {
@@ -291,6 +295,59 @@ func (m *Module) connect(rank int) (*peer, error) {
 		m.pollPeers = append(m.pollPeers, p)
 	}
 	return p, nil
+}
+
+// peerBlob is the address rank published, if it shares this rank's host
+// and /dev/shm.
+func (m *Module) peerBlob(rank int) (blob, error) {
+	var bl blob
+	raw, err := m.boot.Get(context.Background(), rank, m.bootKey)
+	if err != nil {
+		return bl, fmt.Errorf("sm: rank %d published no address: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	if err := json.Unmarshal(raw, &bl); err != nil {
+		return bl, fmt.Errorf("sm: rank %d published a bad address: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	if bl.Host != m.host {
+		return bl, fmt.Errorf("sm: rank %d is on another host or behind another %s: %w", rank, m.cfg.dir, core.ErrUnreachable)
+	}
+	return bl, nil
+}
+
+var _ core.Attacher = (*Module)(nil)
+
+// Attach maps the segment of every peer on this node, so that Unlink may
+// remove the names (core.Attacher). It maps what connect would map later;
+// a peer it cannot map is remembered, and connecting to it fails then.
+func (m *Module) Attach(context.Context) error {
+	m.attached = make([]*segment, m.size)
+	m.attachErr = make([]error, m.size)
+	for r := range m.size {
+		if r == m.rank || m.peers[r] != nil || (m.loc != nil && m.loc.Node(r) != m.loc.Node(m.rank)) {
+			continue
+		}
+		bl, err := m.peerBlob(r)
+		if err != nil {
+			continue // another host: unreachable, and connect says so
+		}
+		if m.attached[r], err = openSegment(bl.Path, r, m.size); err != nil {
+			m.attachErr[r] = fmt.Errorf("%w: %w", err, core.ErrUnreachable)
+		}
+	}
+	return nil
+}
+
+// Unlink removes this rank's segment file; the peers have mapped it
+// (core.Attacher).
+func (m *Module) Unlink() error {
+	if m.unlinked {
+		return nil
+	}
+	m.unlinked = true
+	if err := os.Remove(m.seg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sm: unlink segment: %w", err)
+	}
+	return nil
 }
 
 // Progress delivers arrived frames and completions.
@@ -602,9 +659,11 @@ func (m *Module) abandon() {
 }
 
 func (m *Module) release() error {
-	var first error
-	if err := os.Remove(m.seg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		first = fmt.Errorf("sm: remove segment: %w", err)
+	first := m.Unlink()
+	for _, seg := range m.attached {
+		if seg != nil {
+			seg.unmap()
+		}
 	}
 	for _, p := range m.peers {
 		if p == nil {

@@ -262,3 +262,50 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 		t.Errorf("RegisterMem+DeregisterMem allocate %.2f times", a)
 	}
 }
+
+func TestSegmentsAreUnlinkedOnceEveryPeerHasMappedThem(t *testing.T) {
+	mods, _ := openRanks(t, 3, nil)
+	for _, m := range mods {
+		if err := m.Attach(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// After the mapping fence: every name goes.
+	for _, m := range mods {
+		if err := m.Unlink(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(m.seg.path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after Unlink: %v", filepath.Base(m.seg.path), err)
+		}
+	}
+	// Messages still flow, over the mappings Attach made, in every
+	// direction: a small one through a fast box, a large one through a
+	// fragment.
+	got := map[[2]int]string{}
+	for r, m := range mods {
+		m.Register(core.TypeUserBase, func(h *core.Header, b []byte) { got[[2]int{int(h.Src), r}] += string(b) })
+	}
+	want := 0
+	for s, m := range mods {
+		for d := range mods {
+			if d == s {
+				continue
+			}
+			ep, err := m.Endpoint(d)
+			if err != nil {
+				t.Fatalf("endpoint %d->%d after Unlink: %v", s, d, err)
+			}
+			if err := ep.Send(core.Header{Type: core.TypeUserBase, Src: int32(s)}, []byte("hi"), make([]byte, 8000), 0); err != nil {
+				t.Fatalf("send %d->%d: %v", s, d, err)
+			}
+			want++
+		}
+	}
+	progressUntil(t, mods, func() bool { return len(got) == want })
+	for k, v := range got {
+		if len(v) != 8002 || v[:2] != "hi" {
+			t.Fatalf("%d->%d delivered %d bytes", k[0], k[1], len(v))
+		}
+	}
+}

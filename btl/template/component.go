@@ -34,7 +34,7 @@ var Params = []core.Param{
 // build error, not a run-time surprise.
 func init() {
 	core.Register(&core.Component{
-		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: Open,
+		Kind: core.KindBTL, Name: Name, Params: Params, OpenBTL: Open, Reach: core.ReachHost,
 		Doc: "The skeleton BTL to copy: frames between the ranks of one host over Unix seqpacket sockets, no RDMA.",
 	})
 }

@@ -70,7 +70,7 @@ func newModule(env core.BTLEnv, attrs core.Attrs, fd int, dir string) *Module {
 	return &Module{
 		attrs: attrs, rank: b.Rank(), size: b.Size(), boot: b,
 		key:   "btl." + Name + "." + env.Instance,
-		log:   env.Log.With().Str("btl", Name).Int("rank", b.Rank()).Logger(),
+		log:   env.Log, // it names the component, the job and the rank
 		lim:   core.FrameLimits{Size: b.Size(), MaxPayload: attrs.MaxSendSize},
 		batch: env.Params.Int("batch"),
 

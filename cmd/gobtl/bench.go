@@ -30,8 +30,10 @@ var benchCmd = &cobra.Command{
 	Use:   "bench NAME",
 	Short: "run an osu-style benchmark (under gobtl run)",
 	Long: `Bench runs one benchmark of the osu-style suite on every rank of the job; rank 0
-prints an OSU-like table, or with --json one JSON object. Start it under the
-launcher:
+prints an OSU-like table, or with --json one JSON object: gobtl's version, the
+host and the start time, and per size the result with the minimum, median and
+maximum over the timed iterations, the iterations counted, and every rank's
+counters (rank_counters). Start it under the launcher:
 
   gobtl run -np 2 -- gobtl bench latency
   gobtl run -np 2 -- gobtl bench bw --sizes 64KiB,1MiB,4MiB --json
@@ -63,7 +65,7 @@ Benchmarks:
 		}
 		comm, config, err := openComm(context.Background(), benchFlags.config)
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return err // gobtl.Init's, which names itself
 		}
 		defer comm.Close()
 		if benchFlags.profile != "" {
@@ -104,8 +106,8 @@ func benchList() string {
 func init() {
 	f := benchCmd.Flags()
 	f.StringVar(&benchFlags.sizes, "sizes", "", `message sizes: a list "8,1KiB,64k" or a range of powers of two "1:4MiB" (default: per benchmark)`)
-	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu); patterns: time steps (default: per pattern)")
-	f.IntVar(&benchFlags.warmup, "warmup", 0, "untimed iterations per size (default: a tenth of --iters)")
+	f.IntVar(&benchFlags.iters, "iters", 0, "timed iterations per size (default: by size, as osu): round trips (latency, multi-pingpong), windows of --window messages (bw, bibw, as osu_bw), messages (msgrate, run in whole windows), calls (alltoall); patterns: time steps (default: per pattern)")
+	f.IntVar(&benchFlags.warmup, "warmup", 0, "untimed iterations per size, counted as --iters (default: a tenth of --iters)")
 	f.IntVar(&benchFlags.window, "window", 64, "messages in flight for bw, bibw and msgrate")
 	f.DurationVar(&benchFlags.compute, "compute", 0, "overlap: computation time W (default: twice the transfer time); patterns: spin per compute phase (default 2µs; none: --compute=-1ns)")
 	f.Float64Var(&benchFlags.scale, "scale", 0, "patterns: message sizes as a fraction of NPB class A's (default: per pattern)")

@@ -28,7 +28,7 @@ func openComm(ctx context.Context, stack string) (*gobtl.Comm, map[string]any, e
 	if len(files) > 0 {
 		cfg, diags := conf.Load(conf.Options{}, files...)
 		if diags.HasErrors() {
-			return nil, nil, conf.Err(diags)
+			return nil, nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
 		}
 		opts.Config = cfg
 		desc["stack"] = strings.Join(cfg.Files, ",")

@@ -9,15 +9,15 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/conf"
-	"github.com/gobtl/gobtl/core"
 )
 
-// pluginSchema asks the plugin host for a policy plugin's schema, so that
-// `config check` can check plugin bodies too. It is nil until the plugin
-// host is compiled into the command (it sets this from its own file's
-// init); plugin bodies are then reported as not checked.
-var pluginSchema func(ref conf.PluginRef) ([]core.Param, error)
+// checkPolicy builds every policy of a stack the way a job's start does
+// (a plugin is started, its body decoded against its own schema and its
+// own checks run), so that `config check` and `config show` report what a
+// job would meet. When nil, plugin bodies are reported as not checked.
+var checkPolicy = gobtl.CheckPolicy
 
 func init() { rootCmd.AddCommand(newConfigCmd()) }
 
@@ -33,7 +33,7 @@ func (f *configFlags) register(cmd *cobra.Command) {
 }
 
 func (f *configFlags) options() (conf.Options, error) {
-	opts := conf.Options{Vars: map[string]string{}, PluginSchema: pluginSchema}
+	opts := conf.Options{Vars: map[string]string{}, CheckPolicy: checkPolicy}
 	for _, kv := range f.vars {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -45,9 +45,10 @@ func (f *configFlags) options() (conf.Options, error) {
 }
 
 // configurations groups the arguments: each file or directory is its own
-// configuration, unless --merge makes them one.
+// configuration, unless --merge makes them one. No argument is the
+// default stack.
 func (f *configFlags) configurations(args []string) [][]string {
-	if f.merge {
+	if f.merge || len(args) == 0 {
 		return [][]string{args}
 	}
 	out := make([][]string, len(args))
@@ -67,7 +68,7 @@ func (f *configFlags) each(cmd *cobra.Command, args []string, fn func(i int, pat
 	}
 	failed := false
 	for i, paths := range f.configurations(args) {
-		c, diags := conf.Load(opts, paths...)
+		c, diags := load(opts, paths)
 		if err := conf.WriteDiagnostics(cmd.ErrOrStderr(), diags); err != nil {
 			return err
 		}
@@ -82,6 +83,19 @@ func (f *configFlags) each(cmd *cobra.Command, args []string, fn func(i int, pat
 	return nil
 }
 
+// load loads one configuration; no path is the default stack. `config
+// check` adds the advice a loaded stack may need (CheckReach).
+func load(opts conf.Options, paths []string) (*conf.Config, hcl.Diagnostics) {
+	if len(paths) == 0 {
+		return conf.LoadSources(opts, conf.DefaultStack())
+	}
+	c, diags := conf.Load(opts, paths...)
+	if !diags.HasErrors() {
+		diags = append(diags, c.CheckReach()...)
+	}
+	return c, diags
+}
+
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
@@ -90,7 +104,14 @@ func newConfigCmd() *cobra.Command {
 
 Each PATH is one configuration: a file, or a directory whose *.hcl files
 together form one (as in Terraform). --merge loads all PATHs as one.
-Variables are set with --var name=value or GOBTL_VAR_name=value.`,
+Variables are set with --var name=value or GOBTL_VAR_name=value.
+
+A stack adds to the default stack: a configuration without btl blocks
+keeps the default transports (` + "`gobtl config show`" + ` with no PATH prints
+them), as an MCA parameter changes only what it names. check builds every
+policy as a job's start does — a plugin is started (after its sha256 pin
+is checked), its body decoded against its own schema and its own checks
+run — and warns when no transport reaches another process.`,
 	}
 	cmd.AddCommand(newConfigCheckCmd(), newConfigShowCmd())
 	return cmd
@@ -126,9 +147,9 @@ func newConfigShowCmd() *cobra.Command {
 	var f configFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show PATH...",
-		Short: "print the effective configuration, defaults filled in, as HCL (or --json)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:   "show [PATH...]",
+		Short: "print the effective configuration, defaults filled in, as HCL (or --json); no PATH: the default stack",
+		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.each(cmd, args, func(i int, _ []string, c *conf.Config, diags hcl.Diagnostics) error {
 				if diags.HasErrors() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl/conf"
@@ -41,7 +42,7 @@ func run(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr strin
 		code = ee.code
 	default:
 		code = 1
-		errOut.WriteString("gobtl: " + err.Error() + "\n")
+		errOut.WriteString(errorLine(err) + "\n")
 	}
 	return out.String(), errOut.String(), code
 }
@@ -63,14 +64,57 @@ func writeFile(t *testing.T, name, text string) string {
 	return p
 }
 
+// The examples check clean, but for multirail.hcl, a stack of goroutine
+// ranks (gobtl.RunLocal) whose in-process rails reach no other process.
 func TestConfigCheckExitsZeroOnTheExamples(t *testing.T) {
 	files := examples(t)
 	out, errOut, code := run(t, newConfigCmd(), append([]string{"check"}, files...)...)
-	if code != 0 || errOut != "" {
+	inproc := "../../conf/examples/multirail.hcl"
+	if code != 0 || errOut != inproc+":8:1: warning: No transport reaches another process; The stack's transports reach no other process "+
+		"(btl \"inproc\" reaches ranks in this process only), so the ranks of a job of processes fail their first message to a peer with "+
+		"\"peer unreachable\". Add a transport between processes (\"extoll\", \"ib\" and \"sm\"), or leave out every btl block to keep the default stack's.\n" {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	if n := strings.Count(out, ": ok\n"); n != len(files) {
+	if n := strings.Count(out, ": ok\n"); n != len(files)-1 || !strings.Contains(out, inproc+": ok (1 warning)\n") {
 		t.Fatalf("%d of %d files ok:\n%s", n, len(files), out)
+	}
+}
+
+// A file that names no transport keeps the default stack's: config show
+// prints them, and with no file at all prints the default stack.
+func TestConfigShowPrintsTheTransportsInForce(t *testing.T) {
+	f := writeFile(t, "proto.hcl", "job {\n  protocol = \"rdma_write\"\n}\n")
+	out, errOut, code := run(t, newConfigCmd(), "check", f)
+	if code != 0 || errOut != "" || out != f+": ok\n" {
+		t.Fatalf("check: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, newConfigCmd(), "show", f)
+	if code != 0 || !strings.Contains(out, `protocol = "rdma_write"`) || !strings.Contains(out, `btl "sm" "local"`) ||
+		!strings.Contains(out, "# the default stack's transports") {
+		t.Fatalf("show: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = run(t, newConfigCmd(), "show")
+	if code != 0 || !strings.HasPrefix(out, "# effective configuration of <default stack>") || !strings.Contains(out, `btl "self" "self"`) ||
+		!strings.Contains(out, `btl "sm" "local"`) || !strings.Contains(out, `protocol = "rdma_read"`) {
+		t.Fatalf("show with no file: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A stack that names only self gets the warning instead.
+	f = writeFile(t, "self.hcl", "btl \"self\" \"self\" {}\n")
+	out, errOut, code = run(t, newConfigCmd(), "check", f)
+	if code != 0 || out != f+": ok (1 warning)\n" || !strings.Contains(errOut, f+":1:1: warning: No transport reaches another process") {
+		t.Fatalf("check of a stack with only self: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// A binary given as a stack file is one error, not one per byte.
+func TestConfigCheckOfABinaryIsOneError(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, newConfigCmd(), "check", self)
+	if code != 1 || out != self+": 1 error\n" || !strings.HasPrefix(errOut, self+":1:1: Not a text file;") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
@@ -90,10 +134,10 @@ func TestConfigCheckExitsOneWithPositionsOnATypo(t *testing.T) {
 }
 
 func TestConfigCheckPrintsWarningsAndExitsZero(t *testing.T) {
-	// Without the plugin host's schema hook a plugin body is a warning.
-	defer func(hook func(conf.PluginRef) ([]core.Param, error)) { pluginSchema = hook }(pluginSchema)
-	pluginSchema = nil
-	f := writeFile(t, "plugin.hcl", "btl \"self\" \"self\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
+	// Without the plugin host's hook a plugin body is a warning.
+	defer func(hook func(*conf.Config, *conf.Policy) hcl.Diagnostics) { checkPolicy = hook }(checkPolicy)
+	checkPolicy = nil
+	f := writeFile(t, "plugin.hcl", "btl \"sm\" \"sm\" {}\npolicy \"sched\" {\n  plugin = \"weighted\"\n  window = 4\n}\n")
 	out, errOut, code := run(t, newConfigCmd(), "check", f)
 	if code != 0 || !strings.Contains(errOut, f+":2:1: warning: Policy \"sched\" body not checked") || !strings.Contains(out, "ok (1 warning)") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -170,7 +214,33 @@ func TestInfoListsTheJobThePolicyFrameworkAndComponents(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sections); code != 0 || err != nil || len(sections) != 1 || sections[0].Params[0].Name != "protocol" {
 		t.Fatalf("info --json job: exit %d, %v:\n%s", code, err, out)
 	}
-	if _, errOut, code := run(t, newInfoCmd(), "btll"); code != 1 || !strings.Contains(errOut, `unknown kind "btll"`) {
+	if _, errOut, code := run(t, newInfoCmd(), "btll"); code != 1 || !strings.Contains(errOut, `"btll" is neither a kind`) || !strings.Contains(errOut, `did you mean "btl"?`) {
 		t.Fatalf("info btll: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "btll", "sm"); code != 1 || !strings.Contains(errOut, `unknown kind "btll"`) {
+		t.Fatalf("info btll sm: exit %d, %s", code, errOut)
+	}
+}
+
+// A component's name alone is enough when one kind has it.
+func TestInfoTakesAComponentsNameAlone(t *testing.T) {
+	want, _, _ := run(t, newInfoCmd(), "btl", "sm")
+	if got, errOut, code := run(t, newInfoCmd(), "sm"); code != 0 || got != want || !strings.HasPrefix(got, "btl sm: ") {
+		t.Fatalf("info sm: exit %d\n%s\n%s\nwant\n%s", code, got, errOut, want)
+	}
+	if got, _, code := run(t, newInfoCmd(), "ib_static"); code != 0 || !strings.HasPrefix(got, "flow_control ib_static: ") {
+		t.Fatalf("info ib_static: exit %d\n%s", code, got)
+	}
+	for _, k := range []core.Kind{core.KindFlowControl, core.KindRecvBuf} {
+		if _, ok := core.Lookup(k, "twin"); !ok {
+			core.Register(&core.Component{Kind: k, Name: "twin", Doc: "a test policy of two kinds",
+				NewPolicy: func(core.Params) (any, error) { return nil, errors.New("test only") }})
+		}
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "twin"); code != 1 || !strings.Contains(errOut, `"twin" is a component of several kinds (flow_control, recvbuf)`) {
+		t.Fatalf("info of an ambiguous name: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code := run(t, newInfoCmd(), "smm"); code != 1 || !strings.Contains(errOut, `did you mean "sm"?`) {
+		t.Fatalf("info smm: exit %d, %s", code, errOut)
 	}
 }

@@ -24,14 +24,16 @@ func init() { rootCmd.AddCommand(newInfoCmd()) }
 func newInfoCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "info [KIND [NAME]]",
+		Use:   "info [KIND [NAME] | NAME]",
 		Short: "list the compiled-in components and their parameters (like ompi_info)",
 		Long: `List every compiled-in component by kind — BTLs and policies — with its
 documentation and its parameters (type, default, documentation), plus the
 parameters of the job block and the attributes every policy block takes.
 
 KIND narrows the list to one kind (btl, flow_control, recvbuf, sched, or
-job and policy for the framework's own blocks); NAME to one component.`,
+job and policy for the framework's own blocks); NAME to one component. A
+NAME alone is enough when one kind has a component of that name:
+gobtl info sm is gobtl info btl sm.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sections, err := infoSections(args)
@@ -115,15 +117,42 @@ func infoSections(args []string) ([]infoSection, error) {
 	if len(args) == 0 {
 		return all, nil
 	}
+	names := []string{"job", "policy"}
+	for _, k := range kinds {
+		names = append(names, string(k))
+	}
+	if len(args) == 1 && !slices.Contains(names, args[0]) {
+		// A component's name alone: its kind, if only one has it.
+		var in []string
+		for _, k := range kinds {
+			if c, ok := core.Lookup(k, args[0]); ok && c.Name == args[0] {
+				in = append(in, string(k))
+			}
+		}
+		switch len(in) {
+		case 1:
+			args = []string{in[0], args[0]}
+		case 0:
+			var comps []string
+			for _, k := range kinds {
+				for _, c := range core.Components(k) {
+					comps = append(comps, c.Name)
+				}
+			}
+			hint := ""
+			if s := conf.Suggest(args[0], append(slices.Clone(names), comps...)); s != "" {
+				hint = fmt.Sprintf("; did you mean %q?", s)
+			}
+			return nil, fmt.Errorf("info: %q is neither a kind (%s) nor a compiled-in component%s", args[0], strings.Join(names, ", "), hint)
+		default:
+			return nil, fmt.Errorf("info: %q is a component of several kinds (%s): say which, as in gobtl info %s %s", args[0], strings.Join(in, ", "), in[0], args[0])
+		}
+	}
 	out := []infoSection{}
 	for _, s := range all {
 		if s.Kind == args[0] && (len(args) < 2 || s.Name == args[1]) {
 			out = append(out, s)
 		}
-	}
-	names := []string{"job", "policy"}
-	for _, k := range kinds {
-		names = append(names, string(k))
 	}
 	switch {
 	case !slices.Contains(names, args[0]):

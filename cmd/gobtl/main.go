@@ -1,7 +1,8 @@
 // Command gobtl runs, benchmarks and inspects gobtl jobs: `gobtl run`
 // launches ranks, `gobtl bench` runs the osu-style suite, `gobtl config`
 // checks stack files, `gobtl info` lists the compiled-in components (like
-// ompi_info) and `gobtl plugins` finds and verifies policy plugins.
+// ompi_info), `gobtl plugins` finds and verifies policy plugins and
+// `gobtl clean` removes what dead jobs left (like orte-clean).
 //
 // Each subcommand lives in its own file and adds itself to rootCmd from
 // init.
@@ -10,6 +11,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -32,7 +34,19 @@ func main() {
 		if e, ok := err.(exitError); ok {
 			os.Exit(e.code)
 		}
-		fmt.Fprintln(os.Stderr, "gobtl:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine is how the command reports a failure: "gobtl: " and the
+// error, whose own prefix says which part failed ("run: ...",
+// "bench: ..."). An error from the library already starts with
+// "gobtl: " (gobtl.Init's do) and is not prefixed twice.
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "gobtl: ") {
+		return msg
+	}
+	return "gobtl: " + msg
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/plugins"
 	"github.com/gobtl/gobtl/plugins/conformance"
@@ -16,14 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
-	// `gobtl config check` checks a plugin's body against the plugin's
-	// own schema.
-	pluginSchema = func(r conf.PluginRef) ([]core.Param, error) {
-		return plugins.SchemaIn(r.Kind, r.Name, r.Path, r.PluginDir, r.ConfigDir)
-	}
-	rootCmd.AddCommand(newPluginsCmd())
-}
+func init() { rootCmd.AddCommand(newPluginsCmd()) }
 
 func newPluginsCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -31,27 +24,44 @@ func newPluginsCmd() *cobra.Command {
 		Short: "find and verify policy plugins",
 		Long: `Policy plugins are separately compiled executables that serve a flow-control,
 receive-buffer or scheduling policy; a stack file selects one with
-policy "<kind>" { plugin = "name" }. They are searched in the block's
-plugin_dir, then $` + plugins.EnvPath + `, then ./` + plugins.DefaultDir + `.`,
+policy "<kind>" { plugin = "name" }. They are searched, in order, in the
+block's plugin_dir (relative to the stack file), each directory of
+$` + plugins.EnvPath + `, ` + plugins.ExeDir + `/ next to the running executable, the
+install prefix's lib/gobtl/plugins (` + plugins.PrefixDir + ` from the
+executable's directory, where make install puts them), then ./` + plugins.DefaultDir + `.`,
 	}
 	var dirs []string
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "list the plugins found, with their kinds, versions and paths",
+		Short: "list every directory searched and the plugins found, with their kinds, versions and paths",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			search := append(append([]string(nil), dirs...), plugins.SearchDirs("", "")...)
-			cands, err := plugins.Candidates(search)
+			search := make([]plugins.Dir, 0, len(dirs))
+			for _, d := range dirs {
+				search = append(search, plugins.Dir{Path: d, Origin: "--dir"})
+			}
+			search = plugins.Unique(append(search, plugins.Search("", "")...))
+			paths := make([]string, len(search))
+			for i, d := range search {
+				paths[i] = d.Path
+			}
+			cands, err := plugins.Candidates(paths)
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(c.OutOrStdout(), 0, 8, 2, ' ', 0)
+			out := c.OutOrStdout()
+			fmt.Fprintln(out, "searched, in order (a stack's plugin_dir comes first):")
+			w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+			for _, d := range search {
+				fmt.Fprintf(w, "  %s\t%s\t%s\n", d.Origin, d.Path, dirState(d.Path, cands))
+			}
+			w.Flush()
+			fmt.Fprintln(out)
+			w = tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tKINDS\tVERSION\tPROTOCOL\tPATH")
-			bad := 0
 			for _, cand := range cands {
 				info, err := plugins.Probe(c.Context(), cand.Path, zerolog.Nop())
 				if err != nil {
-					bad++
 					fmt.Fprintf(c.ErrOrStderr(), "skipping %s: %v\n", cand.Path, err)
 					continue
 				}
@@ -66,7 +76,7 @@ plugin_dir, then $` + plugins.EnvPath + `, then ./` + plugins.DefaultDir + `.`,
 			}
 			w.Flush()
 			if len(cands) == 0 {
-				fmt.Fprintf(c.ErrOrStderr(), "no plugins in %s (build the built-in ones with `make plugins`)\n", strings.Join(search, ", "))
+				fmt.Fprintf(c.ErrOrStderr(), "no plugins found (build the built-in ones with `make plugins`, or install them with `make install`)\n")
 			}
 			return nil
 		},
@@ -129,6 +139,27 @@ Exit status 1 if any check fails.`,
 
 	cmd.AddCommand(list, verify)
 	return cmd
+}
+
+// dirState says what a searched directory holds.
+func dirState(dir string, cands []plugins.Candidate) string {
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return "(does not exist)"
+	case !st.IsDir():
+		return "(not a directory)"
+	}
+	n := 0
+	for _, c := range cands {
+		if filepath.Dir(c.Path) == filepath.Clean(dir) {
+			n++
+		}
+	}
+	if n == 1 {
+		return "(1 plugin)"
+	}
+	return fmt.Sprintf("(%d plugins)", n)
 }
 
 func kindsString(ks []core.Kind) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/launch"
 	"github.com/spf13/cobra"
@@ -24,7 +27,14 @@ var runCmd = &cobra.Command{
 key-value exchange with a fence, over a unix socket), forwards their output and
 returns the first non-zero exit status. When a rank fails the others are stopped
 (SIGTERM, then SIGKILL after a second) and the launcher says which rank failed
-and how. Ctrl-C stops the job.
+and how. The stack is checked once, before any rank starts (as gobtl config
+check does): a mistake in it is printed once and no rank runs.
+
+On --timeout, Ctrl-C or SIGTERM the launcher first asks every gobtl rank where
+it is (like mpirun --report-state-on-timeout --get-stack-traces): each prints
+the call it is blocked in and its caller, its pending requests (peer, tag,
+size, protocol and its phase) and its main goroutine's stack; then the job is
+stopped. A second Ctrl-C does not wait for the reports.
 
   -np N, -n N         number of ranks (required)
   -c, --config FILE   stack file (HCL) for gobtl.Init, passed as GOBTL_CONFIG
@@ -42,6 +52,9 @@ GOBTL_CONFIG.`,
 		}
 		if err != nil {
 			return fmt.Errorf("run: %w\nusage: gobtl %s", err, runUsage)
+		}
+		if err := checkStack(cmd.ErrOrStderr(), cfg); err != nil {
+			return err
 		}
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer cancel()
@@ -72,6 +85,31 @@ GOBTL_CONFIG.`,
 }
 
 func init() { rootCmd.AddCommand(runCmd) }
+
+// checkStack loads the job's stack (-c, else $GOBTL_CONFIG) once, in the
+// launcher, with the checks `gobtl config check` runs: a mistake in it is
+// printed once, and the job does not start, instead of every rank
+// printing it as its gobtl.Init fails. Warnings are printed once too.
+func checkStack(w io.Writer, cfg launch.Config) error {
+	stack := cfg.StackFile
+	if stack == "" {
+		stack = os.Getenv(gobtl.EnvConfig)
+	}
+	if stack == "" {
+		return nil
+	}
+	c, diags := conf.Load(conf.Options{CheckPolicy: checkPolicy}, strings.Split(stack, ",")...)
+	if !diags.HasErrors() && cfg.NP > 1 {
+		diags = append(diags, c.CheckReach()...)
+	}
+	if err := conf.WriteDiagnostics(w, diags); err != nil {
+		return err
+	}
+	if diags.HasErrors() {
+		return fmt.Errorf("run: the stack has %s; no rank was started", plural(countErrors(diags), "error"))
+	}
+	return nil
+}
 
 // parseRunArgs reads the launcher's flags up to the program name.
 func parseRunArgs(args []string) (cfg launch.Config, help bool, err error) {

@@ -1,5 +1,8 @@
 # The default stack, with every job setting spelled out at its default.
-# A job that loads an empty file gets exactly this.
+# It is the one place the default transports are written down (gobtl
+# embeds this file): a job that names no stack file, or a stack file
+# without btl blocks, runs these, as an MCA parameter changes only what
+# it names; `gobtl config show` with no file prints it.
 
 job {
   # Rendezvous protocol above the eager limit: rdma_read, rdma_write,
@@ -39,4 +42,13 @@ job {
 
 # Messages to this rank.
 btl "self" "self" {}
+
+# The ranks of this rank's node.
 btl "sm" "local" {}
+
+# The ranks of other nodes: InfiniBand, on softrc (TCP) where there is no
+# HCA. Only a job that spans nodes opens it: on one node it would cost
+# every rank a device, a listener and registered buffers for no peer.
+# Ranks that are goroutines of one process (gobtl.RunLocal) use the
+# in-process fabric instead of sm and ib.
+btl "ib" "net" {}

@@ -30,10 +30,52 @@
 // deadline makes the host treat the plugin as dead and fall back to a
 // built-in policy.
 //
-// Calls into the policy are serialised: Setup and Observe never run
-// concurrently, so a policy needs no locks of its own. A panic in the
-// policy is caught, logged with its stack, and reported to the host as a
-// failure of the plugin.
+// # Lifecycle
+//
+// Each rank of a job starts a plugin process of its own for each policy
+// block that names the plugin, and the process builds that block's one
+// policy. The policy then lives through these calls, never two at once
+// (Setup and Observe are serialised, so it needs no locks of its own):
+//
+//  1. The constructor (NewFlowControl, NewRecvBuffers, NewScheduler) runs
+//     once, with the block's values decoded against Params — defaults
+//     filled in, ranges and each Param's Check applied. Its error refuses
+//     the configuration: `gobtl config check` and `gobtl run` run the
+//     constructor too (in a process they stop at once) and report the
+//     error at the value it names, when it reads "name: why". So a
+//     constructor is cheap and has no side effects.
+//  2. Setup, before any traffic, on that one instance, once per thing it
+//     serves. A FlowControl is set up once per transport module that runs
+//     it, for an InfiniBand port's posted buffers
+//     (core.ResourcePostedBuffers) or an EXTOLL mailbox's slot pool
+//     (core.ResourceSlotPool): a stack with two ib rails sets it up
+//     twice. A RecvBuffers is set up once per InfiniBand module (port). A
+//     Scheduler is set up once per peer — every rank the communicator
+//     reaches, this rank included — with that peer's subchannels
+//     (core.SchedInfo.Peer): Setup does not build a policy per peer, so
+//     keep per-peer state keyed by the peer, which events and decisions
+//     carry. This is what a first scheduler most often gets wrong, and
+//     the conformance suite checks it. Setup may take its time (the host
+//     waits up to 10 s for each).
+//  3. Observe(events, out), again and again on the running system, with a
+//     batch of events — of any peer and any module the policy was set up
+//     for — whose decisions it appends to out. Batches coalesce while the
+//     plugin is busy, and Observe(nil, out) comes at least every
+//     millisecond (core.PolicyPollInterval) while the mechanism runs. An
+//     Observe must answer within the host's deadline (2 s); it should
+//     not allocate once its buffers have grown.
+//  4. The end: the communicator closes and the host stops the process;
+//     no call tells the policy. If the plugin fails first — a batch
+//     unanswered past the deadline, a panic, an exit, a broken stream —
+//     the host kills it and, with on_failure = "fallback" (the default),
+//     hands over to the kind's built-in fallback (ib_static or
+//     extoll_static by the resource, perpeer, round_robin), set up with
+//     every Setup the plugin answered and fed the events it never
+//     answered; with on_failure = "abort" the job stops. A plugin is
+//     never restarted within a job.
+//
+// A built-in policy lives the same life in process, without the batching
+// delay: its Observe answers the batch it is given.
 //
 // Logging: the plugin's stderr is the host's log. Use Logger (hclog, JSON
 // lines); the host re-emits each line through its own logger, tagged with
@@ -43,6 +85,7 @@ package sdk
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -203,15 +246,40 @@ func newLogger(name string) hclog.Logger {
 
 // exitWithParent ends the plugin when the process that started it is
 // gone: go-plugin's server would otherwise outlive a host killed with
-// SIGKILL, holding its socket open forever.
+// SIGKILL, holding its socket open forever. A host that went that way
+// (or by a SIGTERM it does not handle, as a rank the launcher stops) did
+// not remove the directory it made for the socket, so the plugin does.
 func exitWithParent(log hclog.Logger) {
 	parent := os.Getppid()
 	for range time.Tick(250 * time.Millisecond) {
 		if os.Getppid() != parent {
+			// Clean up before the log line: its write to the dead
+			// host's pipe may end the process (SIGPIPE).
+			removeSocketDir(os.Getenv(plugin.EnvUnixSocketDir))
 			log.Warn("host process is gone; exiting")
 			os.Exit(0)
 		}
 	}
+}
+
+// removeSocketDir removes dir, the socket directory the host named, if it
+// is one gobtl made: its name has wire.SocketDirPrefix and it holds only
+// sockets (this plugin's, and a broker's). Anything else a misconfigured
+// environment points at is left alone.
+func removeSocketDir(dir string) {
+	if dir == "" || !strings.HasPrefix(filepath.Base(dir), wire.SocketDirPrefix) {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.Type()&os.ModeSocket != 0 {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	_ = os.Remove(dir) // fails, and keeps dir, if anything else is in it
 }
 
 func moduleVersion() string {

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		"peer-death": rank(peerDeath),
 		"sigkill":    rank(sigkill),
 		"ring":       rank(ringRole),
+		"hold":       rank(hold),
 	}, nil)
 }
 
@@ -428,11 +429,15 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
 			}
 			var rep struct {
-				Bench    string                       `json:"bench"`
-				Ranks    int                          `json:"ranks"`
-				Config   map[string]any               `json:"config"`
-				Rows     []map[string]json.RawMessage `json:"rows"`
-				Counters map[string]any               `json:"counters"`
+				Bench        string                       `json:"bench"`
+				Ranks        int                          `json:"ranks"`
+				Version      string                       `json:"version"`
+				Host         string                       `json:"host"`
+				Time         string                       `json:"time"`
+				Config       map[string]any               `json:"config"`
+				Rows         []map[string]json.RawMessage `json:"rows"`
+				Counters     map[string]any               `json:"counters"`
+				RankCounters []map[string]any             `json:"rank_counters"`
 			}
 			dec := json.NewDecoder(&o)
 			dec.DisallowUnknownFields()
@@ -443,7 +448,8 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 				t.Fatalf("more than one JSON value on stdout:\n%s", o.String())
 			}
 			sizes := strings.Split(tc.sizes, ",")
-			if rep.Bench != tc.name || rep.Ranks != tc.np || len(rep.Rows) != len(sizes) || rep.Config == nil || len(rep.Counters) == 0 {
+			if rep.Bench != tc.name || rep.Ranks != tc.np || len(rep.Rows) != len(sizes) || rep.Config == nil || len(rep.Counters) == 0 ||
+				len(rep.RankCounters) != tc.np || rep.Version == "" || rep.Host == "" || rep.Time == "" {
 				t.Fatalf("report %+v", rep)
 			}
 			for _, row := range rep.Rows {

@@ -98,7 +98,7 @@ policy "flow_control" {
 	out := res.Stdout + res.Stderr
 	t.Logf("the job said:\n%s", out)
 	for _, want := range []string{"rank 0 killed its plugin", "rank 1 killed its plugin", "all 4000 messages arrived intact",
-		"stack.hcl:3): plugin failed; switched to the built-in fallback", `"fallback":"extoll_static"`} {
+		"stack.hcl:3:1): plugin failed; switched to the built-in fallback", `"fallback":"extoll_static"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the job's output lacks %q:\n%s", want, out)
 		}

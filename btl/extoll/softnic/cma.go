@@ -119,22 +119,29 @@ func readATT(mem []byte, i int) (key, addr, n uint64, access core.Access) {
 // errNoCMA sends an operation the socket way.
 var errNoCMA = errors.New("no cross-memory attach")
 
+// mapATT maps the peer's address-translation table; a table that cannot
+// be mapped rules cross-memory attach to the peer out.
+func mapATT(p *peer) bool {
+	mem, err := openMapping(p.addr.ATT)
+	if err != nil || len(mem) < attSize() || atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[0]))) != attMagic {
+		if err == nil {
+			unmap(mem)
+		}
+		p.cma = -1
+		return false
+	}
+	p.att = mem
+	return true
+}
+
 // cma moves op by cross-memory attach and queues its completion; errNoCMA
 // means it must go through the socket.
 func (d *Device) cma(dst int, p *peer, kind int, op nic.Op) error {
 	if p.cma < 0 || p.addr.ATT == "" || p.addr.Pid <= 0 || op.Remote.Key&keyInTable == 0 {
 		return errNoCMA
 	}
-	if p.att == nil {
-		mem, err := openMapping(p.addr.ATT)
-		if err != nil || len(mem) < attSize() || atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[0]))) != attMagic {
-			if err == nil {
-				unmap(mem)
-			}
-			p.cma = -1
-			return errNoCMA
-		}
-		p.att = mem
+	if p.att == nil && !mapATT(p) {
+		return errNoCMA
 	}
 	i := int(op.Remote.Key>>1) & (attEntries - 1)
 	key, addr, n, access := readATT(p.att, i)

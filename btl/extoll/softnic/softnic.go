@@ -394,6 +394,44 @@ func (d *Device) connect(rank int, p *peer) error {
 	return nil
 }
 
+// Attach connects to every peer on this host now — it maps their
+// mailboxes and address-translation tables — so that Unlink may remove
+// the names of the files (core.Attacher). Peers on other hosts, or any
+// peer under transport tcp, connect at first use as before; a peer that
+// cannot be reached fails then, saying why.
+func (d *Device) Attach(ctx context.Context) error {
+	if d.cfg.Transport == TCP {
+		return nil
+	}
+	for r := range d.cfg.Size {
+		if r == d.cfg.Rank || d.peers[r].kind != unconnected {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.ConnectTimeout)
+		a, err := d.cfg.Resolve(rctx, r)
+		cancel()
+		if err != nil || a.Host != d.addr.Host {
+			continue
+		}
+		if p, err := d.peer(r); err == nil && p.addr.ATT != "" && p.addr.Pid > 0 {
+			mapATT(p)
+		}
+	}
+	return nil
+}
+
+// Unlink removes this device's mailbox and address-translation table
+// files; the peers on this host have mapped them (core.Attacher).
+func (d *Device) Unlink() error {
+	var errs []error
+	for _, path := range []string{d.path, d.satt.path} {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("softnic: unlink: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // fail marks rank lost with err and reports it once.
 func (d *Device) fail(rank int, err error) {
 	d.lost.push(nic.PeerLoss{Rank: rank, Err: err})

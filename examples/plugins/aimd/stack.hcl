@@ -9,7 +9,7 @@ btl "self" "self" {}
 btl "extoll" "nic0" {}
 
 policy "flow_control" {
-  plugin     = "aimd"      # found in ./bin/plugins (or plugin_dir, or $GOBTL_PLUGIN_PATH)
+  plugin     = "aimd"      # found beside gobtl (bin/plugins), under its install prefix, in plugin_dir or $GOBTL_PLUGIN_PATH
   on_failure = "fallback"  # if it dies, extoll_static takes over; "abort" stops the job
   step       = 4
   max        = 32

@@ -14,9 +14,12 @@
 //
 // What every policy must respect (core/policy.go):
 //
-//   - Setup runs once per instance (per peer for a scheduler) before any
-//     traffic, and may take its time; Observe runs on the data path's
-//     progress and must not block. Allocate in Setup, not in Observe.
+//   - Setup runs before any traffic, and may take its time; a scheduler's
+//     runs once per peer on this one instance (hence s.peers, keyed by
+//     the peer), a flow-control or receive-buffer policy's once per
+//     module it serves. Observe runs on the data path's progress and must
+//     not block. Allocate in Setup, not in Observe. The whole lifecycle
+//     is in `go doc github.com/gobtl/gobtl/plugins/sdk` and README.md.
 //   - Calls never overlap: gobtl serializes them, so no locks.
 //   - Decisions are proposals. In a plugin they arrive late, about events
 //     of a while ago; the mechanism checks each before it applies it

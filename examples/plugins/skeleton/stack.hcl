@@ -20,7 +20,7 @@ btl "ib" "x1" {
 }
 
 policy "sched" {
-  plugin     = "skeleton"  # found in ./bin/plugins (or plugin_dir, or $GOBTL_PLUGIN_PATH)
+  plugin     = "skeleton"  # found beside gobtl (bin/plugins), under its install prefix, in plugin_dir or $GOBTL_PLUGIN_PATH
   on_failure = "fallback"  # if it dies, a built-in scheduler takes over; "abort" ends the job
   alpha      = 0.5
 }

@@ -42,6 +42,13 @@ var Handshake = plugin.HandshakeConfig{
 // decisions). The host never lets a batch grow past a size that fits.
 const MaxMessage = 32 << 20
 
+// SocketDirPrefix begins the name of the directory the host makes in
+// $TMPDIR for each plugin process it starts, and names to the plugin in
+// go-plugin's PLUGIN_UNIX_SOCKET_DIR: the plugin puts its socket there.
+// The host removes it when it stops the plugin; a plugin whose host died
+// without doing so removes it itself, if its name has this prefix.
+const SocketDirPrefix = "gobtl-plugin-"
+
 // EnvLogLevel carries the host's log level to the plugin, so that a plugin
 // does not format debug lines the host would drop.
 const EnvLogLevel = "GOBTL_PLUGIN_LOG_LEVEL"

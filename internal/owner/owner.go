@@ -1,0 +1,66 @@
+// Package owner names the process that owns a file so that a later
+// process can tell whether it is still alive: gobtl puts the owner in the
+// names of what a job keeps in the temp directory (the launcher's boot
+// directory, a plugin's socket directory), and `gobtl run` and `gobtl
+// clean` remove what dead owners left (package launch).
+package owner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Owner names a process so that a later process can tell whether it is
+// still alive: its pid and its start time in clock ticks after boot
+// (/proc/<pid>/stat, field 22), which differs for a process that reuses
+// the pid.
+type Owner struct {
+	Pid   int
+	Start uint64
+}
+
+// Self is the calling process as an Owner.
+func Self() Owner { return Of(os.Getpid()) }
+
+// Of is the running process pid as an Owner.
+func Of(pid int) Owner {
+	o := Owner{Pid: pid}
+	o.Start, _ = startTime(pid)
+	return o
+}
+
+// String is the owner as file names carry it: <pid>-<start>.
+func (o Owner) String() string { return strconv.Itoa(o.Pid) + "-" + strconv.FormatUint(o.Start, 10) }
+
+// Alive reports whether the owner still runs. A process that cannot be
+// looked at (another user's, /proc hidden) counts as alive: files are
+// removed only for owners known to be gone.
+func (o Owner) Alive() bool {
+	start, err := startTime(o.Pid)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	return err != nil || start == o.Start
+}
+
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces and parentheses; the
+	// fields after its last ')' start with field 3.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("owner: /proc/%d/stat: %d fields", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// PluginDirPrefix is the prefix of the socket directory of a plugin that
+// o starts (os.MkdirTemp adds the rest).
+func PluginDirPrefix(o Owner) string { return "gobtl-plugin-" + o.String() + "-" }
