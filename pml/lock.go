@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gobtl/gobtl/internal/release"
 )
 
 // engineLock serialises the engine. Most programs drive a communicator
@@ -111,7 +113,7 @@ func (l *engineLock) TryLock() bool {
 func (l *engineLock) Unlock() {
 	if l.fast {
 		l.fast = false
-		storeRelease32(&l.inside, 0)
+		release.Store32(&l.inside, 0)
 		return
 	}
 	l.mu.Unlock()

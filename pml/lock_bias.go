@@ -45,10 +45,3 @@ func biasEnter(l *engineLock) bool
 //
 //go:nosplit
 func getg() uintptr
-
-// storeRelease32 is a plain store: on amd64 (TSO) stores are not
-// reordered with older stores, and the call keeps the compiler from
-// moving memory operations across it.
-//
-//go:noescape
-func storeRelease32(addr *uint32, v uint32)

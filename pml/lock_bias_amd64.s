@@ -8,13 +8,6 @@ TEXT ·getg(SB), NOSPLIT, $0-8
 	MOVQ AX, ret+0(FP)
 	RET
 
-// func storeRelease32(addr *uint32, v uint32)
-TEXT ·storeRelease32(SB), NOSPLIT, $0-12
-	MOVQ addr+0(FP), AX
-	MOVL v+8(FP), BX
-	MOVL BX, (AX)
-	RET
-
 // func biasEnter(l *engineLock) bool
 // owner at 0(l), inside at 8(l), revoke at 12(l). The g pointer is never
 // 0, so an unbiased lock (owner 0) fails the comparison.

@@ -2,8 +2,6 @@
 
 package pml
 
-import "sync/atomic"
-
 // biasable is false: without membarrier(2) on amd64 (or under the race
 // detector, which cannot see the asymmetric fence) the engine lock is a
 // plain mutex.
@@ -14,5 +12,3 @@ func membarrier() {}
 func biasEnter(*engineLock) bool { return false }
 
 func getg() uintptr { return 1 }
-
-func storeRelease32(addr *uint32, v uint32) { atomic.StoreUint32(addr, v) }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/release"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -476,7 +477,7 @@ func (m *Module) pollFifo() int {
 		}
 		start := off + fragHdr + pad
 		m.deliver(s, p.seg.mem[start:start+ln])
-		storeRelease32(p.seg.u32(off+fragOffDone), 1)
+		release.Store32(p.seg.u32(off+fragOffDone), 1)
 		m.expect[s]++
 		n++
 	}
