@@ -10,8 +10,9 @@ import (
 
 // Comm is a communicator: every rank of the job, and a context that
 // isolates its messages from those of other communicators. Its methods are
-// safe for concurrent use; they serialise on one engine lock, uncontended
-// unless the rdma_read_async progress thread is draining.
+// safe for concurrent use; they serialise on one engine lock, which costs no
+// locked instruction while one goroutine drives the engine and becomes a
+// mutex for good once a second goroutine calls in (engineLock).
 type Comm struct {
 	e     *engine
 	ctx   uint32 // point-to-point context; ctx+1 carries collectives
