@@ -15,6 +15,7 @@ GOTAGS ?= pmix
 build: pmix-dev
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/ring ./examples/ring
+	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/heat ./examples/heat
 
 # OpenPMIx's headers and pkg-config file, for the pmix build tag: installed
 # when missing, as rdmacore installs libibverbs-dev.
@@ -60,6 +61,10 @@ lint: pmix-dev
 	  test -z "$$bad" || { echo "lint: cmd/gobtl links testing through: $$bad"; exit 1; }
 	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./... | awk '$$1 !~ "/test(/|$$)" && / github.com\/gobtl\/gobtl\/test\//{print $$1}'); \
 	  test -z "$$bad" || { echo "lint: non-test packages import test/: $$bad"; exit 1; }
+	@# The plugin host and SDK link no HCL: the example plugin modules,
+	@# built against them, do not require it.
+	@bad=$$($(GO) list -deps ./plugins ./plugins/sdk | grep -x 'github.com/hashicorp/hcl/v2'); \
+	  test -z "$$bad" || { echo "lint: plugins or plugins/sdk link HCL (github.com/gobtl/gobtl/conf?)"; exit 1; }
 	@bad=$$($(GO) list -f '{{.ImportPath}} {{join .Imports " "}}' ./btl/... | awk '$$1 !~ "/btltest$$" && / github.com\/gobtl\/gobtl\/(policies|boot|launch|pml)/{print $$1}'); \
 	  test -z "$$bad" || { echo "lint: transports import policies, boot, launch or pml: $$bad"; exit 1; }
 
@@ -123,9 +128,12 @@ bench-osu: build
 	gobtl run -np 4 -- gobtl bench multi-pingpong
 
 # gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
-# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9".
+# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the
+# collectives (allreduce, bcast, allgather; issue 18) on 4 ranks after the
+# point-to-point set.
 compare-ompi:
 	bench/compare-ompi.sh $(COMPARE_ARGS)
+	bench/compare-ompi.sh -set coll $(COMPARE_ARGS)
 
 # The main job: the ring example on the default stack (self and shared
 # memory), four processes started by the launcher.
@@ -171,3 +179,10 @@ experiments-multirail: build
 experiments: experiments-flowcontrol
 experiments-flowcontrol: build
 	$(BIN)/gobtl experiment flowcontrol $(FC_EXP)
+
+# The mutation check over the papers' rules (scripts/mutants.sh): each
+# one-line break of a rule must fail a test. Not part of `make test`: it
+# runs the named tests once per mutant, a few minutes on this machine.
+.PHONY: mutants
+mutants:
+	scripts/mutants.sh

@@ -26,6 +26,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -70,9 +71,20 @@ type Options struct {
 	inProcess bool
 }
 
-// Comm is a communicator of all the job's ranks.
+// Comm is a communicator: all the job's ranks (Init, RunLocal) or some of
+// them (Split). Its point-to-point calls are the PML's; its collectives
+// are package coll's (see collective.go).
+//
+// Several goroutines may use a Comm at once for point-to-point: sends,
+// receives, probes, Cancel and Free, and the Wait/Test family on
+// different requests (one goroutine at a time per request). Any of them
+// advances the job's non-blocking collectives. Collectives must be called
+// in the same order on every rank, so on one communicator they come from
+// one goroutine at a time, or in an order the program fixes; Dup gives
+// each goroutine a communicator of its own. Close comes last, once.
 type Comm struct {
 	*pml.Comm
+	coll    *coll.Comm
 	closers []io.Closer
 	// boot is the bootstrap Init made from the environment, finalized or
 	// dropped at Close; nil when the caller gave one (Options.Boot).

@@ -38,7 +38,7 @@ func pairs(c *Comm) error {
 			}
 			reqs = append(reqs, r)
 		}
-		if err := c.Waitall(reqs); err != nil {
+		if err := c.Waitall(reqs, nil); err != nil {
 			return err
 		}
 		for p := range n {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
@@ -40,7 +41,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			s.mark(step.metric, time.Since(processStart))
 		}
 	}
-	c := &Comm{Comm: s.comm, closers: s.closers}
+	tu, err := collTuning(s.cfg.Coll)
+	if err != nil {
+		s.undo()
+		return nil, err
+	}
+	c := &Comm{Comm: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}
 	if s.ownBoot {
 		c.boot = s.boot
 	}

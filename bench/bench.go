@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -30,9 +31,8 @@ type Comm interface {
 	Send(buf []byte, dest, tag int) error
 	Recv(buf []byte, source, tag int) (pml.Status, error)
 	Wait(r *pml.Request) (pml.Status, error)
-	Waitall(rs []*pml.Request) error
+	Waitall(rs []*pml.Request, sts []pml.Status) error
 	Barrier() error
-	Alltoall(send, recv []byte, block int) error
 	Metrics() *core.Metrics
 }
 
@@ -143,8 +143,10 @@ type benchmark struct {
 	doc       string
 	minRanks  int
 	evenRanks bool
-	sizes     []int
-	columns   []column
+	// perRank: the buffers hold size bytes per rank (allgather, alltoall).
+	perRank bool
+	sizes   []int
+	columns []column
 	// iters gives the default iterations for a size: windows of
 	// messages when windowed (bw and bibw, as osu_bw's), messages when
 	// perMessage (msgrate, run in whole windows).
@@ -203,12 +205,6 @@ var suite = map[string]*benchmark{
 		columns: []column{{"compute_us", "W (us)", "%.1f"}, {"time_send_us", "T send (us)", "%.1f"},
 			{"overlap_send", "Overlap send", "%.3f"}, {"time_recv_us", "T recv (us)", "%.1f"}, {"overlap_recv", "Overlap recv", "%.3f"}},
 		run: (*runner).overlap,
-	},
-	"alltoall": {
-		doc: "Alltoall of the size per pair: time per call", minRanks: 2,
-		sizes: powers(1, 1<<20), iters: bySize(1000, 100, 8192),
-		columns: []column{{"lat_us", "Latency (us)", "%.2f"}},
-		run:     (*runner).alltoall,
 	},
 	"multi-pingpong": {
 		doc: "seed 003 §5.3: N/2 pairs ping-pong at once: mean and worst one-way latency", minRanks: 2, evenRanks: true,
@@ -288,6 +284,7 @@ type runner struct {
 	// laps are the timed iterations' durations of the size running (lap).
 	laps     []time.Duration
 	t0, last time.Time
+	coll     *coll.Comm // the collective benchmarks' layer, once built
 }
 
 // Run runs the named benchmark on every rank and writes the report on rank
@@ -316,7 +313,7 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	maxSize := slices.Max(sizes)
 	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window)}
 	bufLen := maxSize
-	if name == "alltoall" {
+	if b.perRank {
 		bufLen = maxSize * c.Size()
 	}
 	r.sbuf, r.rbuf = make([]byte, bufLen), make([]byte, bufLen)

@@ -2,7 +2,7 @@
 # Compare gobtl's shared-memory stack with Open MPI's ob1 + vader on this
 # host: install Open MPI if missing, build bench/c/osu.c (the same algorithms
 # as `gobtl bench`) and gobtl, then alternate the runs and print ratios.
-#   bench/compare-ompi.sh [-reps N] [-np N] [-c stack.hcl]
+#   bench/compare-ompi.sh [-set p2p|coll] [-reps N] [-np N] [-iters N] [-c stack.hcl]
 #
 # Open MPI's commands are called by their full names: with MPICH installed
 # too, the unsuffixed mpicc and mpirun follow Debian's alternatives.

@@ -14,7 +14,11 @@
 //     receiver blocks in Recv. Receiver overlap: the receiver starts an
 //     Irecv, computes W µs, waits; the sender blocks in Send. The ratio is
 //     W/T where T is the whole operation on the computing side;
-//   - alltoall: Comm.Alltoall of the size per pair, µs per call;
+//   - allreduce, reduce, bcast, allgather, alltoall, barrier: the
+//     collectives of package coll as osu_allreduce and its siblings time
+//     them — each call timed on its own, a barrier between calls, sizes
+//     4 B to 4 MiB (per rank for allgather, per pair for alltoall); the
+//     mean over ranks of each rank's mean latency, and the extremes;
 //   - multi-pingpong: seed 003 §5.3 (IMB's multi-PingPong): N/2 pairs
 //     ping-pong at once; mean and worst one-way latency over the pairs.
 //   - pairs: every rank exchanges one message with every rank, itself

@@ -67,7 +67,7 @@ func (b *runner) stream(me, peer, n int, sender bool) (time.Duration, error) {
 		if err := b.post(n, peer, sender); err != nil {
 			return 0, err
 		}
-		if err := c.Waitall(b.reqs); err != nil {
+		if err := c.Waitall(b.reqs, nil); err != nil {
 			return 0, err
 		}
 		if sender {
@@ -124,7 +124,7 @@ func (b *runner) bandwidth(n int, bidir bool) (Row, error) {
 		if err := b.post(n, peer, true); err != nil {
 			return Row{}, err
 		}
-		if err := c.Waitall(b.reqs); err != nil {
+		if err := c.Waitall(b.reqs, nil); err != nil {
 			return Row{}, err
 		}
 	}

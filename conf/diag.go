@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gobtl/gobtl/internal/suggest"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -93,23 +94,9 @@ func sortDiagnostics(diags hcl.Diagnostics, files []string) {
 }
 
 // Suggest returns the option closest to given, or "" when none is close
-// enough to be what the user meant: at most two edits, and fewer than half
-// the length of the longer name, so that "ib" does not suggest "sm". It is
-// the did-you-mean of every diagnostic, and of the plugin host's "not
-// found".
-func Suggest(given string, options []string) string {
-	best, bestDist := "", 3
-	for _, o := range options {
-		if o == given {
-			continue
-		}
-		d := editDistance(strings.ToLower(given), strings.ToLower(o))
-		if d < bestDist && d*2 < max(len(given), len(o)) {
-			best, bestDist = o, d
-		}
-	}
-	return best
-}
+// enough to be what the user meant (suggest.Nearest): the did-you-mean of
+// every diagnostic.
+func Suggest(given string, options []string) string { return suggest.Nearest(given, options) }
 
 // didYouMean formats a suggestion for the end of a detail: ` Did you mean
 // "x"?`, or "" when there is none.
@@ -118,33 +105,6 @@ func didYouMean(given string, options []string) string {
 		return fmt.Sprintf(" Did you mean %q?", s)
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b, counting an
-// adjacent transposition as one edit (the commonest typo).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2 := make([]int, len(rb)+1)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
 }
 
 // quoteList renders names as `"a", "b" and "c"`.

@@ -70,6 +70,11 @@ type Config struct {
 	Policies []*Policy
 	// Variables are the declared variables and their effective values.
 	Variables []*Variable
+	// Coll is the coll block's values against CollParams, defaults filled
+	// in; CollRange is where the block was declared, nil when there was
+	// none.
+	Coll      core.Params
+	CollRange *hcl.Range
 
 	dec *decoder
 }
@@ -101,6 +106,7 @@ var topSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "btl", LabelNames: []string{"kind", "name"}},
 	{Type: "policy", LabelNames: []string{"kind"}},
 	{Type: "variable", LabelNames: []string{"name"}},
+	{Type: "coll"},
 }}
 
 // Load loads one configuration from paths. A directory stands for every
@@ -119,7 +125,7 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 		srcs = append(srcs, Source{Name: path, Bytes: b})
 	}
 	if diags.HasErrors() {
-		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), dec: &decoder{ctx: evalContext(nil)}}, diags
+		return &Config{Job: DefaultJob(), JobParams: defaultJobParams(), Coll: core.MustParams(CollParams), dec: &decoder{ctx: evalContext(nil)}}, diags
 	}
 	c, ds := LoadSources(opts, srcs...)
 	return c, append(diags, ds...)
@@ -178,7 +184,7 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	parser := hclparse.NewParser()
 
-	var jobs, btls, policies, variables []*hcl.Block
+	var jobs, btls, policies, variables, colls []*hcl.Block
 	for _, s := range srcs {
 		if seen[s.Name] {
 			continue // the same file named twice is loaded once
@@ -206,6 +212,8 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 				policies = append(policies, b)
 			case "variable":
 				variables = append(variables, b)
+			case "coll":
+				colls = append(colls, b)
 			}
 		}
 	}
@@ -224,9 +232,21 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 		c.addDefaultBTLs()
 	}
 	diags = append(diags, c.decodePolicies(policies, opts)...)
+	diags = append(diags, c.decodeColl(colls)...)
 
 	sortDiagnostics(diags, c.Files)
 	return c, diags
+}
+
+// extraBlocks reports every block of a kind a configuration has one of
+// after the first.
+func extraBlocks(kind string, blocks []*hcl.Block) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range blocks[1:] {
+		diags = append(diags, errorAt(b.DefRange, "Duplicate "+kind+" block",
+			fmt.Sprintf("A configuration has one %s block; the first is at %s.", kind, pos(blocks[0].DefRange))))
+	}
+	return diags
 }
 
 func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
@@ -236,10 +256,7 @@ func (c *Config) decodeJob(blocks []*hcl.Block) hcl.Diagnostics {
 	if len(blocks) == 0 {
 		return nil
 	}
-	for _, b := range blocks[1:] {
-		diags = append(diags, errorAt(b.DefRange, "Duplicate job block",
-			fmt.Sprintf("A configuration has one job block; the first is at %s.", pos(blocks[0].DefRange))))
-	}
+	diags = append(diags, extraBlocks("job", blocks)...)
 	b := blocks[0]
 	c.JobRange = b.DefRange.Ptr()
 	p, ds := c.dec.decodeBody(b.Body, JobParams, b.DefRange)

@@ -61,6 +61,10 @@ func (c *Config) WriteHCL(w io.Writer) error {
 		pb.AppendUnstructuredTokens(comment("not checked: the plugin's schema is known only once it runs"))
 		c.writeRaw(pb, p.Body, true)
 	}
+	if c.Coll.Schema() != nil {
+		body.AppendNewline()
+		writeParams(body.AppendNewBlock("coll", nil).Body(), c.Coll)
+	}
 	_, err := w.Write(hclwrite.Format(f.Bytes()))
 	return err
 }
@@ -195,7 +199,11 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		DefaultBTLs bool       `json:"default_btls,omitempty"`
 		Policies    []policy   `json:"policy"`
 		Variables   []variable `json:"variables"`
+		Coll        any        `json:"coll,omitempty"`
 	}{Files: c.Files, Job: paramsJSON(c.JobParams), BTLs: []btl{}, DefaultBTLs: c.DefaultBTLs, Policies: []policy{}, Variables: []variable{}}
+	if c.Coll.Schema() != nil {
+		out.Coll = paramsJSON(c.Coll)
+	}
 	for _, b := range c.BTLs {
 		out.BTLs = append(out.BTLs, btl{Kind: b.Kind, Name: b.Name, Params: paramsJSON(b.Params)})
 	}

@@ -93,6 +93,12 @@ const (
 	// consumes no credit and never waits in the backlog (seed 000 §4.2's
 	// optimistic scheme for explicit credit messages).
 	SendNoFlowControl
+	// SendBacklog says the frame waited in the sender's backlog (the PML's
+	// queue of frames a module refused) and is sent from it now. A module
+	// that refused the queue's head for lack of a credit marks it and every
+	// frame that waited behind it with FlagBacklog: each message that went
+	// through the backlog, as seed 000 §4.3's receiver counts them.
+	SendBacklog
 )
 
 // Endpoint is a module's handle on one peer. Connections are set up on

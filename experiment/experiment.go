@@ -35,6 +35,8 @@ type Experiment struct {
 	// experiment rank NAME), nil when its jobs run the benchmark suite or
 	// its ranks are goroutines.
 	Rank RankFunc
+	// Reps is the default of --reps.
+	Reps int
 }
 
 // RankFunc is one rank of an experiment's job: spec is the JSON the

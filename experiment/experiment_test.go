@@ -3,12 +3,16 @@ package experiment
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/bench"
 )
@@ -153,5 +157,99 @@ func TestAFigureIsWrittenAndNamedOnlyWithADirectory(t *testing.T) {
 	}
 	if len(f.Lines[0].XY) != 2 {
 		t.Fatalf("Curve kept %v: a log axis cannot show 0", f.Lines[0].XY)
+	}
+}
+
+// Each check prints its verdict with the threshold; the run ends with a
+// summary per mode, and --json gets the checks, the records and the load.
+func TestChecksAreSummarisedAndWrittenAsJSON(t *testing.T) {
+	var out, js bytes.Buffer
+	env := &Env{Out: &out, JSON: &js}
+	p := &Plan{Name: "x", Steps: []Step{{Name: "a", Run: func() error {
+		if v := env.Check("T", "r1", "goes up", 2, AtLeast(1.5)); v != "reproduced (2 >= 1.5)" {
+			t.Errorf("verdict %q", v)
+		}
+		if v := env.Check("T", "r2", "stays put", 3, Within(1, 0.5)); v != "NOT reproduced (3, want 1 ± 0.5)" {
+			t.Errorf("verdict %q", v)
+		}
+		env.Unshown("T", "r3", "overlaps", "2 CPUs")
+		env.Record("T", map[string]int{"n": 1})
+		// A value not measured is NaN; the document must still encode,
+		// with null for it.
+		env.Check("T", "r4", "after", nan, AtLeast(1))
+		env.Record("T", struct {
+			A float64 `json:"a"`
+			B []float64
+			C time.Time `json:"c,omitempty"`
+		}{A: nan, B: []float64{1, math.Inf(1)}})
+		return nil
+	}}}}
+	if err := Run(env, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "policies builtin: 1 reproduced, 2 not reproduced, 1 not shown on this machine") ||
+		!strings.Contains(out.String(), "T / r2: NOT reproduced") || !strings.Contains(out.String(), "load at start") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	var doc struct {
+		Experiment string
+		Load       [2]string
+		Summary    Summary
+		Checks     []Check
+		Records    []Record
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatalf("%v in %s", err, js.String())
+	}
+	if len(doc.Records) != 2 {
+		t.Fatalf("records %+v", doc.Records)
+	}
+	if row, ok := doc.Records[1].Row.(map[string]any); !ok || row["a"] != nil || !reflect.DeepEqual(row["B"], []any{1.0, nil}) || !strings.Contains(js.String(), `"value": null`) {
+		t.Fatalf("NaN and Inf not null in %s", js.String())
+	}
+	if doc.Experiment != "x" || doc.Summary != (Summary{1, 2, 1}) || len(doc.Checks) != 4 || len(doc.Records) != 2 || doc.Load[0] == "" ||
+		doc.Checks[0].Step != "a" || doc.Checks[0].Mode != "builtin" {
+		t.Fatalf("document %+v", doc)
+	}
+	for _, c := range []struct {
+		at   [2]string
+		cpus int
+		busy bool
+	}{{[2]string{"0.50 0.40 0.30", "4.01 1 1"}, 2, true}, {[2]string{"4.00 9 9", "1.2 1 1"}, 2, false}, {[2]string{"unknown", ""}, 2, false}} {
+		if _, busy := shared(c.at, c.cpus); busy != c.busy {
+			t.Errorf("shared(%q, %d) = %v", c.at, c.cpus, busy)
+		}
+	}
+	if Median([]float64{3, 1, 2}) != 2 || Median([]float64{4, 1, 2, 3}) != 2.5 {
+		t.Fatal("median")
+	}
+}
+
+// With Plugins every step runs twice, the second time with the policies'
+// plugins, named by PolicyLines from the plugin directory, which a failed
+// plugin aborts rather than fall back from.
+func TestPluginsModeRunsTheStepsAgainWithPlugins(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	env := &Env{Out: &out, Plugins: true, PluginDir: dir}
+	var lines []string
+	p := &Plan{Name: "x", Steps: []Step{{Name: "a", Run: func() error {
+		lines = append(lines, env.PolicyLines("ib_static"))
+		env.Check("T", "r", "t", 1, AtLeast(1))
+		return nil
+	}}}}
+	if err := Run(env, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 2 || lines[0] != "  builtin = \"ib_static\"\n" || !strings.Contains(lines[1], "plugin     = \"ib_static\"") ||
+		!strings.Contains(lines[1], dir) || !strings.Contains(lines[1], `on_failure = "abort"`) {
+		t.Fatalf("policy lines %q", lines)
+	}
+	if !strings.Contains(out.String(), "policies builtin: 1 reproduced") || !strings.Contains(out.String(), "policies plugin: 1 reproduced") {
+		t.Fatalf("summary:\n%s", out.String())
+	}
+	env = &Env{Out: &out, Plugins: true, PluginDir: filepath.Join(dir, "none")}
+	if err := Run(env, p, nil); err == nil || !strings.Contains(err.Error(), "--plugins") {
+		t.Fatalf("no plugin directory: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -26,8 +27,28 @@ type Env struct {
 	Jobs *Launcher
 	// Plots is the directory figures are written to; "" writes none.
 	Plots string
+	// Reps is how many times each measurement runs; the median is
+	// reported (0: the experiment's default).
+	Reps int
+	// Quick runs fewer points and shorter runs: under a minute per
+	// experiment on a 2-core machine.
+	Quick bool
+	// Plugins runs the steps twice: with the policies built in, then with
+	// the same policies as separately compiled plugins from PluginDir.
+	Plugins bool
+	// PluginDir holds the plugins (default: plugins/ beside the running
+	// executable, else bin/plugins).
+	PluginDir string
+	// JSON, if set, receives the run as one JSON document at the end:
+	// the checks of the papers' trends, the tables' records, the load.
+	JSON io.Writer
 
-	prog *progress
+	prog    *progress
+	step    string
+	plugin  bool // the steps run now use the plugins
+	checks  []Check
+	records []Record
+	loadAt  [2]string
 }
 
 // Step is one of an experiment's parts: a table or a figure of the paper.
@@ -77,20 +98,43 @@ func Run(e *Env, p *Plan, only []string) error {
 			total += s.Runs
 		}
 	}
-	fmt.Fprint(e.Out, p.Header)
-	e.prog = newProgress(e.Progress, e.Bar, p.Name, total)
-	defer e.prog.finish()
-	for _, s := range steps {
-		start := time.Now()
-		e.prog.startStep(s.Runs)
-		if err := s.Run(); err != nil {
-			if s.Name == p.Name {
-				return fmt.Errorf("%s: %w", p.Name, err)
-			}
-			return fmt.Errorf("%s %s: %w", p.Name, s.Name, err)
+	modes := []bool{false}
+	if e.Plugins {
+		modes = []bool{false, true}
+		if _, err := e.pluginDir(); err != nil {
+			return fmt.Errorf("%s: --plugins: %w", p.Name, err)
 		}
-		e.prog.endStep()
-		fmt.Fprintf(e.Out, "(%s took %v)\n\n", s.Name, time.Since(start).Round(100*time.Millisecond))
+	}
+	start := time.Now()
+	e.loadAt[0] = loadNow()
+	fmt.Fprint(e.Out, p.Header)
+	fmt.Fprintf(e.Out, "Machine: %d CPUs, load at start %s. Reps %d (the median is reported)%s.\n\n", runtime.NumCPU(), e.loadAt[0], max(e.Reps, 1), map[bool]string{true: ", quick mode", false: ""}[e.Quick])
+	e.prog = newProgress(e.Progress, e.Bar, p.Name, total*len(modes))
+	defer e.prog.finish()
+	for _, plugin := range modes {
+		e.plugin = plugin
+		if e.Plugins {
+			fmt.Fprintf(e.Out, "==== policies %s ====\n\n", e.Mode())
+		}
+		for _, s := range steps {
+			at := time.Now()
+			e.step = s.Name
+			e.prog.startStep(s.Runs)
+			if err := s.Run(); err != nil {
+				if s.Name == p.Name {
+					return fmt.Errorf("%s: %w", p.Name, err)
+				}
+				return fmt.Errorf("%s %s: %w", p.Name, s.Name, err)
+			}
+			e.prog.endStep()
+			fmt.Fprintf(e.Out, "(%s took %v, load %s)\n\n", s.Name, time.Since(at).Round(100*time.Millisecond), loadNow())
+		}
+	}
+	e.plugin = false
+	e.loadAt[1] = loadNow()
+	e.summary()
+	if e.JSON != nil {
+		return e.writeJSON(p, start)
 	}
 	return nil
 }

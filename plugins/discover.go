@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/internal/suggest"
 )
 
 // EnvPath lists directories searched for plugins, separated by ':' like
@@ -143,7 +143,7 @@ func Find(name string, dirs []string) (string, error) {
 		for i, c := range cands {
 			names[i] = c.Name
 		}
-		nf.Suggestion = conf.Suggest(name, names)
+		nf.Suggestion = suggest.Nearest(name, names)
 	}
 	return "", nf
 }

@@ -17,17 +17,21 @@ type Comm struct {
 	e     *engine
 	ctx   uint32 // point-to-point context; ctx+1 carries collectives
 	owner bool   // closes the modules
-	coll  collState
+	// g is the communicator's ranks when they are not the whole job
+	// (Derive); rank and size are this rank's place in it and its size.
+	g          *group
+	rank, size int
+	coll       *Comm // c on its collective context (Collectives)
 }
 
 // ErrInvalid reports a bad argument (rank out of range, negative tag).
 var ErrInvalid = errors.New("invalid argument")
 
 // Rank is this process's rank.
-func (c *Comm) Rank() int { return c.e.rank }
+func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks.
-func (c *Comm) Size() int { return c.e.size }
+func (c *Comm) Size() int { return c.size }
 
 // Metrics returns the registry the engine and its modules count into.
 // The engine's per-message counters are published to it here, at every
@@ -42,8 +46,8 @@ func (c *Comm) Metrics() *core.Metrics {
 // check validates the peer rank and tag of a call; wild admits AnySource
 // and AnyTag (receives and probes).
 func (c *Comm) check(rank, tag int, wild bool) error {
-	if !(rank >= 0 && rank < c.e.size || wild && rank == AnySource) {
-		return fmt.Errorf("pml: rank %d outside a job of %d: %w", rank, c.e.size, ErrInvalid)
+	if !(rank >= 0 && rank < c.size || wild && rank == AnySource) {
+		return fmt.Errorf("pml: rank %d outside a communicator of %d: %w", rank, c.size, ErrInvalid)
 	}
 	if !(tag >= 0 && tag <= 1<<31-1 || wild && tag == AnyTag) {
 		return fmt.Errorf("pml: tag %d: tags are 0..2^31-1: %w", tag, ErrInvalid)
@@ -68,16 +72,17 @@ func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Requ
 	var r *Request
 	var err error
 	if kind == reqSend {
-		r, err = e.isend(ctx, buf, peer, tag)
+		r, err = e.isend(c.g, ctx, buf, c.g.toWorld(peer), tag)
 	} else {
-		r, err = e.irecv(ctx, buf, peer, tag)
+		r, err = e.irecv(c.g, ctx, buf, c.g.toWorld(peer), tag)
 	}
 	e.mu.Unlock()
 	return r, err
 }
 
-// isend starts a send (lock held).
-func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) {
+// isend starts a send to job rank dest on a communicator of group g (lock
+// held).
+func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -86,8 +91,8 @@ func (e *engine) isend(ctx uint32, buf []byte, dest, tag int) (*Request, error) 
 		return nil, fmt.Errorf("pml: no module reaches rank %d: %w", dest, core.ErrUnreachable)
 	}
 	r := e.newRequest(reqSend)
-	r.ctx, r.peer, r.tag, r.buf = ctx, dest, tag, buf
-	r.status = Status{Source: e.rank, Tag: tag, Count: len(buf)}
+	r.ctx, r.peer, r.tag, r.buf, r.g = ctx, dest, tag, buf, g
+	r.status = Status{Source: g.toLocal(e.rank), Tag: tag, Count: len(buf)}
 	if p.lost != nil {
 		e.complete(r, p.lost)
 		return r, nil
@@ -111,13 +116,14 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	return c.start(reqRecv, c.ctx, buf, source, tag)
 }
 
-// irecv posts a receive (lock held).
-func (e *engine) irecv(ctx uint32, buf []byte, source, tag int) (*Request, error) {
+// irecv posts a receive from job rank source (or AnySource) on a
+// communicator of group g (lock held).
+func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
 	r := e.newRequest(reqRecv)
-	r.ctx, r.peer, r.tag, r.buf = ctx, source, tag, buf
+	r.ctx, r.peer, r.tag, r.buf, r.g = ctx, source, tag, buf, g
 	r.src = -1
 	e.pendingRecvs++
 	cx := e.context(ctx)
@@ -144,7 +150,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 	}
 	e := c.e
 	e.mu.Lock()
-	r, err := e.isend(c.ctx, buf, dest, tag)
+	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag)
 	if err == nil && r.done { // an eager send is done at once: one lock
 		err = r.status.Err
 		e.release(r)
@@ -155,7 +161,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.wait(r, 0)
+	_, err = c.Wait(r)
 	return err
 }
 
@@ -166,7 +172,7 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	}
 	e := c.e
 	e.mu.Lock()
-	r, err := e.irecv(c.ctx, buf, source, tag)
+	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
 	if err == nil && !r.done {
 		e.progress()
 	}
@@ -180,180 +186,7 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	return c.wait(r, 0)
-}
-
-// Progress polls every module once and returns how many events it handled.
-func (c *Comm) Progress() int {
-	c.e.mu.Lock()
-	defer c.e.mu.Unlock()
-	return c.e.progress()
-}
-
-// Wait blocks until r completes, then releases it.
-func (c *Comm) Wait(r *Request) (Status, error) { return c.wait(r, 0) }
-
-// wait is Wait with an optional deadline on the engine's clock; at the
-// deadline it returns an error wrapping core.ErrStalled and leaves r
-// pending.
-func (c *Comm) wait(r *Request, deadline time.Duration) (Status, error) {
-	e := c.e
-	if r == nil || r.e != e {
-		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid)
-	}
-	var b backoff // built only once the first poll has not finished r
-	for first := true; ; first = false {
-		e.mu.Lock()
-		if r.released {
-			e.mu.Unlock()
-			return Status{}, fmt.Errorf("pml: wait on a released request: %w", ErrInvalid)
-		}
-		n := 0
-		if !r.done {
-			n = e.progress()
-		}
-		if r.done {
-			st := r.status
-			e.release(r)
-			e.mu.Unlock()
-			return st, st.Err
-		}
-		e.mu.Unlock()
-		if first {
-			b = e.newBackoff()
-		}
-		if n > 0 {
-			b.reset()
-		} else if err := e.aborted(); err != nil {
-			return Status{}, err
-		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {
-			return Status{}, e.stallErr(r)
-		}
-		b.wait()
-	}
-}
-
-func (e *engine) stallErr(r *Request) error {
-	what := "send to"
-	if r.kind == reqRecv {
-		what = "receive from"
-	}
-	return fmt.Errorf("pml: %s rank %d tag %d: no progress for %v: %w", what, r.peer, r.tag, e.opts.StallTimeout, core.ErrStalled)
-}
-
-// Test makes progress once and reports whether r has completed; if so it
-// releases r and returns its status.
-func (c *Comm) Test(r *Request) (bool, Status, error) {
-	e := c.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if r == nil || r.e != e || r.released {
-		return false, Status{}, fmt.Errorf("pml: test on a released, foreign or nil request: %w", ErrInvalid)
-	}
-	if !r.done {
-		e.progress()
-	}
-	if !r.done {
-		return false, Status{}, nil
-	}
-	st := r.status
-	e.release(r)
-	return true, st, st.Err
-}
-
-// Waitall waits for every request, setting each entry to nil. It returns
-// the first error of any request.
-func (c *Comm) Waitall(rs []*Request) error {
-	var first error
-	for i, r := range rs {
-		if r == nil {
-			continue
-		}
-		if _, err := c.Wait(r); err != nil && first == nil {
-			first = err
-		}
-		rs[i] = nil
-	}
-	return first
-}
-
-// Waitany waits until one of the non-nil requests completes, releases it,
-// sets its entry to nil and returns its index. With no non-nil request it
-// returns -1.
-func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
-	e := c.e
-	b := e.newBackoff()
-	for {
-		e.mu.Lock()
-		n := e.progress()
-		live := false
-		for i, r := range rs {
-			if r == nil {
-				continue
-			}
-			if r.e != e || r.released {
-				e.mu.Unlock()
-				return i, Status{}, fmt.Errorf("pml: waitany on a released or foreign request: %w", ErrInvalid)
-			}
-			live = true
-			if r.done {
-				st := r.status
-				e.release(r)
-				rs[i] = nil
-				e.mu.Unlock()
-				return i, st, st.Err
-			}
-		}
-		e.mu.Unlock()
-		if !live {
-			return -1, Status{}, nil
-		}
-		if n > 0 {
-			b.reset()
-		} else if err := e.aborted(); err != nil {
-			return -1, Status{}, err
-		} else if b.stalled() {
-			return -1, Status{}, fmt.Errorf("pml: waitany: no progress for %v: %w", e.opts.StallTimeout, core.ErrStalled)
-		}
-		b.wait()
-	}
-}
-
-// Iprobe reports whether a message from source with tag can be received,
-// without receiving it. Count is the message's full length.
-func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
-	if err := c.check(source, tag, true); err != nil {
-		return false, Status{}, err
-	}
-	e := c.e
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.progress()
-	if u := e.context(c.ctx).matchUnexpected(source, tag); u != nil {
-		return true, Status{Source: u.src, Tag: u.tag, Count: u.total}, nil
-	}
-	if source != AnySource && e.peers[source].lost != nil {
-		return false, Status{}, e.peers[source].lost
-	}
-	return false, Status{}, nil
-}
-
-// Probe blocks until a message from source with tag can be received.
-func (c *Comm) Probe(source, tag int) (Status, error) {
-	b := c.e.newBackoff()
-	for {
-		ok, st, err := c.Iprobe(source, tag)
-		if ok || err != nil {
-			return st, err
-		}
-		if err := c.e.aborted(); err != nil {
-			return Status{}, err
-		}
-		if b.stalled() {
-			return Status{}, fmt.Errorf("pml: probe for rank %d tag %d: no progress for %v: %w", source, tag, c.e.opts.StallTimeout, core.ErrStalled)
-		}
-		b.wait()
-	}
+	return c.Wait(r)
 }
 
 // Cancel cancels a posted receive that has not matched yet; it then
@@ -378,7 +211,10 @@ func (c *Comm) Cancel(r *Request) error {
 
 // Dup returns a communicator over the same ranks with its own context, so
 // its messages never match those of c. Like MPI_Comm_dup it is collective:
-// every rank must call Dup in the same order.
+// every rank must call Dup in the same order. It takes the next id of a
+// counter every rank keeps alike as long as every communicator is made by
+// Dup; once some ranks have made communicators the others have not
+// (Derive), ids are agreed instead (package coll's Dup and Split).
 func (c *Comm) Dup() (*Comm, error) {
 	e := c.e
 	e.mu.Lock()
@@ -391,9 +227,7 @@ func (c *Comm) Dup() (*Comm, error) {
 	}
 	ctx := e.nextCtx
 	e.nextCtx += 2
-	e.context(ctx)
-	e.context(ctx + 1)
-	return &Comm{e: e, ctx: ctx}, nil
+	return e.newComm(ctx, c.g, c.rank, c.size), nil
 }
 
 // Abort gives up on the job for this rank, as a launcher does when

@@ -3,6 +3,7 @@ package pml
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -189,6 +190,20 @@ type engine struct {
 	opts  Options
 	log   zerolog.Logger
 
+	// nlost counts lost peers, so that Comm.Lost costs nothing until one
+	// is.
+	nlost atomic.Int32
+	// events counts what progress has handled, by any goroutine: a
+	// waiter whose own poll found nothing, but whose operations (Start)
+	// polled and found something while it advanced them, is making
+	// progress and must not back off into sleeping.
+	events atomic.Uint64
+	// ops are the Requests of operations above the PML (Start); opMu
+	// guards ops and lets one goroutine at a time advance them.
+	opMu sync.Mutex
+	ops  []*Request
+	nops atomic.Int32
+
 	mods  []*module
 	peers []*peer
 	ctxs  []*context
@@ -319,7 +334,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
 	}
-	return &Comm{e: e, ctx: 0, owner: true}, nil
+	c := e.newComm(0, nil, rank, size)
+	c.owner = true
+	return c, nil
 }
 
 func (e *engine) register(mod *module) error {
@@ -431,6 +448,9 @@ func (e *engine) progress() int {
 	if e.opts.Scheduler != nil {
 		e.pollScheduler()
 	}
+	if n > 0 {
+		e.events.Add(uint64(n))
+	}
 	if e.hot.polls++; e.hot.polls&63 == 0 {
 		e.flushMetrics()
 	}
@@ -459,6 +479,7 @@ func (e *engine) failPeer(p *peer, err error) {
 		err = fmt.Errorf("%w: %w", core.ErrPeerLost, err)
 	}
 	p.lost = err
+	e.nlost.Add(1)
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {

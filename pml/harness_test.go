@@ -164,7 +164,7 @@ func exchange(c *Comm, sizes []int) error {
 		}
 		reqs = append(reqs, s)
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return err
 	}
 	for i, n := range sizes {

@@ -57,7 +57,7 @@ func TestMatching(t *testing.T) {
 						if err := c.Barrier(); err != nil {
 							return err
 						}
-						return c.Waitall(reqs)
+						return c.Waitall(reqs, nil)
 					}
 					if !posted {
 						if err := c.Barrier(); err != nil {
@@ -137,7 +137,7 @@ func TestAnySourceAndSelf(t *testing.T) {
 			}
 			seen[st.Source] = true
 		}
-		return c.Waitall(reqs)
+		return c.Waitall(reqs, nil)
 	})
 }
 

@@ -109,7 +109,7 @@ func TestRandomSchedulesDeliverInOrder(t *testing.T) {
 				}
 				last[k] = idx
 			}
-			return c.Waitall(sends)
+			return c.Waitall(sends, nil)
 		})
 	})
 }

@@ -171,7 +171,7 @@ func (e *engine) retry() int {
 			for k := s.out.Front(); k != nil; k = s.out.Front() {
 				f := k.Value()
 				s.mod.armed = true
-				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags)
+				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags|core.SendBacklog)
 				if errors.Is(err, core.ErrNoResources) {
 					break
 				}

@@ -105,7 +105,7 @@ func (r *Request) matched(h *core.Header, total int) {
 	r.src = int(h.Src)
 	r.total = total
 	r.accept = min(total, len(r.buf))
-	r.status.Source, r.status.Tag = int(h.Src), int(h.Tag)
+	r.status.Source, r.status.Tag = r.g.toLocal(int(h.Src)), int(h.Tag)
 }
 
 func (e *engine) truncErr(r *Request) error {

@@ -29,12 +29,15 @@ type reqKind uint8
 const (
 	reqSend reqKind = iota + 1
 	reqRecv
+	reqOp // an Op of a layer above (Start)
 )
 
-// Request is a non-blocking send or receive. It is released by Wait, by a
-// Test that reports completion, and by Waitall/Waitany; a released request
+// Request is a non-blocking send, receive or operation of a layer above
+// (a collective, Start). It is released by Wait, by a Test that reports
+// completion, by the all/any/some forms and by Free; a released request
 // must not be used again (it is recycled, as MPI sets a handle to
-// MPI_REQUEST_NULL).
+// MPI_REQUEST_NULL). Any goroutine may wait on or test a request, but only
+// one at a time.
 type Request struct {
 	e    *engine
 	kind reqKind
@@ -46,12 +49,14 @@ type Request struct {
 	refs     int // stripes and queued frames still pointing at this request
 
 	ctx  uint32
-	peer int // destination, or the source asked for (maybe AnySource)
+	g    *group // the communicator's ranks, to report a local source
+	peer int    // job rank of the destination, or of the source asked for (maybe AnySource)
 	tag  int
 	buf  []byte
 	src  int // a matched receive's actual source
 
 	status Status
+	op     Op // reqOp: the operation, until it finishes
 
 	// Protocol state.
 	proto  Protocol

@@ -3,6 +3,11 @@
 // several times, and prints the medians and the ratios gobtl / Open MPI
 // against the issue's targets. bench/compare-ompi.sh installs Open MPI and
 // builds bench/c/osu.c first; `make compare-ompi` runs both.
+//
+// -set p2p (the default) compares latency, bandwidth and message rate on
+// 2 ranks; -set coll compares the collectives on 4 (-np for 8, 16): gobtl
+// bench allreduce, bcast and allgather against MPI_Allreduce, MPI_Bcast and
+// MPI_Allgather as Open MPI's coll/tuned chooses them.
 package main
 
 import (
@@ -32,7 +37,18 @@ type metric struct {
 	label        string
 }
 
-var metrics = []metric{
+// sets of metrics: the point-to-point targets (2 ranks) and the
+// collective ones (issue 18; 4 ranks, also run at 8 and 16).
+var sets = map[string][]metric{"p2p": p2pMetrics, "coll": collMetrics}
+
+var collMetrics = []metric{
+	{"allreduce", "lat_us", 8, true, 1.0, "allreduce 8 B (us)"},
+	{"allreduce", "lat_us", 1 << 20, true, 1.0, "allreduce 1 MiB (us)"},
+	{"bcast", "lat_us", 1 << 20, true, 1.0, "bcast 1 MiB (us)"},
+	{"allgather", "lat_us", 1 << 20, true, 1.0, "allgather 1 MiB (us)"},
+}
+
+var p2pMetrics = []metric{
 	{"latency", "lat_us", 8, true, 0.9, "latency 8 B (us)"},
 	{"latency", "lat_us", 1 << 20, true, 1.0, "latency 1 MiB (us)"},
 	{"bw", "mbps", 64 << 10, false, 1.0, "bw 64 KiB (MB/s)"},
@@ -48,7 +64,9 @@ type runner struct {
 
 func main() {
 	reps := flag.Int("reps", 5, "runs of every benchmark on every stack, alternating")
-	np := flag.Int("np", 2, "ranks")
+	set := flag.String("set", "p2p", "the metrics: p2p (latency, bandwidth, message rate) or coll (allreduce, bcast, allgather)")
+	np := flag.Int("np", 0, "ranks (0: 2 for p2p, 4 for coll)")
+	iters := flag.Int("iters", 0, "iterations per size on both sides (0: the benchmarks' defaults)")
 	gobtl := flag.String("gobtl", "bin/gobtl", "the gobtl command")
 	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc.openmpi")
 	// By its full name: with MPICH installed too, the unsuffixed mpirun
@@ -58,9 +76,25 @@ func main() {
 	extra := flag.String("mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
 	quiet := flag.Duration("quiet", 30*time.Second, "before each run, wait up to this long for a second in which the machine is idle (other jobs share it)")
 	flag.Parse()
+	metrics, ok := sets[*set]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "compare: no metric set %q (p2p, coll)\n", *set)
+		os.Exit(2)
+	}
+	if *np == 0 {
+		*np = map[string]int{"p2p": 2, "coll": 4}[*set]
+	}
+	var itersArgs []string
+	if *iters > 0 {
+		itersArgs = []string{"--iters", strconv.Itoa(*iters)}
+	}
 
 	sizes := map[string][]int{}
+	var benches []string
 	for _, m := range metrics {
+		if sizes[m.bench] == nil {
+			benches = append(benches, m.bench)
+		}
 		sizes[m.bench] = append(sizes[m.bench], m.size)
 	}
 	ompi := func(mech string) runner {
@@ -68,7 +102,7 @@ func main() {
 			args := append([]string{*mpirun}, strings.Fields(*extra)...)
 			args = append(args, "-np", strconv.Itoa(*np), "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
 				"--mca", "btl_vader_single_copy_mechanism", mech, *osu, bench, "--sizes", joinSizes(s))
-			return args
+			return append(args, itersArgs...)
 		}}
 	}
 	gob := runner{"gobtl", func(bench string, s []int) []string {
@@ -76,7 +110,8 @@ func main() {
 		if *stack != "" {
 			args = append(args, "-c", *stack)
 		}
-		return append(args, "--", *gobtl, "bench", bench, "--json", "--sizes", joinSizes(s))
+		args = append(args, "--", *gobtl, "bench", bench, "--json", "--sizes", joinSizes(s))
+		return append(args, itersArgs...)
 	}}
 	runners := []runner{gob, ompi("cma"), ompi("none")}
 
@@ -85,7 +120,6 @@ func main() {
 	for _, r := range runners {
 		values[r.name] = make([][]float64, len(metrics))
 	}
-	benches := []string{"latency", "bw", "msgrate"}
 	fmt.Printf("# %d repetitions, %d ranks, alternating gobtl / Open MPI vader cma / vader none\n", *reps, *np)
 	for _, r := range runners {
 		for _, b := range benches {

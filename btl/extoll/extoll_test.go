@@ -180,7 +180,7 @@ func allPairs(c *pml.Comm, sizes []int) error {
 			reqs = append(reqs, r)
 		}
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("rank %d: %w", me, err)
 	}
 	for k, buf := range recvs {

@@ -30,6 +30,10 @@ var Params = append([]core.Param{
 		Doc: "softrc: name of the physical link the port stands for; ports of processes on this host that name the same link share its rate (a token bucket in /dev/shm), as two jobs on one node share an HCA port. %r is replaced by the rank (rank r of each job on node r), %% by %"},
 	{Name: "idle_after", Type: core.ParamDuration, Default: "200us", Min: "1ns",
 		Doc: "softrc: the device's own goroutine serves the wire once the process has not polled for this long"},
+	{Name: "nic_thread", Type: core.ParamString, Default: "shared", Enum: []string{"shared", "pinned"},
+		Doc: "softrc: shared: the device's NIC work shares the application's cores; pinned: it runs on an OS thread of its own pinned to nic_cpu, and the process's other threads keep off that CPU (overlap needs a core the ranks do not compute on, seed 004 §5.1)"},
+	{Name: "nic_cpu", Type: core.ParamInt, Default: "-1", Min: "-1",
+		Doc: "softrc: the CPU of a pinned NIC thread; -1: the last CPU the process may use"},
 	core.BTLParam("eager_limit", "12KiB"),
 	core.BTLParam("rndv_eager_limit", "0"),
 	{Name: "receive_queues", Type: core.ParamString, Default: "",
@@ -63,6 +67,8 @@ type config struct {
 	delay                     time.Duration
 	link                      string
 	idleAfter                 time.Duration
+	pinNIC                    bool
+	nicCPU                    int
 	eagerLimit, rndvEager     int
 	sendQueue                 int
 	maxRdAtomic               uint8
@@ -82,6 +88,7 @@ func parseConfig(p core.Params) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), device: p.String("device"), address: p.String("address"),
 		port: uint8(p.Int("port")), paths: p.Int("paths"), rate: p.Rate("rate"), delay: p.Duration("delay"), link: p.String("link"), idleAfter: p.Duration("idle_after"),
+		pinNIC: p.String("nic_thread") == "pinned", nicCPU: p.Int("nic_cpu"),
 		eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")), sendQueue: p.Int("send_queue"),
 		maxRdAtomic: uint8(p.Int("max_rd_atomic")), minRNR: verbs.RNRTimerCode(p.Duration("min_rnr_timer")),
 		rnrRetry: uint8(p.Int("rnr_retry")), retryCnt: uint8(p.Int("retry_count")), timeout: uint8(p.Int("timeout")),
@@ -91,7 +98,7 @@ func parseConfig(p core.Params) (*config, error) {
 		include:        p.String(netif.ParamInclude), exclude: p.String(netif.ParamExclude),
 	}
 	if c.provider != "softrc" {
-		for _, n := range []string{"address", "rate", "delay", "link", "idle_after", netif.ParamInclude, netif.ParamExclude} {
+		for _, n := range []string{"address", "rate", "delay", "link", "idle_after", "nic_thread", "nic_cpu", netif.ParamInclude, netif.ParamExclude} {
 			if p.IsSet(n) {
 				return nil, fmt.Errorf("ib: %s is a softrc parameter; provider is %s", n, c.provider)
 			}

@@ -66,8 +66,11 @@ import (
 // accepted). The BTL sees the head of that queue: it refuses it, notes
 // when, and marks the frame that finally goes — the one that waited — with
 // the backlog bit, counting its wait. The frames queued behind it never
-// reach the BTL until they go, so the bit marks one frame per stall, and
-// the depth of the queue is the PML's to count.
+// reach the BTL while they wait, but the PML sends them from its queue
+// with core.SendBacklog: until the queue has drained (a frame comes that
+// did not wait), each of them carries the bit too, so the receiver sees
+// every message that went through the backlog (§4.3), not one per stall,
+// and a dynamic policy grows by one step for each.
 
 // flowCfg is the scheme a module runs, checked at open.
 type flowCfg struct {
@@ -157,6 +160,9 @@ type credits struct {
 	avail     int
 	held      bool
 	heldSince time.Duration
+	// draining: a stall ended and the frames that waited behind its head
+	// are still coming out of the backlog.
+	draining bool
 	// Receiver side: buffers assigned to the peer (posted, or holding a
 	// frame being handled), the number the policy wants, credits owed for
 	// reposted or new buffers, and the most ever assigned.
@@ -199,14 +205,21 @@ func (e *endpoint) refused(qi int) {
 	}
 }
 
-// released ends a stall on queue qi: the frame going now is the one that
-// waited. It returns the header flag to set.
-func (e *endpoint) released(qi int) core.Flag {
+// released returns the header flag of a frame going now on queue qi: the
+// backlog bit if it waited for a credit — the head of a stall that ends
+// now, or, queued (sent from the backlog), one that waited behind it.
+func (e *endpoint) released(qi int, queued bool) core.Flag {
 	c := &e.cred[qi]
 	if !c.held {
-		return 0
+		if !queued || !c.draining {
+			c.draining = false
+			return 0
+		}
+		e.st.waited.Inc()
+		e.m.backlogged.Inc()
+		return core.FlagBacklog
 	}
-	c.held = false
+	c.held, c.draining = false, true
 	wait := e.m.clock.Now() - c.heldSince
 	e.st.waited.Inc()
 	e.st.waitNs.Add(int64(wait))

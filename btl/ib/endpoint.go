@@ -198,8 +198,7 @@ func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 }
 
 // post puts b on the wire with the credits owed to the peer and, if it
-// is the first frame on its queue since one was refused for lack of a
-// credit, the backlog bit.
+// waited in the backlog for a credit (released), the backlog bit.
 func (e *endpoint) post(b *sendBuf) {
 	m := e.m
 	qi := b.queue
@@ -208,7 +207,7 @@ func (e *endpoint) post(b *sendBuf) {
 		if !m.queues[qi].shared && h.Type != core.TypeCredit {
 			e.cred[qi].spend()
 			if b.flags&core.SendNoFlowControl == 0 {
-				h.Flags |= e.released(int(qi))
+				h.Flags |= e.released(int(qi), b.flags&core.SendBacklog != 0)
 			}
 		}
 		if ci := m.creditQueue(qi); ci >= 0 {

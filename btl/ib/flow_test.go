@@ -53,6 +53,10 @@ type stream struct {
 	sizes    []int // per frame
 	queued   int   // frames handed over so far (sent or waiting)
 	accepted int   // frames the BTL took, in order
+	// waited[i]: frame i went through the backlog — refused, or handed
+	// over while an earlier one waited — and goes with core.SendBacklog,
+	// as the PML sends from its queue.
+	waited []bool
 }
 
 func (s *stream) payload(i int) []byte { return fill(make([]byte, s.sizes[i]), s.from*100000+i) }
@@ -61,6 +65,7 @@ func (s *stream) payload(i int) []byte { return fill(make([]byte, s.sizes[i]), s
 func (s *stream) add(n, size int) {
 	for range n {
 		s.sizes = append(s.sizes, size)
+		s.waited = append(s.waited, s.accepted < s.queued)
 	}
 	s.queued += n
 	s.retry()
@@ -71,8 +76,15 @@ func (s *stream) retry() {
 	e := s.j.ep(s.from, s.to)
 	for s.accepted < s.queued {
 		i := s.accepted
-		err := e.Send(core.Header{Type: testType, Src: int32(s.from), Tag: int32(i)}, nil, s.payload(i), 0)
+		var flags core.SendFlags
+		if s.waited[i] {
+			flags = core.SendBacklog
+		}
+		err := e.Send(core.Header{Type: testType, Src: int32(s.from), Tag: int32(i)}, nil, s.payload(i), flags)
 		if errors.Is(err, core.ErrNoResources) {
+			for k := i; k < s.queued; k++ {
+				s.waited[k] = true
+			}
 			return
 		}
 		if err != nil {
@@ -517,4 +529,56 @@ type growingHardware struct{ extollish }
 
 func (growingHardware) Setup(core.FlowInfo) (core.FlowSetup, error) {
 	return core.FlowSetup{Scheme: core.FlowNone, Quota: 2, MaxQuota: 8}, nil
+}
+
+// Seed 000 §4.2: an explicit credit message goes once the receiver owes
+// the threshold (5) — exactly then, not one later — or, when fewer
+// buffers are posted than the threshold, once it owes all of them.
+func TestExplicitCreditsAreDueAtTheThresholdExactly(t *testing.T) {
+	for _, c := range []struct {
+		owed, target, threshold int
+		due                     bool
+	}{
+		{0, 100, 5, false},
+		{4, 100, 5, false},
+		{5, 100, 5, true},
+		{6, 100, 5, true},
+		{2, 3, 5, false},
+		{3, 3, 5, true},
+		{1, 1, 1, true},
+		{0, 0, 1, false},
+	} {
+		cr := credits{owed: c.owed, target: c.target}
+		if got := cr.due(c.threshold); got != c.due {
+			t.Errorf("owed %d, %d posted, threshold %d: due %v, want %v", c.owed, c.target, c.threshold, got, c.due)
+		}
+	}
+}
+
+// Seed 000 §4.3: "a bit in each message" says it went through the
+// backlog, so the receiver sees every message that waited for a credit —
+// the head of a stall and each one queued behind it — and no other.
+func TestEveryFrameThatWaitedCarriesTheBacklogBit(t *testing.T) {
+	j := openJob(t, 2, fcOpts(t, "P,256,8,1,1", staticFlow(3, 5, false)))
+	s := &stream{j: j, from: 0, to: 1}
+	s.add(1, 10)
+	j.until("the connection", func() bool { s.retry(); return len(j.got[1]) == 1 })
+	s.add(12, 10)
+	j.until("every frame", func() bool { s.retry(); return len(j.got[1]) == len(s.sizes) })
+	s.check()
+	waited := 0
+	for _, f := range j.got[1] {
+		i := int(f.h.Tag)
+		if got := f.h.Flags&core.FlagBacklog != 0; got != s.waited[i] {
+			t.Errorf("frame %d: backlog bit %v, went through the backlog %v", i, got, s.waited[i])
+		}
+		if s.waited[i] {
+			waited++
+		}
+	}
+	e := j.ep(0, 1)
+	if waited < 9 || e.st.stalls.Load() == 0 || int(e.st.waited.Load()) != waited || int(j.mods[1].backlogRx.Load()) != waited {
+		t.Fatalf("%d frames waited in %d stalls; counted %d sent and %d received with the bit",
+			waited, e.st.stalls.Load(), e.st.waited.Load(), j.mods[1].backlogRx.Load())
+	}
 }

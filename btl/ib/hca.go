@@ -67,8 +67,8 @@ func openHCA(c *config, boot core.Bootstrap, spans bool) (*hca, error) {
 		if int(c.port) > softrcPorts {
 			return nil, fmt.Errorf("ib: softrc devices have %d ports, not %d", softrcPorts, c.port)
 		}
-		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter}); err != nil {
-			return nil, fmt.Errorf("ib: %w (idle_after must agree across blocks on one device)", err)
+		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter, PinNIC: c.pinNIC, NICCPU: c.nicCPU}); err != nil {
+			return nil, fmt.Errorf("ib: %w (idle_after, nic_thread and nic_cpu must agree across blocks on one device)", err)
 		}
 		addr, err := c.softrcAddress(spans)
 		if err != nil {

@@ -156,6 +156,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		return
 	}
 	q.util.Observe(float64(wc.ByteLen) / float64(q.spec.BufSize))
+	m.recvSize.Observe(float64(wc.ByteLen))
 	m.framesRecv.Inc()
 	m.bytesRecv.Add(int64(wc.ByteLen))
 	if e.state == epWaitRTU {

@@ -12,10 +12,14 @@ type counters struct {
 	framesSent, framesRecv, bytesSent, bytesRecv *core.Counter
 	puts, gets, rdmaBytes                        *core.Counter
 	noSendBuf, backlogged, backlogRx, creditMsgs *core.Counter
-	badFrames, peersLost, rejected, stalls       *core.Counter
-	clamped                                      *core.Counter
-	recvBytes, sendMem                           *core.Gauge
-	dev                                          *devMetrics
+	// recvSize is the sizes of the frames received, headers included:
+	// the InfiniBand-level message sizes of seed 002's percentile plots
+	// (Fig. 2a), whatever the receive layout.
+	recvSize                               *core.Histogram
+	badFrames, peersLost, rejected, stalls *core.Counter
+	clamped                                *core.Counter
+	recvBytes, sendMem                     *core.Gauge
+	dev                                    *devMetrics
 }
 
 // devMetrics mirror a softrc device's counters.
@@ -38,6 +42,7 @@ func (m *module) initMetrics() {
 	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
 	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
 	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
+	m.recvSize = mx.Histogram(m.metric("recv_size"), SizeBounds)
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
 		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
@@ -50,8 +55,8 @@ func (m *module) initMetrics() {
 type peerStats struct {
 	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
 	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
-	waited     *core.Counter // frames sent with the backlog bit: stalls ended
-	waitNs     *core.Counter // the time those frames waited, in all
+	waited     *core.Counter // frames sent with the backlog bit: every one that waited for a credit
+	waitNs     *core.Counter // the time the stalls lasted (head to release), in all
 	waitMax    *core.Gauge   // the longest one waited
 	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
 	creditMsgs *core.Counter // explicit credit frames sent to the peer
@@ -85,3 +90,14 @@ func rnrNaks(qps []verbs.QP) int64 {
 	}
 	return n
 }
+
+// SizeBounds are the buckets of the received-size histogram
+// (ib.<module>.recv_size): powers of two from 16 B to 64 KiB, the sizes
+// of B-SRQ's buckets and beyond.
+var SizeBounds = func() []float64 {
+	var b []float64
+	for s := 16.0; s <= 64<<10; s *= 2 {
+		b = append(b, s)
+	}
+	return b
+}()

@@ -32,11 +32,14 @@ func init() {
 }
 
 // experimentCommand is the command of e: it sets up the experiment's
-// environment and runs the plan. With steps it takes --only (the steps
-// to run, all by default); with plots, --plots (where figures go, plots
-// by default).
-func experimentCommand(e *experiment.Experiment, steps []string, plots string, plan func(env *experiment.Env) *experiment.Plan) *cobra.Command {
+// environment and runs the plan. Every experiment takes the same shared
+// flags, declared here once: --reps (the median of that many runs is
+// reported), --quick, --plots, --json, --plugins, --plugin-dir and --only
+// (the steps to run, all by default).
+func experimentCommand(e *experiment.Experiment, steps []string, plan func(env *experiment.Env) *experiment.Plan) *cobra.Command {
 	var only []string
+	env := &experiment.Env{}
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use: e.Name, Short: e.Short, Long: e.Long, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,25 +52,35 @@ func experimentCommand(e *experiment.Experiment, steps []string, plots string, p
 				return err
 			}
 			defer jobs.Close()
-			env := &experiment.Env{Ctx: cmd.Context(), Out: cmd.OutOrStdout(), Progress: cmd.ErrOrStderr(), Bar: stderrIsTerminal(), Jobs: jobs, Plots: plots}
+			env.Ctx, env.Out, env.Progress, env.Bar, env.Jobs = cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), stderrIsTerminal(), jobs
+			if env.Quick && !cmd.Flags().Changed("reps") {
+				env.Reps = 1 // quick: one run per point unless told
+			}
+			if asJSON {
+				// The document is the standard output; the tables go
+				// beside the progress.
+				env.JSON, env.Out, env.Bar = cmd.OutOrStdout(), cmd.ErrOrStderr(), false
+			}
 			return experiment.Run(env, plan(env), only)
 		},
 	}
+	f := cmd.Flags()
 	if len(steps) > 0 {
-		cmd.Flags().StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(steps, ", "))
+		f.StringSliceVar(&only, "only", nil, "experiments to run: "+strings.Join(steps, ", "))
 	}
-	if plots != "" {
-		cmd.Flags().StringVar(&plots, "plots", plots, `directory for the plots ("" for none)`)
-	}
+	f.IntVar(&env.Reps, "reps", max(e.Reps, 1), "runs per measurement; the median is reported")
+	f.BoolVar(&env.Quick, "quick", false, "fewer points and shorter runs, one run each unless --reps is given (under a minute on 2 cores)")
+	f.StringVar(&env.Plots, "plots", "out/"+e.Name, `directory for the plots ("" for none)`)
+	f.BoolVar(&asJSON, "json", false, "print the run as one JSON document (checks, records, load); the tables go to standard error")
+	f.BoolVar(&env.Plugins, "plugins", false, "run every step twice: policies built in, then the same policies as separately compiled plugins")
+	f.StringVar(&env.PluginDir, "plugin-dir", "", "directory of the plugins for --plugins (default: plugins/ beside gobtl, else bin/plugins)")
 	return cmd
 }
 
 func flowcontrolCmd() *cobra.Command {
 	var o flowcontrol.Options
-	cmd := experimentCommand(flowcontrol.Experiment, flowcontrol.Names, "out/flowcontrol", func(env *experiment.Env) *experiment.Plan { return flowcontrol.New(env, o) })
+	cmd := experimentCommand(flowcontrol.Experiment, flowcontrol.Names, func(env *experiment.Env) *experiment.Plan { return flowcontrol.New(env, o) })
 	f := cmd.Flags()
-	f.IntVar(&o.Reps, "reps", 1, "runs per measurement; the best is kept")
-	f.BoolVar(&o.Quick, "quick", false, "fewer points, shorter runs")
 	f.StringSliceVar(&o.Patterns, "patterns", nil, "patterns to run (default: "+strings.Join(flowcontrol.AllPatterns, ",")+")")
 	f.IntVar(&o.Ranks, "ranks", 8, "ranks of the pattern runs")
 	f.IntVar(&o.Max, "max", 128, "the dynamic scheme's most buffers per peer")
@@ -77,29 +90,23 @@ func flowcontrolCmd() *cobra.Command {
 
 func multirailCmd() *cobra.Command {
 	var o multirail.Options
-	cmd := experimentCommand(multirail.Experiment, multirail.Names, "out/multirail", func(env *experiment.Env) *experiment.Plan { return multirail.New(env, o) })
-	f := cmd.Flags()
-	f.IntVar(&o.Reps, "reps", 3, "runs per measurement; the best is kept")
-	f.BoolVar(&o.Quick, "quick", false, "fewer sizes, shorter streams")
-	return cmd
+	return experimentCommand(multirail.Experiment, multirail.Names, func(env *experiment.Env) *experiment.Plan { return multirail.New(env, o) })
 }
 
 func recvbufCmd() *cobra.Command {
 	var o recvbuf.Options
-	cmd := experimentCommand(recvbuf.Experiment, nil, "", func(env *experiment.Env) *experiment.Plan { return recvbuf.New(env, o) })
+	cmd := experimentCommand(recvbuf.Experiment, recvbuf.Names, func(env *experiment.Env) *experiment.Plan { return recvbuf.New(env, o) })
 	f := cmd.Flags()
-	f.IntSliceVar(&o.Ranks, "ranks", []int{8, 16}, "job sizes")
-	f.IntVar(&o.Cycles, "cycles", 20, "V-cycles timed (after one to wire up)")
+	f.IntSliceVar(&o.Ranks, "ranks", nil, "job sizes of the utilization runs (default 8,16; --quick 8)")
+	f.IntVar(&o.Cycles, "cycles", 0, "V-cycles timed, after one to wire up (default 20; --quick 5)")
 	return cmd
 }
 
 func extollCmd() *cobra.Command {
 	var o extoll.Options
-	cmd := experimentCommand(extoll.Experiment, extoll.Names, "", func(env *experiment.Env) *experiment.Plan { return extoll.New(env, o) })
+	cmd := experimentCommand(extoll.Experiment, extoll.Names, func(env *experiment.Env) *experiment.Plan { return extoll.New(env, o) })
 	f := cmd.Flags()
-	f.IntVar(&o.Ranks, "ranks", 16, "ranks per run (oversubscribing the cores)")
-	f.IntVar(&o.Reps, "reps", 3, "runs per configuration; the median time is reported")
-	f.BoolVar(&o.Quick, "quick", false, "fewer configurations and iterations")
+	f.IntVar(&o.Ranks, "ranks", 0, "ranks per run, oversubscribing the cores (default 16; --quick 8)")
 	f.BoolVar(&o.InProcess, "in-process", false, "run ranks as goroutines instead of processes")
 	return cmd
 }
@@ -107,7 +114,7 @@ func extollCmd() *cobra.Command {
 func overlapCmd() *cobra.Command {
 	var o overlap.Options
 	var sizes string
-	cmd := experimentCommand(overlap.Overlap, nil, "", func(env *experiment.Env) *experiment.Plan { return overlap.NewOverlap(env, o) })
+	cmd := experimentCommand(overlap.Overlap, nil, func(env *experiment.Env) *experiment.Plan { return overlap.NewOverlap(env, o) })
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		s, err := bench.ParseSizes(sizes)
@@ -121,18 +128,18 @@ func overlapCmd() *cobra.Command {
 	f.StringVar(&sizes, "sizes", "64KiB,256KiB,1MiB", "message sizes")
 	f.StringSliceVar(&o.Compute, "compute", []string{"100us", "200us", "500us", "1000us", "1500us", "1800us", "2000us"}, "computation times W (W = 0 gives W/T = 0 by definition)")
 	f.StringSliceVar(&o.Protocols, "protocols", []string{"rdma_write", "rdma_read", "rdma_read_async"}, "rendezvous protocols")
-	f.IntVar(&o.Iters, "iters", 50, "timed iterations per point")
+	f.IntVar(&o.Iters, "iters", 0, "timed iterations per point (default 50; --quick 10)")
+	f.BoolVar(&o.NICThread, "nic-thread", false, "run softrc's NIC work on an OS thread of its own, pinned to a free core (btl ib nic_thread = \"pinned\")")
 	f.StringVar(&o.Rate, "rate", "900MB/s", `softrc link rate; the paper's 4x SDR links moved ~900MB/s, so its transfer times (and overlap ratios at a given W) match; "" is unlimited`)
 	return cmd
 }
 
 func ibperfCmd() *cobra.Command {
-	var protocol string
-	var iters int
-	cmd := experimentCommand(overlap.IBPerf, nil, "", func(env *experiment.Env) *experiment.Plan { return overlap.NewIBPerf(env, protocol, iters) })
+	var o overlap.IBPerfOptions
+	cmd := experimentCommand(overlap.IBPerf, nil, func(env *experiment.Env) *experiment.Plan { return overlap.NewIBPerf(env, o) })
 	f := cmd.Flags()
-	f.StringVar(&protocol, "protocol", "rdma_read", "rendezvous protocol")
-	f.IntVar(&iters, "iters", 20000, "latency iterations")
+	f.StringVar(&o.Protocol, "protocol", "rdma_read", "rendezvous protocol")
+	f.IntVar(&o.Iters, "iters", 0, "latency iterations (default 20000; --quick 2000)")
 	return cmd
 }
 

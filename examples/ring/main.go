@@ -100,7 +100,7 @@ func ring(c *gobtl.Comm, rounds int) error {
 			reqs = append(reqs, r)
 			bytes += int64(size)
 		}
-		if err := c.Waitall(reqs); err != nil {
+		if err := c.Waitall(reqs, nil); err != nil {
 			return err
 		}
 		for p := 0; p < n; p++ {

@@ -17,6 +17,7 @@ package extoll
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ type Spec struct {
 	// Groups are the first ranks of the destination groups whose credits
 	// rank 0 samples in the phases pattern (Figure 19).
 	Groups []int `json:"groups,omitempty"`
+	// Senders lists, per phase of the handoff pattern, the ranks that
+	// send rank 0 Iters messages each.
+	Senders [][]int `json:"senders,omitempty"`
 }
 
 // Outcome is what rank 0 reports.
@@ -104,6 +108,8 @@ func Run(c bench.Comm, s Spec) (*Outcome, error) {
 		iter = func() error { return x.alltoall(s.Active) }
 	case "phases":
 		return x.phases()
+	case "handoff":
+		return x.handoff()
 	default:
 		return nil, fmt.Errorf("unknown pattern %q", s.Pattern)
 	}
@@ -112,25 +118,14 @@ func Run(c bench.Comm, s Spec) (*Outcome, error) {
 			return nil, err
 		}
 	}
-	before := counters(c.Metrics())
-	if err := c.Barrier(); err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	for range s.Iters {
-		if err := iter(); err != nil {
-			return nil, err
+	return x.measured(&Outcome{Spec: s, Ranks: n}, s.Iters, func() error {
+		for range s.Iters {
+			if err := iter(); err != nil {
+				return err
+			}
 		}
-	}
-	if err := c.Barrier(); err != nil {
-		return nil, err
-	}
-	el := time.Since(start)
-	sum, err := x.gather(diff(counters(c.Metrics()), before))
-	if err != nil || c.Rank() != 0 {
-		return nil, err
-	}
-	return &Outcome{Spec: s, Ranks: n, UsPerIter: float64(el.Microseconds()) / float64(s.Iters), Counters: sum}, nil
+		return c.Barrier()
+	})
 }
 
 type runner struct {
@@ -186,32 +181,20 @@ func (x *runner) alltoall(active int) error {
 		}
 		x.reqs = append(x.reqs, r)
 	}
-	return x.c.Waitall(x.reqs)
+	return x.c.Waitall(x.reqs, nil)
 }
 
-// phases runs Iters alltoalls per phase with a barrier after each (§7.3)
-// and samples rank 0's credits after every one.
-func (x *runner) phases() (*Outcome, error) {
-	c, s := x.c, x.s
-	out := &Outcome{Spec: s, Ranks: c.Size()}
+// measured runs body between barriers and returns rank 0's outcome: the
+// time per iteration over iters and every rank's counters summed.
+func (x *runner) measured(out *Outcome, iters int, body func() error) (*Outcome, error) {
+	c := x.c
 	before := counters(c.Metrics())
 	if err := c.Barrier(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	for ph, active := range s.Phases {
-		for range s.Iters {
-			if err := x.alltoall(active); err != nil {
-				return nil, err
-			}
-			if err := c.Barrier(); err != nil {
-				return nil, err
-			}
-			if c.Rank() == 0 {
-				out.Credits = append(out.Credits, groupCredits(c.Metrics(), s.Groups, c.Size()))
-				out.PhaseOf = append(out.PhaseOf, ph)
-			}
-		}
+	if err := body(); err != nil {
+		return nil, err
 	}
 	el := time.Since(start)
 	sum, err := x.gather(diff(counters(c.Metrics()), before))
@@ -219,8 +202,73 @@ func (x *runner) phases() (*Outcome, error) {
 		return nil, err
 	}
 	out.Counters = sum
-	out.UsPerIter = float64(el.Microseconds()) / float64(len(s.Phases)*s.Iters)
+	out.UsPerIter = float64(el.Microseconds()) / float64(max(1, iters))
 	return out, nil
+}
+
+// phases runs Iters alltoalls per phase with a barrier after each (§7.3)
+// and samples rank 0's credits after every one.
+func (x *runner) phases() (*Outcome, error) {
+	c, s := x.c, x.s
+	out := &Outcome{Spec: s, Ranks: c.Size()}
+	return x.measured(out, len(s.Phases)*s.Iters, func() error {
+		for ph, active := range s.Phases {
+			for range s.Iters {
+				if err := x.alltoall(active); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					out.Credits = append(out.Credits, groupCredits(c.Metrics(), s.Groups, c.Size()))
+					out.PhaseOf = append(out.PhaseOf, ph)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// handoff is a fan-in to rank 0 whose senders change from phase to
+// phase: the senders of one phase grow their quota at rank 0, then go
+// quiet holding credits above what the next phase's senders leave them —
+// the situation in which the dynamic scheme's compulsory credit return
+// fires (seed 003 §6.5, Figure 13). A barrier ends each phase.
+func (x *runner) handoff() (*Outcome, error) {
+	c, s := x.c, x.s
+	me := c.Rank()
+	for ph, senders := range s.Senders {
+		for _, p := range senders {
+			if p <= 0 || p >= c.Size() {
+				return nil, fmt.Errorf("handoff phase %d: sender %d is not a rank of 1..%d", ph, p, c.Size()-1)
+			}
+		}
+	}
+	return x.measured(&Outcome{Spec: s, Ranks: c.Size()}, len(s.Senders)*s.Iters, func() error {
+		for _, senders := range s.Senders {
+			switch {
+			case me == 0:
+				for range s.Iters {
+					for _, p := range senders {
+						if _, err := c.Recv(x.recv[p], p, tagData); err != nil {
+							return err
+						}
+					}
+				}
+			case slices.Contains(senders, me):
+				for range s.Iters {
+					if err := c.Send(x.send, 0, tagData); err != nil {
+						return err
+					}
+				}
+			}
+			if err := c.Barrier(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // gather sums every rank's counters at rank 0. It ends with a barrier:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -34,20 +36,18 @@ tables next to the paper's trends. Ranks are processes under gobtl run unless
 	}),
 })
 
-// Options configure the experiments; zero fields take the defaults.
+// Options configure the experiments; zero fields take the defaults. The
+// shared ones (reps, quick, plugins) are the Env's.
 type Options struct {
 	// Ranks per run (seed 003: 16 + 16 on two nodes).
 	Ranks int
-	// Reps repeats each timed configuration; the median is reported.
-	Reps  int
-	Quick bool
 	// InProcess runs the ranks as goroutines of this process, each with
 	// its own mailbox in /dev/shm (also when there is no launcher).
 	InProcess bool
 }
 
 // Names of the experiments, in order.
-var Names = []string{"memory", "pingpong", "alltoall", "active", "phases", "sm", "none"}
+var Names = []string{"memory", "pingpong", "alltoall", "active", "phases", "handoff", "sm", "none"}
 
 type exp struct {
 	Options
@@ -61,11 +61,11 @@ type exp struct {
 
 // New sets the experiments up to run in env.
 func New(env *experiment.Env, o Options) *experiment.Plan {
-	if o.Reps <= 0 {
-		o.Reps = 1
-	}
 	if o.Ranks <= 0 {
 		o.Ranks = 16
+		if env.Quick {
+			o.Ranks = 8
+		}
 	}
 	x := &exp{Options: o, Env: env, refs: map[string]float64{}}
 	switch {
@@ -85,18 +85,21 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 	}
 	w := &strings.Builder{}
 	fmt.Fprintf(w, "EXTOLL flow control experiments (seed 003 §5.3, §6.8, §7): %d ranks, %s.\n", o.Ranks, x.mode)
-	fmt.Fprintf(w, "Machine: 2 cores shared with other work, so ranks are oversubscribed %d:1 and times are noisy;\n", max(1, o.Ranks/2))
-	fmt.Fprintf(w, "each time is the median of %d run(s). Overhead = time / reference - 1, the reference being no flow\n", o.Reps)
-	fmt.Fprintf(w, "control and a %d-slot-per-peer mailbox (§5.3). Delayed = sends that waited for credits.\n\n", Reference().SlotsPerPeer)
+	if cpus := runtime.NumCPU(); o.Ranks > cpus {
+		fmt.Fprintf(w, "%d ranks on %d CPUs are oversubscribed %d:1, so times are noisy; ", o.Ranks, cpus, (o.Ranks+cpus-1)/cpus)
+	}
+	fmt.Fprintf(w, "each time is the median of the runs.\nOverhead = time / reference - 1, the reference being no flow control and a\n")
+	fmt.Fprintf(w, "%d-slot-per-peer mailbox (§5.3). Delayed = sends that waited for credits.\n\n", Reference().SlotsPerPeer)
 	return &experiment.Plan{
 		Name:   "extoll",
 		Header: w.String(),
 		Steps: []experiment.Step{
-			{Name: "memory", Run: func() error { x.memory(); return nil }},
+			{Name: "memory", Runs: len(memoryNs), Run: x.memory},
 			{Name: "pingpong", Runs: x.sweepRuns(), Run: x.pingpong},
 			{Name: "alltoall", Runs: x.sweepRuns(), Run: x.alltoall},
 			{Name: "active", Runs: x.activeRuns(), Run: x.active},
 			{Name: "phases", Runs: 1, Run: x.phases},
+			{Name: "handoff", Runs: 1, Run: x.handoff},
 			{Name: "sm", Runs: x.smRuns(), Run: x.sm},
 			{Name: "none", Runs: 1, Run: x.none},
 		},
@@ -108,8 +111,18 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 func (x *exp) run(n int, st Stack, sp Spec) (*Outcome, error) {
 	x.Begin("extoll: %s, %v, %d ranks", sp.Pattern, st, n)
 	if x.InProcess || x.Jobs == nil {
+		if x.plugins() {
+			st.Open = func() (core.FlowControl, io.Closer, error) {
+				p, c, err := x.OpenPolicy(core.KindFlowControl, st.Scheme, st.params())
+				if err != nil {
+					return nil, nil, err
+				}
+				return p.(core.FlowControl), c, nil
+			}
+		}
 		return InProcess(n, st, sp)
 	}
+	st.Choose = x.PolicyLines
 	lines, err := x.Jobs.Rank(x.Ctx, n, st.HCL(), Experiment.Name, sp)
 	if err != nil {
 		return nil, fmt.Errorf("gobtl run -np %d (%v): %w", n, st, err)
@@ -124,7 +137,7 @@ func (x *exp) run(n int, st Stack, sp Spec) (*Outcome, error) {
 // measure runs a configuration Reps times and returns the median outcome.
 func (x *exp) measure(st Stack, sp Spec) (*Outcome, error) {
 	var outs []*Outcome
-	for range x.Reps {
+	for range x.Repeat() {
 		o, err := x.run(x.Ranks, st, sp)
 		if err != nil {
 			return nil, fmt.Errorf("%v, %s: %w", st, sp.Pattern, err)
@@ -160,30 +173,33 @@ func pct(a, b int64) float64 {
 	return 100 * float64(a) / float64(b)
 }
 
+// plugins says the policies run as plugins now.
+func (x *exp) plugins() bool { return x.Mode() == "plugin" }
+
 func (x *exp) slotsSweep() []int {
 	if x.Quick {
-		return []int{8, 24, 40, 58}
+		return []int{8, 58}
 	}
 	return []int{8, 16, 24, 32, 40, 48, 58, 64}
 }
 
 func (x *exp) creditSweep() []int {
 	if x.Quick {
-		return []int{1, 2, 4}
+		return []int{1, 2}
 	}
 	return []int{1, 2, 3, 4, 5}
 }
 
 func (x *exp) activeSlots() []int {
 	if x.Quick {
-		return []int{4, 8, 16, 32, 58}
+		return []int{8, 58}
 	}
 	return []int{4, 8, 12, 16, 24, 32, 48, 64}
 }
 
 func (x *exp) smSlots() []int {
 	if x.Quick {
-		return []int{8, 32}
+		return []int{8}
 	}
 	return []int{8, 16, 32, 58}
 }
@@ -195,12 +211,27 @@ func (x *exp) iters(full, quick int) int {
 	return full
 }
 
+// sweepResult is a sweep's outcomes by row ("static k=2") and slots.
+type sweepResult map[string]map[int]*Outcome
+
+// delayed is the share of sends that waited for credits, in percent.
+func (r sweepResult) delayed(row string, slots int) float64 {
+	o := r[row][slots]
+	if o == nil {
+		return nan
+	}
+	return pct(o.Counters["fc.delayed_sends"], o.Counters["fc.sends"])
+}
+
+var nan = math.NaN()
+
 // sweep prints overhead and delayed sends of the static scheme over
 // credit slots × mailbox sizes, plus a dynamic row.
-func (x *exp) sweep(sp Spec) error {
+func (x *exp) sweep(sp Spec) (sweepResult, error) {
+	res := sweepResult{}
 	ref, err := x.reference(sp)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := x.Out
 	slots := x.slotsSweep()
@@ -220,6 +251,7 @@ func (x *exp) sweep(sp Spec) error {
 	schemes = append(schemes, Stack{Scheme: "extoll_dynamic", CreditSlots: 2})
 	for _, st := range schemes {
 		r := row{name: fmt.Sprintf("%s k=%d", strings.TrimPrefix(st.Scheme, "extoll_"), st.CreditSlots)}
+		res[r.name] = map[int]*Outcome{}
 		for _, s := range slots {
 			if s < 2*st.CreditSlots {
 				r.over = append(r.over, "-")
@@ -229,8 +261,11 @@ func (x *exp) sweep(sp Spec) error {
 			st.SlotsPerPeer = s
 			o, err := x.measure(st, sp)
 			if err != nil {
-				return err
+				return nil, err
 			}
+			res[r.name][s] = o
+			x.Record(sp.Pattern, map[string]any{"scheme": st.Scheme, "credit_slots": st.CreditSlots, "slots_per_process": s,
+				"us_per_iter": o.UsPerIter, "reference_us": ref, "counters": o.Counters})
 			r.over = append(r.over, fmt.Sprintf("%.0f%%", 100*(o.UsPerIter/ref-1)))
 			r.delayed = append(r.delayed, fmt.Sprintf("%.1f%%", pct(o.Counters["fc.delayed_sends"], o.Counters["fc.sends"])))
 		}
@@ -252,7 +287,22 @@ func (x *exp) sweep(sp Spec) error {
 		}
 		fmt.Fprintln(w)
 	}
-	return nil
+	return res, nil
+}
+
+// checkSweep checks the trends a sweep shares with the paper's figures:
+// the static scheme's sends stop waiting as the mailbox grows, and the
+// dynamic scheme delays fewer sends than the static one at the smallest
+// mailbox.
+func (x *exp) checkSweep(table string, res sweepResult) {
+	slots := x.slotsSweep()
+	lo, hi := slots[0], slots[len(slots)-1]
+	drop := res.delayed("static k=2", lo) - res.delayed("static k=2", hi)
+	fmt.Fprintf(x.Out, "static k=2, delayed sends at %d minus at %d slots/process: %.1f points   %s\n", lo, hi, drop,
+		x.Check(table, "static k=2", "sends stop waiting for credits as the mailbox grows (delayed % small minus large mailbox)", drop, experiment.AtLeast(5)))
+	d := res.delayed("dynamic k=2", lo) - res.delayed("static k=2", lo)
+	fmt.Fprintf(x.Out, "at %d slots/process, delayed sends dynamic minus static k=2: %.1f points   %s\n", lo, d,
+		x.Check(table, fmt.Sprintf("dynamic at %d slots", lo), "the dynamic scheme delays fewer sends than the static one in a small mailbox (dynamic − static, points)", d, experiment.AtMost(0)))
 }
 
 func (x *exp) pingpong() error {
@@ -262,7 +312,12 @@ func (x *exp) pingpong() error {
 	fmt.Fprintln(w, "overhead although more credit slots delay fewer sends; sends stop waiting at the same buffer size")
 	fmt.Fprintln(w, "whatever the distance; the dynamic scheme's overhead is much lower (a receiver gives its whole")
 	fmt.Fprintln(w, "mailbox to its one partner). Distance (hops) is not modelled here: all ranks share one host.")
-	return x.sweep(Spec{Pattern: "multipingpong", Iters: x.iters(2000, 500), Warmup: 50})
+	res, err := x.sweep(Spec{Pattern: "multipingpong", Iters: x.iters(2000, 300), Warmup: 50})
+	if err != nil {
+		return err
+	}
+	x.checkSweep("Figs 4-5, 17 multi-pingpong", res)
+	return nil
 }
 
 func (x *exp) alltoall() error {
@@ -278,7 +333,12 @@ func (x *exp) alltoall() error {
 		fmt.Fprintf(w, " k=%d: %d", k, q+k)
 	}
 	fmt.Fprintln(w, " slots/process (the mechanism reproduces them exactly, see velo's TestEquation5...).")
-	return x.sweep(Spec{Pattern: "alltoall", Iters: x.iters(20, 6), Warmup: 2})
+	res, err := x.sweep(Spec{Pattern: "alltoall", Iters: x.iters(20, 5), Warmup: 2})
+	if err != nil {
+		return err
+	}
+	x.checkSweep("Figs 6-7 alltoall", res)
+	return nil
 }
 
 func (x *exp) active() error {
@@ -289,7 +349,7 @@ func (x *exp) active() error {
 	fmt.Fprintln(w, "(their quota is wasted on idle senders); the dynamic scheme keeps overhead low at small mailboxes when")
 	fmt.Fprintln(w, "few are active, and is about equal to static (slightly worse below 16 slots) when all are.")
 	slots := x.activeSlots()
-	fracs := []int{1, 2, 4, 8}
+	fracs := x.activeFracs()
 	head := fmt.Sprintf("%-20s", "slots/process")
 	for _, s := range slots {
 		head += fmt.Sprintf("%8d", s)
@@ -300,11 +360,12 @@ func (x *exp) active() error {
 		if active < 2 {
 			continue
 		}
-		sp := Spec{Pattern: "alltoall", Active: active, Iters: x.iters(20, 6), Warmup: 2}
+		sp := Spec{Pattern: "alltoall", Active: active, Iters: x.iters(20, 5), Warmup: 2}
 		ref, err := x.reference(sp)
 		if err != nil {
 			return err
 		}
+		first := map[string]float64{} // delayed % at the smallest mailbox
 		for _, scheme := range []string{"extoll_static", "extoll_dynamic"} {
 			line := fmt.Sprintf("%2d active %-9s", active, strings.TrimPrefix(scheme, "extoll_"))
 			delayed := fmt.Sprintf("%-20s", "   delayed sends")
@@ -314,12 +375,30 @@ func (x *exp) active() error {
 					return err
 				}
 				line += fmt.Sprintf("%8s", fmt.Sprintf("%.0f%%", 100*(o.UsPerIter/ref-1)))
-				delayed += fmt.Sprintf("%8s", fmt.Sprintf("%.1f%%", pct(o.Counters["fc.delayed_sends"], o.Counters["fc.sends"])))
+				d := pct(o.Counters["fc.delayed_sends"], o.Counters["fc.sends"])
+				delayed += fmt.Sprintf("%8s", fmt.Sprintf("%.1f%%", d))
+				if _, ok := first[scheme]; !ok {
+					first[scheme] = d
+				}
+				x.Record("active", map[string]any{"active": active, "scheme": scheme, "slots_per_process": s, "us_per_iter": o.UsPerIter, "reference_us": ref, "delayed_pct": d})
 			}
 			fmt.Fprintf(w, "%s   overhead (reference %.0f us)\n%s\n", line, ref, delayed)
 		}
+		if active < n {
+			d := first["extoll_dynamic"] - first["extoll_static"]
+			fmt.Fprintf(w, "%2d active at %d slots/process: delayed sends dynamic minus static %.1f points   %s\n", active, slots[0], d,
+				x.Check("Figs 10, 15 a fraction active", fmt.Sprintf("%d of %d active", active, n), "with few senders active the dynamic scheme gives them the idle ones' quota (delayed %, dynamic − static)", d, experiment.AtMost(0)))
+		}
 	}
 	return nil
+}
+
+// activeFracs are the fractions 1/f of ranks active.
+func (x *exp) activeFracs() []int {
+	if x.Quick {
+		return []int{1, 4}
+	}
+	return []int{1, 2, 4, 8}
 }
 
 func (x *exp) phases() error {
@@ -337,7 +416,9 @@ func (x *exp) phases() error {
 	if err != nil {
 		return err
 	}
+	x.Record("phases", o)
 	fmt.Fprintf(w, "%-7s %-8s %-22s %-22s %-22s\n", "phase", "active", fmt.Sprintf("(0,%d)", q), fmt.Sprintf("[%d,%d)", q, h), fmt.Sprintf("[%d,%d)", h, n))
+	allActive := nan
 	for ph, active := range sp.Phases {
 		var cols [3][]float64
 		for i, p := range o.PhaseOf {
@@ -354,10 +435,50 @@ func (x *exp) phases() error {
 		for _, c := range cols {
 			line += fmt.Sprintf(" %-22s", spread(c))
 		}
+		switch {
+		case len(cols[0]) == 0:
+		case active == n:
+			allActive = experiment.Median(cols[0])
+		case active == q && !math.IsNaN(allActive):
+			// Only the first group in the alltoall: rank 0's credits
+			// toward it grow past what they were when all were active.
+			r := experiment.Median(cols[0]) - allActive
+			line += " " + x.Check("Fig 19 multi-phase", fmt.Sprintf("phase %d", ph+1), "credits follow the pattern: the group in the alltoall gains (median credits toward it, minus in the last all-active phase)", r, experiment.AtLeast(0.5))
+		}
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "steals %d, compulsory requests %d (credits reclaimed %d), monitoring points %d\n",
 		o.Counters["fc.steals"], o.Counters["fc.compulsory_requests"], o.Counters["fc.reclaimed_credits"], o.Counters["fc.monitoring_points"])
+	return nil
+}
+
+// handoff makes the compulsory credit return fire (seed 003 §6.5, Fig
+// 13): rank 1 alone sends rank 0 a long stream and grows its quota; then
+// the other ranks send while rank 1 is quiet, and rank 0 needs the credits
+// rank 1 still holds beyond its reduced quota; then rank 1 again.
+func (x *exp) handoff() error {
+	w := x.Out
+	n := x.Ranks
+	rest := make([]int, 0, n-2)
+	for r := 2; r < n; r++ {
+		rest = append(rest, r)
+	}
+	sp := Spec{Pattern: "handoff", Iters: x.iters(150, 80), Senders: [][]int{{1}, rest, {1}, rest}}
+	st := Stack{Scheme: "extoll_dynamic", CreditSlots: 2, SlotsPerPeer: 12}
+	fmt.Fprintf(w, "== Compulsory credit return (seed 003 §6.5, Fig 13): a fan-in to rank 0 of %d ranks, 2 KiB messages, %d each,\n", n, sp.Iters)
+	fmt.Fprintf(w, "senders by phase: rank 1 | ranks 2-%d | rank 1 | ranks 2-%d; %v.\n", n-1, n-1, st)
+	fmt.Fprintln(w, "Paper: a sender that was busy and went quiet keeps credits above its reduced (intended) quota; when")
+	fmt.Fprintln(w, "the monitor needs them, the receiver sends it a compulsory credit return request and it answers.")
+	o, err := x.run(n, st, sp)
+	if err != nil {
+		return err
+	}
+	x.Record("handoff", o)
+	fmt.Fprintf(w, "steals %d (credits %d), compulsory requests %d, responses %d, credits reclaimed %d, monitoring points %d, delayed sends %d of %d\n",
+		o.Counters["fc.steals"], o.Counters["fc.stolen_credits"], o.Counters["fc.compulsory_requests"], o.Counters["fc.compulsory_responses"],
+		o.Counters["fc.reclaimed_credits"], o.Counters["fc.monitoring_points"], o.Counters["fc.delayed_sends"], o.Counters["fc.sends"])
+	fmt.Fprintln(w, x.Check("Fig 13 compulsory return", "handoff", "an idle sender holding credits above its quota is asked to return them (compulsory requests)",
+		float64(o.Counters["fc.compulsory_requests"]), experiment.AtLeast(1)))
 	return nil
 }
 
@@ -369,31 +490,6 @@ func spread(v []float64) string {
 	sort.Float64s(s)
 	return fmt.Sprintf("%.1f [%.1f, %.1f]", s[len(s)/2], s[0], s[len(s)-1])
 }
-
-// memory is Equations 7-8 and Table 3.
-func (x *exp) memory() {
-	w := x.Out
-	fmt.Fprintln(w, "== Memory per receiver (seed 003 §7.5, Eq. 7-8, Table 3)")
-	fmt.Fprintln(w, "Paper: structures static 4n+2 B, dynamic 150n B; with the buffers that keep the IMB overhead under 3%")
-	fmt.Fprintln(w, "(64 slots/process static, 16 dynamic, 64 B each): static 4n+2+4096n, dynamic 150n+1024n bytes.")
-	fmt.Fprintln(w, "Here: velo's per-sender records (both directions, threshold FIFO of k+1, the credit-region guard) and")
-	fmt.Fprintf(w, "extoll_dynamic's activity lists; the same mechanism serves both schemes (k=2): %d B + %d B policy per peer.\n",
-		velo.StateBytesPerPeer(2), dynamicPolicyBytes)
-	fmt.Fprintf(w, "%-9s %14s %14s %16s %16s\n", "n", "paper static", "paper dynamic", "here static", "here dynamic")
-	for _, n := range []int{1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18} {
-		ps := float64(4*n+2+4096*n) / (1 << 20)
-		pd := float64(150*n+1024*n) / (1 << 20)
-		hs := float64(velo.StateBytesPerPeer(2)*n+64*64*n) / (1 << 20)
-		hd := float64((velo.StateBytesPerPeer(2)+dynamicPolicyBytes)*n+16*64*n) / (1 << 20)
-		fmt.Fprintf(w, "%-9s %11.2f MB %11.2f MB %13.2f MB %13.2f MB\n", fmt.Sprintf("%dK", n>>10), ps, pd, hs, hd)
-	}
-	fmt.Fprintln(w, "Table 3 prints 4/16/64/256/1024 MB static and 1.14/4.6/18.3/73.3/293.5 MB dynamic; the buffers dominate,")
-	fmt.Fprintln(w, "so the 4x saving of the dynamic scheme holds here too.")
-}
-
-// dynamicPolicyBytes is extoll_dynamic's state per sender: the intended
-// quota copy (int), list links (2×int32) and list id (uint8).
-const dynamicPolicyBytes = 8 + 4 + 4 + 1
 
 // sm is Figure 18: part of every rank's destinations on its own node, over
 // shared memory, using no EXTOLL credits.
@@ -415,12 +511,13 @@ func (x *exp) sm() error {
 		head += fmt.Sprintf("%8d", s)
 	}
 	fmt.Fprintln(w, head)
-	sp := Spec{Pattern: "alltoall", Iters: x.iters(20, 6), Warmup: 2}
-	for node := n / 2; node >= 1; node /= 2 {
+	sp := Spec{Pattern: "alltoall", Iters: x.iters(20, 5), Warmup: 2}
+	for _, node := range x.smNodeSizes() {
 		ref, err := x.measure(Stack{Scheme: "none", SlotsPerPeer: Reference().SlotsPerPeer, NodeSize: node}, sp)
 		if err != nil {
 			return err
 		}
+		first := map[string]float64{}
 		for _, scheme := range []string{"extoll_static", "extoll_dynamic"} {
 			line := fmt.Sprintf("%5.2f%% local %-9s", 100*float64(node)/float64(n), strings.TrimPrefix(scheme, "extoll_"))
 			for _, s := range slots {
@@ -428,12 +525,35 @@ func (x *exp) sm() error {
 				if err != nil {
 					return err
 				}
-				line += fmt.Sprintf("%8s", fmt.Sprintf("%.0f%%", 100*(o.UsPerIter/ref.UsPerIter-1)))
+				over := 100 * (o.UsPerIter/ref.UsPerIter - 1)
+				if _, ok := first[scheme]; !ok {
+					first[scheme] = over
+				}
+				line += fmt.Sprintf("%8s", fmt.Sprintf("%.0f%%", over))
+				x.Record("sm", map[string]any{"node_size": node, "scheme": scheme, "slots_per_process": s, "us_per_iter": o.UsPerIter, "reference_us": ref.UsPerIter})
 			}
 			fmt.Fprintf(w, "%s   overhead (reference %.0f us)\n", line, ref.UsPerIter)
 		}
+		if 4*node >= n {
+			d := first["extoll_dynamic"] - first["extoll_static"]
+			fmt.Fprintf(w, "%5.2f%% local at %d slots/process: overhead dynamic minus static %.0f points   %s\n", 100*float64(node)/float64(n), slots[0], d,
+				x.Check("Fig 18 node-local peers", fmt.Sprintf("%.0f%% local", 100*float64(node)/float64(n)), "with >= 25% of the destinations local, the dynamic scheme's overhead is below the static one's (points, dynamic − static)", d, experiment.AtMost(0)))
+		}
 	}
 	return nil
+}
+
+// smNodeSizes are the simulated node sizes of sm: n/2 down to 1 (quick:
+// n/4, the 25% of Fig 18's threshold).
+func (x *exp) smNodeSizes() []int {
+	if x.Quick {
+		return []int{max(1, x.Ranks/4)}
+	}
+	var s []int
+	for node := x.Ranks / 2; node >= 1; node /= 2 {
+		s = append(s, node)
+	}
+	return s
 }
 
 // none shows what the hardware does without flow control.
@@ -446,11 +566,13 @@ func (x *exp) none() error {
 	_, err := x.run(x.Ranks, st, Spec{Pattern: "alltoall", Iters: 3})
 	switch {
 	case errors.Is(err, core.ErrStalled) || (err != nil && strings.Contains(err.Error(), core.ErrStalled.Error())):
-		fmt.Fprintf(w, "stalled, as the hardware would, and reported after the 250 ms bound:\n  %v\n", firstLine(err))
+		fmt.Fprintf(w, "stalled, as the hardware would, and reported after the 250 ms bound:\n  %v\n  %s\n", firstLine(err),
+			x.Check("§2 no flow control", "4 slots/process", "without software flow control a full mailbox blocks the senders (stalled: 1)", 1, experiment.AtLeast(1)))
 	case err != nil:
 		return err
 	default:
-		fmt.Fprintln(w, "completed: the receivers kept up this time (no stall)")
+		fmt.Fprintf(w, "completed: the receivers kept up this time (no stall)   %s\n",
+			x.Check("§2 no flow control", "4 slots/process", "without software flow control a full mailbox blocks the senders (stalled: 1)", 0, experiment.AtLeast(1)))
 	}
 	return nil
 }
@@ -481,7 +603,7 @@ func (x *exp) sweepRuns() int {
 // reference twice and both schemes at each mailbox size, Reps times.
 func (x *exp) activeRuns() int {
 	n := 0
-	for _, f := range []int{1, 2, 4, 8} {
+	for _, f := range x.activeFracs() {
 		if x.Ranks/f >= 2 {
 			n += 2 + 2*len(x.activeSlots())
 		}
@@ -495,9 +617,6 @@ func (x *exp) smRuns() int {
 	if !x.smNodes {
 		return 0
 	}
-	n := 0
-	for node := x.Ranks / 2; node >= 1; node /= 2 {
-		n += 1 + 2*len(x.smSlots())
-	}
+	n := len(x.smNodeSizes()) * (1 + 2*len(x.smSlots()))
 	return n * x.Reps
 }

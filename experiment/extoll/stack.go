@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -30,6 +31,12 @@ type Stack struct {
 	// NodeSize > 0 pretends every NodeSize ranks are a node whose ranks talk
 	// over btl/sm and use no EXTOLL credits (seed 003 §7.2); processes only.
 	NodeSize int `json:"node_size,omitempty"`
+	// Choose renders the lines of the policy block that choose the policy
+	// by name (experiment.Env.PolicyLines); nil: built in.
+	Choose func(name string) string `json:"-"`
+	// Open opens the policy for a rank in this process (a plugin); nil:
+	// the built-in.
+	Open func() (core.FlowControl, io.Closer, error) `json:"-"`
 }
 
 // Reference is the paper's baseline: no flow control and a mailbox no
@@ -78,9 +85,27 @@ func (s Stack) policy() (core.FlowControl, error) {
 	return nil, fmt.Errorf("unknown scheme %q", s.Scheme)
 }
 
+// params are the policy block's parameters, as the policy's schema
+// decodes them.
+func (s Stack) params() core.Params {
+	c, ok := core.Lookup(core.KindFlowControl, s.Scheme)
+	if !ok {
+		return core.Params{}
+	}
+	p := core.MustParams(c.Params)
+	if s.Scheme != "none" {
+		p.SetText("credit_slots", fmt.Sprint(s.CreditSlots))
+	}
+	return p
+}
+
 // HCL is the stack file for a run under `gobtl run`.
 func (s Stack) HCL() string {
-	pol := fmt.Sprintf("policy \"flow_control\" {\n  builtin = %q\n", s.Scheme)
+	choose := s.Choose
+	if choose == nil {
+		choose = func(name string) string { return fmt.Sprintf("  builtin = %q\n", name) }
+	}
+	pol := "policy \"flow_control\" {\n" + choose(s.Scheme)
 	if s.Scheme != "none" {
 		pol += fmt.Sprintf("  credit_slots = %d\n", s.CreditSlots)
 	}
@@ -139,6 +164,14 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.M
 		pol, err := st.policy()
 		if err != nil {
 			return nil, err
+		}
+		if st.Open != nil {
+			p, c, err := st.Open()
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			pol = p
 		}
 		reg[r] = core.NewMetrics()
 		m, addr, err := xbtl.Open(xbtl.Config{

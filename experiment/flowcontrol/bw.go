@@ -87,7 +87,7 @@ func BW(c bench.Comm, o BWOptions, out io.Writer) error {
 			if o.Blocking {
 				return nil
 			}
-			return c.Waitall(reqs[:w])
+			return c.Waitall(reqs[:w], nil)
 		}
 		round := func() error {
 			if err := window(); err != nil {

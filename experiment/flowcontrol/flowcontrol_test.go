@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/experiment"
 )
 
 // TestTheBandwidthTestRunsEveryScheme runs the bandwidth test on the
@@ -30,7 +31,7 @@ func TestTheBandwidthTestRunsEveryScheme(t *testing.T) {
 	} {
 		t.Run(c.scheme, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "stack.hcl")
-			if err := os.WriteFile(path, []byte(Stack(c.scheme, 2, 64, "")), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte(Stack((&experiment.Env{}).PolicyLines, c.scheme, 2, 64, "")), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex

@@ -27,6 +27,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,12 +53,9 @@ paper's numbers; plots go to --plots:
 	Rank: experiment.RankOf(Stream),
 })
 
-// Options configure the experiments; zero fields take the defaults.
+// Options configure the experiments; zero fields take the defaults. The
+// shared ones (reps, quick, plugins) are the Env's.
 type Options struct {
-	// Reps repeats every measurement; the best is kept.
-	Reps int
-	// Quick runs fewer sizes and shorter streams.
-	Quick bool
 	// Tag makes the shared links of this run unique on the host (default:
 	// the process id).
 	Tag string
@@ -72,9 +72,6 @@ type exp struct {
 // New sets the experiments up to run in env: their ranks are processes
 // started by env.Jobs.
 func New(env *experiment.Env, o Options) *experiment.Plan {
-	if o.Reps <= 0 {
-		o.Reps = 1
-	}
 	if o.Tag == "" {
 		o.Tag = fmt.Sprint(os.Getpid())
 	}
@@ -84,14 +81,14 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 		Name: "multirail",
 		Header: fmt.Sprintf("Multirail experiments (seed 001 §6) over ib/softrc between two processes under gobtl run.\n"+
 			"softrc rails are rate-limited TCP connections over loopback (a token bucket per port), and the\n"+
-			"machine has 2 cores, shared with other work: both ranks, their softrc device goroutines and the\n"+
-			"kernel's TCP copies compete for them. Each number is the best of %d run(s); rendezvous is rdma_read.\n\n", o.Reps),
+			"machine has %d CPUs: both ranks, their softrc device goroutines and the kernel's TCP copies\n"+
+			"compete for them. Rendezvous is rdma_read.\n", runtime.NumCPU()),
 		Steps: []experiment.Step{
 			// bench runs 3 benchmarks × configs × 2 groups of sizes.
-			{Name: "equal", Runs: 3 * 2 * 2 * o.Reps, Run: x.equal},
-			{Name: "4x1x", Runs: 3*4*2*o.Reps + 1, Run: x.fourByOne},
+			{Name: "equal", Runs: len(x.equalBenches()) * 2 * len(x.groups(false)) * env.Repeat(), Run: x.equal},
+			{Name: "4x1x", Runs: 2*4*len(x.groups(true))*env.Repeat() + 1, Run: x.fourByOne},
 			{Name: "load", Runs: 2, Run: x.load},
-			{Name: "window", Runs: windows * o.Reps, Run: x.window},
+			{Name: "window", Runs: windows * env.Repeat(), Run: x.window},
 		},
 	}
 }
@@ -103,6 +100,7 @@ func (x *exp) stream(st Stack, o StreamOptions) (StreamReport, error) {
 	if err != nil {
 		return r, err
 	}
+	st.Choose = x.PolicyLines
 	lines, err := jobs.Rank(x.Ctx, 2, st.HCL(), Experiment.Name, o)
 	if err != nil {
 		return r, err
@@ -127,7 +125,7 @@ var benchField = map[string]string{"latency": "lat_us", "bw": "mbps", "bibw": "m
 // sizes of the figures: 4 B to 4 MiB in powers of 4.
 func (x *exp) sizes() []int {
 	if x.Quick {
-		return []int{4, 1 << 10, 64 << 10, 1 << 20, 4 << 20}
+		return []int{4, 64 << 10, 1 << 20, 4 << 20}
 	}
 	var s []int
 	for n := 4; n <= 4<<20; n *= 4 {
@@ -136,35 +134,53 @@ func (x *exp) sizes() []int {
 	return s
 }
 
-// bench runs the osu-style benches for every config and keeps the best
-// value of the reps per size: the smallest latency, the largest
-// bandwidth.
-func (x *exp) bench(configs []config, benches []string) (curves, error) {
-	out := curves{}
-	sizes := x.sizes()
+// groups are the size groups a bench runs in one job each: up to
+// 64 KiB and above; the quick 4x1x runs only the large group, where
+// striping acts.
+func (x *exp) groups(largeOnly bool) [][]string {
 	var small, large []string
-	for _, n := range sizes {
+	for _, n := range x.sizes() {
 		if n <= 64<<10 {
 			small = append(small, fmt.Sprint(n))
 		} else {
 			large = append(large, fmt.Sprint(n))
 		}
 	}
+	if largeOnly && x.Quick {
+		return [][]string{large}
+	}
+	return [][]string{small, large}
+}
+
+// equalBenches are the benches of "equal": latency, bandwidth and
+// bidirectional bandwidth (quick: no bidirectional).
+func (x *exp) equalBenches() []string {
+	if x.Quick {
+		return []string{"latency", "bw"}
+	}
+	return []string{"latency", "bw", "bibw"}
+}
+
+// bench runs the osu-style benches for every config and reports the
+// median of the reps per size.
+func (x *exp) bench(configs []config, benches []string, groups [][]string) (curves, error) {
+	runs := map[string]map[string]map[int][]float64{}
 	for _, b := range benches {
-		out[b] = map[string]map[int]float64{}
+		runs[b] = map[string]map[int][]float64{}
 		for _, c := range configs {
-			out[b][c.name] = map[int]float64{}
+			runs[b][c.name] = map[int][]float64{}
 		}
 	}
-	for rep := 0; rep < x.Reps; rep++ {
+	for rep := 0; rep < x.Repeat(); rep++ {
 		for _, b := range benches {
 			for _, c := range configs {
-				for _, group := range [][]string{small, large} {
+				for _, group := range groups {
 					if len(group) == 0 {
 						continue
 					}
 					args := []string{b, "--sizes", strings.Join(group, ",")}
-					big := group[0] != small[0]
+					first, _ := strconv.Atoi(group[0])
+					big := first > 64<<10
 					switch {
 					case b == "latency" && big:
 						args = append(args, "--iters", "20", "--warmup", "3")
@@ -179,24 +195,30 @@ func (x *exp) bench(configs []config, benches []string) (curves, error) {
 					if err != nil {
 						return nil, err
 					}
-					x.Begin("multirail: %s %s (%s), run %d of %d", b, c.name, strings.Join(group, ","), rep+1, x.Reps)
-					report, err := jobs.Bench(x.Ctx, 2, c.stack.HCL(), args...)
+					x.Begin("multirail: %s %s (%s), run %d of %d", b, c.name, strings.Join(group, ","), rep+1, x.Repeat())
+					st := c.stack
+					st.Choose = x.PolicyLines
+					report, err := jobs.Bench(x.Ctx, 2, st.HCL(), args...)
 					if err != nil {
 						return nil, fmt.Errorf("%s %s: %w", b, c.name, err)
 					}
 					for _, row := range report.Rows {
 						size, _ := row["size"].(float64)
-						v, ok := row[benchField[b]].(float64)
-						if !ok {
-							continue
-						}
-						m := out[b][c.name]
-						old, seen := m[int(size)]
-						if !seen || (b == "latency" && v < old) || (b != "latency" && v > old) {
-							m[int(size)] = v
+						if v, ok := row[benchField[b]].(float64); ok {
+							runs[b][c.name][int(size)] = append(runs[b][c.name][int(size)], v)
 						}
 					}
 				}
+			}
+		}
+	}
+	out := curves{}
+	for b, cs := range runs {
+		out[b] = map[string]map[int]float64{}
+		for c, m := range cs {
+			out[b][c] = map[int]float64{}
+			for n, v := range m {
+				out[b][c][n] = experiment.Median(v)
 			}
 		}
 	}
@@ -228,7 +250,7 @@ func (x *exp) equal() error {
 	one := config{"1 rail", Stack{Rails: []Rail{{Name: "hca0", Rate: rate4x}}}}
 	pol, params := striping("even_striping", nil)
 	two := config{"2 rails", Stack{Rails: []Rail{{Name: "hca0", Rate: rate4x}, {Name: "hca1", Rate: rate4x}}, Policy: pol, Params: params}}
-	res, err := x.bench([]config{one, two}, []string{"latency", "bw", "bibw"})
+	res, err := x.bench([]config{one, two}, x.equalBenches(), x.groups(false))
 	if err != nil {
 		return err
 	}
@@ -236,10 +258,16 @@ func (x *exp) equal() error {
 	fmt.Fprintf(w, "== equal: one rail vs two rails of 1GB/s (Figs. 5, 7, 8); two rails: even striping of RDMA data >= 64KiB, round robin below\n")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "", "latency", "(us)", "", "bandwidth", "(MB/s)", "", "bidir bw", "(MB/s)", "")
 	fmt.Fprintf(w, "%-8s | %10s %10s %6s | %10s %10s %6s | %10s %10s %6s\n", "size", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1", "1 rail", "2 rails", "2/1")
+	benches := x.equalBenches()
 	for _, n := range x.sizes() {
 		fmt.Fprintf(w, "%-8s", sizeName(n))
 		for _, b := range []string{"latency", "bw", "bibw"} {
+			if !slices.Contains(benches, b) {
+				fmt.Fprintf(w, " | %10s %10s %6s", "-", "-", "-") // not run (--quick)
+				continue
+			}
 			a, c := res[b]["1 rail"][n], res[b]["2 rails"][n]
+			x.Record("equal rails", map[string]any{"bench": b, "size": n, "one_rail": a, "two_rails": c})
 			fmt.Fprintf(w, " | %10.2f %10.2f %6.2f", a, c, ratio(c, a))
 		}
 		fmt.Fprintln(w)
@@ -248,16 +276,22 @@ func (x *exp) equal() error {
 	bw2, at2 := peak(res["bw"]["2 rails"])
 	bi1, _ := peak(res["bibw"]["1 rail"])
 	bi2, _ := peak(res["bibw"]["2 rails"])
-	fmt.Fprintf(w, "peak bandwidth:       1 rail %6.0f MB/s (%s), 2 rails %6.0f MB/s (%s): %.2fx   paper: 884 vs 1723 MB/s, 1.95x; goal >= 1.9x\n",
-		bw1, sizeName(at1), bw2, sizeName(at2), ratio(bw2, bw1))
-	fmt.Fprintf(w, "peak bidirectional:   1 rail %6.0f MB/s, 2 rails %6.0f MB/s: %.2fx   paper: 943 vs 1877 MB/s, 1.99x\n", bi1, bi2, ratio(bi2, bi1))
+	const table = "Figs 5, 7, 8 equal rails"
+	fmt.Fprintf(w, "peak bandwidth:       1 rail %6.0f MB/s (%s), 2 rails %6.0f MB/s (%s): %.2fx   paper: 884 vs 1723 MB/s, 1.95x   %s\n",
+		bw1, sizeName(at1), bw2, sizeName(at2), ratio(bw2, bw1),
+		x.Check(table, "peak bandwidth", "two rails give about twice one rail's bandwidth (2 rails / 1 rail)", ratio(bw2, bw1), experiment.AtLeast(1.8)))
+	if bi1 > 0 {
+		fmt.Fprintf(w, "peak bidirectional:   1 rail %6.0f MB/s, 2 rails %6.0f MB/s: %.2fx   paper: 943 vs 1877 MB/s, 1.99x   %s\n", bi1, bi2, ratio(bi2, bi1),
+			x.Check(table, "peak bidirectional", "two rails give about twice one rail's bidirectional bandwidth", ratio(bi2, bi1), experiment.AtLeast(1.8)))
+	}
 	fmt.Fprintf(w, "latency, 2 rails / 1 rail:")
 	for _, n := range x.sizes() {
 		if n >= 1<<20 {
-			fmt.Fprintf(w, " %.2f at %s", ratio(res["latency"]["2 rails"][n], res["latency"]["1 rail"][n]), sizeName(n))
+			r := ratio(res["latency"]["2 rails"][n], res["latency"]["1 rail"][n])
+			fmt.Fprintf(w, " %.2f at %s (%s)", r, sizeName(n), x.Check(table, "latency "+sizeName(n), "large-message latency about halves on two rails (2 rails / 1 rail)", r, experiment.AtMost(0.65)))
 		}
 	}
-	fmt.Fprintf(w, "   paper: about half for large messages; goal ~0.5 for >= 1MiB\n")
+	fmt.Fprintf(w, "   paper: about half for large messages\n")
 	worstLat, worstBW, atLat, atBW := 0.0, math.Inf(1), 0, 0
 	for _, n := range x.sizes() {
 		if n > 4<<10 {
@@ -270,8 +304,9 @@ func (x *exp) equal() error {
 			worstBW, atBW = r, n
 		}
 	}
-	fmt.Fprintf(w, "small messages (<= 4KiB), 2 rails / 1 rail: worst latency %.2f (%s), worst bandwidth %.2f (%s)   paper: comparable latency (~6us both), round robin slightly better bandwidth; goal: no loss\n\n",
-		worstLat, sizeName(atLat), worstBW, sizeName(atBW))
+	fmt.Fprintf(w, "small messages (<= 4KiB), 2 rails / 1 rail: worst latency %.2f (%s), worst bandwidth %.2f (%s)   paper: comparable latency (~6us both), round robin slightly better bandwidth   %s\n\n",
+		worstLat, sizeName(atLat), worstBW, sizeName(atBW),
+		x.Check(table, "small-message latency", "small messages lose nothing on two rails (worst latency 2 rails / 1 rail)", worstLat, experiment.AtMost(1.2)))
 	return x.plotCurves("fig05-07-08-equal-rails", "two 1GB/s rails vs one (ib/softrc)", res, []string{"1 rail", "2 rails"})
 }
 
@@ -288,7 +323,11 @@ func (x *exp) fourByOne() error {
 	weighted := mk("weighted 4:1", "weighted_striping", map[string]string{"weights": "[4, 1]"})
 	adaptive := mk("adaptive", "adaptive_striping", map[string]string{"alpha": "0.5"})
 	configs := []config{only, even, weighted, adaptive}
-	res, err := x.bench(configs, []string{"latency", "bw", "bibw"})
+	benches := []string{"latency", "bw", "bibw"}
+	if x.Quick {
+		benches = []string{"bw", "bibw"}
+	}
+	res, err := x.bench(configs, benches, x.groups(true))
 	if err != nil {
 		return err
 	}
@@ -296,17 +335,23 @@ func (x *exp) fourByOne() error {
 	fmt.Fprintf(w, "== 4x1x: a 4x rail (1GB/s) and a 1x rail (250MB/s): even vs weighted 4:1 vs adaptive striping (Figs. 17-19)\n")
 	fmt.Fprintf(w, "adaptive starts from equal weights and is not told the rates; alpha 0.5, W_total 100\n")
 	titles := map[string]string{"latency": "latency (us)", "bw": "bandwidth (MB/s)", "bibw": "bidirectional bandwidth (MB/s)"}
-	for _, b := range []string{"latency", "bw", "bibw"} {
+	for _, b := range benches {
 		fmt.Fprintf(w, "%s\n%-8s", titles[b], "size")
 		for _, c := range configs {
 			fmt.Fprintf(w, " %12s", c.name)
 		}
 		fmt.Fprintf(w, " %18s\n", "adaptive/weighted")
 		for _, n := range x.sizes() {
+			if _, ok := res[b]["even"][n]; !ok {
+				continue
+			}
 			fmt.Fprintf(w, "%-8s", sizeName(n))
+			rec := map[string]any{"bench": b, "size": n}
 			for _, c := range configs {
 				fmt.Fprintf(w, " %12.2f", res[b][c.name][n])
+				rec[c.name] = res[b][c.name][n]
 			}
+			x.Record("4x1x rails", rec)
 			fmt.Fprintf(w, " %18.2f\n", ratio(res[b]["adaptive"][n], res[b]["weighted 4:1"][n]))
 		}
 	}
@@ -331,12 +376,20 @@ func (x *exp) fourByOne() error {
 	}
 	ua, uw := big("bw")
 	ba, bwt := big("bibw")
-	fmt.Fprintf(w, "bandwidth >= 1MiB:       adaptive %6.0f MB/s, weighted %6.0f MB/s: %.2fx   paper: adaptive comparable to weighted; goal >= 0.95x\n", ua, uw, ratio(ua, uw))
-	fmt.Fprintf(w, "bidirectional >= 1MiB:   adaptive %6.0f MB/s, weighted %6.0f MB/s: %.2fx   paper: adaptive beats weighted (the PCI-X bus made 2:1 the best split, not 4:1)\n", ba, bwt, ratio(ba, bwt))
+	const table = "Figs 17-19 4x+1x rails"
+	fmt.Fprintf(w, "bandwidth >= 1MiB:       adaptive %6.0f MB/s, weighted %6.0f MB/s: %.2fx   paper: adaptive comparable to weighted   %s\n", ua, uw, ratio(ua, uw),
+		x.Check(table, "bandwidth", "adaptive striping, not told the rates, matches weighted 4:1 (adaptive / weighted)", ratio(ua, uw), experiment.AtLeast(0.9)))
+	fmt.Fprintf(w, "bidirectional >= 1MiB:   adaptive %6.0f MB/s, weighted %6.0f MB/s: %.2fx   paper: adaptive beats weighted (the PCI-X bus made 2:1 the best split, not 4:1; no such bus here)   %s\n", ba, bwt, ratio(ba, bwt),
+		x.Check(table, "bidirectional", "adaptive at least matches weighted bidirectionally (adaptive / weighted)", ratio(ba, bwt), experiment.AtLeast(0.9)))
 	if s := st.Samples[1]; len(s) > 0 {
 		first, last := s[0].Weights, s[len(s)-1].Weights
-		fmt.Fprintf(w, "adaptive weights (receiver, which stripes the reads) in a %s stream of 1MiB: %s after 100ms, %s at the end (%.0f MB/s); link rates are 4:1 = 80:20\n",
-			dur, fmtWeights(first), fmtWeights(last), st.MBps)
+		share := 0.0
+		if len(last) == 2 {
+			share = last[0]
+		}
+		fmt.Fprintf(w, "adaptive weights (receiver, which stripes the reads) in a %s stream of 1MiB: %s after 100ms, %s at the end (%.0f MB/s); link rates are 4:1 = 80:20   %s\n",
+			dur, fmtWeights(first), fmtWeights(last), st.MBps,
+			x.Check(table, "learnt weights", "adaptive striping learns the rails' 4:1 (the 4x rail's weight of 100)", share, experiment.Within(80, 8)))
 	}
 	fmt.Fprintln(w)
 	return x.plotCurves("fig17-18-19-4x1x", "4x (1GB/s) + 1x (250MB/s) rails (ib/softrc)", res, []string{"4x only", "even", "weighted 4:1", "adaptive"})

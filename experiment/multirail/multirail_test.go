@@ -26,7 +26,7 @@ func TestTheExperimentsStacksLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jobs.Close()
-	x := &exp{Options: Options{Tag: "t", Reps: 1}, Env: &experiment.Env{Ctx: context.Background(), Out: &bytes.Buffer{}, Jobs: jobs}}
+	x := &exp{Options: Options{Tag: "t"}, Env: &experiment.Env{Ctx: context.Background(), Out: &bytes.Buffer{}, Jobs: jobs}}
 	for _, f := range []func() error{x.equal, x.fourByOne, x.window} {
 		err := f()
 		_, stack, ok := strings.Cut(fmt.Sprint(err), "stack:\n")
@@ -124,5 +124,43 @@ func TestALoadRunSplitsIntoBeforeDuringAndAfter(t *testing.T) {
 	b, d, a := r.phases()
 	if b != 2000 || d != 1000 || a != 2000 {
 		t.Fatalf("phases %v %v %v", b, d, a)
+	}
+}
+
+// Fig 20's table has one row per 100 ms tick: samples taken after a
+// window of messages, not exactly 100 ms apart, never print one time
+// twice.
+func TestTheLoadTableHasOneRowPerInterval(t *testing.T) {
+	ms := int64(time.Millisecond)
+	mk := func(policy string, at []int64) loadRun {
+		r := loadRun{policy: policy}
+		r.main.Start = 1000 * ms
+		r.load.Start, r.load.End = r.main.Start+200*ms, r.main.Start+400*ms
+		for _, a := range at {
+			r.main.Samples[0] = append(r.main.Samples[0], Sample{Unix: r.main.Start + a*ms, MBps: 1000, Weights: []float64{50, 50}})
+		}
+		return r
+	}
+	var out bytes.Buffer
+	x := &exp{Env: &experiment.Env{Out: &out}}
+	x.printLoad([]loadRun{mk("even_striping", []int64{104, 190, 230, 305, 420, 510}), mk("adaptive_striping", []int64{120, 199, 250, 290, 398, 500})})
+	seen := map[string]bool{}
+	rows := 0
+	for _, l := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 || !strings.Contains(l, "|") {
+			continue
+		}
+		if _, err := fmt.Sscanf(f[0], "%f", new(float64)); err != nil {
+			continue
+		}
+		if seen[f[0]] {
+			t.Fatalf("time %s printed twice:\n%s", f[0], out.String())
+		}
+		seen[f[0]] = true
+		rows++
+	}
+	if rows != 5 {
+		t.Fatalf("%d rows, want the 5 ticks 0.1-0.5 s:\n%s", rows, out.String())
 	}
 }

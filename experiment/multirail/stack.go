@@ -30,6 +30,9 @@ type Stack struct {
 	// Params of the policy block, as HCL expressions (`"round_robin"`,
 	// `[4, 1]`, `0.5`).
 	Params map[string]string
+	// Choose renders the lines that choose the policy by name
+	// (experiment.Env.PolicyLines: built in or a plugin); nil: built in.
+	Choose func(name string) string
 }
 
 // HCL renders the stack file.
@@ -54,7 +57,11 @@ func (s Stack) HCL() string {
 		b.WriteString("}\n")
 	}
 	if s.Policy != "" {
-		fmt.Fprintf(&b, "\npolicy \"sched\" {\n  builtin = %q\n", s.Policy)
+		choose := s.Choose
+		if choose == nil {
+			choose = func(name string) string { return fmt.Sprintf("  builtin = %q\n", name) }
+		}
+		fmt.Fprintf(&b, "\npolicy \"sched\" {\n%s", choose(s.Policy))
 		keys := make([]string, 0, len(s.Params))
 		for k := range s.Params {
 			keys = append(keys, k)

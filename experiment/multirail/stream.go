@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/gobtl/gobtl/bench"
@@ -21,6 +22,9 @@ type StreamOptions struct {
 	Duration time.Duration
 	// Interval is the sampling period of bandwidth and weights.
 	Interval time.Duration
+	// Started, if set, is a file rank 0 creates when the stream starts,
+	// for the load experiment to time its second job from.
+	Started string
 }
 
 // Sample is the state of the stream at one moment.
@@ -91,6 +95,11 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 	var ctl, ack [8]byte
 	var samples []Sample
 	start := time.Now()
+	if me == 0 && o.Started != "" {
+		if err := os.WriteFile(o.Started, nil, 0o644); err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+	}
 	next := start.Add(o.Interval)
 	last, lastBytes := start, 0
 	sent := 0
@@ -130,7 +139,7 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 			}
 			reqs = append(reqs, r)
 		}
-		if err := c.Waitall(reqs); err != nil {
+		if err := c.Waitall(reqs, nil); err != nil {
 			return err
 		}
 		if me == 0 {

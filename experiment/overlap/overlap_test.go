@@ -13,7 +13,7 @@ import (
 
 // Every stack the experiments run is one `gobtl config check` accepts.
 func TestTheStacksLoad(t *testing.T) {
-	for i, s := range []string{ibStack("rdma_read", ""), ibStack("rdma_read_async", "900MB/s"), ibStack("rdma_write", "1GB/s")} {
+	for i, s := range []string{ibStack(nil, "rdma_read", "", false), ibStack((&experiment.Env{}).PolicyLines, "rdma_read_async", "900MB/s", true), ibStack(nil, "rdma_write", "1GB/s", false)} {
 		if _, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: fmt.Sprintf("stack%d.hcl", i), Bytes: []byte(s)}); diags.HasErrors() {
 			t.Errorf("stack %d:\n%s\n%v", i, s, diags)
 		}
@@ -31,12 +31,12 @@ func TestTheOverlapTableHasAColumnPerProtocol(t *testing.T) {
 		return r
 	}
 	o := Options{Sizes: []int{1 << 20}, Compute: []string{"0"}, Protocols: []string{"rdma_write", "rdma_read"}, Rate: "900MB/s"}
-	res := map[string]map[string]experiment.Report{
-		"rdma_write": {"0": report(`{"rows":[{"size":1048576,"compute_us":1234,"overlap_send":0.25,"overlap_recv":0.5}]}`)},
-		"rdma_read":  {"0": report(`{"rows":[{"size":1048576,"compute_us":1234,"overlap_send":0.99}]}`)},
+	res := map[string]map[string][]experiment.Report{
+		"rdma_write": {"0": {report(`{"rows":[{"size":1048576,"compute_us":1234,"overlap_send":0.25,"overlap_recv":0.5}]}`)}},
+		"rdma_read":  {"0": {report(`{"rows":[{"size":1048576,"compute_us":1234,"overlap_send":0.99}]}`)}},
 	}
 	var b bytes.Buffer
-	printOverlap(&b, o, res)
+	printOverlap(&experiment.Env{Out: &b}, o, res)
 	out := b.String()
 	for _, want := range []string{"link rate 900MB/s", "sender side, 1MiB", "receiver side, 1MiB", "1234us", "25.0%", "99.0%", "50.0%"} {
 		if !strings.Contains(out, want) {

@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gobtl/gobtl/btl/ib"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/pml"
-	"github.com/gobtl/gobtl/policies/recvbuf/bsrq"
-	"github.com/gobtl/gobtl/policies/recvbuf/perpeer"
+	// The layouts' policies, found by name.
+	_ "github.com/gobtl/gobtl/policies/recvbuf/bsrq"
+	_ "github.com/gobtl/gobtl/policies/recvbuf/perpeer"
 )
 
 // Experiment is `gobtl experiment recvbuf`; its ranks are goroutines.
@@ -31,43 +33,69 @@ receive memory per process and time. The ranks run in this process, each on
 its own softrc HCA.`,
 })
 
-// Options configure the experiment; zero fields take the defaults.
+// Options configure the experiment; zero fields take the defaults. The
+// shared ones (reps, quick, plugins) are the Env's.
 type Options struct {
-	// Ranks are the job sizes (default 8 and 16).
+	// Ranks are the job sizes of the utilization runs (default 8 and 16;
+	// quick: 8).
 	Ranks []int
-	// Cycles are the V-cycles timed, after one to wire up (default 20).
+	// Cycles are the V-cycles timed (default 20; quick: 5).
 	Cycles int
 }
 
+// Names of the experiments, in order.
+var Names = []string{"util", "memory"}
+
 // New sets the experiment up to run in env: for each job size, the
-// per-peer layout, B-SRQ, and B-SRQ with a small slab that grows.
+// per-peer layout, B-SRQ, and B-SRQ with a small slab that grows; then
+// the receive memory of per-peer, SRQ and B-SRQ by job size.
 func New(env *experiment.Env, o Options) *experiment.Plan {
 	if len(o.Ranks) == 0 {
 		o.Ranks = []int{8, 16}
+		if env.Quick {
+			o.Ranks = []int{8}
+		}
 	}
 	if o.Cycles <= 0 {
 		o.Cycles = 20
+		if env.Quick {
+			o.Cycles = 5
+		}
 	}
 	layouts := append(append([]Layout(nil), Layouts...), SmallSlab)
-	run := func() error {
+	if env.Quick {
+		layouts = Layouts
+	}
+	util := func() error {
 		var rs []RecvbufResult
 		for _, n := range o.Ranks {
 			if n < 2 {
 				return fmt.Errorf("%d ranks: want at least 2", n)
 			}
 			for _, l := range layouts {
-				env.Begin("recvbuf: %d ranks, %s ...", n, l.Name)
-				r, err := RunRecvbuf(env.Ctx, n, o.Cycles, l)
-				if err != nil {
-					return fmt.Errorf("%d ranks, %s: %w", n, l.Name, err)
+				var runs []RecvbufResult
+				for rep := range env.Repeat() {
+					env.Begin("recvbuf: %d ranks, %s, run %d of %d", n, l.Name, rep+1, env.Repeat())
+					r, err := RunRecvbuf(env.Ctx, n, o.Cycles, l.opened(env))
+					if err != nil {
+						return fmt.Errorf("%d ranks, %s: %w", n, l.Name, err)
+					}
+					runs = append(runs, r)
 				}
-				rs = append(rs, r)
+				sort.Slice(runs, func(i, j int) bool { return runs[i].Time < runs[j].Time })
+				rs = append(rs, runs[len(runs)/2])
 			}
 		}
 		PrintRecvbuf(env.Out, rs)
+		checkRecvbuf(env, rs)
 		return nil
 	}
-	return &experiment.Plan{Name: "recvbuf", Steps: []experiment.Step{{Name: "recvbuf", Runs: len(o.Ranks) * len(layouts), Run: run}}}
+	return &experiment.Plan{Name: "recvbuf",
+		Header: "Receive-buffer experiments (seed 002 §3-4) over ib/softrc, the ranks of a job as goroutines of this\nprocess, each on its own softrc HCA.\n",
+		Steps: []experiment.Step{
+			{Name: "util", Runs: len(o.Ranks) * len(layouts) * env.Repeat(), Run: util},
+			{Name: "memory", Runs: len(memoryRanks(env.Quick)) * len(MemoryLayouts), Run: func() error { return memory(env) }},
+		}}
 }
 
 // The receive-buffer experiment of seed 002 §4: the same workload over
@@ -156,7 +184,7 @@ func MG(c *pml.Comm, cycles int) error {
 				}
 				rs = append(rs, s)
 			}
-			if err := c.Waitall(rs); err != nil {
+			if err := c.Waitall(rs, nil); err != nil {
 				return err
 			}
 		}
@@ -175,7 +203,7 @@ func MG(c *pml.Comm, cycles int) error {
 			if err != nil {
 				return err
 			}
-			if err := c.Waitall([]*pml.Request{r, s}); err != nil {
+			if err := c.Waitall([]*pml.Request{r, s}, nil); err != nil {
 				return err
 			}
 		}
@@ -183,26 +211,102 @@ func MG(c *pml.Comm, cycles int) error {
 	return nil
 }
 
-// Layout is a receive-buffer layout under test.
+// Layout is a receive-buffer layout under test: a recvbuf policy and its
+// parameters.
 type Layout struct {
-	Name   string
-	Policy func() (core.RecvBuffers, error)
+	Name string
+	// Policy is the recvbuf policy's name (perpeer, srq, bsrq).
+	Policy string
+	// Set are parameters given as text (slab = "1MiB").
+	Set map[string]string
+	// open makes each rank's policy and hands keep what to close when the
+	// job is done (opened); nil: the built-in.
+	open func(keep func(io.Closer)) (core.RecvBuffers, error)
 }
 
-// Layouts are the two of the experiment.
+// Layouts are the two of the experiment: Open MPI 1.2's per-peer buffers
+// and B-SRQ, each with its defaults.
 var Layouts = []Layout{
-	{"per-peer 4KiB/32KiB ×8 (Open MPI 1.2)", func() (core.RecvBuffers, error) { return perpeer.New(core.MustParams(perpeer.Params)) }},
-	{"B-SRQ (tiny 128B ×32/peer + 4MiB slab, 2^8..2^15)", func() (core.RecvBuffers, error) { return bsrq.New(core.MustParams(bsrq.Params)) }},
+	{Name: "per-peer 4KiB/32KiB ×8 (Open MPI 1.2)", Policy: "perpeer"},
+	{Name: "B-SRQ (tiny 128B ×32/peer + 4MiB slab, 2^8..2^15)", Policy: "bsrq"},
 }
 
 // SmallSlab is B-SRQ with a 1 MiB slab, which grows on SRQ-limit events.
-var SmallSlab = Layout{"B-SRQ (tiny 128B ×32/peer + 1MiB slab, 2^8..2^15)", func() (core.RecvBuffers, error) {
-	p := core.MustParams(bsrq.Params)
-	if err := p.SetText("slab", "1MiB"); err != nil {
+var SmallSlab = Layout{Name: "B-SRQ (tiny 128B ×32/peer + 1MiB slab, 2^8..2^15)", Policy: "bsrq", Set: map[string]string{"slab": "1MiB"}}
+
+// params are the layout's policy parameters.
+func (l Layout) params() (core.Params, error) {
+	c, ok := core.Lookup(core.KindRecvBuf, l.Policy)
+	if !ok {
+		return core.Params{}, fmt.Errorf("recvbuf: no policy %q", l.Policy)
+	}
+	p := core.MustParams(c.Params)
+	for k, v := range l.Set {
+		if err := p.SetText(k, v); err != nil {
+			return core.Params{}, fmt.Errorf("recvbuf: %s %s: %w", l.Policy, k, err)
+		}
+	}
+	return p, nil
+}
+
+// opened is l with each rank's policy opened through env: built in, or
+// the plugin of that name. The plugins of a job stop when it closes.
+func (l Layout) opened(env *experiment.Env) Layout {
+	l.open = func(keep func(io.Closer)) (core.RecvBuffers, error) {
+		p, err := l.params()
+		if err != nil {
+			return nil, err
+		}
+		impl, c, err := env.OpenPolicy(core.KindRecvBuf, l.Policy, p)
+		if err != nil {
+			return nil, err
+		}
+		keep(c)
+		return impl.(core.RecvBuffers), nil
+	}
+	return l
+}
+
+// job opens a job of n ranks over the layout; closeAll closes it and
+// then the policies' plugins.
+func (l Layout) job(ctx context.Context, n int) (*Job, func(), error) {
+	var cs []io.Closer
+	open := l.builtin
+	if l.open != nil {
+		// Open makes the ranks' policies one after the other.
+		open = func() (core.RecvBuffers, error) { return l.open(func(c io.Closer) { cs = append(cs, c) }) }
+	}
+	closePlugins := func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+	// Closing a job of this process often waits out the pml's whole
+	// finalize timeout (30 s) with or without these changes: a rank that
+	// left the closing barrier closes its softrc device while a frame of
+	// the barrier it handed over may not have left it. Everything
+	// measured is done by then; 2 s bounds the teardown.
+	j, err := Open(ctx, JobSpec{Ranks: n, Policy: open, Options: pml.Options{FinalizeTimeout: 2 * time.Second}})
+	if err != nil {
+		closePlugins()
+		return nil, nil, err
+	}
+	return j, func() { j.Close(); closePlugins() }, nil
+}
+
+// builtin opens the layout's built-in policy.
+func (l Layout) builtin() (core.RecvBuffers, error) {
+	p, err := l.params()
+	if err != nil {
 		return nil, err
 	}
-	return bsrq.New(p)
-}}
+	c, _ := core.Lookup(core.KindRecvBuf, l.Policy)
+	pol, err := c.NewPolicy(p)
+	if err != nil {
+		return nil, err
+	}
+	return pol.(core.RecvBuffers), nil
+}
 
 // QueueUse is one receive queue's traffic, summed over the ranks.
 type QueueUse struct {
@@ -222,15 +326,19 @@ type RecvbufResult struct {
 	RecvMemMax       int64
 	Time             time.Duration
 	Queues           []QueueUse
+	// Sizes counts the frames received by size, summed over the ranks:
+	// Sizes[i] at or below ib.SizeBounds[i] (and above the one before),
+	// the last beyond every bound.
+	Sizes []int64
 }
 
 // RunRecvbuf runs the workload over one layout.
 func RunRecvbuf(ctx context.Context, ranks, cycles int, l Layout) (RecvbufResult, error) {
-	j, err := Open(ctx, JobSpec{Ranks: ranks, Policy: l.Policy})
+	j, closeAll, err := l.job(ctx, ranks)
 	if err != nil {
 		return RecvbufResult{}, err
 	}
-	defer j.Close()
+	defer closeAll()
 	// Wire up (every connection the workload uses) before timing.
 	if err := j.Run(func(c *pml.Comm) error { return MG(c, 1) }); err != nil {
 		return RecvbufResult{}, err
@@ -245,6 +353,9 @@ func RunRecvbuf(ctx context.Context, ranks, cycles int, l Layout) (RecvbufResult
 	var sum, below float64
 	byQueue := map[string]*QueueUse{}
 	for name, h := range after {
+		if strings.HasSuffix(name, ".recv_size") {
+			continue
+		}
 		b := base[name]
 		cnt := h.Count - b.Count
 		if cnt == 0 {
@@ -279,6 +390,7 @@ func RunRecvbuf(ctx context.Context, ranks, cycles int, l Layout) (RecvbufResult
 		res.RecvMem += float64(v) / float64(ranks)
 		res.RecvMemMax = max(res.RecvMemMax, v)
 	}
+	res.Sizes = sizeCounts(j, base)
 	return res, nil
 }
 
@@ -288,12 +400,34 @@ func queueSize(name string) int {
 	return sz
 }
 
-// snapshotUtil collects every rank's utilization histograms by name.
+// sizeCounts sums every rank's received-size histogram since base.
+func sizeCounts(j *Job, base map[string]core.HistogramSnapshot) []int64 {
+	out := make([]int64, len(ib.SizeBounds)+1)
+	for r, mx := range j.Metrics {
+		for name, v := range mx.Snapshot() {
+			h, ok := v.(core.HistogramSnapshot)
+			if !ok || !strings.HasSuffix(name, ".recv_size") {
+				continue
+			}
+			b := base[fmt.Sprintf("%d/%s", r, name)]
+			for i := range min(len(out), len(h.Counts)) {
+				out[i] += h.Counts[i]
+				if i < len(b.Counts) {
+					out[i] -= b.Counts[i]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// snapshotUtil collects every rank's utilization and size histograms by
+// name.
 func snapshotUtil(j *Job) map[string]core.HistogramSnapshot {
 	out := map[string]core.HistogramSnapshot{}
 	for r, mx := range j.Metrics {
 		for name, v := range mx.Snapshot() {
-			if h, ok := v.(core.HistogramSnapshot); ok && strings.Contains(name, ".recv_util.") {
+			if h, ok := v.(core.HistogramSnapshot); ok && (strings.Contains(name, ".recv_util.") || strings.HasSuffix(name, ".recv_size")) {
 				out[fmt.Sprintf("%d/%s", r, name)] = h
 			}
 		}

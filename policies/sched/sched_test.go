@@ -261,3 +261,25 @@ func TestStaticWeightsLeaveOneSubchannelPeersAlone(t *testing.T) {
 		t.Fatal("three subchannels took two weights")
 	}
 }
+
+// Eq. 4, not Eq. 3: α keeps (1−α) of the history. From 50:50, one message
+// whose stripes ran at 4:1 moves the weights to 0.5·50 + 0.5·80 = 65 and
+// 0.5·50 + 0.5·20 = 35 with α = 0.5; Eq. 3 (no history) would jump to
+// 80:20 at once.
+func TestAdaptiveKeepsHistoryByAlpha(t *testing.T) {
+	for _, c := range []struct {
+		alpha string
+		want  float64
+	}{{"0.5", 65}, {"0.25", 57.5}, {"1", 80}} {
+		pol := policy(t, "adaptive_striping", map[string]string{"alpha": c.alpha})
+		s, err := pol.Setup(rails(1, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.Weights
+		apply(w, pol.Observe(stripe(1, 1<<20, w, []float64{4e9, 1e9}), nil))
+		if math.Abs(w[0]-c.want) > 1e-9 || math.Abs(w[1]-(100-c.want)) > 1e-9 {
+			t.Errorf("alpha %s: weights %v after one message at 4:1, want %v:%v (Eq. 4)", c.alpha, w, c.want, 100-c.want)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func exchange(c *pml.Comm, sizes []int, preposted bool) error {
 			return err
 		}
 	}
-	if err := c.Waitall(append(ss, rs...)); err != nil {
+	if err := c.Waitall(append(ss, rs...), nil); err != nil {
 		return err
 	}
 	for i, sz := range sizes {

@@ -53,7 +53,7 @@ func ring(c *gobtl.Comm) error {
 			}
 			rs = append(rs, s)
 		}
-		if err := c.Waitall(rs); err != nil {
+		if err := c.Waitall(rs, nil); err != nil {
 			return err
 		}
 		for i := range sizes {

@@ -225,7 +225,7 @@ func exchange(c *gobtl.Comm) error {
 			reqs = append(reqs, r)
 		}
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("all-pairs: %w", err)
 	}
 	for key, b := range recvBufs {
@@ -259,7 +259,7 @@ func exchange(c *gobtl.Comm) error {
 		}
 		reqs = append(reqs, r)
 	}
-	if err := c.Waitall(reqs); err != nil {
+	if err := c.Waitall(reqs, nil); err != nil {
 		return fmt.Errorf("ring in flight: %w", err)
 	}
 	for k := range inflight {
@@ -415,7 +415,12 @@ func TestBenchmarksPrintValidJSON(t *testing.T) {
 		{"bibw", "8,64KiB", 2, []string{"mbps"}},
 		{"msgrate", "8", 2, []string{"msgs_per_s", "mbps"}},
 		{"overlap", "64KiB,1MiB", 2, []string{"overlap_send", "overlap_recv"}},
-		{"alltoall", "8,4KiB", 4, []string{"lat_us"}},
+		{"alltoall", "8,4KiB", 4, []string{"lat_us", "lat_min_us", "lat_max_us"}},
+		{"allreduce", "8,64KiB", 3, []string{"lat_us", "lat_min_us", "lat_max_us"}},
+		{"reduce", "8,64KiB", 3, []string{"lat_us"}},
+		{"bcast", "8,64KiB", 3, []string{"lat_us"}},
+		{"allgather", "8,64KiB", 3, []string{"lat_us"}},
+		{"barrier", "0", 3, []string{"lat_us"}},
 		{"multi-pingpong", "8,2KiB", 4, []string{"lat_us", "lat_max_us"}},
 	}
 	for _, tc := range cases {

@@ -55,7 +55,7 @@ func BenchmarkJob(b *testing.B) {
 								return err
 							}
 						}
-						if err := c.Waitall(reqs); err != nil {
+						if err := c.Waitall(reqs, nil); err != nil {
 							return err
 						}
 						if c.Rank() == 0 {

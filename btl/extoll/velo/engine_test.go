@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/core/policy"
 	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 )
 
@@ -485,4 +486,87 @@ func TestPhasedAlltoallsAtScale(t *testing.T) {
 		t.Fatal("no message went through")
 	}
 	t.Logf("%d messages delivered", total.Load())
+}
+
+// Seed 003 §6.5.2, the blocked workflow: while a compulsory credit return
+// request to a sender is outstanding, reaching its threshold grants it one
+// credit only if it holds fewer than its static slots, and none otherwise.
+func TestABlockedSenderGetsOneCreditOnlyBelowItsStaticSlots(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delta int32 // current − static
+		want  int32
+	}{{"below static", -1, 1}, {"at static", 0, 0}, {"above static", 3, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := newCluster(clusterOpts{n: 4, slots: 4 * 12, scheme: schemeDynamic, creditSlots: 2, backlog: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cr := creditsOf(cl.eng[1])
+			r := &cr.rx[0]
+			cr.setCurrent(r, int32(cr.static)+c.delta)
+			r.blocked = true
+			hi := cr.headIdx(0)
+			r.retrieved = cr.fifo[hi]
+			owed, cur := r.owed, r.current
+			cr.reach(0, false)
+			if got := r.owed - owed; got != c.want || r.current-cur != c.want {
+				t.Fatalf("current %d (static %d), blocked: %d credits granted (current %d→%d), want %d",
+					cur, cr.static, got, cur, r.current, c.want)
+			}
+			// The threshold pushed while blocked is 1: every packet is a
+			// chance to hand out the one credit (§6.5.2).
+			if cr.fifo[hi] != 1 {
+				t.Fatalf("threshold pushed while blocked %d, want 1", cr.fifo[hi])
+			}
+		})
+	}
+}
+
+// Seed 003 §6.5: stealing never takes a sender below its static slots —
+// a quota asked below them is clamped to them, and the clamp reported.
+func TestAVictimKeepsItsStaticSlots(t *testing.T) {
+	cl, err := newCluster(clusterOpts{n: 4, slots: 4 * 12, scheme: schemeDynamic, creditSlots: 2, backlog: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := creditsOf(cl.eng[1])
+	before := cr.unassigned
+	intended := cr.rx[0].intended
+	if v := setQuota(cr, 0, 0); v != policy.Clamped {
+		t.Fatalf("a quota of 0: verdict %v, want clamped", v)
+	}
+	if got := cr.rx[0].intended; got != int32(cr.static) {
+		t.Fatalf("a quota of 0 left sender 0 with %d, want its %d static slots", got, cr.static)
+	}
+	if cr.unassigned-before != int(intended)-cr.static {
+		t.Fatalf("%d slots freed, want %d", cr.unassigned-before, int(intended)-cr.static)
+	}
+}
+
+// Eq. 2 alone: a mailbox whose data region would be one slot smaller
+// than its credit region is refused, whatever else would hold.
+func TestEquation2RefusesADataRegionOneSlotShort(t *testing.T) {
+	// 4 peers × 2 credit slots = 8; 15 slots leave a data region of 7. The
+	// policy checks nothing: the mechanism must.
+	careless := func(int) core.FlowControl { return carelessPolicy{} }
+	_, err := newCluster(clusterOpts{n: 4, slots: 15, scheme: schemeDynamic, creditSlots: 2, policy: careless})
+	if err == nil || !strings.Contains(err.Error(), "Eq. 2") {
+		t.Fatalf("a data region of 7 under a credit region of 8: %v", err)
+	}
+	if _, err := newCluster(clusterOpts{n: 4, slots: 16, scheme: schemeDynamic, creditSlots: 2, policy: careless}); err != nil {
+		t.Fatalf("data region = credit region is allowed: %v", err)
+	}
+}
+
+// carelessPolicy asks for static credits with 2 credit slots and checks
+// nothing about the mailbox.
+type carelessPolicy struct{}
+
+func (carelessPolicy) Setup(core.FlowInfo) (core.FlowSetup, error) {
+	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: 2}, nil
+}
+
+func (carelessPolicy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
+	return out
 }

@@ -92,6 +92,7 @@ type Device struct {
 	ackDelay    int64
 	done        chan struct{}
 	nicDone     sync.WaitGroup
+	pin         *nicPin // how the NIC thread was pinned (PinNIC), under mu
 
 	// pacing: the device goroutine writes rate-limited links on time
 	// while the process polls only now and then (pacer.go).
@@ -509,6 +510,15 @@ func (d *Device) runTimers(now int64) {
 // one-sided operations and solicited events).
 func (d *Device) nic() {
 	defer d.nicDone.Done()
+	if d.cfg.PinNIC {
+		p := pin(d.cfg.NICCPU)
+		d.mu.Lock()
+		d.pin = &p
+		d.mu.Unlock()
+		// The thread ends with the goroutine (it stays locked): the CPU
+		// goes back to the threads that were kept off it.
+		defer p.unpin()
+	}
 	for {
 		select {
 		case <-d.idleTimer.C:

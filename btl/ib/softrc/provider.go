@@ -39,6 +39,11 @@ type DeviceConfig struct {
 	// AckDelay is how long a responder may hold an ACK hoping to
 	// piggyback it on a packet going the other way (default 20 µs).
 	AckDelay time.Duration
+	// PinNIC runs the device goroutine on an OS thread of its own, pinned
+	// to NICCPU (the last CPU the process may use when negative), and
+	// keeps the process's other threads off that CPU (pin.go).
+	PinNIC bool
+	NICCPU int
 }
 
 func (c DeviceConfig) withDefaults() DeviceConfig {

@@ -1,0 +1,106 @@
+package coll
+
+import "context"
+
+// Allgather gathers every rank's send, in rank order, into every rank's
+// recv: rank i's bytes land at recv[i*len(send):]. Every rank sends as
+// many bytes; send may be this rank's own block of recv (in place).
+func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
+	n, me := c.Size(), c.Rank()
+	b := len(send)
+	if len(recv) < n*b {
+		return errf("allgather", "%d ranks' %d bytes into %d", n, b, len(recv))
+	}
+	recv = recv[:n*b]
+	alg, _ := c.t.decide(KindAllgather, n, b)
+	if alg == RecursiveDoubling && !pow2(n) {
+		alg = Bruck
+	}
+	s := c.begin(KindAllgather, alg)
+	if b > 0 {
+		mine := recv[me*b : (me+1)*b]
+		switch alg {
+		case Bruck:
+			allgatherBruck(s, n, me, send, recv)
+		case RecursiveDoubling:
+			s.copy(mine, send)
+			allgatherRecursiveDoubling(s, n, me, b, recv)
+		default:
+			s.copy(mine, send)
+			off := s.tmpInts(n + 1)
+			for i := range off {
+				off[i] = i * b
+			}
+			ringAllgather(s, n, me, 0, func(r int) int { return r }, off, recv)
+		}
+	}
+	return c.block(ctx, s)
+}
+
+// allgatherRecursiveDoubling (a power-of-two job): in step k rank r swaps
+// its window of 2^k blocks with r XOR 2^k, doubling it.
+func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
+	for mask := 1; mask < n; mask <<= 1 {
+		lo := me &^ (mask - 1)
+		plo := lo ^ mask
+		peer := me ^ mask
+		s.recv(peer, recv[plo*b:(plo+mask)*b])
+		s.send(peer, recv[lo*b:(lo+mask)*b])
+		s.wait()
+	}
+}
+
+// allgatherBruck: a rank keeps the blocks of ranks r, r+1, … in that
+// order in a scratch buffer; in step k it sends the first min(2^k, n−2^k)
+// to r−2^k and appends as many from r+2^k, so ⌈log2 n⌉ steps fill it for
+// any n; a rotation then puts every block in its place.
+func allgatherBruck(s *schedule, n, me int, send, recv []byte) {
+	b := len(send)
+	t := s.tmp(n * b)
+	s.copy(t[:b], send)
+	for k := 1; k < n; k <<= 1 {
+		m := min(k, n-k)
+		s.recv((me+k)%n, t[k*b:(k+m)*b])
+		s.send((me-k+n)%n, t[:m*b])
+		s.wait()
+	}
+	// t holds ranks me, me+1, …: rotate into rank order.
+	s.copy(recv[me*b:], t[:(n-me)*b])
+	s.copy(recv[:me*b], t[(n-me)*b:])
+}
+
+// Allgatherv gathers every rank's send into every rank's recv: rank i's
+// counts[i] bytes land at recv[displs[i]:]. Blocks go round a ring.
+func (c *Comm) Allgatherv(ctx context.Context, send, recv []byte, counts, displs []int) error {
+	n, me := c.Size(), c.Rank()
+	if err := checkV("allgatherv", n, len(recv), counts, displs); err != nil {
+		return err
+	}
+	if len(send) != counts[me] {
+		return errf("allgatherv", "send holds %d bytes, counts[%d] says %d", len(send), me, counts[me])
+	}
+	s := c.begin(KindAllgather, Ring)
+	s.copy(recv[displs[me]:displs[me]+counts[me]], send)
+	next, prev := (me+1)%n, (me-1+n)%n
+	for k := 0; k < n-1; k++ {
+		sb, rb := (me-k+n)%n, (me-k-1+n)%n
+		s.recv(prev, recv[displs[rb]:displs[rb]+counts[rb]])
+		s.send(next, recv[displs[sb]:displs[sb]+counts[sb]])
+		s.wait()
+	}
+	return c.block(ctx, s)
+}
+
+// checkV validates a vector variant's counts and displacements against a
+// buffer of size bytes.
+func checkV(what string, n, size int, counts, displs []int) error {
+	if len(counts) < n || len(displs) < n {
+		return errf(what, "%d counts and %d displacements for %d ranks", len(counts), len(displs), n)
+	}
+	for i := range n {
+		if counts[i] < 0 || displs[i] < 0 || displs[i]+counts[i] > size {
+			return errf(what, "block %d (%d bytes at %d) outside a %d-byte buffer", i, counts[i], displs[i], size)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package coll
+
+import (
+	"context"
+
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Allreduce combines every rank's send with op into every rank's recv (as
+// long as send). recv may be send (in place).
+func (c *Comm) Allreduce(ctx context.Context, send, recv []byte, op Op) error {
+	s, err := c.allreduce(send, recv, op)
+	if err != nil {
+		return err
+	}
+	return c.block(ctx, s)
+}
+
+// Iallreduce starts an allreduce; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Iallreduce(send, recv []byte, op Op) (*pml.Request, error) {
+	s, err := c.allreduce(send, recv, op)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
+}
+
+func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
+	if err := checkVector("allreduce", op, send); err != nil {
+		return nil, err
+	}
+	if len(recv) < len(send) {
+		return nil, errf("allreduce", "a %d-byte result into %d bytes", len(send), len(recv))
+	}
+	recv = recv[:len(send)]
+	n, me := c.Size(), c.Rank()
+	count := len(send) / op.Size
+	alg, seg := c.t.decide(KindAllreduce, n, len(send))
+	switch {
+	case alg == Ring && (!op.Commutative || count < n),
+		alg == Rabenseifner && (!op.Commutative || count < floorPow2(n)):
+		alg = RecursiveDoubling
+	}
+	s := c.begin(KindAllreduce, alg)
+	s.op = op
+	if n == 1 || count == 0 {
+		s.copy(recv, send)
+		return s, nil
+	}
+	switch alg {
+	case Rabenseifner:
+		allreduceRabenseifner(s, n, me, send, recv)
+	case Ring:
+		allreduceRing(s, n, me, send, recv)
+	case ReduceBcast:
+		var result []byte
+		if me == 0 {
+			result = recv
+		}
+		reduceBinomial(s, n, me, 0, send, result)
+		bcastTree(s, n, me, 0, recv, seg, 2)
+	default:
+		allreduceRecursiveDoubling(s, n, me, send, recv)
+	}
+	return s, nil
+}
+
+// The folding of a job that is not a power of two, for the recursive
+// algorithms (MPICH's): with p the largest power of two not above n and
+// rem = n−p, ranks below 2·rem pair up — the odd one hands its vector to
+// the even one below, sits out, and gets the result back at the end —
+// leaving p ranks, renumbered 0..p−1.
+
+// foldIn starts the fold: it returns this rank's number among the p, or
+// -1 for a rank that sits out.
+func foldIn(s *schedule, n, me int, acc, tmp []byte) (int, int) {
+	p := floorPow2(n)
+	rem := n - p
+	switch {
+	case me < 2*rem && me%2 == 1:
+		s.send(me-1, acc)
+		s.wait()
+		return -1, p
+	case me < 2*rem:
+		s.recv(me+1, tmp)
+		s.wait()
+		s.reduce(acc, tmp) // the even rank is the lower
+		return me / 2, p
+	}
+	return me - rem, p
+}
+
+// real is the rank of number v among the p ranks of a folded job.
+func real(v, n, p int) int {
+	if rem := n - p; v < rem {
+		return 2 * v
+	}
+	return v + n - p
+}
+
+// foldOut ends the fold: the even ranks of the pairs send the result to
+// the odd ones.
+func foldOut(s *schedule, n, me int, acc []byte) {
+	p := floorPow2(n)
+	if rem := n - p; me < 2*rem {
+		if me%2 == 1 {
+			s.recv(me-1, acc)
+		} else {
+			s.send(me+1, acc)
+		}
+		s.wait()
+	}
+}
+
+// allreduceRecursiveDoubling: in step k rank v exchanges its whole vector
+// with v XOR 2^k and combines, the lower rank's part first; after log2 p
+// steps every rank holds the reduction, computed on both sides of every
+// exchange in the same order, hence the same bits on every rank.
+func allreduceRecursiveDoubling(s *schedule, n, me int, send, acc []byte) {
+	s.copy(acc, send)
+	tmp := s.tmp(len(acc))
+	v, p := foldIn(s, n, me, acc, tmp)
+	if v >= 0 {
+		for mask := 1; mask < p; mask <<= 1 {
+			peer := real(v^mask, n, p)
+			s.recv(peer, tmp)
+			s.send(peer, acc)
+			s.wait()
+			if v&mask != 0 && !s.op.Commutative {
+				// The peer holds the lower ranks: tmp ∘ acc.
+				s.reduce(tmp, acc)
+				s.copy(acc, tmp)
+			} else {
+				s.reduce(acc, tmp)
+			}
+		}
+	}
+	foldOut(s, n, me, acc)
+}
+
+// allreduceRabenseifner: a reduce-scatter by recursive halving — in step
+// k a rank keeps half of its window of p blocks, sends the other half to
+// v XOR p/2^(k+1) and combines the half it gets — leaves rank v with block
+// v reduced; an allgather by recursive doubling brings every block back
+// to every rank. Each block is reduced on one rank only, in a fixed order.
+func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
+	s.copy(acc, send)
+	tmp := s.tmp(len(acc))
+	v, p := foldIn(s, n, me, acc, tmp)
+	if v >= 0 {
+		off := s.blocks(len(acc)/s.op.Size, s.op.Size, p)
+		at := func(b []byte, lo, hi int) []byte { return b[off[lo]:off[hi]] }
+		lo, hi := 0, p
+		for mask := p / 2; mask > 0; mask /= 2 {
+			peer := real(v^mask, n, p)
+			mid := (lo + hi) / 2
+			keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
+			if v&mask != 0 {
+				keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
+			}
+			s.recv(peer, at(tmp, keepLo, keepHi))
+			s.send(peer, at(acc, giveLo, giveHi))
+			s.wait()
+			s.reduce(at(acc, keepLo, keepHi), at(tmp, keepLo, keepHi))
+			lo, hi = keepLo, keepHi
+		}
+		for mask := 1; mask < p; mask *= 2 {
+			peer := real(v^mask, n, p)
+			w := hi - lo
+			plo := lo ^ w // the peer's window, as wide as ours
+			s.recv(peer, at(acc, plo, plo+w))
+			s.send(peer, at(acc, lo, hi))
+			s.wait()
+			lo, hi = min(lo, plo), max(hi, plo+w)
+		}
+	}
+	foldOut(s, n, me, acc)
+}
+
+// allreduceRing: n blocks go round the ring twice — first combined hop by
+// hop (after n−1 steps rank r holds block r+1 reduced), then copied hop by
+// hop to every rank.
+func allreduceRing(s *schedule, n, me int, send, acc []byte) {
+	s.copy(acc, send)
+	off := s.blocks(len(acc)/s.op.Size, s.op.Size, n)
+	tmp := s.tmp(off[1] - off[0]) // the largest block
+	next, prev := (me+1)%n, (me-1+n)%n
+	for k := 0; k < n-1; k++ {
+		sb, rb := (me-k+n)%n, (me-k-1+n)%n
+		t := tmp[:off[rb+1]-off[rb]]
+		s.recv(prev, t)
+		s.send(next, acc[off[sb]:off[sb+1]])
+		s.wait()
+		s.reduce(acc[off[rb]:off[rb+1]], t)
+	}
+	ringAllgather(s, n, me, 1, func(r int) int { return r }, off, acc)
+}

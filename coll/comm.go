@@ -1,0 +1,149 @@
+package coll
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Comm is the collective layer of one communicator (Open MPI's coll
+// module of a communicator): the PML communicator it runs over, the
+// decision that picks each call's algorithm, and the schedules of
+// finished collectives kept for the next ones.
+//
+// Every rank must call the collectives of a Comm in the same order, as
+// MPI requires; from several goroutines that means the program orders
+// them (a Comm per goroutine, from Dup, is the simple way). The
+// non-blocking ones return a *pml.Request that any wait or test of the
+// job advances and completes.
+type Comm struct {
+	p *pml.Comm // the communicator the program sees
+	x *pml.Comm // the same ranks on its collective context
+	t *Tuning
+
+	mu   sync.Mutex
+	seq  uint32      // collectives started: the tag of the next one
+	free []*schedule // finished schedules, for reuse
+	// calls counts the collectives by algorithm (coll.<kind>.<alg>).
+	calls [numKinds][numAlgs]*core.Counter
+}
+
+// New returns the collective layer of p, choosing algorithms by t (nil:
+// the built-in decision alone).
+func New(p *pml.Comm, t *Tuning) *Comm {
+	if t == nil {
+		t = &Tuning{}
+	}
+	c := &Comm{p: p, x: p.Collectives(), t: t}
+	for k, d := range kinds {
+		for _, a := range d.algs {
+			c.calls[k][a] = p.Metrics().Counter("coll." + d.name + "." + a.String())
+		}
+	}
+	return c
+}
+
+// PML returns the point-to-point communicator c runs over.
+func (c *Comm) PML() *pml.Comm { return c.p }
+
+// Tuning returns the algorithm choices c was made with.
+func (c *Comm) Tuning() *Tuning { return c.t }
+
+// Rank is this rank's place in the communicator.
+func (c *Comm) Rank() int { return c.p.Rank() }
+
+// Size is the number of ranks.
+func (c *Comm) Size() int { return c.p.Size() }
+
+// tagBase keeps collective tags clear of those of the PML's own barrier,
+// which uses the small ones of the collective context.
+const tagBase = 1 << 30
+
+// begin takes a schedule for a new collective, its tag the next in the
+// sequence every rank follows alike.
+func (c *Comm) begin(k Kind, alg Alg) *schedule {
+	c.mu.Lock()
+	var s *schedule
+	if n := len(c.free); n > 0 {
+		s = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		s = &schedule{}
+	}
+	tag := tagBase | int(c.seq&(tagBase-1))
+	c.seq++
+	c.mu.Unlock()
+	if ctr := c.calls[k][alg]; ctr != nil {
+		ctr.Inc()
+	}
+	s.reset(c, tag, k, alg)
+	return s
+}
+
+// put keeps a finished schedule for a later collective; the user buffers
+// its steps point to are dropped.
+func (c *Comm) put(s *schedule) {
+	clear(s.steps)
+	s.steps = s.steps[:0]
+	c.mu.Lock()
+	if len(c.free) < 4 {
+		c.free = append(c.free, s)
+	}
+	c.mu.Unlock()
+}
+
+// block runs a schedule to its end and returns its error, or ctx.Err() if
+// ctx ends first: the collective then goes on in the background, as its
+// non-blocking form would (every rank must still take part), and its
+// buffers stay in use until it completes.
+func (c *Comm) block(ctx context.Context, s *schedule) error {
+	r, err := c.start(s)
+	if err != nil || r == nil {
+		return err
+	}
+	_, err = c.x.WaitContext(ctx, r)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() {
+		_ = c.x.Free(r)
+	}
+	return err
+}
+
+// start advances s once and, unless that finished it, hands it to the PML
+// as a request. A nil request with a nil error means s is done.
+func (c *Comm) start(s *schedule) (*pml.Request, error) {
+	done, err := s.Advance()
+	if done {
+		return nil, err
+	}
+	return c.x.Start(s)
+}
+
+// nonblocking returns a request for s, one already completed when s
+// finished at once.
+func (c *Comm) nonblocking(s *schedule) (*pml.Request, error) {
+	done, err := s.Advance()
+	if !done {
+		return c.x.Start(s)
+	}
+	return c.x.Start(finished{err})
+}
+
+// finished is an operation that is over before its request exists.
+type finished struct{ err error }
+
+func (f finished) Advance() (bool, error) { return true, f.err }
+
+// checkRoot validates a root argument.
+func (c *Comm) checkRoot(what string, root int) error {
+	if root < 0 || root >= c.Size() {
+		return fmt.Errorf("coll: %s: root %d outside a communicator of %d: %w", what, root, c.Size(), pml.ErrInvalid)
+	}
+	return nil
+}
+
+func errf(what, format string, args ...any) error {
+	return fmt.Errorf("coll: %s: %s: %w", what, fmt.Sprintf(format, args...), pml.ErrInvalid)
+}

@@ -1,0 +1,68 @@
+// Package coll is gobtl's collective layer: barrier, broadcast, reduce,
+// allreduce, reduce-scatter, scan, gather, scatter, allgather and
+// alltoall, with Split and Dup, over the PML's point-to-point — a
+// component of its own above the PML, as Open MPI's coll framework is
+// (coll/base's algorithms, coll/tuned's decision by size), never inside
+// it.
+//
+// # Algorithms and the decision
+//
+// Every collective has several algorithms, all correct for any number of
+// ranks and any root: binomial, pipelined binary-tree and chain
+// broadcast, and scatter+allgather (van de Geijn) for large ones;
+// binomial and pipelined binary-tree reduce; recursive doubling allreduce
+// for small vectors, Rabenseifner's reduce-scatter+allgather or a ring
+// for large ones, reduce+broadcast; Bruck, recursive doubling and ring
+// allgather; linear and pairwise alltoall(v); the dissemination barrier;
+// binomial and linear gather and scatter; ring, recursive halving and
+// reduce+scatter reduce-scatter; recursive doubling scan. A job that is
+// not a power of two folds its extra ranks into the recursive algorithms
+// and out again, as MPICH does. The choice by communicator size and
+// message size is a table in tune.go, in the shape of Open MPI 4.1's
+// coll_tuned_decision_fixed.c; a stack file's coll block overrides it
+// (`coll { allreduce = "ring" }`, see Tuning). The metric
+// coll.<collective>.<algorithm> counts the calls of each.
+//
+// # Schedules
+//
+// An algorithm builds a schedule (libnbc's idea): sends, receives, local
+// combines and copies, cut into rounds by wait marks, run by one executor
+// that posts a round's messages and moves on when they complete. The
+// blocking calls run it to the end; Ibarrier, Ibcast and Iallreduce hand
+// it to the PML as a request (pml.Comm.Start), which every wait and test
+// of the job advances and the usual Wait/Test family completes. A
+// collective's messages go on the communicator's collective context
+// (pml.Comm.Collectives) with a tag of their own — the collective's place
+// in the sequence every rank follows — so they never match point-to-point
+// messages, nor those of another collective in flight. A Comm reuses the
+// schedules and scratch buffers of finished collectives: a collective in
+// steady state allocates nothing.
+//
+// # Reductions
+//
+// An Op combines vectors of fixed-size elements held as bytes; the root
+// package builds them from typed operations. The order in which the ranks'
+// contributions are combined depends only on the job size, the vector
+// length and the algorithm — never on timing — so a floating-point
+// reduction gives the same bits from run to run, and on every rank:
+// recursive doubling combines the halves lower rank first, as a balanced
+// tree ((x0+x1)+(x2+x3))+…, the folded ranks of a job that is not a power
+// of two first; Rabenseifner and the ring reduce each block on one rank,
+// in the order of the exchanges, then copy it to the others; the trees
+// combine a rank's own part first, then its children's in order. An
+// operation that does not commute is combined in rank order throughout
+// (the ring and Rabenseifner's, which cannot, give way to recursive
+// doubling; reduce goes through rank 0).
+//
+// # Failures and cancellation
+//
+// A collective fails on this rank — every message it still waits for
+// cancelled — when one of its messages fails (core.ErrPeerLost,
+// core.ErrTruncated), when the PML reports any member of the communicator
+// lost (a rank waiting on a live member that will never send, because it
+// lost another, does not hang), and when a rank sent fewer bytes than
+// this rank's arguments expect (ErrMismatch). A blocking call whose
+// context ends returns ctx.Err(); the collective then goes on in the
+// background, as its non-blocking form would, since the other ranks take
+// part in it, and its buffers stay in use until it completes.
+package coll

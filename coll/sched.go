@@ -1,0 +1,244 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gobtl/gobtl/pml"
+)
+
+// A collective is built as a schedule, libnbc's idea: a list of steps —
+// send a buffer to a rank, receive one from a rank, combine two buffers,
+// copy one into another — cut into rounds by wait marks. Steps run in
+// order: a send or receive is posted and the schedule moves on, a local
+// step runs at once, and a wait mark holds the schedule until every
+// message posted since the last one has completed. The algorithms are
+// thus written as straight-line code (post, post, wait, combine, ...),
+// and one executor, Advance, serves the blocking call (which waits on it)
+// and the non-blocking one (whose Request the PML advances with every
+// wait and test of the job).
+//
+// Every message of one collective carries the collective's tag on the
+// communicator's collective context, so collectives never match
+// point-to-point messages, nor one another. Within a collective, the
+// messages between two ranks are matched in the order they are posted —
+// the PML's non-overtaking rule — so an algorithm posts its receives from
+// a rank in the order that rank sends to it.
+
+type stepKind uint8
+
+const (
+	stepSend   stepKind = iota + 1
+	stepRecv            // into a, expecting exactly len(a) bytes
+	stepReduce          // a = a ∘ b
+	stepCopy            // a = b
+	stepWait            // hold until every message posted so far completes
+)
+
+type step struct {
+	kind stepKind
+	peer int
+	a, b []byte
+}
+
+// schedule is one collective in progress: its steps, where it is, and the
+// messages of the current round. A Comm keeps the finished ones for the
+// next collective, so that a collective in steady state allocates nothing.
+type schedule struct {
+	c     *Comm
+	tag   int
+	op    Op
+	steps []step
+	pc    int // next step
+	reqs  []*pml.Request
+	want  []int // per request: the bytes a receive must bring, -1 for a send
+	sts   []pml.Status
+	mem   []byte // scratch the algorithm carves with tmp
+	off   int
+	ints  []int // scratch for block offsets while the schedule is built
+	ioff  int
+	kind  Kind
+	alg   Alg
+}
+
+// reset readies s for a new collective.
+func (s *schedule) reset(c *Comm, tag int, k Kind, alg Alg) {
+	clear(s.steps)
+	s.c, s.tag, s.kind, s.alg = c, tag, k, alg
+	s.op = Op{}
+	s.steps, s.pc, s.off, s.ioff = s.steps[:0], 0, 0, 0
+}
+
+func (s *schedule) send(peer int, buf []byte) {
+	s.steps = append(s.steps, step{kind: stepSend, peer: peer, a: buf})
+}
+
+func (s *schedule) recv(peer int, buf []byte) {
+	s.steps = append(s.steps, step{kind: stepRecv, peer: peer, a: buf})
+}
+
+// reduce combines in into inout with the collective's operation: inout =
+// inout ∘ in, element by element, inout holding the lower ranks' part
+// when the operation does not commute.
+func (s *schedule) reduce(inout, in []byte) {
+	if len(inout) > 0 {
+		s.steps = append(s.steps, step{kind: stepReduce, a: inout, b: in})
+	}
+}
+
+// copy copies src into dst (they may overlap).
+func (s *schedule) copy(dst, src []byte) {
+	if len(dst) > 0 && !same(dst, src) {
+		s.steps = append(s.steps, step{kind: stepCopy, a: dst, b: src})
+	}
+}
+
+// wait ends a round.
+func (s *schedule) wait() {
+	if n := len(s.steps); n > 0 && s.steps[n-1].kind != stepWait {
+		s.steps = append(s.steps, step{kind: stepWait})
+	}
+}
+
+// tmp returns n bytes of scratch, 8-byte aligned so that any element type
+// may be viewed in it, valid until the collective ends. A collective that
+// needs more than the schedule has grows it once; the bytes handed out
+// before stay with the steps that use them.
+func (s *schedule) tmp(n int) []byte {
+	n8 := (n + 7) &^ 7
+	if s.off+n8 > len(s.mem) {
+		s.mem = make([]byte, max(2*len(s.mem), n8, 256))
+		s.off = 0
+	}
+	b := s.mem[s.off : s.off+n : s.off+n]
+	s.off += n8
+	return b
+}
+
+// tmpInts returns n ints of scratch, valid while the schedule is built.
+func (s *schedule) tmpInts(n int) []int {
+	if s.ioff+n > len(s.ints) {
+		s.ints = make([]int, max(2*len(s.ints), n, 64))
+		s.ioff = 0
+	}
+	b := s.ints[s.ioff : s.ioff+n : s.ioff+n]
+	s.ioff += n
+	return b
+}
+
+// Advance runs the schedule as far as it can without blocking; it is the
+// schedule's pml.Op. A round whose messages are done is followed at once
+// by the next, so a collective whose messages have all arrived finishes
+// in one call.
+func (s *schedule) Advance() (bool, error) {
+	x := s.c.x
+	for {
+		if len(s.reqs) > 0 {
+			done, err := x.Testall(s.reqs, s.sts[:len(s.reqs)])
+			if !done {
+				// A member lost elsewhere may mean a message this round
+				// waits for will never come.
+				if err = x.Lost(); err == nil {
+					return false, nil
+				}
+			}
+			if err == nil {
+				err = s.checkCounts()
+			}
+			if err != nil {
+				return true, s.fail(err)
+			}
+			s.reqs, s.want = s.reqs[:0], s.want[:0]
+		}
+		if s.pc == len(s.steps) {
+			s.c.put(s)
+			return true, nil
+		}
+		if err := s.run(); err != nil {
+			return true, s.fail(err)
+		}
+	}
+}
+
+// run executes steps up to and including the next wait mark.
+func (s *schedule) run() error {
+	x := s.c.x
+	for s.pc < len(s.steps) {
+		st := &s.steps[s.pc]
+		s.pc++
+		switch st.kind {
+		case stepWait:
+			return nil
+		case stepSend, stepRecv:
+			var r *pml.Request
+			var err error
+			want := -1
+			if st.kind == stepSend {
+				r, err = x.Isend(st.a, st.peer, s.tag)
+			} else {
+				r, err = x.Irecv(st.a, st.peer, s.tag)
+				want = len(st.a)
+			}
+			if err != nil {
+				return err
+			}
+			s.reqs = append(s.reqs, r)
+			s.want = append(s.want, want)
+			if len(s.sts) < len(s.reqs) {
+				s.sts = append(s.sts, pml.Status{})
+			}
+		case stepReduce:
+			s.op.Fn.Combine(st.a, st.b)
+		case stepCopy:
+			copy(st.a, st.b)
+		}
+	}
+	return nil
+}
+
+// checkCounts fails a round in which a rank sent fewer bytes than this
+// rank's arguments say it must: the ranks called the collective with
+// different sizes. (More bytes fail the receive as truncated.)
+func (s *schedule) checkCounts() error {
+	for i, want := range s.want {
+		if want >= 0 && s.sts[i].Count != want {
+			return fmt.Errorf("coll: %s %s: rank %d sent %d bytes where this rank's arguments make %d: %w",
+				s.kind, s.alg, s.sts[i].Source, s.sts[i].Count, want, ErrMismatch)
+		}
+	}
+	return nil
+}
+
+// fail abandons the schedule: receives still posted are cancelled, and
+// every request of the round is freed, to be recycled when it completes
+// (a send to a rank that gave up may never). The schedule is not reused:
+// its buffers may still be in the PML's hands.
+func (s *schedule) fail(err error) error {
+	x := s.c.x
+	for _, r := range s.reqs {
+		if r != nil {
+			_ = x.Cancel(r) // a send cannot be, and need not be
+			_ = x.Free(r)
+		}
+	}
+	s.reqs = nil
+	return fmt.Errorf("coll: %s %s: %w", s.kind, s.alg, err)
+}
+
+// same reports whether a and b are the same bytes.
+func same(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// overlap reports whether a and b share any byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := addr(a), addr(b)
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+// ErrMismatch reports ranks that called a collective with arguments that
+// do not fit together: different lengths, or a root they disagree on.
+var ErrMismatch = errors.New("collective arguments differ between ranks")

@@ -1,0 +1,245 @@
+package coll
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
+
+// Kind is a collective operation, as the decision and the stack file's
+// coll block name it.
+type Kind uint8
+
+// The collectives with a choice of algorithm.
+const (
+	KindBarrier Kind = iota
+	KindBcast
+	KindReduce
+	KindAllreduce
+	KindAllgather
+	KindAlltoall
+	KindGather
+	KindScatter
+	KindReduceScatter
+	KindScan
+	numKinds
+)
+
+// Alg is an algorithm.
+type Alg uint8
+
+// The algorithms (Open MPI's coll/base names where it has them).
+const (
+	// Auto lets the decision table choose.
+	Auto Alg = iota
+	// Dissemination: in round k every rank signals rank+2^k and waits
+	// for rank−2^k; ⌈log2 n⌉ rounds for any n.
+	Dissemination
+	// Binomial tree rooted at the root (relative ranks), whole message.
+	Binomial
+	// Binary: a binary tree (children 2r+1, 2r+2 of relative rank r)
+	// pipelined in segments.
+	Binary
+	// Pipeline: a chain root → root+1 → … pipelined in segments.
+	Pipeline
+	// ScatterAllgather: the root scatters the message in n blocks over a
+	// binomial tree, then a ring allgathers them (van de Geijn).
+	ScatterAllgather
+	// RecursiveDoubling: log2 exchanges with rank XOR 2^k of the whole
+	// vector (allreduce) or of doubling windows (allgather); a job that is
+	// not a power of two folds its extra ranks in first and out last.
+	RecursiveDoubling
+	// Rabenseifner: reduce-scatter by recursive halving, then allgather by
+	// recursive doubling: 2·log2 n steps moving 2(n−1)/n of the vector.
+	Rabenseifner
+	// Ring: n−1 steps around the ring (reduce-scatter then allgather for
+	// allreduce): bandwidth-optimal, latency linear in n.
+	Ring
+	// ReduceBcast: a reduce to rank 0 followed by a broadcast (Open MPI's
+	// nonoverlapping).
+	ReduceBcast
+	// Bruck: ⌈log2 n⌉ steps sending to rank−2^k, then a local rotation;
+	// any n.
+	Bruck
+	// Linear: every message posted at once (alltoall), or the root talks
+	// to every rank in turn (gather, scatter).
+	Linear
+	// Pairwise: in step i send to rank+i and receive from rank−i.
+	Pairwise
+	// RecursiveHalving: reduce-scatter in log2 n halving exchanges (a
+	// power-of-two job).
+	RecursiveHalving
+	// ReduceScatterv: a reduce to rank 0, then a scatter.
+	ReduceScatterv
+	numAlgs
+)
+
+var algNames = [numAlgs]string{
+	Auto: "auto", Dissemination: "dissemination", Binomial: "binomial", Binary: "binary",
+	Pipeline: "pipeline", ScatterAllgather: "scatter_allgather", RecursiveDoubling: "recursive_doubling",
+	Rabenseifner: "rabenseifner", Ring: "ring", ReduceBcast: "reduce_bcast", Bruck: "bruck",
+	Linear: "linear", Pairwise: "pairwise", RecursiveHalving: "recursive_halving", ReduceScatterv: "reduce_scatter",
+}
+
+func (a Alg) String() string {
+	if a < numAlgs {
+		return algNames[a]
+	}
+	return fmt.Sprintf("alg(%d)", a)
+}
+
+// kind describes one collective: its name in the coll block and the
+// algorithms it can run.
+type kind struct {
+	name string
+	algs []Alg
+}
+
+var kinds = [numKinds]kind{
+	KindBarrier:       {"barrier", []Alg{Dissemination}},
+	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather}},
+	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
+	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast}},
+	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring}},
+	KindAlltoall:      {"alltoall", []Alg{Linear, Pairwise}},
+	KindGather:        {"gather", []Alg{Binomial, Linear}},
+	KindScatter:       {"scatter", []Alg{Binomial, Linear}},
+	KindReduceScatter: {"reduce_scatter", []Alg{Ring, RecursiveHalving, ReduceScatterv}},
+	KindScan:          {"scan", []Alg{RecursiveDoubling}},
+}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return kinds[k].name
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Kinds lists the collectives the coll block can tune, by name, each with
+// its algorithms (without "auto").
+func Kinds() map[string][]string {
+	out := map[string][]string{}
+	for _, k := range kinds {
+		for _, a := range k.algs {
+			out[k.name] = append(out[k.name], a.String())
+		}
+	}
+	return out
+}
+
+// Tuning overrides the decision table: a forced algorithm per collective
+// and the segment size of the pipelined ones. The zero value follows the
+// table. A forced algorithm that cannot serve a call (a ring allreduce of
+// an operation that does not commute, recursive doubling allgather on a
+// job that is not a power of two) falls back to one that can, as Open
+// MPI's do.
+type Tuning struct {
+	Force [numKinds]Alg
+	// Segment is the size of a pipeline segment in bytes; 0: the table's.
+	Segment int
+}
+
+// Set forces the algorithm called alg ("auto": the table's) for the
+// collective called kind, both as the coll block names them.
+func (t *Tuning) Set(kindName, alg string) error {
+	for k, d := range kinds {
+		if d.name != kindName {
+			continue
+		}
+		if alg == "auto" {
+			t.Force[k] = Auto
+			return nil
+		}
+		for _, a := range d.algs {
+			if a.String() == alg {
+				t.Force[k] = a
+				return nil
+			}
+		}
+		names := make([]string, len(d.algs))
+		for i, a := range d.algs {
+			names[i] = a.String()
+		}
+		return fmt.Errorf("coll: %s has no algorithm %q (have auto, %s)", kindName, alg, strings.Join(names, ", "))
+	}
+	return fmt.Errorf("coll: no collective %q to tune", kindName)
+}
+
+// A rule of the decision table: for communicators of fewer than ranks
+// ranks (0: any) and messages of fewer than bytes bytes (0: any), use alg
+// with segments of seg bytes. The first rule that matches wins.
+type rule struct {
+	ranks, bytes int
+	alg          Alg
+	seg          int
+}
+
+// The decision table, in the manner of Open MPI's coll/tuned fixed
+// decision (ompi/mca/coll/tuned/coll_tuned_decision_fixed.c, 4.1): the
+// algorithm by communicator size and message size. Open MPI's switch
+// points come from clusters; these follow its shape — recursive doubling
+// for small allreduces, Rabenseifner above a few KiB, recursive doubling
+// allgather on powers of two, binomial trees for small broadcasts and
+// pipelines for large ones — with the thresholds measured on one node
+// over shared memory (bench/compare-ompi.sh), where a message costs a
+// copy rather than a wire and the ranks often outnumber the cores. The
+// message size is the whole vector for bcast, reduce and allreduce, one
+// rank's block for the others.
+var table = [numKinds][]rule{
+	KindBarrier: {{alg: Dissemination}},
+	KindBcast: {
+		{bytes: 16 << 10, alg: Binomial},
+		{ranks: 8, alg: Binomial},
+		{bytes: 512 << 10, alg: Binary, seg: 32 << 10},
+		{alg: ScatterAllgather},
+	},
+	KindReduce: {
+		{bytes: 64 << 10, alg: Binomial},
+		{alg: Binary, seg: 64 << 10},
+	},
+	KindAllreduce: {
+		{bytes: 8 << 10, alg: RecursiveDoubling},
+		{alg: Rabenseifner},
+	},
+	KindAllgather: {
+		{ranks: 3, alg: Ring},
+		{bytes: 64 << 10, alg: RecursiveDoubling}, // Bruck when not a power of two
+		{alg: Ring},
+	},
+	KindAlltoall: {
+		{bytes: 8 << 10, alg: Linear},
+		{alg: Pairwise},
+	},
+	KindGather:        {{bytes: 4 << 10, alg: Binomial}, {alg: Linear}},
+	KindScatter:       {{bytes: 4 << 10, alg: Binomial}, {alg: Linear}},
+	KindReduceScatter: {{bytes: 8 << 10, alg: RecursiveHalving}, {alg: Ring}},
+	KindScan:          {{alg: RecursiveDoubling}},
+}
+
+// decide returns the algorithm and segment size for a collective of kind
+// over n ranks moving bytes, honouring the tuning.
+func (t *Tuning) decide(k Kind, n, bytes int) (Alg, int) {
+	alg, seg := Auto, 0
+	for _, r := range table[k] {
+		if (r.ranks == 0 || n < r.ranks) && (r.bytes == 0 || bytes < r.bytes) {
+			alg, seg = r.alg, r.seg
+			break
+		}
+	}
+	if f := t.Force[k]; f != Auto {
+		alg = f
+	}
+	if t.Segment > 0 {
+		seg = t.Segment
+	}
+	if seg <= 0 {
+		seg = 64 << 10
+	}
+	return alg, seg
+}
+
+// pow2 reports whether n is a power of two.
+func pow2(n int) bool { return n > 0 && n&(n-1) == 0 }
+
+// floorPow2 is the largest power of two not above n (n ≥ 1).
+func floorPow2(n int) int { return 1 << (bits.Len(uint(n)) - 1) }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package gobtl
+
+const raceEnabled = false

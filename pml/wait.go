@@ -1,0 +1,468 @@
+package pml
+
+import (
+	gocontext "context"
+	"fmt"
+	"time"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// The completion family: Wait, Test and their any/all/some forms, each
+// blocking one with a form that takes a context. A context that ends
+// makes the call return ctx.Err() and leaves every request it had not
+// completed pending and valid, to be waited for again, tested, cancelled
+// or freed. Every call here also advances the operations of the layers
+// above (Start), so that a non-blocking collective progresses whatever
+// request the program waits on.
+
+// Progress polls every module once, advances the operations started with
+// Start, and returns how many events it handled.
+func (c *Comm) Progress() int {
+	n := c.e.runOps()
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return n + c.e.progress()
+}
+
+// Wait blocks until r completes, then releases it.
+func (c *Comm) Wait(r *Request) (Status, error) {
+	st, err, _ := c.wait(gocontext.Background(), r, 0)
+	return st, err
+}
+
+// WaitContext is Wait that returns ctx.Err() if ctx ends first; r then
+// stays pending.
+func (c *Comm) WaitContext(ctx gocontext.Context, r *Request) (Status, error) {
+	st, err, _ := c.wait(ctx, r, 0)
+	return st, err
+}
+
+// wait is Wait with a context and an optional deadline on the engine's
+// clock; at the deadline it returns an error wrapping core.ErrStalled
+// and leaves r pending. released says whether r completed (and is gone).
+func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (st Status, err error, released bool) {
+	e := c.e
+	if r == nil || r.e != e {
+		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
+	}
+	done := ctx.Done()
+	var b backoff // built only once the first poll has not finished r
+	built := false
+	for {
+		ev := e.events.Load()
+		e.mu.Lock()
+		if r.released {
+			e.mu.Unlock()
+			return Status{}, fmt.Errorf("pml: wait on a released request: %w", ErrInvalid), false
+		}
+		n := 0
+		if !r.done {
+			n = e.progress()
+		}
+		if r.done {
+			st := r.status
+			e.release(r)
+			e.mu.Unlock()
+			return st, st.Err, true
+		}
+		e.mu.Unlock()
+		if e.runOps() > 0 {
+			continue // an operation finished: perhaps r
+		}
+		if !built {
+			b, built = e.newBackoff(), true
+		}
+		if n > 0 || e.events.Load() != ev {
+			b.reset()
+		} else if err := e.aborted(); err != nil {
+			return Status{}, err, false
+		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {
+			return Status{}, e.stallErr(r), false
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return Status{}, ctx.Err(), false
+			default:
+			}
+		}
+		b.wait()
+	}
+}
+
+func (e *engine) stallErr(r *Request) error {
+	what := "send to"
+	switch r.kind {
+	case reqRecv:
+		what = "receive from"
+	case reqOp:
+		return fmt.Errorf("pml: operation: no progress for %v: %w", e.opts.StallTimeout, core.ErrStalled)
+	}
+	return fmt.Errorf("pml: %s rank %d tag %d: no progress for %v: %w", what, r.peer, r.tag, e.opts.StallTimeout, core.ErrStalled)
+}
+
+// Test makes progress once and reports whether r has completed; if so it
+// releases r and returns its status.
+func (c *Comm) Test(r *Request) (bool, Status, error) {
+	e := c.e
+	e.runOps()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(r, "test"); err != nil {
+		return false, Status{}, err
+	}
+	if !r.done {
+		e.progress()
+	}
+	if !r.done {
+		return false, Status{}, nil
+	}
+	st := r.status
+	e.release(r)
+	return true, st, st.Err
+}
+
+// usable checks that r is a live request of this engine (lock held).
+func (e *engine) usable(r *Request, call string) error {
+	if r == nil || r.e != e || r.released {
+		return fmt.Errorf("pml: %s on a released, foreign or nil request: %w", call, ErrInvalid)
+	}
+	return nil
+}
+
+// Waitall waits for every non-nil request, releasing each and setting its
+// entry to nil. When sts is not nil (it must then be as long as rs),
+// sts[i] receives request i's status, its error included; nil entries
+// leave theirs as they were. It returns the first error of any request.
+func (c *Comm) Waitall(rs []*Request, sts []Status) error {
+	return c.WaitallContext(gocontext.Background(), rs, sts)
+}
+
+// WaitallContext is Waitall that returns ctx.Err() if ctx ends first:
+// the requests that completed are released and nil, with their statuses
+// in sts; the others stay pending in rs.
+func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status) error {
+	if sts != nil && len(sts) < len(rs) {
+		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
+	}
+	var first error
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		st, err, released := c.wait(ctx, r, 0)
+		if !released {
+			if ctx.Err() != nil && err == ctx.Err() {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		rs[i] = nil
+		if sts != nil {
+			sts[i] = st
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Testall makes progress once and reports whether every non-nil request
+// has completed. If they have, it releases them all, sets their entries
+// to nil, fills sts (when not nil, as long as rs) and returns the first
+// error; if not, it releases none.
+func (c *Comm) Testall(rs []*Request, sts []Status) (bool, error) {
+	if sts != nil && len(sts) < len(rs) {
+		return false, fmt.Errorf("pml: testall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
+	}
+	e := c.e
+	e.runOps()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		if err := e.usable(r, "testall"); err != nil {
+			return false, err
+		}
+	}
+	e.progress()
+	for _, r := range rs {
+		if r != nil && !r.done {
+			return false, nil
+		}
+	}
+	var first error
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		st := r.status
+		e.release(r)
+		rs[i] = nil
+		if sts != nil {
+			sts[i] = st
+		}
+		if st.Err != nil && first == nil {
+			first = st.Err
+		}
+	}
+	return true, first
+}
+
+// Testany makes progress once and, if one of the non-nil requests has
+// completed, releases it, sets its entry to nil and returns its index and
+// status with ok true. With none completed it returns -1 and false; with
+// no non-nil request at all, -1 and true.
+func (c *Comm) Testany(rs []*Request) (idx int, ok bool, st Status, err error) {
+	e := c.e
+	e.runOps()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.progress()
+	return e.takeAny(rs, "testany")
+}
+
+// takeAny releases the first completed request of rs (lock held); see
+// Testany.
+func (e *engine) takeAny(rs []*Request, call string) (int, bool, Status, error) {
+	live := false
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if err := e.usable(r, call); err != nil {
+			return i, false, Status{}, err
+		}
+		live = true
+		if r.done {
+			st := r.status
+			e.release(r)
+			rs[i] = nil
+			return i, true, st, st.Err
+		}
+	}
+	return -1, !live, Status{}, nil
+}
+
+// Waitany waits until one of the non-nil requests completes, releases it,
+// sets its entry to nil and returns its index. With no non-nil request it
+// returns -1.
+func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
+	return c.WaitanyContext(gocontext.Background(), rs)
+}
+
+// WaitanyContext is Waitany that returns -1 and ctx.Err() if ctx ends
+// first, every request still pending.
+func (c *Comm) WaitanyContext(ctx gocontext.Context, rs []*Request) (int, Status, error) {
+	var (
+		i  int
+		st Status
+	)
+	err := c.poll(ctx, "waitany", func(e *engine) (bool, error) {
+		var ok bool
+		var err error
+		i, ok, st, err = e.takeAny(rs, "waitany")
+		if err != nil && !ok { // a bad request, not a failed one
+			return false, err
+		}
+		return ok, nil
+	})
+	if err != nil {
+		return -1, Status{}, err
+	}
+	return i, st, st.Err
+}
+
+// Waitsome waits until at least one of the non-nil requests completes,
+// then releases every one that has: it stores their indices in idx and,
+// when sts is not nil, their statuses in sts (both must be as long as rs),
+// sets their entries to nil and returns how many, with the first error
+// among them. With no non-nil request it returns 0.
+func (c *Comm) Waitsome(rs []*Request, idx []int, sts []Status) (int, error) {
+	return c.WaitsomeContext(gocontext.Background(), rs, idx, sts)
+}
+
+// WaitsomeContext is Waitsome that returns 0 and ctx.Err() if ctx ends
+// first, every request still pending.
+func (c *Comm) WaitsomeContext(ctx gocontext.Context, rs []*Request, idx []int, sts []Status) (int, error) {
+	if len(idx) < len(rs) || sts != nil && len(sts) < len(rs) {
+		return 0, fmt.Errorf("pml: waitsome: room for %d indices and %d statuses, %d requests: %w", len(idx), len(sts), len(rs), ErrInvalid)
+	}
+	n := 0
+	var first error
+	err := c.poll(ctx, "waitsome", func(e *engine) (bool, error) {
+		live := false
+		for i, r := range rs {
+			if r == nil {
+				continue
+			}
+			if err := e.usable(r, "waitsome"); err != nil {
+				return false, err
+			}
+			live = true
+			if !r.done {
+				continue
+			}
+			st := r.status
+			e.release(r)
+			rs[i] = nil
+			idx[n] = i
+			if sts != nil {
+				sts[n] = st
+			}
+			if st.Err != nil && first == nil {
+				first = st.Err
+			}
+			n++
+		}
+		return n > 0 || !live, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, first
+}
+
+// poll makes progress until cond, called with the lock held after each
+// round of progress, reports true or an error (a bad argument); it returns
+// that error, the error of an aborted or stalled job, or ctx's.
+func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bool, error)) error {
+	e := c.e
+	done := ctx.Done()
+	b := e.newBackoff()
+	for {
+		ev := e.events.Load()
+		e.runOps()
+		e.mu.Lock()
+		e.progress()
+		ok, err := cond(e)
+		e.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return nil
+		case e.events.Load() != ev:
+			b.reset()
+		default:
+			if err := e.aborted(); err != nil {
+				return err
+			}
+			if b.stalled() {
+				return fmt.Errorf("pml: %s: no progress for %v: %w", call, e.opts.StallTimeout, core.ErrStalled)
+			}
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return ctx.Err()
+			default:
+			}
+		}
+		b.wait()
+	}
+}
+
+// Iprobe reports whether a message from source with tag can be received,
+// without receiving it. Count is the message's full length.
+func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
+	if err := c.check(source, tag, true); err != nil {
+		return false, Status{}, err
+	}
+	e := c.e
+	e.runOps()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.progress()
+	return c.probe(source, tag)
+}
+
+// probe looks for a message from source with tag (lock held).
+func (c *Comm) probe(source, tag int) (bool, Status, error) {
+	e := c.e
+	source = c.g.toWorld(source)
+	if u := e.context(c.ctx).matchUnexpected(source, tag); u != nil {
+		return true, Status{Source: c.g.toLocal(u.src), Tag: u.tag, Count: u.total}, nil
+	}
+	if source != AnySource && e.peers[source].lost != nil {
+		return false, Status{}, e.peers[source].lost
+	}
+	return false, Status{}, nil
+}
+
+// Probe blocks until a message from source with tag can be received.
+func (c *Comm) Probe(source, tag int) (Status, error) {
+	return c.ProbeContext(gocontext.Background(), source, tag)
+}
+
+// ProbeContext is Probe that returns ctx.Err() if ctx ends first.
+func (c *Comm) ProbeContext(ctx gocontext.Context, source, tag int) (Status, error) {
+	if err := c.check(source, tag, true); err != nil {
+		return Status{}, err
+	}
+	var st Status
+	err := c.poll(ctx, "probe", func(*engine) (bool, error) {
+		ok, s, err := c.probe(source, tag)
+		st = s
+		return ok, err
+	})
+	return st, err
+}
+
+// SendContext is Send that returns ctx.Err() if ctx ends first. A send
+// cannot be taken back: it then goes on in the background, and buf must
+// not change until the receiver has it (Isend and WaitContext keep the
+// request, for a caller that needs to know when).
+func (c *Comm) SendContext(ctx gocontext.Context, buf []byte, dest, tag int) error {
+	r, err := c.Isend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	return c.finish(ctx, r)
+}
+
+// RecvContext is Recv that returns ctx.Err() if ctx ends first. The
+// receive is then cancelled if it has not matched a message yet; one that
+// has goes on in the background, filling buf.
+func (c *Comm) RecvContext(ctx gocontext.Context, buf []byte, source, tag int) (Status, error) {
+	r, err := c.Irecv(buf, source, tag)
+	if err != nil {
+		return Status{}, err
+	}
+	st, err, released := c.wait(ctx, r, 0)
+	if !released && ctx.Err() != nil && err == ctx.Err() {
+		_ = c.Cancel(r)
+		_ = c.Free(r)
+	}
+	return st, err
+}
+
+// finish waits for r and frees it instead if ctx ends first.
+func (c *Comm) finish(ctx gocontext.Context, r *Request) error {
+	_, err, released := c.wait(ctx, r, 0)
+	if !released && ctx.Err() != nil && err == ctx.Err() {
+		_ = c.Free(r)
+	}
+	return err
+}
+
+// Free releases r without waiting for it, as MPI_Request_free does: its
+// operation goes on, and the request is recycled once it completes. Its
+// buffer stays in use until then, and r must not be used again.
+func (c *Comm) Free(r *Request) error {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.usable(r, "free"); err != nil {
+		return err
+	}
+	e.release(r)
+	return nil
+}
