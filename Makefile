@@ -115,6 +115,11 @@ fuzz-smoke:
 	$(GO) test -run XXX -fuzz FuzzPacketTrains -fuzztime 20000x ./btl/extoll/
 	$(GO) test -run XXX -fuzz FuzzResponse -fuzztime 100000x ./boot/pmi/
 	$(GO) test -run XXX -fuzz FuzzRequest -fuzztime 20000x ./boot/
+	$(GO) test -run XXX -fuzz FuzzHeaderDecode -fuzztime 20000x ./btl/ib/softrc/
+	$(GO) test -run XXX -fuzz FuzzAcceptedLink -fuzztime 20000x ./btl/ib/softrc/
+	$(GO) test -run XXX -fuzz FuzzRendezvousBodies -fuzztime 20000x ./pml/
+	$(GO) test -run XXX -fuzz FuzzFenceReply -fuzztime 5000x ./boot/
+	$(GO) test -run XXX -fuzz FuzzMessages -fuzztime 5000x ./plugins/internal/wire/
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./pml/... ./btl/sm/...

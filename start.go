@@ -65,6 +65,7 @@ type start struct {
 	locality core.Locality
 	booted   time.Duration // since processStart, when boot was up
 	cfg      *conf.Config
+	key      *core.JobKey // the job's secret, for the BTLs' links
 	logs     *conf.Loggers
 	metrics  *core.Metrics
 	clock    core.Clock
@@ -173,12 +174,18 @@ func (s *start) openPolicies(ctx context.Context) error {
 }
 
 // openBTLs opens every BTL block; each publishes its address through the
-// bootstrap as it opens.
-func (s *start) openBTLs(context.Context) error {
+// bootstrap as it opens. The job's key, with which their links prove they
+// belong to the job, is exchanged first.
+func (s *start) openBTLs(ctx context.Context) error {
+	var err error
+	if s.key, err = core.ExchangeJobKey(ctx, s.boot); err != nil {
+		return fmt.Errorf("gobtl: %w", err)
+	}
 	for _, b := range s.cfg.BTLs {
 		ms, err := b.Component.OpenBTL(core.BTLEnv{
 			Instance: b.Name, Params: b.Params, Boot: s.boot, Locality: s.locality, Clock: s.clock,
 			Log: s.logs.For("btl." + b.Kind + "." + b.Name), Metrics: s.metrics, FlowControl: s.flow, RecvBuffers: s.recv,
+			JobKey: s.key,
 		})
 		if err != nil {
 			return fmt.Errorf("gobtl: %s: btl %q %q: %w", rangeOf(b.DeclRange), b.Kind, b.Name, err)

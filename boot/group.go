@@ -11,7 +11,8 @@ import (
 // Group returns the bootstraps of an n-rank job whose ranks all live in
 // this process (tests, in-process fabrics), all on one node. Fence is a
 // real barrier: it returns when all n have called it, or fails when ctx
-// ends or a member was closed.
+// ends or a member was closed. The group holds a fresh job key
+// (core.JobKeyer): its members share memory, so no exchange is needed.
 func Group(n int, jobID string) []core.Bootstrap {
 	return GroupOn(jobID, core.OneNode(n))
 }
@@ -21,7 +22,7 @@ func Group(n int, jobID string) []core.Bootstrap {
 // it to make one process look like a job across hosts.
 func GroupOn(jobID string, nodes core.NodeMap) []core.Bootstrap {
 	n := len(nodes)
-	g := &group{size: n, job: jobID, nodes: nodes, kv: make([]map[string][]byte, n), round: &round{done: make(chan struct{})}}
+	g := &group{size: n, job: jobID, nodes: nodes, key: core.NewJobKey(), kv: make([]map[string][]byte, n), round: &round{done: make(chan struct{})}}
 	out := make([]core.Bootstrap, n)
 	for r := range n {
 		g.kv[r] = map[string][]byte{}
@@ -34,6 +35,7 @@ type group struct {
 	size  int
 	job   string
 	nodes core.NodeMap
+	key   *core.JobKey
 
 	mu      sync.Mutex
 	kv      []map[string][]byte // visible after a fence
@@ -70,6 +72,9 @@ func (m *member) Node(rank int) int { return m.g.nodes.Node(rank) }
 
 // Nodes is the number of nodes (core.Locality).
 func (m *member) Nodes() int { return m.g.nodes.Nodes() }
+
+// JobKey is the group's secret (core.JobKeyer).
+func (m *member) JobKey() *core.JobKey { return m.g.key }
 
 func (m *member) Put(key string, value []byte) error {
 	g := m.g

@@ -105,6 +105,26 @@ type BTLEnv struct {
 	// or the component's Defaults; nil when neither names one.
 	FlowControl FlowControl
 	RecvBuffers RecvBuffers
+	// JobKey is the job's secret, with which a BTL that accepts
+	// connections makes every link prove it belongs to the job (Prove,
+	// Check); gobtl.Init exchanges it before any BTL opens. Read it with
+	// Key.
+	JobKey *JobKey
+}
+
+// Key returns the job's key: env.JobKey, else the one the bootstrap holds
+// (JobKeyOf), else an error wrapping ErrNoJobKey — a BTL that accepts
+// connections must not open without one.
+func (env BTLEnv) Key() (*JobKey, error) {
+	if env.JobKey != nil {
+		return env.JobKey, nil
+	}
+	if env.Boot != nil {
+		if k := JobKeyOf(env.Boot); k != nil {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("core: BTLEnv: %w (gobtl.Init exchanges one; see ExchangeJobKey)", ErrNoJobKey)
 }
 
 var registry = struct {

@@ -127,6 +127,15 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 	r.src = -1
 	e.pendingRecvs++
 	cx := e.context(ctx)
+	if source == AnySource {
+		// ULFM: a wildcard could be waiting for the lost peer, so until
+		// the loss is acknowledged it fails, even if a message of a live
+		// peer would match — the caller learns of the loss first.
+		if err := e.unacked(cx, g); err != nil {
+			e.complete(r, err)
+			return r, nil
+		}
+	}
 	if u := cx.matchUnexpected(source, tag); u != nil {
 		cx.unexpected.Remove(&u.link)
 		e.recvUnexpected(r, u)

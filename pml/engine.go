@@ -230,9 +230,12 @@ type engine struct {
 	pendingWork  int                // frames, stripes and pumps waiting on resources
 	pumps        list.List[Request] // pipelined sends with fragments to go
 	pendingRecvs int
-	async        *asyncProgress
-	closed       bool
-	msgSeq       uint64
+	// lost are the ranks found lost, in order (failPeer); contexts
+	// acknowledge a prefix of it.
+	lost   []int
+	async  *asyncProgress
+	closed bool
+	msgSeq uint64
 
 	m metrics
 	// hot counts what every eager message counts, under the engine lock
@@ -480,6 +483,7 @@ func (e *engine) failPeer(p *peer, err error) {
 	}
 	p.lost = err
 	e.nlost.Add(1)
+	e.lost = append(e.lost, p.rank)
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {

@@ -1,6 +1,8 @@
 package pml
 
 import (
+	"fmt"
+
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml/internal/list"
 )
@@ -16,6 +18,24 @@ const maxContexts = 1 << 16
 type context struct {
 	posted     list.List[Request]
 	unexpected list.List[unexpected]
+	// acked is how many of the engine's lost peers (engine.lost) the
+	// communicator has acknowledged (Comm.AckFailed): while fewer, its
+	// wildcard receives and probes fail.
+	acked int
+}
+
+// unacked returns the error a wildcard receive or probe on cx, a context
+// of a communicator of group g, fails with while a lost member of g is
+// unacknowledged (ULFM's MPI_ERR_PROC_FAILED_PENDING rule), or nil. A
+// loss outside the group concerns no wildcard of it.
+func (e *engine) unacked(cx *context, g *group) error {
+	for _, w := range e.lost[min(cx.acked, len(e.lost)):] {
+		if g != nil && g.local[w] < 0 {
+			continue
+		}
+		return fmt.Errorf("pml: any source: rank %d is lost and not acknowledged (Comm.AckFailed): %w", g.toLocal(w), e.peers[w].lost)
+	}
+	return nil
 }
 
 // unexpected is a message that arrived before a receive matched it: a

@@ -455,6 +455,7 @@ func TestAFailedPipelineSendIsNotRecycledWhilePumped(t *testing.T) {
 	if _, err := a.Wait(s); !errors.Is(err, core.ErrPeerLost) {
 		t.Fatalf("pipelined send to a lost peer: %v, want ErrPeerLost", err)
 	}
+	a.AckFailed()                                     // else the wildcard fails at once (ULFM)
 	wild, _ := a.Irecv(make([]byte, 8), AnySource, 9) // takes the freed slot
 	a.Progress()
 	if a.done(wild) {
@@ -531,4 +532,140 @@ func TestFragChunkFillsFragmentsOfLongMessages(t *testing.T) {
 			t.Errorf("fragChunk(%d, %d) = %d, want %d", tc.maxSend, tc.total, got, tc.want)
 		}
 	}
+}
+
+// TestAWildcardFailsUntilTheLossIsAcknowledged is ULFM's rule: once a
+// peer is lost, receives and probes from AnySource fail with
+// ErrPeerLost — on every communicator, until that communicator
+// acknowledges the loss — and then match the live peers, while receives
+// naming the lost peer still fail. No wildcard can wait forever on a
+// peer that is gone.
+func TestAWildcardFailsUntilTheLossIsAcknowledged(t *testing.T) {
+	w := newWorld(t, 3, oneRail, Options{FinalizeTimeout: 100 * time.Millisecond})
+	w.noFinalize = true
+	// failing runs calls that must fail with ErrPeerLost.
+	failing := func(calls map[string]func() error) error {
+		for what, call := range calls {
+			if err := call(); !errors.Is(err, core.ErrPeerLost) {
+				return fmt.Errorf("%s after the loss: %v, want ErrPeerLost", what, err)
+			}
+		}
+		return nil
+	}
+	w.run(t, func(c *Comm) error {
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		switch c.Rank() {
+		case 0:
+			r, _ := c.Irecv(make([]byte, 8), 1, 0)
+			w.f.Drop(0, 0, 1)
+			if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+				return fmt.Errorf("receive from the dropped peer: %v", err)
+			}
+			// Rank 2's message is on its way, or here: the wildcard
+			// fails all the same until the loss is acknowledged.
+			if err := c.Send(nil, 2, 1); err != nil {
+				return err
+			}
+			if _, err := c.Recv(nil, 2, 2); err != nil { // rank 2 has sent
+				return err
+			}
+			err := failing(map[string]func() error{
+				"Irecv(AnySource)": func() error {
+					r, err := c.Irecv(make([]byte, 5), AnySource, 3)
+					if err == nil {
+						_, err = c.Wait(r)
+					}
+					return err
+				},
+				"Recv(AnySource)":   func() error { _, err := c.Recv(make([]byte, 5), AnySource, AnyTag); return err },
+				"Iprobe(AnySource)": func() error { _, _, err := c.Iprobe(AnySource, AnyTag); return err },
+				"Probe(AnySource)":  func() error { _, err := c.Probe(AnySource, 3); return err },
+			})
+			if err != nil {
+				return err
+			}
+			if got := c.AckFailed(); len(got) != 1 || got[0] != 1 {
+				return fmt.Errorf("AckFailed acknowledged %v, want [1]", got)
+			}
+			ok, st, err := c.Iprobe(AnySource, 3)
+			if err != nil || !ok || st.Source != 2 {
+				return fmt.Errorf("Iprobe(AnySource) after the acknowledgement: %v %+v %v, want rank 2's message", ok, st, err)
+			}
+			b := make([]byte, 5)
+			if st, err := c.Recv(b, AnySource, 3); err != nil || st.Source != 2 || string(b) != "alive" {
+				return fmt.Errorf("Recv(AnySource) after the acknowledgement: %+v %v %q", st, err, b)
+			}
+			err = failing(map[string]func() error{
+				"a receive from the lost rank": func() error { _, err := c.Recv(nil, 1, AnyTag); return err },
+				// The duplicate has not acknowledged: its wildcards still fail.
+				"the duplicate's Iprobe(AnySource)": func() error { _, _, err := d.Iprobe(AnySource, AnyTag); return err },
+			})
+			if err != nil {
+				return err
+			}
+			d.AckFailed()
+			if _, err := d.Recv(b, AnySource, 4); err != nil || string(b) != "again" {
+				return fmt.Errorf("the duplicate's Recv(AnySource) after its acknowledgement: %v %q", err, b)
+			}
+			return nil
+		case 2:
+			if _, err := c.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			if err := c.Send([]byte("alive"), 0, 3); err != nil {
+				return err
+			}
+			if err := c.Send(nil, 0, 2); err != nil {
+				return err
+			}
+			return d.Send([]byte("again"), 0, 4)
+		}
+		return nil
+	})
+}
+
+// A loss outside a communicator concerns none of its wildcards: on a
+// communicator of ranks 0 and 2, made before rank 1 is lost, AnySource
+// receives match at once and AckFailed has nothing to acknowledge, while
+// the whole job's wildcards still fail until the loss is acknowledged.
+func TestALossOutsideACommunicatorConcernsNoWildcardOfIt(t *testing.T) {
+	w := newWorld(t, 3, oneRail, Options{FinalizeTimeout: 100 * time.Millisecond})
+	w.noFinalize = true
+	w.run(t, func(c *Comm) error {
+		if c.Rank() == 1 {
+			return nil
+		}
+		s, err := c.Derive(c.NextContext(), []int{0, 2})
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 2 {
+			if _, err := s.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			return s.Send([]byte("alive"), 0, 2)
+		}
+		r, _ := c.Irecv(make([]byte, 8), 1, 0)
+		w.f.Drop(0, 0, 1)
+		if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+			return fmt.Errorf("receive from the dropped peer: %v", err)
+		}
+		if _, _, err := c.Iprobe(AnySource, AnyTag); !errors.Is(err, core.ErrPeerLost) {
+			return fmt.Errorf("the job's Iprobe(AnySource) after the loss: %v, want ErrPeerLost", err)
+		}
+		if err := s.Send(nil, 1, 1); err != nil {
+			return err
+		}
+		b := make([]byte, 5)
+		if st, err := s.Recv(b, AnySource, 2); err != nil || st.Source != 1 || string(b) != "alive" {
+			return fmt.Errorf("Recv(AnySource) on the communicator without the lost rank: %+v %v %q", st, err, b)
+		}
+		if got := s.AckFailed(); len(got) != 0 {
+			return fmt.Errorf("AckFailed on the communicator without the lost rank acknowledged %v", got)
+		}
+		return nil
+	})
 }

@@ -388,7 +388,13 @@ func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
 func (c *Comm) probe(source, tag int) (bool, Status, error) {
 	e := c.e
 	source = c.g.toWorld(source)
-	if u := e.context(c.ctx).matchUnexpected(source, tag); u != nil {
+	cx := e.context(c.ctx)
+	if source == AnySource {
+		if err := e.unacked(cx, c.g); err != nil {
+			return false, Status{}, err
+		}
+	}
+	if u := cx.matchUnexpected(source, tag); u != nil {
 		return true, Status{Source: c.g.toLocal(u.src), Tag: u.tag, Count: u.total}, nil
 	}
 	if source != AnySource && e.peers[source].lost != nil {
@@ -465,4 +471,26 @@ func (c *Comm) Free(r *Request) error {
 	}
 	e.release(r)
 	return nil
+}
+
+// AckFailed acknowledges the members of c found lost so far and returns
+// them (ranks of c), in the order they were lost (ULFM's
+// MPI_Comm_failure_ack and MPI_Comm_failure_get_acked). While a lost
+// member is unacknowledged, receives and probes from AnySource on c fail
+// with core.ErrPeerLost — they might be waiting for it; once acknowledged,
+// they match the live members. Receives naming a lost member always fail.
+// Each communicator (Dup, Split) acknowledges for itself.
+func (c *Comm) AckFailed() []int {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.progress()
+	e.context(c.ctx).acked = len(e.lost)
+	var acked []int
+	for _, w := range e.lost {
+		if r := c.g.toLocal(w); r >= 0 {
+			acked = append(acked, r)
+		}
+	}
+	return acked
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -92,6 +93,10 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	jobKey, err := env.Key()
+	if err != nil {
+		return nil, fmt.Errorf("extoll: %w", err)
+	}
 	cfg := Config{
 		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
 		Slots: slots, Policy: env.FlowControl, Piggyback: p.Bool("piggyback"),
@@ -100,7 +105,7 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),
 		Clock: env.Clock, Metrics: env.Metrics, Log: env.Log,
 		Device: softnic.Config{
-			Dir: p.String("shm_dir"), ListenHost: listen, HostID: host,
+			Dir: p.String("shm_dir"), ListenHost: listen, HostID: host, Key: jobKey,
 			Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
 			Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
 				b, err := lookup(ctx, boot, r, key)
@@ -168,6 +173,17 @@ func Open(cfg Config) (*Module, softnic.Addr, error) {
 	dc := cfg.Device
 	dc.Rank, dc.Size, dc.JobID, dc.Name, dc.Slots = cfg.Rank, cfg.Size, cfg.JobID, cfg.Instance, cfg.Slots
 	dc.Clock, dc.Metrics, dc.Prefix = cfg.Clock, cfg.Metrics, prefix
+	if dc.OnReject == nil {
+		// The first connection that fails to prove it belongs to the job
+		// is logged; the rest are counted (links_rejected).
+		var once sync.Once
+		log := cfg.Log
+		dc.OnReject = func(err error) {
+			once.Do(func() {
+				log.Warn().Err(err).Msg("rejected connections that did not prove they belong to the job")
+			})
+		}
+	}
 	dev, err := softnic.Open(dc)
 	if err != nil {
 		return nil, softnic.Addr{}, fmt.Errorf("extoll: %w", err)

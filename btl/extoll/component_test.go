@@ -37,6 +37,7 @@ func TestComponentOpensFromParams(t *testing.T) {
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
 	job := mptest.JobID()
+	key := core.NewJobKey()
 	var mods []core.Module
 	for r := range 2 {
 		p := core.MustParams(c.Params)
@@ -45,7 +46,7 @@ func TestComponentOpensFromParams(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ms, err := c.OpenBTL(core.BTLEnv{Instance: "x", Params: p, Boot: &boot{s: store, rank: r, size: 2, job: job}, Clock: core.SystemClock, Metrics: core.NewMetrics()})
+		ms, err := c.OpenBTL(core.BTLEnv{Instance: "x", Params: p, Boot: &boot{s: store, rank: r, size: 2, job: job}, Clock: core.SystemClock, Metrics: core.NewMetrics(), JobKey: key})
 		if err != nil {
 			t.Fatal(err)
 		}

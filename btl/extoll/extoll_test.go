@@ -69,12 +69,13 @@ func ranks(t *testing.T, n, perPeer int, pol policyFor, mod func(*Config)) ([]*p
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
 	job := mptest.JobID()
+	key := core.NewJobKey()
 	mods := make([]*Module, n)
 	for r := range n {
 		cfg := Config{
 			Rank: r, Size: n, JobID: job, Slots: perPeer * n, Policy: pol(), Piggyback: true,
 			Device: softnic.Config{
-				Dir: dir, StallTimeout: 10 * time.Second,
+				Dir: dir, StallTimeout: 10 * time.Second, Key: key,
 				Resolve: func(ctx context.Context, rank int) (softnic.Addr, error) {
 					b, err := store.get(ctx, rank, "extoll")
 					if err != nil {
@@ -294,7 +295,7 @@ func TestMismatchedFlowControlIsRefused(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	_, _, err := Open(Config{Rank: 0, Size: 4, Slots: 4 * 3, Policy: &extollstatic.Policy{CreditSlots: 2},
-		Device: softnic.Config{Dir: t.TempDir(), Resolve: func(context.Context, int) (softnic.Addr, error) { return softnic.Addr{}, nil }}})
+		Device: softnic.Config{Dir: t.TempDir(), Key: core.NewJobKey(), Resolve: func(context.Context, int) (softnic.Addr, error) { return softnic.Addr{}, nil }}})
 	if err == nil {
 		t.Fatal("opened a mailbox too small for Equation 2")
 	}

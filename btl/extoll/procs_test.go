@@ -71,8 +71,12 @@ func exchange() error {
 	if err != nil {
 		return err
 	}
+	key, err := core.ExchangeJobKey(ctx, b)
+	if err != nil {
+		return err
+	}
 	mods, err := comp.OpenBTL(core.BTLEnv{Instance: "p", Params: p, Boot: b, Clock: core.SystemClock,
-		Metrics: core.NewMetrics(), FlowControl: pol.(core.FlowControl)})
+		Metrics: core.NewMetrics(), FlowControl: pol.(core.FlowControl), JobKey: key})
 	if err != nil {
 		return err
 	}

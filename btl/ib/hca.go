@@ -21,6 +21,9 @@ type hca struct {
 	reg  *regCache
 	refs int
 	soft *softrc.Device // nil for hardware providers
+	// rejected is the device's count of rejected links when a module last
+	// looked: the first rejection is logged (at warn), once per device.
+	rejected int64
 
 	mu   sync.Mutex
 	mods []*module // open modules, which share the device's async events
@@ -53,7 +56,7 @@ const softrcPorts = 8
 
 // openHCA opens (or shares) the device a block names, configuring a softrc
 // port first.
-func openHCA(c *config, boot core.Bootstrap, spans bool) (*hca, error) {
+func openHCA(c *config, boot core.Bootstrap, jobKey *core.JobKey, spans bool) (*hca, error) {
 	scope := ""
 	if c.provider == "softrc" {
 		// Each rank is its own host, even when several share a process.
@@ -67,7 +70,7 @@ func openHCA(c *config, boot core.Bootstrap, spans bool) (*hca, error) {
 		if int(c.port) > softrcPorts {
 			return nil, fmt.Errorf("ib: softrc devices have %d ports, not %d", softrcPorts, c.port)
 		}
-		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter, PinNIC: c.pinNIC, NICCPU: c.nicCPU}); err != nil {
+		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter, PinNIC: c.pinNIC, NICCPU: c.nicCPU, Key: jobKey}); err != nil {
 			return nil, fmt.Errorf("ib: %w (idle_after, nic_thread and nic_cpu must agree across blocks on one device)", err)
 		}
 		addr, err := c.softrcAddress(spans)
@@ -116,6 +119,16 @@ func openHCA(c *config, boot core.Bootstrap, spans bool) (*hca, error) {
 	h.reg = newRegCache(pd, c.regCache)
 	hcas.m[key] = h
 	return h, nil
+}
+
+// noteRejected records the device's count of rejected links and reports
+// whether it is the first the modules see, to be logged.
+func (h *hca) noteRejected(n int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	first := h.rejected == 0
+	h.rejected = n
+	return first
 }
 
 func (h *hca) release() {

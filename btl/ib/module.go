@@ -81,7 +81,15 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 }
 
 func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **flowCfg) (_ *module, err error) {
-	h, err := openHCA(c, env.Boot, core.SpansNodes(env.Locality))
+	var key *core.JobKey
+	if c.provider == "softrc" {
+		// softrc's ports take TCP connections: each must prove it is the
+		// job's. Hardware needs no key (the fabric's own partitioning).
+		if key, err = env.Key(); err != nil {
+			return nil, fmt.Errorf("ib: %w", err)
+		}
+	}
+	h, err := openHCA(c, env.Boot, key, core.SpansNodes(env.Locality))
 	if err != nil {
 		return nil, err
 	}

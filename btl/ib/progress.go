@@ -240,6 +240,12 @@ func (m *module) housekeeping(now time.Duration) {
 		m.dev.bytesRecv.Set(s.BytesReceived)
 		m.dev.reads.Set(s.ReadsOutstanding)
 		m.dev.nic.Set(s.NICEngagements)
+		m.dev.rejected.Set(s.LinksRejected)
+		m.dev.foreign.Set(s.ForeignPackets)
+		if s.LinksRejected > 0 && m.h.noteRejected(s.LinksRejected) {
+			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
+				Msg("rejected connections that did not prove they belong to the job")
+		}
 		for _, e := range m.eps {
 			if e != nil && e.qps != nil {
 				e.st.rnr.Set(rnrNaks(e.qps))

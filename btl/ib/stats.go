@@ -25,6 +25,7 @@ type counters struct {
 // devMetrics mirror a softrc device's counters.
 type devMetrics struct {
 	rnrSent, rnrRecv, retries, bytesSent, bytesRecv, reads, nic *core.Gauge
+	rejected, foreign                                           *core.Gauge
 }
 
 func (m *module) metric(parts ...any) string {
@@ -46,7 +47,8 @@ func (m *module) initMetrics() {
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
 		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
-			bytesSent: d("wire_bytes_sent"), bytesRecv: d("wire_bytes_received"), reads: d("reads_outstanding"), nic: d("nic_engagements")}
+			bytesSent: d("wire_bytes_sent"), bytesRecv: d("wire_bytes_received"), reads: d("reads_outstanding"), nic: d("nic_engagements"),
+			rejected: d("links_rejected"), foreign: d("foreign_packets")}
 	}
 }
 

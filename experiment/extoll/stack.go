@@ -159,6 +159,7 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.M
 	job := fmt.Sprintf("exp%d-%d", os.Getpid(), time.Now().UnixNano())
 	comms := make([]*pml.Comm, n)
 	mods := make([]*xbtl.Module, n)
+	key := core.NewJobKey() // the ranks are this process's: no exchange
 	reg := make([]*core.Metrics, n)
 	for r := range n {
 		pol, err := st.policy()
@@ -176,7 +177,7 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.M
 		reg[r] = core.NewMetrics()
 		m, addr, err := xbtl.Open(xbtl.Config{
 			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
-			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve},
+			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve, Key: key},
 		})
 		if err != nil {
 			return nil, err

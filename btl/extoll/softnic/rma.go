@@ -227,7 +227,7 @@ func (d *Device) rmaTo(rank int, p *peer) (*rmaConn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if err := d.writeHello(c, helloRMA); err != nil {
+	if err := d.writeHello(c, helloRMA, rank); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("softnic: rma connect rank %d: %w", rank, err)
 	}

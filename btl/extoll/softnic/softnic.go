@@ -128,6 +128,13 @@ type Config struct {
 	// Metrics receives the device's counters, named Prefix + ".stalls" etc.
 	Metrics *core.Metrics
 	Prefix  string
+	// Key is the job's secret: every connection to the card's engines
+	// proves with it that it belongs to the job (auth.go). Open fails
+	// without one.
+	Key *core.JobKey
+	// OnReject, if set, hears of every connection that failed to prove
+	// it (from the engines' goroutines).
+	OnReject func(error)
 }
 
 // Device is a software EXTOLL card for one process.
@@ -158,7 +165,9 @@ type Device struct {
 	blocked, blockedNS, stalls *core.Counter
 	// cmaOps counts RMA operations done by cross-memory attach.
 	cmaOps *core.Counter
-	satt   *sharedATT
+	// rejected counts connections that failed the handshake.
+	rejected *core.Counter
+	satt     *sharedATT
 }
 
 type peerKind uint8
@@ -192,6 +201,9 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.Resolve == nil {
 		return nil, errors.New("softnic: no Resolve function")
 	}
+	if cfg.Key == nil {
+		return nil, fmt.Errorf("softnic: %w (Config.Key)", core.ErrNoJobKey)
+	}
 	if cfg.Dir == "" {
 		cfg.Dir = "/dev/shm"
 	}
@@ -219,6 +231,7 @@ func Open(cfg Config) (*Device, error) {
 		blockedNS: cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked_ns")),
 		stalls:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_stalls")),
 		cmaOps:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "rma_cma_ops")),
+		rejected:  cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "links_rejected")),
 	}
 	d.att.init()
 	base := fmt.Sprintf("gobtl-%s-extoll-%s-%d", sanitize(cfg.JobID), sanitize(cfg.Name), cfg.Rank)

@@ -24,10 +24,11 @@ func job(t *testing.T, size, slots int, mod func(*Config)) []*Device {
 	addrs := map[int]Addr{}
 	dir := t.TempDir()
 	id := mptest.JobID()
+	key := core.NewJobKey()
 	devs := make([]*Device, size)
 	for r := range devs {
 		cfg := Config{
-			Rank: r, Size: size, JobID: id, Name: "x", Slots: slots, Dir: dir,
+			Rank: r, Size: size, JobID: id, Name: "x", Slots: slots, Dir: dir, Key: key,
 			Resolve: func(ctx context.Context, rank int) (Addr, error) {
 				mu.Lock()
 				defer mu.Unlock()

@@ -2,7 +2,6 @@ package softnic
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -113,7 +112,7 @@ func (d *Device) dialVELO(ctx context.Context, rank int, p *peer) error {
 	if d.cfg.SocketBuffer > 0 {
 		tc.SetWriteBuffer(d.cfg.SocketBuffer)
 	}
-	if err := d.writeHello(c, helloVELO); err != nil {
+	if err := d.writeHello(c, helloVELO, rank); err != nil {
 		c.Close()
 		return err
 	}
@@ -155,48 +154,8 @@ func (d *Device) veloEngine(c net.Conn, _ *served) {
 	}
 }
 
-// The hello opens every connection: who is calling, for which job.
-const (
-	helloVELO  = 0x4c455658 // "XVEL"
-	helloRMA   = 0x414d5258 // "XRMA"
-	helloBytes = 24
-	helloVer   = 1
-)
-
 func (d *Device) jobHash() uint64 {
 	h := fnv.New64a()
 	io.WriteString(h, d.cfg.JobID+"\x00"+d.cfg.Name)
 	return h.Sum64()
-}
-
-func (d *Device) writeHello(c net.Conn, kind uint32) error {
-	var b [helloBytes]byte
-	binary.LittleEndian.PutUint32(b[0:], kind)
-	binary.LittleEndian.PutUint32(b[4:], helloVer)
-	binary.LittleEndian.PutUint32(b[8:], uint32(d.cfg.Rank))
-	binary.LittleEndian.PutUint32(b[12:], uint32(d.cfg.Size))
-	binary.LittleEndian.PutUint64(b[16:], d.jobHash())
-	c.SetWriteDeadline(time.Now().Add(d.cfg.ConnectTimeout))
-	defer c.SetWriteDeadline(time.Time{})
-	_, err := c.Write(b[:])
-	return err
-}
-
-func (d *Device) readHello(c net.Conn, kind uint32) (int, error) {
-	var b [helloBytes]byte
-	c.SetReadDeadline(time.Now().Add(d.cfg.ConnectTimeout))
-	defer c.SetReadDeadline(time.Time{})
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		return 0, err
-	}
-	rank := int(binary.LittleEndian.Uint32(b[8:]))
-	switch {
-	case binary.LittleEndian.Uint32(b[0:]) != kind, binary.LittleEndian.Uint32(b[4:]) != helloVer:
-		return 0, errors.New("softnic: bad hello")
-	case binary.LittleEndian.Uint64(b[16:]) != d.jobHash(), int(binary.LittleEndian.Uint32(b[12:])) != d.cfg.Size:
-		return 0, errors.New("softnic: hello from another job")
-	case rank < 0 || rank >= d.cfg.Size:
-		return 0, fmt.Errorf("softnic: hello from rank %d of %d", rank, d.cfg.Size)
-	}
-	return rank, nil
 }

@@ -61,21 +61,19 @@ type Device struct {
 	cfg  DeviceConfig
 	guid uint64
 
-	mu      sync.Mutex
-	refs    int
-	closed  bool
-	ports   []*port
-	pds     int
-	mrs     map[uint32]*mr
-	nextKey uint32
-	qps     map[uint32]*qp
-	nextQPN uint32
-	cqs     map[*cq]struct{}
-	links   []*link
-	byFD    map[int32]*link
-	epfd    int
-	evfd    int
-	async   []verbs.AsyncEvent
+	mu     sync.Mutex
+	refs   int
+	closed bool
+	ports  []*port
+	pds    int
+	mrs    map[uint32]*mr
+	qps    map[uint32]*qp
+	cqs    map[*cq]struct{}
+	links  []*link
+	byFD   map[int32]*link
+	epfd   int
+	evfd   int
+	async  []verbs.AsyncEvent
 
 	timerQPs     []*qp
 	nextDeadline int64 // 0: no timer pending
@@ -105,6 +103,11 @@ type Device struct {
 	trash   []byte
 	stats   Stats
 	noPoll2 bool
+
+	// pendingLinks counts accepted links still in the handshake;
+	// lastReject says why the latest link was rejected (auth.go).
+	pendingLinks int
+	lastReject   error
 }
 
 // Stats are a device's counters.
@@ -134,8 +137,17 @@ type Stats struct {
 	// Drops counts packets dropped: no such QP, QP not ready, out of
 	// sequence, UD without a posted buffer.
 	Drops int64
+	// FaultDrops counts packets the DropPackets fault hook lost.
+	FaultDrops int64
 	// LinkFailures counts links that failed or were dropped.
 	LinkFailures int64
+	// LinksRejected counts links closed because they did not prove they
+	// belong to the job (a wrong proof, a packet out of turn or malformed
+	// before the proof, no proof in time); they never reached a QP.
+	LinksRejected int64
+	// ForeignPackets counts packets dropped because they came for a
+	// connected QP from a port or QP that is not its peer.
+	ForeignPackets int64
 	// NICEngagements counts how often the device goroutine took over the
 	// wire; NICWakeups how often it woke while in charge.
 	NICEngagements int64
@@ -161,7 +173,6 @@ func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {
 		prov: p, name: name, cfg: cfg, guid: guidOf(name), refs: 1,
 		mrs: map[uint32]*mr{}, qps: map[uint32]*qp{}, cqs: map[*cq]struct{}{},
 		byFD: map[int32]*link{}, epfd: epfd, evfd: evfd,
-		nextKey: 0x100, nextQPN: 0x40,
 		idleAfter: int64(cfg.IdleAfter), ackDelay: int64(cfg.AckDelay),
 		done:   make(chan struct{}),
 		paceCh: make(chan struct{}, 1),

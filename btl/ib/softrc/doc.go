@@ -36,7 +36,9 @@
 // The wire: a port listens on TCP; its GID is its IP address
 // (IPv4-mapped) and its LID its TCP port, as RoCE derives GIDs from IP
 // addresses. Packets of all QPs between two ports share one TCP
-// connection (a link) and are demultiplexed by destination QP number.
+// connection (a link) and are demultiplexed by destination QP number. A
+// link carries nothing until both ends have proved they hold the job's
+// key (auth.go), and a QP takes packets only from its peer's port and QP.
 // Payloads go from registered memory to the socket with writev and from
 // the socket into registered memory with read: no intermediate copy for
 // large messages.

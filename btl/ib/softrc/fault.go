@@ -48,6 +48,24 @@ func (d *Device) DelayLinks(port uint8, delay time.Duration) error {
 	return nil
 }
 
+// DropPackets loses packets leaving the port at random, one in every on
+// average (0 stops it), on links that exist and links made later: the wire is lossy,
+// and only the requester's ACK timeout and retransmission (or a NAK for
+// the gap) recover. The handshake that opens a link is never dropped.
+func (d *Device) DropPackets(port uint8, every int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.portLocked(port)
+	if err != nil {
+		return err
+	}
+	p.dropEvery = max(every, 0)
+	if p.lossRNG == 0 {
+		p.lossRNG = uint64(nowNS()) | 1
+	}
+	return nil
+}
+
 // KillPort takes a port down for good: its listener and links close, its
 // QPs fail, and the port error async event is raised.
 func (d *Device) KillPort(port uint8) error {

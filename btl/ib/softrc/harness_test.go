@@ -7,10 +7,14 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 var devSeq atomic.Int64
+
+// testKey is the job key of the tests' devices: they all belong to one job.
+var testKey = core.NewJobKey()
 
 // end is one side of a test connection: a device with a PD, a CQ on a
 // completion channel and one RC QP.
@@ -41,6 +45,9 @@ func newEnd(t testing.TB, o endOpts) *end {
 	d := o.sharedDev
 	if d == nil {
 		name := fmt.Sprintf("t%d", devSeq.Add(1))
+		if o.cfg.Key == nil {
+			o.cfg.Key = testKey
+		}
 		p := NewProvider()
 		if err := p.Configure(name, o.cfg); err != nil {
 			t.Fatal(err)

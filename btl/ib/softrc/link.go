@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
 )
 
 // What a transmitted item means to its QP once it is on the wire.
@@ -56,14 +57,22 @@ type link struct {
 	port     *port
 	fd       int
 	dialed   bool
-	known    bool
-	peerGID  [16]byte
+	born     int64
+	peerGID  [16]byte // the dialed port, or the one the HELLO names
 	peerLID  uint16
 	dead     bool
 	err      error
 	pending  bool // on d.txPending
 	outArmed bool // EPOLLOUT requested
 	delay    int64
+
+	// handshake of an accepted link (auth.go): the stage, both nonces,
+	// the CHALLENGE still to write and the payload being read
+	auth           uint8
+	nonceD, nonceA core.Nonce
+	hs             [hdrSize + challengeSize]byte
+	hsOff, hsLen   int
+	hsIn           [helloSize]byte
 
 	// receive side
 	rbuf      []byte
@@ -77,7 +86,6 @@ type link struct {
 	discard   bool
 	bigRun    bool // the last packet was large: read the next header alone
 	act       rxAction
-	hello     [helloSize]byte
 
 	// transmit side: a ring of items
 	tx        []txItem
@@ -97,7 +105,7 @@ type rxAction struct {
 
 const (
 	actNone = iota
-	actHello
+	actHandshake
 	actRecv     // complete a receive WQE (send, send with imm, write with imm)
 	actWrite    // RDMA write placed
 	actReadResp // read response placed
@@ -109,11 +117,23 @@ func (d *Device) addLink(p *port, fd int, dialed bool) (*link, error) {
 	if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(fd)}); err != nil {
 		return nil, fmt.Errorf("softrc: %s: epoll_ctl: %w", d.name, err)
 	}
-	l := &link{d: d, port: p, fd: fd, dialed: dialed, rbuf: make([]byte, rxBufSize), tx: make([]txItem, 64), delay: p.delay}
+	// An accepted link gets its working buffers once it has proved it
+	// belongs to the job (auth.go); until then it holds a few hundred bytes.
+	l := &link{d: d, port: p, fd: fd, dialed: dialed, born: nowNS(), delay: p.delay}
+	if dialed {
+		// Its handshake is done (port.handshake).
+		l.auth, l.rbuf, l.tx = authDone, make([]byte, rxBufSize), make([]txItem, 64)
+	} else {
+		l.rbuf = make([]byte, pendingBuf)
+		d.pendingLinks++
+	}
 	d.links = append(d.links, l)
 	d.byFD[int32(fd)] = l
 	return l, nil
 }
+
+// usable says whether QPs may use l: it has proved it belongs to the job.
+func (l *link) usable() bool { return !l.dead && l.auth == authDone }
 
 func (l *link) txLen() int { return l.txN }
 
@@ -121,7 +141,7 @@ func (l *link) txLen() int { return l.txN }
 // registered segments (referenced). It does not write; flush does.
 func (l *link) enqueue(h *header, inline []byte, segs [][]byte, q *qp, kind uint8, wqe uint64, now int64) {
 	if l.txN == len(l.tx) {
-		n := make([]txItem, 2*len(l.tx))
+		n := make([]txItem, max(64, 2*len(l.tx)))
 		for i := 0; i < l.txN; i++ {
 			n[i] = l.tx[(l.txHead+i)%len(l.tx)]
 		}
@@ -186,11 +206,19 @@ func (l *link) cancel(q *qp, reqOnly bool) {
 // socket, the port's token bucket and any injected delay allow.
 func (l *link) flush(now int64) {
 	d := l.d
+	if l.auth != authDone || l.hsLen > 0 {
+		if l.dead || !l.flushHandshake(now) {
+			return
+		}
+	}
 	for l.txN > 0 && !l.dead {
 		// Drop cancelled packets at the head.
 		it := &l.tx[l.txHead]
 		if it.cancelled {
 			l.pop()
+			continue
+		}
+		if l.port.dropEvery > 0 && it.off == 0 && l.lose(now) {
 			continue
 		}
 		budget := 4 << 20
@@ -287,6 +315,32 @@ func (l *link) flush(now int64) {
 	if l.txN == 0 {
 		l.armOut(false)
 	}
+}
+
+// lose is the DropPackets fault hook, deciding for the packet at the head
+// of the queue: with probability 1/dropEvery it is taken off the queue as
+// if written and never reaches the peer — a packet lost on the wire, which
+// only the transport's retransmission recovers. The draw is random, not
+// every n-th packet: a retransmitted window of n packets would lose the
+// same one each time, forever.
+func (l *link) lose(now int64) bool {
+	p := l.port
+	x := p.lossRNG
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	p.lossRNG = x
+	if x%uint64(p.dropEvery) != 0 {
+		return false
+	}
+	it := &l.tx[l.txHead]
+	q, kind, wqe := it.q, it.kind, it.wqe
+	l.pop()
+	l.d.stats.FaultDrops++
+	if q != nil {
+		q.onWritten(kind, wqe, now)
+	}
+	return true
 }
 
 // queued returns the bytes waiting to be written, up to limit.
@@ -400,7 +454,11 @@ func (l *link) receive(now int64) {
 			}
 		} else if l.rhi-l.rlo >= hdrSize {
 			if err := l.h.decode(l.rbuf[l.rlo:]); err != nil {
-				d.linkFailed(l, fmt.Errorf("bad packet: %w", err), now)
+				if l.auth != authDone {
+					d.reject(l, fmt.Errorf("bad packet: %w", err), now)
+				} else {
+					d.linkFailed(l, fmt.Errorf("bad packet: %w", err), now)
+				}
 				return
 			}
 			l.rlo += hdrSize
@@ -511,6 +569,9 @@ func (d *Device) linkFailed(l *link, err error, now int64) {
 	l.dead = true
 	l.err = err
 	d.stats.LinkFailures++
+	if l.auth != authDone {
+		d.pendingLinks--
+	}
 	unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, l.fd, nil)
 	unix.Close(l.fd)
 	delete(d.byFD, int32(l.fd))

@@ -1,10 +1,45 @@
 package softrc
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 )
+
+// QP numbers and memory keys are drawn at random, as a hardware HCA's
+// are hard to predict: a process that can reach a port but is not of the
+// job cannot name a QP or a region by counting (it cannot speak on an
+// authenticated link either, auth.go). QP numbers are 24 bits, from 2 up
+// (0 and 1 are the special QPs); keys are 32 bits, never 0.
+
+// random32 returns a random number from crypto/rand.
+func random32() uint32 {
+	var b [4]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// newQPN draws an unused QP number. Called with d.mu held.
+func (d *Device) newQPN() uint32 {
+	for {
+		n := random32() & (1<<24 - 1)
+		if n >= 2 && d.qps[n] == nil {
+			return n
+		}
+	}
+}
+
+// newKey draws an unused memory key. Called with d.mu held.
+func (d *Device) newKey() uint32 {
+	for {
+		k := random32()
+		if k != 0 && d.mrs[k] == nil {
+			return k
+		}
+	}
+}
 
 // pd is a protection domain: memory regions and QPs of one PD only reach
 // each other.
@@ -71,10 +106,7 @@ func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 		// The IBA requires local write with remote write or atomic.
 		return nil, fmt.Errorf("softrc: %s: remote write access needs local write access: %w", d.name, verbs.ErrInvalid)
 	}
-	// Keys carry a varying low byte, as HCAs do, so a stale key rarely
-	// matches a new region.
-	d.nextKey++
-	key := d.nextKey<<8 | (d.nextKey*0x9e)&0xff
+	key := d.newKey()
 	m := &mr{d: d, pd: p, buf: buf, addr: verbs.AddrOf(buf), key: key, access: access}
 	d.mrs[key] = m
 	p.objs++
@@ -153,11 +185,7 @@ func (p *pd) CreateQP(attr verbs.QPInitAttr) (verbs.QP, error) {
 		q.rq = make([]rwqe, c.MaxRecvWR)
 		q.rqSegs = make([][]byte, c.MaxRecvWR*c.MaxRecvSGE)
 	}
-	d.nextQPN++
-	for d.qps[d.nextQPN] != nil || d.nextQPN < 2 {
-		d.nextQPN++
-	}
-	q.qpn = d.nextQPN
+	q.qpn = d.newQPN()
 	d.qps[q.qpn] = q
 	p.objs++
 	return q, nil

@@ -1,7 +1,7 @@
 package softrc
 
 import (
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/btl/netif"
+	"github.com/gobtl/gobtl/core"
 )
 
 // port is one port of a device: a TCP listener whose address is the
@@ -29,6 +30,10 @@ type port struct {
 	lid        uint16
 	bucket     *bucket
 	delay      int64 // fault hook: extra latency on every packet leaving
+	// fault hook: drop a packet leaving with probability 1/dropEvery
+	// (0: none), drawn from the xorshift state lossRNG
+	dropEvery int
+	lossRNG   uint64
 }
 
 func (p *port) attr() verbs.PortAttr {
@@ -57,8 +62,12 @@ func sockaddrOf(ip net.IP, port int) (unix.Sockaddr, int) {
 	return sa, unix.AF_INET6
 }
 
-// start opens the port's listener. Called with d.mu held.
+// start opens the port's listener. Called with d.mu held. A port without
+// the job's key to authenticate its links with does not start.
 func (p *port) start() error {
+	if p.d.cfg.Key == nil {
+		return fmt.Errorf("softrc: %s port %d: %w (DeviceConfig.Key)", p.d.name, p.num, core.ErrNoJobKey)
+	}
 	ip, err := resolveAddr(p.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("softrc: %s port %d: %w", p.d.name, p.num, err)
@@ -128,6 +137,7 @@ func (p *port) accept(now int64) {
 			return
 		}
 		tuneSocket(fd)
+		p.d.admit(now)
 		l, err := p.d.addLink(p, fd, false)
 		if err != nil {
 			unix.Close(fd)
@@ -222,8 +232,17 @@ func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
 	d := p.d
 	d.mu.Unlock()
 	fd, err := dial(gid, lid)
+	if err == nil {
+		if err = p.handshake(fd, gid, lid); err != nil {
+			unix.Close(fd)
+			err = fmt.Errorf("connect %s:%d: %w", gidIP(gid), lid, err)
+		}
+	}
 	d.mu.Lock()
 	if err != nil {
+		if errors.Is(err, errRejected) {
+			d.rejected(err)
+		}
 		return nil, fmt.Errorf("softrc: %s port %d: %w", d.name, p.num, err)
 	}
 	if d.closed || p.down {
@@ -235,19 +254,13 @@ func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	l.peerGID, l.peerLID, l.known = gid, lid, true
-	var hello [helloSize]byte
-	copy(hello[:16], p.gid[:])
-	binary.LittleEndian.PutUint16(hello[16:], p.lid)
-	h := header{op: opHello, length: helloSize}
-	l.enqueue(&h, hello[:], nil, nil, itemCtl, 0, nowNS())
-	l.flush(nowNS())
+	l.peerGID, l.peerLID = gid, lid
 	return l, nil
 }
 
 func (p *port) findLink(gid verbs.GID, lid uint16) *link {
 	for _, l := range p.d.links {
-		if l.port == p && l.known && !l.dead && l.peerLID == lid && l.peerGID == gid {
+		if l.port == p && l.usable() && l.peerLID == lid && l.peerGID == gid {
 			return l
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
 )
 
 // PortConfig configures one port of a softrc device.
@@ -44,6 +45,10 @@ type DeviceConfig struct {
 	// keeps the process's other threads off that CPU (pin.go).
 	PinNIC bool
 	NICCPU int
+	// Key is the job's secret: every link between two ports proves with
+	// it that both ends belong to the job before it carries anything
+	// (auth.go). A device without one starts no port.
+	Key *core.JobKey
 }
 
 func (c DeviceConfig) withDefaults() DeviceConfig {

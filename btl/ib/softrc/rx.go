@@ -1,7 +1,6 @@
 package softrc
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -16,13 +15,12 @@ const grhSize = 40
 // before the payload is placed: sequence checks, RNR NAKs, key checks.
 func (d *Device) begin(l *link, now int64) {
 	h := &l.h
-	if h.op == opHello {
-		l.setSink(l.hello[:], nil)
-		l.act.kind = actHello
+	if l.auth != authDone {
+		d.beginHandshake(l, now)
 		return
 	}
-	if !l.known {
-		d.linkFailed(l, fmt.Errorf("packet before hello"), now)
+	if h.op == opHello || h.op == opChallenge || h.op == opProof {
+		d.linkFailed(l, fmt.Errorf("handshake opcode %d on an authenticated link", h.op), now)
 		return
 	}
 	l.discard = true
@@ -41,8 +39,21 @@ func (d *Device) begin(l *link, now int64) {
 		d.stats.Drops++
 		return
 	}
+	// Only the QP's peer speaks to it: a packet from any other port or QP
+	// — a stale connection, a misaddressed member — must neither move its
+	// sequence nor tie its fate to another link. The link is checked when
+	// it changes, so a packet on the QP's own link costs a pointer and a
+	// QP number compare.
 	if q.in != l {
+		if l.port != q.port || l.peerGID != q.ah.DGID || l.peerLID != q.ah.DLID {
+			d.stats.ForeignPackets++
+			return
+		}
 		q.in = l
+	}
+	if h.sqpn != q.dqpn {
+		d.stats.ForeignPackets++
+		return
 	}
 	if h.flags&pktAckValid != 0 {
 		q.onAck(h.ack, now)
@@ -222,10 +233,8 @@ func (d *Device) finish(l *link, now int64) {
 	a := l.act
 	l.act = rxAction{}
 	switch a.kind {
-	case actHello:
-		copy(l.peerGID[:], l.hello[:16])
-		l.peerLID = binary.LittleEndian.Uint16(l.hello[16:])
-		l.known = true
+	case actHandshake:
+		d.finishHandshake(l, now)
 	case actRecv:
 		q := a.q
 		if q.state == verbs.QPErr || q.destroyed {

@@ -3,12 +3,19 @@ package softrc
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/gobtl/gobtl/core"
 )
 
 // The wire between two softrc ports is one TCP stream per port pair (a
 // "link"). Every packet starts with a fixed 40-byte little-endian header;
 // QPs are multiplexed over the link by destination QP number, as packets of
 // many QPs share one physical InfiniBand link.
+//
+// A link carries QP traffic only once both ends have proved they belong
+// to the job (auth.go): the dialer's HELLO, the acceptor's CHALLENGE and
+// the dialer's PROOF come first, and anything else before them gets the
+// link rejected.
 //
 //	offset size field
 //	 0      1   op        packet opcode
@@ -25,23 +32,25 @@ import (
 //	32      8   raddr     remote virtual address (RDMA)
 const (
 	hdrSize     = 40
-	wireVersion = 1
+	wireVersion = 2 // 2: links authenticate (HELLO, CHALLENGE, PROOF)
 )
 
 // Packet opcodes.
 const (
-	opHello    = 1 // first packet on a link: the dialer's port address
-	opSend     = 2
-	opSendImm  = 3
-	opWrite    = 4
-	opWriteImm = 5
-	opReadReq  = 6
-	opReadResp = 7
-	opAck      = 8
-	opNak      = 9
-	opUD       = 10
-	opUDImm    = 11
-	opMax      = 12
+	opHello     = 1 // first packet on a link: the dialer's port address and nonce
+	opSend      = 2
+	opSendImm   = 3
+	opWrite     = 4
+	opWriteImm  = 5
+	opReadReq   = 6
+	opReadResp  = 7
+	opAck       = 8
+	opNak       = 9
+	opUD        = 10
+	opUDImm     = 11
+	opChallenge = 12 // the acceptor's nonce and proof
+	opProof     = 13 // the dialer's proof
+	opMax       = 14
 )
 
 // Packet flags.
@@ -59,8 +68,15 @@ const (
 	nakRemOp     = 4 // the responder could not carry it out
 )
 
-// helloSize is the payload of opHello: GID (16), LID (2).
-const helloSize = 18
+// Handshake payloads: HELLO is the dialer's port address, GID (16) and
+// LID (2), and its nonce; CHALLENGE the acceptor's nonce and proof; PROOF
+// the dialer's proof.
+const (
+	addrSize      = 18
+	helloSize     = addrSize + core.NonceSize
+	challengeSize = core.NonceSize + core.ProofSize
+	proofSize     = core.ProofSize
+)
 
 // maxPayload bounds one packet's payload: an InfiniBand message is at most
 // 2^31 bytes.
@@ -130,13 +146,15 @@ func (h *header) decode(b []byte) error {
 		if h.length != 0 {
 			return fmt.Errorf("opcode %d carries %d payload bytes", h.op, h.length)
 		}
-	case opHello:
-		if h.length != helloSize {
-			return fmt.Errorf("hello of %d bytes, want %d", h.length, helloSize)
+	case opHello, opChallenge, opProof:
+		if want := handshakeSize[h.op]; h.length != want {
+			return fmt.Errorf("handshake packet %d of %d bytes, want %d", h.op, h.length, want)
 		}
 	}
 	return nil
 }
+
+var handshakeSize = [opMax]uint32{opHello: helloSize, opChallenge: challengeSize, opProof: proofSize}
 
 // psnBefore reports whether PSN a comes before b in the 32-bit sequence
 // space (serial-number arithmetic).
