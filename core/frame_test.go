@@ -93,8 +93,9 @@ func TestMemKeyRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzHeaderDecode checks that no input panics the decoder and that every
-// accepted header survives a round trip.
+// FuzzHeaderDecode checks that no input panics the decoder, that its
+// fast path accepts exactly what the field-by-field check accepts, and
+// that every accepted header survives a round trip.
 func FuzzHeaderDecode(f *testing.F) {
 	b := make([]byte, HeaderSize+3)
 	(&Header{Type: TypeEager, Src: 1, Length: 3}).Encode(b)
@@ -102,8 +103,13 @@ func FuzzHeaderDecode(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Add(make([]byte, HeaderSize))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var h Header
-		if err := h.Decode(data, FrameLimits{Size: 16, MaxPayload: 1 << 16}); err != nil {
+		var h, slow Header
+		lim := FrameLimits{Size: 16, MaxPayload: 1 << 16}
+		err := h.Decode(data, lim)
+		if serr := slow.decodeSlow(data, lim); (err == nil) != (serr == nil) || err == nil && h != slow {
+			t.Fatalf("the combined check and the field-by-field one disagree: %+v, %v vs %+v, %v", h, err, slow, serr)
+		}
+		if err != nil {
 			if !errors.Is(err, ErrBadFrame) {
 				t.Fatalf("error %v is not ErrBadFrame", err)
 			}

@@ -10,8 +10,9 @@ import (
 
 // Comm is a communicator: every rank of the job, and a context that
 // isolates its messages from those of other communicators. Its methods are
-// safe for concurrent use; they serialise on one engine lock, uncontended
-// unless the rdma_read_async progress thread is draining.
+// safe for concurrent use; they serialise on one engine lock, which costs no
+// locked instruction while one goroutine drives the engine and becomes a
+// mutex for good once a second goroutine calls in (engineLock).
 type Comm struct {
 	e     *engine
 	ctx   uint32 // point-to-point context; ctx+1 carries collectives
@@ -33,7 +34,14 @@ func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.size }
 
 // Metrics returns the registry the engine and its modules count into.
-func (c *Comm) Metrics() *core.Metrics { return c.e.opts.Metrics }
+// The engine's per-message counters are published to it here, at every
+// 64th poll and at Close.
+func (c *Comm) Metrics() *core.Metrics {
+	c.e.mu.Lock()
+	c.e.flushMetrics()
+	c.e.mu.Unlock()
+	return c.e.opts.Metrics
+}
 
 // check validates the peer rank and tag of a call; wild admits AnySource
 // and AnyTag (receives and probes).
@@ -93,8 +101,8 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 	if len(buf) <= s.eager && (s.credited == nil || !s.credited.PreferRendezvous()) {
 		h := core.Header{Type: core.TypeEager, Context: ctx, Tag: int32(tag), PSN: p.psn}
 		p.psn++
-		e.m.eagerSends.Inc()
-		e.m.bytesSent.Add(int64(len(buf)))
+		e.hot.eagerSends++
+		e.hot.bytesSent += int64(len(buf))
 		e.sendFrame(p, s, h, nil, buf, 0, r)
 		return r, nil
 	}
@@ -269,6 +277,7 @@ func (c *Comm) Close() error {
 	}
 	e.mu.Lock()
 	e.closed = true
+	e.flushMetrics()
 	a := e.async
 	e.mu.Unlock()
 	if a != nil {

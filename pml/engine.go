@@ -139,6 +139,12 @@ type module struct {
 	attrs    core.Attrs
 	reg      core.Registrar
 	notifier core.Notifier
+	// remote: the module reaches another rank, so frames may arrive on
+	// it at any time. A module that reaches this rank only (self) can
+	// have an event only after the engine handed it something, which sets
+	// armed; progress polls it only while armed, and disarms it once a
+	// poll finds nothing.
+	remote, armed bool
 }
 
 // sub is one subchannel of a virtual channel: one module's endpoint to the
@@ -181,7 +187,7 @@ type oooFrame struct {
 
 // engine is the state shared by a communicator and its duplicates.
 type engine struct {
-	mu sync.Mutex
+	mu engineLock
 	// abort, once set by Comm.Abort (from any goroutine), is what every
 	// blocking call returns instead of waiting on.
 	abort atomic.Pointer[error]
@@ -238,6 +244,29 @@ type engine struct {
 	msgSeq uint64
 
 	m metrics
+	// hot counts what every eager message counts, under the engine lock
+	// without an atomic add each; flushMetrics publishes it.
+	hot struct {
+		eagerSends, bytesSent, bytesRecv int64
+		polls                            uint32
+	}
+}
+
+// flushMetrics adds the engine's hot counts to the registry (lock held).
+func (e *engine) flushMetrics() {
+	h := &e.hot
+	if h.eagerSends != 0 {
+		e.m.eagerSends.Add(h.eagerSends)
+		h.eagerSends = 0
+	}
+	if h.bytesSent != 0 {
+		e.m.bytesSent.Add(h.bytesSent)
+		h.bytesSent = 0
+	}
+	if h.bytesRecv != 0 {
+		e.m.bytesRecv.Add(h.bytesRecv)
+		h.bytesRecv = 0
+	}
 }
 
 type metrics struct {
@@ -311,6 +340,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 		e.peers[r] = p
 	}
 	if opts.Protocol == ProtoReadAsync {
+		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
 	}
 	c := e.newComm(0, nil, rank, size)
@@ -350,6 +380,9 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 				continue
 			}
 			return nil, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
+		}
+		if rank != e.rank {
+			mod.remote = true
 		}
 		if !e.opts.AllRails && mod.attrs.Exclusivity < best {
 			continue
@@ -407,6 +440,15 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 func (e *engine) progress() int {
 	n := 0
 	for _, m := range e.mods {
+		if !m.remote {
+			if !m.armed {
+				continue
+			}
+			k := m.m.Progress()
+			m.armed = k > 0
+			n += k
+			continue
+		}
 		n += m.m.Progress()
 	}
 	if e.pendingWork > 0 {
@@ -417,6 +459,9 @@ func (e *engine) progress() int {
 	}
 	if n > 0 {
 		e.events.Add(uint64(n))
+	}
+	if e.hot.polls++; e.hot.polls&63 == 0 {
+		e.flushMetrics()
 	}
 	return n
 }

@@ -520,6 +520,20 @@ func TestOutOfOrderArrivalsAllocateNothing(t *testing.T) {
 	a.mu.Unlock()
 }
 
+func TestFragChunkFillsFragmentsOfLongMessages(t *testing.T) {
+	for _, tc := range []struct{ maxSend, total, want int }{
+		{32 << 10, 64 << 10, 16 << 10},                 // medium: power of two, several in flight
+		{32 << 10, 8 * (32<<10 - fragFixed), 16 << 10}, // at the bound: still a power of two
+		{32 << 10, 1 << 20, 32<<10 - 64},               // long: whole fragments, cache-line multiple
+		{64 << 10, 4 << 20, 64<<10 - 64},
+		{100, 1 << 20, 64}, // tiny fragments: the power of two is larger
+	} {
+		if got := fragChunk(tc.maxSend, tc.total); got != tc.want {
+			t.Errorf("fragChunk(%d, %d) = %d, want %d", tc.maxSend, tc.total, got, tc.want)
+		}
+	}
+}
+
 // TestAWildcardFailsUntilTheLossIsAcknowledged is ULFM's rule: once a
 // peer is lost, receives and probes from AnySource fail with
 // ErrPeerLost — on every communicator, until that communicator

@@ -29,6 +29,7 @@ type outFrame struct {
 // returns false only if the peer failed.
 func (e *engine) sendFrame(p *peer, s *sub, h core.Header, pre, data []byte, flags core.SendFlags, req *Request) bool {
 	h.Src = int32(e.rank)
+	s.mod.armed = true
 	if s.out.Empty() {
 		err := s.ep.Send(h, pre, data, flags)
 		if err == nil {
@@ -118,6 +119,7 @@ func (e *engine) issue(st *stripe) {
 // token (the caller has seen one free), which a refused get gives back.
 func (e *engine) start(st *stripe) error {
 	s := st.sub
+	s.mod.armed = true
 	e.handOff(st)
 	if !st.get {
 		return s.rdma.Put(&st.op)
@@ -168,6 +170,7 @@ func (e *engine) retry() int {
 		for _, s := range p.subs {
 			for k := s.out.Front(); k != nil; k = s.out.Front() {
 				f := k.Value()
+				s.mod.armed = true
 				err := s.ep.Send(f.h, f.pre[:f.npre], f.data, f.flags|core.SendBacklog)
 				if errors.Is(err, core.ErrNoResources) {
 					break

@@ -120,7 +120,7 @@ func (e *engine) recvEager(r *Request, h *core.Header, payload []byte) {
 	r.matched(h, len(payload))
 	copy(r.buf[:r.accept], payload)
 	r.status.Count = r.accept
-	e.m.bytesRecv.Add(int64(r.accept))
+	e.hot.bytesRecv += int64(r.accept)
 	e.complete(r, e.truncErr(r))
 }
 

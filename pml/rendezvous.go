@@ -439,8 +439,9 @@ func (e *engine) pump() int {
 		p := e.peers[r.peer]
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
-			chunk := min(fragChunk(s.mod.attrs.MaxSendSize), r.accept-r.got)
+			chunk := min(fragChunk(s.mod.attrs.MaxSendSize, r.accept), r.accept-r.got)
 			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
+			s.mod.armed = true
 			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
 			if err != nil {
 				if !errors.Is(err, core.ErrNoResources) {
@@ -467,13 +468,25 @@ func (e *engine) pump() int {
 	return n
 }
 
-// fragChunk is the data carried by one pipeline fragment: the largest
-// power of two that fits with the fragment header, so that messages of
-// power-of-two sizes leave no small tail.
-func fragChunk(maxSend int) int {
+// fragChunk is the data one pipeline fragment of a total-byte message
+// carries. Up to eight fragments' worth it is the largest power of two
+// that fits beside the fragment header: a medium message then has several
+// fragments in flight, so that the receiver's copy-out overlaps the
+// sender's copy-in, and power-of-two sizes leave no small tail. A longer
+// message fills each fragment (to a cache-line multiple): with a 32 KiB
+// max_send_size that is 33 frames per MiB instead of 64 — half the
+// frames, descriptors and pipeline steps — and the pipeline is deep enough
+// anyway.
+func fragChunk(maxSend, total int) int {
+	fit := maxSend - fragFixed
 	c := 1
-	for c*2 <= maxSend-fragFixed {
+	for c*2 <= fit {
 		c *= 2
+	}
+	if total > 8*fit {
+		if whole := fit &^ 63; whole > c {
+			return whole
+		}
 	}
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/release"
 )
 
 // A fast box is a byte ring in the receiver's segment written by one
@@ -91,7 +92,7 @@ func (o *outBox) put(h *core.Header, pre, data []byte, seq uint32) bool {
 	k := copy(b[core.HeaderSize:], pre)
 	copy(b[core.HeaderSize+k:], data)
 	*o.word((idx + need) & o.mask) = 0
-	storeRelease64(o.word(idx), uint64(n)|uint64(seq)<<32)
+	release.Store64(o.word(idx), uint64(n)|uint64(seq)<<32)
 	o.tail += need
 	return true
 }
@@ -144,7 +145,7 @@ func (in *inBox) advance(frameLen int) { in.head += slotBytes(frameLen) }
 func (in *inBox) publish() {
 	if in.head != in.published {
 		// Release: the sender may reuse the space only after our reads of it.
-		storeRelease64(in.headp, in.head)
+		release.Store64(in.headp, in.head)
 		in.published = in.head
 	}
 }

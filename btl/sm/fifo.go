@@ -3,6 +3,8 @@ package sm
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gobtl/gobtl/internal/release"
 )
 
 // The FIFO is Vyukov's bounded multi-producer queue in the receiver's
@@ -91,6 +93,6 @@ func (f *fifoIn) peek() (uint64, bool) {
 // pop releases the head cell to the producers.
 func (f *fifoIn) pop() {
 	i := f.deq & f.mask
-	storeRelease64(cellSeq(f.cells, i), f.deq+f.mask+1)
+	release.Store64(cellSeq(f.cells, i), f.deq+f.mask+1)
 	f.deq++
 }

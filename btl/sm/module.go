@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/release"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -370,11 +371,12 @@ func (m *Module) Progress() int {
 	if m.inflightN > 0 {
 		m.reclaim()
 	}
-	// Every 16th call looks at the clock: cheap when polling fast (a
-	// clock read per 16 polls), and timely when the caller sleeps between
-	// polls.
+	// Every 64th call looks at the clock (and publishes the counters):
+	// next to nothing while the caller spins, and timely when it sleeps
+	// between polls — at the PML's longest back-off sleep, 500 µs, that
+	// is every 32 ms, well within the liveness interval.
 	m.ticks++
-	if m.ticks&15 == 0 || m.checkSoon {
+	if m.ticks&63 == 0 || m.checkSoon {
 		m.housekeeping()
 	}
 	if len(m.lost) > 0 {
@@ -475,7 +477,7 @@ func (m *Module) pollFifo() int {
 		}
 		start := off + fragHdr + pad
 		m.deliver(s, p.seg.mem[start:start+ln])
-		storeRelease32(p.seg.u32(off+fragOffDone), 1)
+		release.Store32(p.seg.u32(off+fragOffDone), 1)
 		m.expect[s]++
 		n++
 	}
@@ -558,7 +560,7 @@ func (m *Module) reportLost() int {
 	return len(lost)
 }
 
-// housekeeping runs every 16 Progress calls: it publishes the counters
+// housekeeping runs every 64 Progress calls: it publishes the counters
 // and, at the liveness interval, checks on the peers.
 func (m *Module) housekeeping() {
 	m.st.flush()
