@@ -285,7 +285,12 @@ func (s *Sched) Run(fn func(rank int) error) error {
 			continue
 		}
 		if len(s.events) == 0 {
-			return s.stalled(fmt.Errorf("%w at %v: no rank can run and no event is pending (%s)", ErrStalled, s.now, s.states()))
+			// The first stall aborts the job (OnStall) and readies the
+			// waiters, which then return their errors: go on.
+			if err := s.stalled(fmt.Errorf("%w at %v: no rank can run and no event is pending (%s)", ErrStalled, s.now, s.states())); err != nil {
+				return err
+			}
+			continue
 		}
 		ev := heap.Pop(&s.events).(event)
 		s.now = ev.t

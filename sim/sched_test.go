@@ -70,3 +70,23 @@ func TestAJobWhoseRanksAllWaitStalls(t *testing.T) {
 		t.Fatalf("got %v, want ErrStalled", err)
 	}
 }
+
+// TestAStallWithNothingPendingStillReportsTheRanksErrors: a rank that
+// failed leaves the other in a fence forever, with no event pending. The
+// OnStall hook releases the waiter; Run must then collect both ranks
+// rather than return nil with the failure unsaid.
+func TestAStallWithNothingPendingStillReportsTheRanksErrors(t *testing.T) {
+	s := New("t-stall-fence", 2, Options{})
+	boom := errors.New("boom")
+	stalls := 0
+	s.OnStall(func(error) { stalls++ })
+	err := s.Run(func(r int) error {
+		if r == 0 {
+			return boom
+		}
+		return s.Boot(r).Fence(context.Background())
+	})
+	if !errors.Is(err, boom) || stalls != 1 {
+		t.Fatalf("got %v after %d stalls, want rank 0's error after 1", err, stalls)
+	}
+}

@@ -94,7 +94,7 @@ func New(env *experiment.Env, o Options) *experiment.Plan {
 		Header: "Receive-buffer experiments (seed 002 §3-4) over ib/softrc, the ranks of a job as goroutines of this\nprocess, each on its own softrc HCA.\n",
 		Steps: []experiment.Step{
 			{Name: "util", Runs: len(o.Ranks) * len(layouts) * env.Repeat(), Run: util},
-			{Name: "memory", Runs: len(memoryRanks(env.Quick)) * len(MemoryLayouts), Run: func() error { return memory(env) }},
+			{Name: "memory", Runs: (len(memoryRanks(env.Quick)) + len(simRanks(env.Quick))) * len(MemoryLayouts), Run: func() error { return memory(env) }},
 		}}
 }
 
@@ -270,17 +270,7 @@ func (l Layout) opened(env *experiment.Env) Layout {
 // job opens a job of n ranks over the layout; closeAll closes it and
 // then the policies' plugins.
 func (l Layout) job(ctx context.Context, n int) (*Job, func(), error) {
-	var cs []io.Closer
-	open := l.builtin
-	if l.open != nil {
-		// Open makes the ranks' policies one after the other.
-		open = func() (core.RecvBuffers, error) { return l.open(func(c io.Closer) { cs = append(cs, c) }) }
-	}
-	closePlugins := func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}
+	open, closePlugins := l.policies()
 	// Closing a job of this process often waits out the pml's whole
 	// finalize timeout (30 s) with or without these changes: a rank that
 	// left the closing barrier closes its softrc device while a frame of
@@ -292,6 +282,21 @@ func (l Layout) job(ctx context.Context, n int) (*Job, func(), error) {
 		return nil, nil, err
 	}
 	return j, func() { j.Close(); closePlugins() }, nil
+}
+
+// policies returns what opens each rank's policy (one rank at a time)
+// and what closes the plugins those policies started.
+func (l Layout) policies() (open func() (core.RecvBuffers, error), closePlugins func()) {
+	var cs []io.Closer
+	open = l.builtin
+	if l.open != nil {
+		open = func() (core.RecvBuffers, error) { return l.open(func(c io.Closer) { cs = append(cs, c) }) }
+	}
+	return open, func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
 }
 
 // builtin opens the layout's built-in policy.

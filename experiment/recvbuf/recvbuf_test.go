@@ -2,8 +2,11 @@ package recvbuf
 
 import (
 	"context"
+	"io"
 	"os"
 	"testing"
+
+	"github.com/gobtl/gobtl/experiment"
 )
 
 func TestGridNeighboursAreSymmetric(t *testing.T) {
@@ -40,5 +43,29 @@ func TestBSRQUsesReceiveBuffersBetterThanPerPeerBuffers(t *testing.T) {
 	// and mostly in one 4-64 times its size per peer.
 	if rs[1].Util <= rs[0].Util {
 		t.Fatalf("B-SRQ utilization %.2f is not above per-peer's %.2f", rs[1].Util, rs[0].Util)
+	}
+}
+
+// TestSimAndSoftrcRegisterAlike runs the memory job at 8 and 16 ranks on
+// softrc and on the simulated provider: rank 0's ib module must register
+// the same receive bytes under every layout, which is what lets the
+// memory table measure the large jobs on the simulator.
+func TestSimAndSoftrcRegisterAlike(t *testing.T) {
+	env := &experiment.Env{Ctx: context.Background(), Out: io.Discard}
+	for _, n := range []int{8, 16} {
+		for _, l := range MemoryLayouts {
+			soft, err := MeasureRecvMemory(env, l, n)
+			if err != nil {
+				t.Fatalf("%s, %d ranks, softrc: %v", l.Name, n, err)
+			}
+			simd, err := MeasureRecvMemorySim(context.Background(), l, n)
+			if err != nil {
+				t.Fatalf("%s, %d ranks, sim: %v", l.Name, n, err)
+			}
+			t.Logf("%s, %d ranks: softrc %d B, sim %d B", l.Name, n, soft, simd)
+			if soft <= 0 || soft != simd {
+				t.Errorf("%s, %d ranks: softrc registered %d receive bytes, sim %d", l.Name, n, soft, simd)
+			}
+		}
 	}
 }
