@@ -127,9 +127,15 @@ func (c *Comm) Close() error {
 		if c.boot == nil {
 			return
 		}
-		if f, ok := c.boot.(core.Finalizer); ok && c.err == nil && c.Comm.Aborted() == nil {
+		// A transport's error at close (a peer that left first and
+		// closed its link under an ACK still in flight) is this rank's to
+		// report, but the job did end: the engine still hears a
+		// finalize, or it takes the rank for one that died (mpirun:
+		// "exiting improperly") and fails the whole job. Only an aborted
+		// job skips it.
+		if f, ok := c.boot.(core.Finalizer); ok && c.Comm.Aborted() == nil {
 			if err := f.Finalize(); err != nil {
-				c.err = fmt.Errorf("gobtl: finalize the bootstrap: %w", err)
+				c.err = errors.Join(c.err, fmt.Errorf("gobtl: finalize the bootstrap: %w", err))
 			}
 			return
 		}
