@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -261,6 +263,9 @@ func (s *start) startPML(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gobtl: %w", err)
 	}
+	if s.ownBoot {
+		po.Backoff = oversubscribed(po.Backoff, s.cfg.Job.Progress, s.nodeRanks(), runtime.NumCPU())
+	}
 	po.Scheduler, po.Clock, po.Log, po.Metrics = s.sched, s.clock, s.logs.For("pml"), s.metrics
 	if s.sched != nil {
 		// Per-process binding needs this rank's place among its host's.
@@ -300,6 +305,43 @@ func pmlOptions(j conf.Job) (pml.Options, error) {
 		po.MaxReads = j.MaxReads
 	}
 	return po, nil
+}
+
+// oversubscribed returns the back-off of a rank whose node runs ranks
+// processes on cpus CPUs: as given, unless there are more ranks than CPUs
+// and the stack did not choose the spin. Then a waiting rank spins
+// briefly and yields the CPU from then on (sched_yield, as Open MPI's
+// mpi_yield_when_idle), never sleeping — a long spin holds the CPU the
+// rank it waits for needs (a 4-rank allreduce of 8 B on 2 CPUs took 396
+// µs with the default spin, 45 µs spinning 100), and a sleep adds its
+// own latency to every wake-up.
+func oversubscribed(b pml.Backoff, p conf.Progress, ranks, cpus int) pml.Backoff {
+	if ranks <= cpus || p.SpinSet {
+		return b
+	}
+	b.Spin = oversubscribedSpin
+	if !p.YieldSet {
+		b.Yield = math.MaxInt32
+	}
+	return b
+}
+
+// oversubscribedSpin is the spin of a rank that shares its CPUs.
+const oversubscribedSpin = 100
+
+// nodeRanks is the number of the job's ranks on this rank's node (all of
+// them when the engine says nothing of locality).
+func (s *start) nodeRanks() int {
+	if s.locality == nil {
+		return s.boot.Size()
+	}
+	n, me := 0, s.locality.Node(s.boot.Rank())
+	for r := range s.boot.Size() {
+		if s.locality.Node(r) == me {
+			n++
+		}
+	}
+	return n
 }
 
 // loadConfig loads the stack and makes sure it can reach this rank's own

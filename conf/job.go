@@ -104,6 +104,10 @@ type Progress struct {
 	Yield    int
 	Sleep    time.Duration
 	MaxSleep time.Duration
+	// SpinSet and YieldSet say the stack chose Spin and Yield, which
+	// start-up then leaves alone (it shortens the default spin of
+	// oversubscribed ranks).
+	SpinSet, YieldSet bool
 }
 
 // Log holds the logging levels of the log block.
@@ -166,6 +170,8 @@ func jobFromParams(p core.Params) Job {
 			Yield:    prog.Int("yield"),
 			Sleep:    prog.Duration("sleep"),
 			MaxSleep: prog.Duration("max_sleep"),
+			SpinSet:  prog.IsSet("spin"),
+			YieldSet: prog.IsSet("yield"),
 		},
 		Log: Log{Level: lg.String("level"), Components: comps},
 	}

@@ -1,0 +1,41 @@
+package gobtl
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// Ranks that outnumber their node's CPUs spin briefly and then yield,
+// unless the stack chose the spin (or the yields) itself.
+func TestOversubscribedRanksYieldUnlessTheStackSaysOtherwise(t *testing.T) {
+	def := pml.Backoff{Spin: 2000, Yield: 50}
+	for _, c := range []struct {
+		name        string
+		p           conf.Progress
+		ranks, cpus int
+		want        pml.Backoff
+	}{
+		{"fits", conf.Progress{}, 2, 2, def},
+		{"oversubscribed", conf.Progress{}, 4, 2, pml.Backoff{Spin: oversubscribedSpin, Yield: math.MaxInt32}},
+		{"the stack's spin", conf.Progress{SpinSet: true}, 4, 2, def},
+		{"the stack's yields", conf.Progress{YieldSet: true}, 4, 2, pml.Backoff{Spin: oversubscribedSpin, Yield: 50}},
+	} {
+		if got := oversubscribed(def, c.p, c.ranks, c.cpus); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// The stack's own progress settings are told apart from the defaults.
+func TestTheProgressBlockSaysWhatItSets(t *testing.T) {
+	cfg, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "s.hcl", Bytes: []byte("job {\n progress { spin = 7 }\n}\n")})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if p := cfg.Job.Progress; !p.SpinSet || p.YieldSet || p.Spin != 7 {
+		t.Fatalf("progress %+v: want the spin set (7) and the yields not", p)
+	}
+}
