@@ -160,7 +160,7 @@ job {
 		Exclusive:      false,
 		MaxReads:       4,
 		StallTimeout:   30 * time.Second,
-		Progress:       conf.Progress{Spin: 0, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: time.Millisecond},
+		Progress:       conf.Progress{Spin: 0, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: time.Millisecond, SpinSet: true},
 		Log:            conf.Log{Level: "info", Components: map[string]string{"pml": "debug", "btl.sm": "off"}},
 	}
 	if !reflect.DeepEqual(c.Job, want) {

@@ -24,7 +24,10 @@ job {
   stall_timeout = "0"
 
   # A waiting rank polls every module `spin` times, then yields `yield`
-  # times, then sleeps from `sleep` doubling up to `max_sleep`.
+  # times, then sleeps from `sleep` doubling up to `max_sleep`. With no
+  # stack file, or one that leaves `spin` out, ranks that outnumber their
+  # node's CPUs spin 100 polls and then only yield; a `spin` written here
+  # is kept as it is.
   progress {
     spin      = 2000
     yield     = 50
