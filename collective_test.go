@@ -12,6 +12,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gobtl/gobtl/coll"
 )
 
 // The root package's collectives: the typed reductions for every
@@ -58,7 +60,7 @@ func serial[T Number](op Op, n, count int) []T {
 				acc = max(acc, x)
 			default: // the bitwise ones, on the bytes
 				av := []T{acc}
-				a, b := bytesOf(av), bytesOf([]T{x})
+				a, b := coll.Bytes(av), coll.Bytes([]T{x})
 				for k := range a {
 					switch op {
 					case Band:
@@ -231,7 +233,7 @@ func TestFloatingPointSumsAreTheSameBitsOnEveryRankAndEveryRun(t *testing.T) {
 }
 
 func sameBits(a, b []float64) bool {
-	return len(a) == len(b) && slices.Equal(bytesOf(a), bytesOf(b))
+	return len(a) == len(b) && slices.Equal(coll.Bytes(a), coll.Bytes(b))
 }
 
 // affine is x → A·x+B; composing maps does not commute.

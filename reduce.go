@@ -11,11 +11,7 @@ import (
 
 // Number is an element type the built-in operations reduce: Go's
 // integers and floats, and types defined on them.
-type Number interface {
-	~int | ~int8 | ~int16 | ~int32 | ~int64 |
-		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
-		~float32 | ~float64
-}
+type Number = coll.Number
 
 // Op is a built-in reduction operation.
 type Op uint8
@@ -40,110 +36,32 @@ func (op Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(op))
 }
 
-// The operations on a vector of T, as zero-size values: turning one into
-// a coll.Fn allocates nothing, so a reduction in steady state allocates
-// nothing either. Min and Max are Go's min and max, which propagate NaNs
-// and order -0 before +0, so that they too give the same result whatever
-// the order of their operands.
-type (
-	sumOp[T Number]  struct{}
-	prodOp[T Number] struct{}
-	minOp[T Number]  struct{}
-	maxOp[T Number]  struct{}
-	// The bitwise operations act on the bytes, which is the same on any
-	// integer type.
-	bandOp struct{}
-	borOp  struct{}
-	bxorOp struct{}
-)
-
-func (sumOp[T]) Combine(inout, in []byte) {
-	a, b := view[T](inout), view[T](in)
-	for i := range a {
-		a[i] += b[i]
-	}
-}
-
-func (prodOp[T]) Combine(inout, in []byte) {
-	a, b := view[T](inout), view[T](in)
-	for i := range a {
-		a[i] *= b[i]
-	}
-}
-
-func (minOp[T]) Combine(inout, in []byte) {
-	a, b := view[T](inout), view[T](in)
-	for i := range a {
-		a[i] = min(a[i], b[i])
-	}
-}
-
-func (maxOp[T]) Combine(inout, in []byte) {
-	a, b := view[T](inout), view[T](in)
-	for i := range a {
-		a[i] = max(a[i], b[i])
-	}
-}
-
-func (bandOp) Combine(inout, in []byte) {
-	for i := range inout {
-		inout[i] &= in[i]
-	}
-}
-
-func (borOp) Combine(inout, in []byte) {
-	for i := range inout {
-		inout[i] |= in[i]
-	}
-}
-
-func (bxorOp) Combine(inout, in []byte) {
-	for i := range inout {
-		inout[i] ^= in[i]
-	}
-}
-
 // opOf returns op over elements of type T as the collective layer takes
-// it.
+// it: package coll's typed operations, which allocate nothing.
 func opOf[T Number](op Op) (coll.Op, error) {
-	o := coll.Op{Size: int(unsafe.Sizeof(*new(T))), Commutative: true}
+	size := int(unsafe.Sizeof(*new(T)))
 	switch op {
 	case Sum:
-		o.Fn = sumOp[T]{}
+		return coll.Sum[T](), nil
 	case Prod:
-		o.Fn = prodOp[T]{}
+		return coll.Prod[T](), nil
 	case Min:
-		o.Fn = minOp[T]{}
+		return coll.Min[T](), nil
 	case Max:
-		o.Fn = maxOp[T]{}
+		return coll.Max[T](), nil
 	case Band, Bor, Bxor:
-		if k := reflect.TypeFor[T]().Kind(); k == reflect.Float32 || k == reflect.Float64 {
-			return o, fmt.Errorf("gobtl: %v of %v: bitwise operations are for integers: %w", op, reflect.TypeFor[T](), ErrInvalid)
+		if coll.IsFloat[T]() {
+			return coll.Op{}, fmt.Errorf("gobtl: %v of %v: bitwise operations are for integers: %w", op, reflect.TypeFor[T](), ErrInvalid)
 		}
 		switch op {
 		case Band:
-			o.Fn = bandOp{}
+			return coll.Band(size), nil
 		case Bor:
-			o.Fn = borOp{}
-		default:
-			o.Fn = bxorOp{}
+			return coll.Bor(size), nil
 		}
-	default:
-		return o, fmt.Errorf("gobtl: no reduction operation %v: %w", op, ErrInvalid)
+		return coll.Bxor(size), nil
 	}
-	return o, nil
-}
-
-// bytesOf is the memory of s as bytes.
-func bytesOf[T any](s []T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(*new(T))))
-}
-
-// view is b as a vector of T. The collective layer hands the operations
-// slices of the program's own vectors and of its scratch, which is 8-byte
-// aligned, at offsets that are whole elements.
-func view[T any](b []byte) []T {
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(*new(T))))
+	return coll.Op{}, fmt.Errorf("gobtl: no reduction operation %v: %w", op, ErrInvalid)
 }
 
 // Allreduce combines the send vectors of every rank of c with op, element
@@ -165,7 +83,7 @@ func AllreduceContext[T Number](ctx context.Context, c *Comm, send, recv []T, op
 	if err != nil {
 		return err
 	}
-	return c.coll.Allreduce(ctx, bytesOf(send), bytesOf(recv), o)
+	return c.coll.Allreduce(ctx, coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // Iallreduce starts an Allreduce; neither vector may be touched until its
@@ -175,7 +93,7 @@ func Iallreduce[T Number](c *Comm, send, recv []T, op Op) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.coll.Iallreduce(bytesOf(send), bytesOf(recv), o)
+	return c.coll.Iallreduce(coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // Reduce combines the send vectors of every rank with op into root's recv
@@ -191,7 +109,7 @@ func ReduceContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op
 	if err != nil {
 		return err
 	}
-	return c.coll.Reduce(ctx, bytesOf(send), bytesOf(recv), o, root)
+	return c.coll.Reduce(ctx, coll.Bytes(send), coll.Bytes(recv), o, root)
 }
 
 // ReduceScatterBlock combines every rank's send — Size() blocks of
@@ -207,7 +125,7 @@ func ReduceScatterBlockContext[T Number](ctx context.Context, c *Comm, send, rec
 	if err != nil {
 		return err
 	}
-	return c.coll.ReduceScatterBlock(ctx, bytesOf(send), bytesOf(recv), o)
+	return c.coll.ReduceScatterBlock(ctx, coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // Scan leaves in rank i's recv the combination with op of the send
@@ -222,7 +140,7 @@ func ScanContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) 
 	if err != nil {
 		return err
 	}
-	return c.coll.Scan(ctx, bytesOf(send), bytesOf(recv), o)
+	return c.coll.Scan(ctx, coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // Exscan leaves in rank i's recv the combination with op of the send
@@ -237,13 +155,13 @@ func ExscanContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op
 	if err != nil {
 		return err
 	}
-	return c.coll.Exscan(ctx, bytesOf(send), bytesOf(recv), o)
+	return c.coll.Exscan(ctx, coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // userOp is a program's function as a coll.Fn.
 type userOp[T any] struct{ f func(inout, in []T) }
 
-func (u userOp[T]) Combine(inout, in []byte) { u.f(view[T](inout), view[T](in)) }
+func (u userOp[T]) Combine(inout, in []byte) { u.f(coll.View[T](inout), coll.View[T](in)) }
 
 // AllreduceFunc is Allreduce with an operation of the program's own: f
 // must set inout[i] to inout[i] ∘ in[i] for an associative ∘, where inout
@@ -265,7 +183,7 @@ func AllreduceFuncContext[T any](ctx context.Context, c *Comm, send, recv []T, f
 		return fmt.Errorf("gobtl: AllreduceFunc without a function: %w", ErrInvalid)
 	}
 	o := coll.Op{Size: int(t.Size()), Fn: userOp[T]{f}}
-	return c.coll.Allreduce(ctx, bytesOf(send), bytesOf(recv), o)
+	return c.coll.Allreduce(ctx, coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // plainData reports whether values of t are bytes alone, which may be
