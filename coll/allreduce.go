@@ -144,10 +144,19 @@ func allreduceRecursiveDoubling(s *schedule, n, me int, send, acc []byte) {
 // v XOR p/2^(k+1) and combines the half it gets — leaves rank v with block
 // v reduced; an allgather by recursive doubling brings every block back
 // to every rank. Each block is reduced on one rank only, in a fixed order.
+//
+// On a power-of-two job with separate vectors, send is never copied: the
+// first exchange sends from it, receives the peer's half into acc and
+// combines this rank's half into that — the copy would have cost as much
+// as a third of the reduce-scatter's arithmetic.
 func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
-	s.copy(acc, send)
 	tmp := s.tmp(len(acc))
-	v, p := foldIn(s, n, me, acc, tmp)
+	direct := pow2(n) && !overlap(send, acc)
+	v, p := me, n
+	if !direct {
+		s.copy(acc, send)
+		v, p = foldIn(s, n, me, acc, tmp)
+	}
 	if v >= 0 {
 		off := s.blocks(len(acc)/s.op.Size, s.op.Size, p)
 		at := func(b []byte, lo, hi int) []byte { return b[off[lo]:off[hi]] }
@@ -159,10 +168,18 @@ func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
 			if v&mask != 0 {
 				keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
 			}
-			s.recv(peer, at(tmp, keepLo, keepHi))
-			s.send(peer, at(acc, giveLo, giveHi))
-			s.wait()
-			s.reduce(at(acc, keepLo, keepHi), at(tmp, keepLo, keepHi))
+			if direct {
+				s.recv(peer, at(acc, keepLo, keepHi))
+				s.send(peer, at(send, giveLo, giveHi))
+				s.wait()
+				s.reduce(at(acc, keepLo, keepHi), at(send, keepLo, keepHi))
+				direct = false
+			} else {
+				s.recv(peer, at(tmp, keepLo, keepHi))
+				s.send(peer, at(acc, giveLo, giveHi))
+				s.wait()
+				s.reduce(at(acc, keepLo, keepHi), at(tmp, keepLo, keepHi))
+			}
 			lo, hi = keepLo, keepHi
 		}
 		for mask := 1; mask < p; mask *= 2 {

@@ -136,12 +136,16 @@ func TestAllreduceMatchesTheSerialFoldOnEveryRank(t *testing.T) {
 								if inPlace {
 									recv = send
 								}
+								sent := bytes.Clone(send)
 								if err := c.Allreduce(bg, send, recv, op); err != nil {
 									return err
 								}
 								what := fmt.Sprintf("op size %d, %d elements, in place %v", op.Size, count, inPlace)
 								if err := diff(what, recv, fold(op, size, 0, n, count)); err != nil {
 									return err
+								}
+								if !inPlace && !bytes.Equal(send, sent) {
+									return fmt.Errorf("%s: the send vector changed", what)
 								}
 							}
 						}
