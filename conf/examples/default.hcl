@@ -26,8 +26,8 @@ job {
   # A waiting rank polls every module `spin` times, then yields `yield`
   # times, then sleeps from `sleep` doubling up to `max_sleep`. With no
   # stack file, or one that leaves `spin` out, ranks that outnumber their
-  # node's CPUs spin 100 polls and then only yield; a `spin` written here
-  # is kept as it is.
+  # node's CPUs do not spin: they yield at every poll that finds nothing;
+  # a `spin` written here is kept as it is.
   progress {
     spin      = 2000
     yield     = 50
