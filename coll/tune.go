@@ -166,10 +166,12 @@ func (t *Tuning) Set(kindName, alg string) error {
 }
 
 // A rule of the decision table: for communicators of fewer than ranks
-// ranks (0: any) and messages of fewer than bytes bytes (0: any), use alg
-// with segments of seg bytes. The first rule that matches wins.
+// ranks (0: any) — of a power of two of them if pow2 — and messages of
+// fewer than bytes bytes (0: any), use alg with segments of seg bytes. The
+// first rule that matches wins.
 type rule struct {
 	ranks, bytes int
+	pow2         bool
 	alg          Alg
 	seg          int
 }
@@ -204,6 +206,12 @@ var table = [numKinds][]rule{
 	KindAllgather: {
 		{ranks: 3, alg: Ring},
 		{bytes: 64 << 10, alg: RecursiveDoubling}, // Bruck when not a power of two
+		// Large blocks: Open MPI's choice below 32 ranks. Recursive doubling
+		// moves the bytes the ring does in log2 n rounds instead of n−1, each
+		// a wait on a peer that, with more ranks than cores, may not be
+		// running. Bruck's final rotation would copy every block once more,
+		// so the ring serves the other job sizes.
+		{ranks: 32, pow2: true, alg: RecursiveDoubling},
 		{alg: Ring},
 	},
 	KindAlltoall: {
@@ -221,7 +229,7 @@ var table = [numKinds][]rule{
 func (t *Tuning) decide(k Kind, n, bytes int) (Alg, int) {
 	alg, seg := Auto, 0
 	for _, r := range table[k] {
-		if (r.ranks == 0 || n < r.ranks) && (r.bytes == 0 || bytes < r.bytes) {
+		if (r.ranks == 0 || n < r.ranks) && (!r.pow2 || pow2(n)) && (r.bytes == 0 || bytes < r.bytes) {
 			alg, seg = r.alg, r.seg
 			break
 		}
