@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/gobtl/gobtl"
 )
@@ -52,9 +53,13 @@ func main() {
 			if err := Compare(r, s); err != nil {
 				return err
 			}
-			fmt.Printf("heat: serial solve %.3fs: grids identical; speedup %.2f, parallel efficiency %.2f at %d ranks\n",
+			// Ranks beyond the machine's CPUs share them: the efficiency
+			// cannot pass CPUs/ranks then, and the line says so.
+			cpus := runtime.NumCPU()
+			fmt.Printf("heat: serial solve %.3fs: grids identical; speedup %.2f, parallel efficiency %.2f at %d ranks (%d CPUs: at most %.2f)\n",
 				s.Elapsed.Seconds(), s.Elapsed.Seconds()/r.Elapsed.Seconds(),
-				s.Elapsed.Seconds()/(float64(c.Size())*r.Elapsed.Seconds()), c.Size())
+				s.Elapsed.Seconds()/(float64(c.Size())*r.Elapsed.Seconds()), c.Size(),
+				cpus, min(1, float64(cpus)/float64(c.Size())))
 		}
 		if *png != "" {
 			if err := WritePNG(*png, r.Grid, p.N+2); err != nil {
