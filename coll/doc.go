@@ -40,8 +40,12 @@
 //
 // # Reductions
 //
-// An Op combines vectors of fixed-size elements held as bytes; the root
-// package builds them from typed operations. The order in which the ranks'
+// An Op combines vectors of fixed-size elements held as bytes; Sum, Prod,
+// Min, Max, Band, Bor and Bxor build them for Go's number types (the root
+// package's typed reductions use them). The local combine runs on whole
+// blocks — half the vector in a large allreduce's first step — so its loop
+// is the collective's arithmetic: the sums of floats and of 4- and 8-byte
+// integers run vector kernels that give the plain loop's bits. The order in which the ranks'
 // contributions are combined depends only on the job size, the vector
 // length and the algorithm — never on timing — so a floating-point
 // reduction gives the same bits from run to run, and on every rank:
