@@ -1,0 +1,33 @@
+package coll
+
+import "testing"
+
+// The decision picks what Open MPI 4.1's coll/tuned picks on the job
+// sizes and messages the targets speak of (coll_tuned_decision_fixed.c:
+// recursive doubling allreduce below 8 KiB and Rabenseifner above it from
+// 4 to 16 ranks; recursive doubling allgather on powers of two below 32
+// ranks), and keeps the ring where recursive doubling would need Bruck's
+// extra rotation of large blocks.
+func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
+	for _, c := range []struct {
+		k        Kind
+		n, bytes int
+		want     Alg
+	}{
+		{KindAllreduce, 4, 8, RecursiveDoubling},
+		{KindAllreduce, 16, 8, RecursiveDoubling},
+		{KindAllreduce, 4, 1 << 20, Rabenseifner},
+		{KindAllreduce, 8, 1 << 20, Rabenseifner},
+		{KindAllreduce, 16, 1 << 20, Rabenseifner},
+		{KindAllgather, 4, 1 << 20, RecursiveDoubling},
+		{KindAllgather, 8, 1 << 20, RecursiveDoubling},
+		{KindAllgather, 16, 1 << 20, RecursiveDoubling},
+		{KindAllgather, 6, 1 << 20, Ring},
+		{KindAllgather, 32, 1 << 20, Ring},
+		{KindAllgather, 6, 8, RecursiveDoubling}, // Bruck, as Allgather turns it
+	} {
+		if got, _ := (&Tuning{}).decide(c.k, c.n, c.bytes); got != c.want {
+			t.Errorf("%v of %d bytes on %d ranks: %v, want %v", c.k, c.bytes, c.n, got, c.want)
+		}
+	}
+}
