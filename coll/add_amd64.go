@@ -21,15 +21,6 @@ func addD(dst, src *byte, n uintptr)
 //go:noescape
 func addQ(dst, src *byte, n uintptr)
 
-type kernel uint8
-
-const (
-	vaddF32 kernel = iota
-	vaddF64
-	vaddI32
-	vaddI64
-)
-
 var hasAVX2 = cpu.X86.HasAVX2
 
 // vadd adds the whole 32-byte lanes of in into inout with kernel k and

@@ -156,6 +156,17 @@ func (bxorOp) Combine(inout, in []byte) {
 	}
 }
 
+// kernel names a vector sum (add_amd64.s): of float32, float64, 4-byte
+// and 8-byte integers.
+type kernel uint8
+
+const (
+	vaddF32 kernel = iota
+	vaddF64
+	vaddI32
+	vaddI64
+)
+
 // The sums with vector kernels: vadd runs the kernel over the whole
 // 32-byte lanes (when the processor has it) and returns how many bytes it
 // did; the scalar loop finishes.
