@@ -17,28 +17,28 @@ type Device struct {
 	s     *sim.Sched
 	cfg   Config
 	node  int
+	card  *card
 	port  *sim.Port
 	peers []*Device // the job's devices of this instance, by rank
 
 	// The mailbox: the landed packets are box[head], box[head+1], … (mod
 	// len(box)), n of them; reserved counts them and those in flight.
-	box         []nic.Slot
-	head, n     int
-	reserved    int
-	waiters     []int // ranks blocked on this mailbox
-	empty       int   // consecutive empty polls
-	extra       string
-	closed      bool
-	regions     map[uint64]*region
-	nextKey     uint64
-	out         []int32 // RMA operations outstanding, by target
-	notes       []nic.Notification
-	notesHead   int
-	st          Stats
-	blocked     *core.Counter
-	blockedNS   *core.Counter
-	stalls      *core.Counter
-	flightsFree []*flight
+	box       []nic.Slot
+	head, n   int
+	reserved  int
+	waiters   []int // ranks blocked on this mailbox
+	empty     int   // consecutive empty polls
+	extra     string
+	closed    bool
+	regions   map[uint64]*region
+	nextKey   uint64
+	out       []int32 // RMA operations outstanding, by target
+	notes     []nic.Notification
+	notesHead int
+	st        Stats
+	blocked   *core.Counter
+	blockedNS *core.Counter
+	stalls    *core.Counter
 }
 
 // Stats are a device's counters.

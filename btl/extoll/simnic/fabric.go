@@ -20,8 +20,8 @@ var DefaultLink = sim.Link{Latency: time.Microsecond, Overhead: 200 * time.Nanos
 type Fabric struct {
 	s     *sim.Sched
 	model func(node int, name string) sim.Link
-	devs  map[string][]*Device   // by instance name, then rank
-	ports map[string][]*sim.Port // by instance name, then node
+	devs  map[string][]*Device // by instance name, then rank
+	cards map[string][]*card   // by instance name, then node
 	order []*Device
 }
 
@@ -30,7 +30,7 @@ const fabricKey = "btl/extoll/simnic"
 // FabricOf returns the fabric of the job s schedules.
 func FabricOf(s *sim.Sched) *Fabric {
 	return s.Value(fabricKey, func() any {
-		return &Fabric{s: s, devs: map[string][]*Device{}, ports: map[string][]*sim.Port{},
+		return &Fabric{s: s, devs: map[string][]*Device{}, cards: map[string][]*card{},
 			model: func(int, string) sim.Link { return DefaultLink }}
 	}).(*Fabric)
 }
@@ -95,17 +95,17 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.NodeSize > 1 {
 		node = cfg.Rank / cfg.NodeSize
 	}
-	ports := f.ports[cfg.Name]
-	for len(ports) <= node {
-		ports = append(ports, nil)
+	cards := f.cards[cfg.Name]
+	for len(cards) <= node {
+		cards = append(cards, nil)
 	}
-	if ports[node] == nil {
-		ports[node] = &sim.Port{Link: f.model(node, cfg.Name)}
+	if cards[node] == nil {
+		cards[node] = newCard(s, f.model(node, cfg.Name))
 	}
-	f.ports[cfg.Name] = ports
+	f.cards[cfg.Name] = cards
 	c := func(n string) *core.Counter { return cfg.Metrics.Counter(core.MetricName(cfg.Prefix, n)) }
 	d := &Device{
-		f: f, s: s, cfg: cfg, node: node, port: ports[node], peers: devs,
+		f: f, s: s, cfg: cfg, node: node, card: cards[node], port: &cards[node].port, peers: devs,
 		regions: map[uint64]*region{}, out: make([]int32, cfg.Size),
 		blocked: c("velo_blocked"), blockedNS: c("velo_blocked_ns"), stalls: c("velo_stalls"),
 	}
@@ -113,4 +113,67 @@ func Open(cfg Config) (*Device, error) {
 	devs[cfg.Rank] = d
 	f.order = append(f.order, d)
 	return d, nil
+}
+
+// card is a node's NIC: its port, and the VELO packets on their way to
+// it. A port's arrivals are first in, first out (sim.Port.Send returns
+// non-decreasing times), so the packets wait in a queue in the order they
+// were sent and one event at a time, for the head, stands for all of
+// them: the scheduler's heap holds a card, not every packet in flight.
+type card struct {
+	s       *sim.Sched
+	port    sim.Port
+	q       []arrival // a ring: q[head], … n of them
+	head, n int
+	armed   bool // an event for the head is scheduled
+	deliver func()
+}
+
+// arrival is a VELO packet on the wire.
+type arrival struct {
+	t    time.Duration
+	to   *Device
+	src  int
+	slot nic.Slot
+}
+
+func newCard(s *sim.Sched, l sim.Link) *card {
+	c := &card{s: s, port: sim.Port{Link: l}}
+	c.deliver = c.land
+	return c
+}
+
+// push puts a packet on the wire to dst's card.
+func (c *card) push(t time.Duration, to *Device, src int, slot *nic.Slot) {
+	if c.n == len(c.q) {
+		q := make([]arrival, max(16, 2*len(c.q)))
+		for i := range c.n {
+			q[i] = c.q[(c.head+i)%len(c.q)]
+		}
+		c.q, c.head = q, 0
+	}
+	a := &c.q[(c.head+c.n)%len(c.q)]
+	a.t, a.to, a.src, a.slot = t, to, src, *slot
+	c.n++
+	if !c.armed {
+		c.armed = true
+		c.s.At(t, c.deliver)
+	}
+}
+
+// land delivers the packets due now, in order.
+func (c *card) land() {
+	now := c.s.Now()
+	for c.n > 0 && c.q[c.head].t <= now {
+		a := &c.q[c.head]
+		a.to.land(a.src, &a.slot)
+		a.to = nil
+		c.head = (c.head + 1) % len(c.q)
+		c.n--
+	}
+	if c.n > 0 {
+		c.s.At(c.q[c.head].t, c.deliver)
+		return
+	}
+	c.armed = false
 }

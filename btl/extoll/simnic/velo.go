@@ -9,25 +9,6 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-// flight is a packet on the wire.
-type flight struct {
-	to   *Device
-	src  int
-	slot nic.Slot
-	land func()
-}
-
-func (d *Device) newFlight() *flight {
-	if n := len(d.flightsFree); n > 0 {
-		fl := d.flightsFree[n-1]
-		d.flightsFree = d.flightsFree[:n-1]
-		return fl
-	}
-	fl := &flight{}
-	fl.land = func() { fl.to.land(fl) }
-	return fl
-}
-
 // Send puts pkts on the wire to dst's mailbox, in order, each once the
 // mailbox has room for it (back-pressure).
 func (d *Device) Send(dst int, pkts []nic.Slot) (int, error) {
@@ -47,9 +28,7 @@ func (d *Device) Send(dst int, pkts []nic.Slot) (int, error) {
 		p.reserved++
 		p.st.PeakSlots = max(p.st.PeakSlots, p.reserved)
 		d.st.Packets++
-		fl := d.newFlight()
-		fl.to, fl.src, fl.slot = p, d.cfg.Rank, pkts[i]
-		d.s.At(d.port.Send(d.s.Now(), p.port, nic.SlotSize), fl.land)
+		p.card.push(d.port.Send(d.s.Now(), p.port, nic.SlotSize), p, d.cfg.Rank, &pkts[i])
 	}
 	return len(pkts), nil
 }
@@ -78,19 +57,15 @@ func (d *Device) waitRoom(p *Device) error {
 }
 
 // land stores a packet that reached this mailbox.
-func (d *Device) land(fl *flight) {
-	src := fl.src
-	from := d.peers[src]
+func (d *Device) land(src int, slot *nic.Slot) {
 	if d.closed {
-		from.flightsFree = append(from.flightsFree, fl)
 		return
 	}
 	if d.n == len(d.box) {
 		d.grow()
 	}
 	s := &d.box[(d.head+d.n)%len(d.box)]
-	*s = fl.slot
-	from.flightsFree = append(from.flightsFree, fl)
+	*s = *slot
 	w := nic.WithSource(s.Fields(), src, 1)
 	binary.LittleEndian.PutUint64(s[:nic.HeaderSize], w)
 	d.n++
