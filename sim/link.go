@@ -48,6 +48,10 @@ func (p *Port) Send(now time.Duration, dst *Port, n int) time.Duration {
 	return in + ld.Overhead
 }
 
+// Busy is how long the port's departures are booked beyond now: what
+// waits in its transmit queue.
+func (p *Port) Busy(now time.Duration) time.Duration { return max(0, p.txFree-now) }
+
 // Ack is when a response without payload sent now from p arrives:
 // latency only.
 func (p *Port) Ack(now time.Duration) time.Duration { return now + p.Link.Latency }

@@ -2,6 +2,7 @@ package simnic
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
@@ -13,13 +14,14 @@ import (
 // simulated device it is used only by the rank that holds the
 // scheduler's baton, and by the scheduler's events.
 type Device struct {
-	f     *Fabric
-	s     *sim.Sched
-	cfg   Config
-	node  int
-	card  *card
-	port  *sim.Port
-	peers []*Device // the job's devices of this instance, by rank
+	f       *Fabric
+	s       *sim.Sched
+	cfg     Config
+	node    int
+	card    *card
+	port    *sim.Port
+	txLimit time.Duration // the port time txDepth packets take
+	peers   []*Device     // the job's devices of this instance, by rank
 
 	// The mailbox: the landed packets are box[head], box[head+1], … (mod
 	// len(box)), n of them; reserved counts them and those in flight.
@@ -56,6 +58,9 @@ type Stats struct {
 	// MaxOutstanding is the most RMA operations outstanding toward one
 	// target.
 	MaxOutstanding int
+	// TxWait is the virtual time the process stalled in VELO sends
+	// because its card's transmit queue was full.
+	TxWait time.Duration
 }
 
 // Stats returns the device's counters.

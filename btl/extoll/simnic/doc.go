@@ -28,6 +28,9 @@
 //     velo_blocked_ns and velo_stalls as softnic does. The shared-memory
 //     path of softnic behaves alike: its TryPut succeeds or the sender
 //     waits.
+//   - The card's transmit queue holds 64 VELO packets: a process that
+//     writes more stalls in its programmed writes, in virtual time, until
+//     the port has sent enough (Stats.TxWait).
 //   - RMA checked at the target against the key, the region's bounds and
 //     its access, as the ATU does; at most 256 operations outstanding per
 //     connection (softnic's bound), beyond which Put and Get fail with

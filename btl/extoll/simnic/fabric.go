@@ -110,6 +110,8 @@ func Open(cfg Config) (*Device, error) {
 		blocked: c("velo_blocked"), blockedNS: c("velo_blocked_ns"), stalls: c("velo_stalls"),
 	}
 	d.st.Mailbox = int64(cfg.Slots) * nic.SlotSize
+	l := d.port.Link
+	d.txLimit = txDepth * max(l.Gap, l.Wire(nic.SlotSize))
 	devs[cfg.Rank] = d
 	f.order = append(f.order, d)
 	return d, nil

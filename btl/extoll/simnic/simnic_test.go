@@ -276,3 +276,24 @@ func TestTheRanksOfANodeShareTheirCard(t *testing.T) {
 		}
 	}
 }
+
+func TestASenderStallsWhenItsCardsTransmitQueueIsFull(t *testing.T) {
+	const n = 1000
+	l := DefaultLink
+	run(t, 2, 2*n, 1, 0, func(d *Device, s *sim.Sched) error {
+		if d.Rank() == 1 {
+			recv(d, n)
+			return nil
+		}
+		start := s.Now()
+		if _, err := d.Send(1, packets(n)); err != nil {
+			return err
+		}
+		// The port sends a packet every g: the last n - 64 must have
+		// waited for room.
+		if took, want := s.Now()-start, (n-txDepth-1)*l.Gap; took < want || d.Stats().TxWait < want {
+			return fmt.Errorf("%d packets written in %v (stalled %v), want at least %v", n, took, d.Stats().TxWait, want)
+		}
+		return nil
+	})
+}

@@ -28,10 +28,20 @@ func (d *Device) Send(dst int, pkts []nic.Slot) (int, error) {
 		p.reserved++
 		p.st.PeakSlots = max(p.st.PeakSlots, p.reserved)
 		d.st.Packets++
+		// The card's transmit queue holds txDepth packets; a processor
+		// that writes more stalls in its programmed writes until the
+		// port has room, as the hardware's does.
+		if w := d.port.Busy(d.s.Now()) - d.txLimit; w > 0 {
+			d.st.TxWait += w
+			d.s.Compute(w)
+		}
 		p.card.push(d.port.Send(d.s.Now(), p.port, nic.SlotSize), p, d.cfg.Rank, &pkts[i])
 	}
 	return len(pkts), nil
 }
+
+// txDepth is how many VELO packets a card's transmit queue holds.
+const txDepth = 64
 
 // waitRoom is the blocked sender: p's mailbox is full and the network
 // holds the packet until p frees a slot, for at most the stall bound of
