@@ -73,6 +73,8 @@ func (d *Device) PollNotification() (nic.Notification, bool) {
 	d.notes[d.notesHead] = nic.Notification{}
 	if d.notesHead++; d.notesHead == len(d.notes) {
 		d.notes, d.notesHead = d.notes[:0], 0
+	} else {
+		d.s.Notify(d.cfg.Rank) // more to take: as in Poll
 	}
 	return n, true
 }

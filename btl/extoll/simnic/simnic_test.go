@@ -297,3 +297,26 @@ func TestASenderStallsWhenItsCardsTransmitQueueIsFull(t *testing.T) {
 		return nil
 	})
 }
+
+// The pml idles after every progress, also one that took packets: a rank
+// whose mailbox still holds packets must not sleep.
+func TestARankWithPacketsLeftDoesNotSleep(t *testing.T) {
+	run(t, 2, 256, 1, 0, func(d *Device, s *sim.Sched) error {
+		if d.Rank() == 0 {
+			_, err := d.Send(1, packets(100))
+			return err
+		}
+		s.Compute(time.Millisecond) // everything lands
+		start := s.Now()
+		for d.Occupancy() > 0 {
+			for i := 0; i < 10 && d.Poll() != nil; i++ {
+				d.Release()
+			}
+			s.Idle()
+		}
+		if s.Now() != start {
+			return fmt.Errorf("draining a full mailbox in batches took %v of virtual time", s.Now()-start)
+		}
+		return nil
+	})
+}

@@ -107,6 +107,10 @@ func (d *Device) Poll() *nic.Slot {
 		return nil
 	}
 	d.empty = 0
+	// The packets left are work for this rank: a caller that idles after
+	// taking a batch, with the mailbox not empty, must go on at once, not
+	// sleep until the next packet lands.
+	d.s.Notify(d.cfg.Rank)
 	return &d.box[d.head]
 }
 
