@@ -42,8 +42,8 @@ var Params = append([]core.Param{
 		Doc: "packets that may wait for credits per destination; 0 means four of the largest trains"},
 	{Name: "stall_timeout", Type: core.ParamDuration, Default: "30s",
 		Doc: "how long a send may block on a full mailbox (only without flow control) before failing with core.ErrStalled; 0 blocks forever, as the hardware does"},
-	{Name: "transport", Type: core.ParamString, Default: "auto", Enum: []string{"auto", "shm", "tcp"},
-		Doc: "how packets reach a peer: shared memory on this host and TCP elsewhere (auto), or always one of them"},
+	{Name: "transport", Type: core.ParamString, Default: "auto", Enum: []string{"auto", "shm", "tcp", "sim"},
+		Doc: "how packets reach a peer: shared memory on this host and TCP elsewhere (auto), or always one of them; sim is the simulated card of a job under gobtl sim (node_size ranks share a card)"},
 	{Name: "listen", Type: core.ParamString, Default: "",
 		Doc: "address (IP, interface or host name) the TCP engines listen on and publish; unset: chosen by if_include/if_exclude, else loopback on one node and the first up, non-loopback interface when the job spans nodes"},
 	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox files"},
@@ -74,6 +74,9 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if slots == 0 {
 		slots = p.Int("slots_per_peer") * size
 	}
+	if p.String("transport") == "sim" {
+		return openSim(env, slots)
+	}
 	tr, err := softnic.ParseTransport(p.String("transport"))
 	if err != nil {
 		return nil, err
@@ -97,23 +100,16 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extoll: %w", err)
 	}
-	cfg := Config{
-		Rank: rank, Size: size, Instance: env.Instance, JobID: boot.JobID(),
-		Slots: slots, Policy: env.FlowControl, Piggyback: p.Bool("piggyback"),
-		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
-		MaxReads: p.Int("max_reads"), Backlog: p.Int("backlog"),
-		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),
-		Clock: env.Clock, Metrics: env.Metrics, Log: env.Log,
-		Device: softnic.Config{
-			Dir: p.String("shm_dir"), ListenHost: listen, HostID: host, Key: jobKey,
-			Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
-			Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
-				b, err := lookup(ctx, boot, r, key)
-				if err != nil {
-					return softnic.Addr{}, err
-				}
-				return softnic.DecodeAddr(b)
-			},
+	cfg := config(env, slots)
+	cfg.Device = softnic.Config{
+		Dir: p.String("shm_dir"), ListenHost: listen, HostID: host, Key: jobKey,
+		Transport: tr, StallTimeout: p.Duration("stall_timeout"), SocketBuffer: int(p.Size("socket_buffer")),
+		Resolve: func(ctx context.Context, r int) (softnic.Addr, error) {
+			b, err := lookup(ctx, boot, r, key)
+			if err != nil {
+				return softnic.Addr{}, err
+			}
+			return softnic.DecodeAddr(b)
 		},
 	}
 	if p.String("local_peers") == "exclude" {
@@ -137,6 +133,20 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	// The job fences after opening its BTLs (the modex); connections are
 	// made at first use, after it.
 	return []core.Module{m}, nil
+}
+
+// config is the module's configuration from the block's parameters,
+// the device's apart.
+func config(env core.BTLEnv, slots int) Config {
+	p := env.Params
+	return Config{
+		Rank: env.Boot.Rank(), Size: env.Boot.Size(), Instance: env.Instance, JobID: env.Boot.JobID(),
+		Slots: slots, Policy: env.FlowControl, Piggyback: p.Bool("piggyback"),
+		EagerLimit: int(p.Size("eager_limit")), MaxSendSize: int(p.Size("max_send_size")),
+		MaxReads: p.Int("max_reads"), Backlog: p.Int("backlog"),
+		Bandwidth: p.Rate("bandwidth"), Latency: p.Duration("latency"),
+		Clock: env.Clock, Metrics: env.Metrics, Log: env.Log,
+	}
 }
 
 // Config opens a module directly (tests, embedding without HCL).
@@ -248,7 +258,7 @@ func New(dev Device, cfg Config) (*Module, error) {
 	}
 	c := func(n string) *core.Counter { return cfg.Metrics.Counter(core.MetricName(prefix, n)) }
 	m := &Module{
-		dev: dev, eng: eng, log: cfg.Log, rank: cfg.Rank, size: cfg.Size, metrics: cfg.Metrics,
+		dev: dev, eng: eng, log: cfg.Log, rank: cfg.Rank, size: cfg.Size, metrics: cfg.Metrics, clock: cfg.Clock,
 		eps: make([]*endpoint, cfg.Size), lost: make([]error, cfg.Size), reachable: cfg.Reachable,
 		pkts: make([]nic.Slot, train), rx: make([]reassembly, cfg.Size), maxRx: cfg.MaxSendSize,
 		framesOut: c("frames_out"), framesIn: c("frames_in"), bytesOut: c("bytes_out"), bytesIn: c("bytes_in"),

@@ -43,6 +43,7 @@ type Module struct {
 	maxRx int // largest frame payload accepted
 
 	metrics  *core.Metrics
+	clock    core.Clock
 	ops      []*core.RDMAOp // in flight, by cookie
 	freeOps  []uint64
 	closed   bool
@@ -281,10 +282,17 @@ func (m *Module) Close() error {
 		return nil
 	}
 	if m.eng.Pending() > 0 {
-		deadline := time.Now().Add(DrainTimeout)
-		for d := time.Microsecond; m.eng.Pending() > 0 && time.Now().Before(deadline); d = min(2*d, time.Millisecond) {
+		// On a simulator's clock the drain waits in virtual time: sleeping
+		// would hold the only baton while the peers that return the
+		// credits cannot run.
+		now, wait := core.SystemClock.Now, time.Sleep
+		if ic, ok := m.clock.(core.IdleClock); ok {
+			now, wait = ic.Now, func(time.Duration) { ic.Idle() }
+		}
+		deadline := now() + DrainTimeout
+		for d := time.Microsecond; m.eng.Pending() > 0 && now() < deadline; d = min(2*d, time.Millisecond) {
 			if m.Progress() == 0 {
-				time.Sleep(d)
+				wait(d)
 			}
 		}
 		if n := m.eng.Pending(); n > 0 {

@@ -36,13 +36,19 @@ var simCmd = &cobra.Command{
 	Use:   "sim -np N -c stack.hcl -- PATTERN",
 	Short: "run an NPB pattern on N simulated ranks in one process, in virtual time",
 	Long: `Sim runs every rank of an N-rank job in this process over a simulated fabric in
-virtual time: the real pml, ib BTL and policies of the stack file, over the
-"sim" verbs provider (its ib blocks must say provider = "sim"), whose links
-follow LogGP. It prints virtual time, message and frame counts, credit
-messages, stalls, buffers posted per connection and the memory the BTL
-registered per rank; the same inputs print the same output.
+virtual time: the real pml, BTLs and policies of the stack file, over the
+"sim" verbs provider (its ib blocks must say provider = "sim") or the
+simulated EXTOLL card (its extoll blocks must say transport = "sim";
+node_size ranks share a card), whose links follow LogGP (--latency,
+--overhead, --gap, --rate set every port of either; unset, each device
+keeps its own default). It prints virtual
+time, message and frame counts (VELO packets and RMA operations on
+EXTOLL), credit messages, stalls, buffers posted per connection and the
+memory the BTL registered per rank (and the mailbox on EXTOLL); the same
+inputs print the same output.
 
   gobtl sim -np 1024 -c conf/examples/sim.hcl -- lu --iters 3
+  gobtl sim -np 256 -c conf/examples/sim-extoll.hcl -- lu
 
 Patterns: ` + strings.Join(patterns.Names(), ", "),
 	// -np is not a pflag-style flag (as for run): sim rewrites it and
@@ -87,7 +93,14 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			}
 			link.Rate = r
 		}
-		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link}
+		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute}
+		// Unset, each simulated device keeps its own default link (the
+		// flags' defaults are the InfiniBand one's).
+		for _, n := range []string{"latency", "overhead", "gap", "rate"} {
+			if cmd.Flags().Changed(n) {
+				c.Link = link
+			}
+		}
 		if stderrIsTerminal() {
 			c.Progress = os.Stderr
 		}

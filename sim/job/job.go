@@ -1,7 +1,8 @@
 // Package job runs an NPB pattern (bench/patterns) on N simulated ranks:
 // the real gobtl stack a stack file names, over the simulated verbs
-// provider (btl/ib/simrc) in package sim's virtual time, and sums up what
-// the mechanisms did — `gobtl sim`.
+// provider (btl/ib/simrc) or the simulated EXTOLL card (btl/extoll/simnic)
+// in package sim's virtual time, and sums up what the mechanisms did —
+// `gobtl sim`.
 package job
 
 import (
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/btl/extoll/simnic"
 	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/sim"
@@ -24,7 +27,8 @@ import (
 type Config struct {
 	// Ranks is the job size.
 	Ranks int
-	// Stack is the loaded stack; its ib blocks must name provider "sim".
+	// Stack is the loaded stack; its ib blocks must name provider "sim",
+	// its extoll blocks transport "sim".
 	Stack *conf.Config
 	// Pattern is an NPB pattern name (patterns.Names).
 	Pattern string
@@ -32,8 +36,14 @@ type Config struct {
 	Iters   int
 	Scale   float64
 	Compute time.Duration
-	// Link is every port's LogGP model; zero: simrc.DefaultLink.
+	// Link is every port's LogGP model; zero: simrc.DefaultLink and
+	// simnic.DefaultLink.
 	Link simrc.Link
+	// Body, if set, runs on every rank instead of the pattern, which then
+	// only names the run (messages are not counted). The communicator
+	// advances virtual time in Compute (bench.Computer) and tells it
+	// (core.Clock).
+	Body func(c bench.Comm) error
 	// Progress, if set, receives a line per tenth of the ranks finished.
 	Progress io.Writer
 	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
@@ -65,9 +75,17 @@ type Result struct {
 	Datagrams int64 `json:"datagrams"`
 	RNRNaks   int64 `json:"rnr_naks"`
 	QPs       int64 `json:"qps"`
+	// EXTOLL card counters, summed over ranks: VELO packets sent, RMA
+	// puts and gets completed; the most mailbox slots one rank had
+	// occupied at once (landed or in flight).
+	VELOPackets  int64 `json:"velo_packets,omitempty"`
+	RMAPuts      int64 `json:"rma_puts,omitempty"`
+	RMAGets      int64 `json:"rma_gets,omitempty"`
+	MaxSlotsUsed int   `json:"max_mailbox_slots_used,omitempty"`
 	// Memory per rank, from the device's view of the BTL's allocations:
 	// peak registered bytes (buffers and pinned user memory) and peak bytes
-	// of posted receive buffers, the largest and the mean over ranks.
+	// of posted receive buffers (on EXTOLL: the mailbox), the largest and
+	// the mean over ranks.
 	MaxRegisteredPerRank  int64 `json:"max_registered_per_rank"`
 	MeanRegisteredPerRank int64 `json:"mean_registered_per_rank"`
 	MaxRecvBytesPerRank   int64 `json:"max_recv_bytes_per_rank"`
@@ -117,6 +135,9 @@ type comm struct {
 
 func (c comm) Compute(d time.Duration) { c.s.Compute(d) }
 
+// Now is the virtual time (core.Clock): what a body times itself by.
+func (c comm) Now() time.Duration { return c.s.Now() }
+
 var jobSeq int
 
 // Run runs the configured job and returns what it did.
@@ -124,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Ranks < 1 {
 		return nil, fmt.Errorf("sim: %d ranks", cfg.Ranks)
 	}
-	if _, ok := patterns.Lookup(cfg.Pattern); !ok {
+	if _, ok := patterns.Lookup(cfg.Pattern); !ok && cfg.Body == nil {
 		return nil, fmt.Errorf("sim: no pattern %q (have %v)", cfg.Pattern, patterns.Names())
 	}
 	if err := simulated(cfg.Stack); err != nil {
@@ -139,6 +160,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Link != (simrc.Link{}) {
 		l := cfg.Link
 		simrc.FabricOf(s).SetModel(func(int, string, uint8) simrc.Link { return l })
+		x := sim.Link{Latency: l.Latency, Overhead: l.Overhead, Gap: l.Gap, Rate: l.Rate}
+		simnic.FabricOf(s).SetModel(func(int, string) sim.Link { return x })
 	}
 	comms := make([]*gobtl.Comm, cfg.Ranks)
 	stats := make([]*patterns.Stats, cfg.Ranks)
@@ -159,7 +182,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return err
 		}
 		comms[r] = c
-		st, err := patterns.Run(comm{c, s}, cfg.Pattern, patterns.Options{Iters: cfg.Iters, Scale: cfg.Scale, Compute: cfg.Compute})
+		st := &patterns.Stats{}
+		if cfg.Body != nil {
+			err = cfg.Body(comm{c, s})
+		} else {
+			st, err = patterns.Run(comm{c, s}, cfg.Pattern, patterns.Options{Iters: cfg.Iters, Scale: cfg.Scale, Compute: cfg.Compute})
+		}
 		if err != nil {
 			c.Abort(err)
 			c.Close()
@@ -210,6 +238,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.MaxPostedPerConn = max(res.MaxPostedPerConn, st.MaxPostedPerQP)
 		res.MaxPostedPerSRQ = max(res.MaxPostedPerSRQ, st.MaxPostedPerSRQ)
 	}
+	for _, d := range simnic.FabricOf(s).Devices() {
+		st := d.Stats()
+		res.VELOPackets += st.Packets
+		res.RMAPuts += st.Puts
+		res.RMAGets += st.Gets
+		res.MaxSlotsUsed = max(res.MaxSlotsUsed, st.PeakSlots)
+		reg[d.Rank()] += st.PeakRegistered
+		recv[d.Rank()] += st.Mailbox
+	}
 	res.MaxRegisteredPerRank, res.MeanRegisteredPerRank = maxMean(reg, cfg.Ranks)
 	res.MaxRecvBytesPerRank, res.MeanRecvBytesPerRank = maxMean(recv, cfg.Ranks)
 	return res, nil
@@ -220,14 +257,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // holds the only baton.
 func simulated(c *conf.Config) error {
 	if c == nil {
-		return fmt.Errorf("sim: no stack (its ib blocks must say provider = \"sim\")")
+		return fmt.Errorf("sim: no stack (its ib blocks must say provider = \"sim\", its extoll blocks transport = \"sim\")")
 	}
 	for _, b := range c.BTLs {
 		switch {
 		case b.Kind == "self":
 		case b.Kind == "ib" && b.Params.String("provider") == "sim":
+		case b.Kind == "extoll" && b.Params.String("transport") == "sim":
 		default:
-			return fmt.Errorf("sim: btl %q %q at %v is not simulated: only self and ib with provider = \"sim\" run under gobtl sim", b.Kind, b.Name, b.DeclRange)
+			return fmt.Errorf("sim: btl %q %q at %v is not simulated: only self, ib with provider = \"sim\" and extoll with transport = \"sim\" run under gobtl sim", b.Kind, b.Name, b.DeclRange)
 		}
 	}
 	return nil
@@ -313,6 +351,11 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "RDMA writes / reads   %d / %d\n", r.Writes, r.Reads)
 	fmt.Fprintf(w, "RNR NAKs              %d\n", r.RNRNaks)
 	fmt.Fprintf(w, "RC QPs                %d\n", r.QPs)
+	if r.VELOPackets > 0 {
+		fmt.Fprintf(w, "VELO packets          %d\n", r.VELOPackets)
+		fmt.Fprintf(w, "RMA puts / gets       %d / %d\n", r.RMAPuts, r.RMAGets)
+		fmt.Fprintf(w, "most mailbox slots    %d in use on one rank\n", r.MaxSlotsUsed)
+	}
 	fmt.Fprintf(w, "registered per rank   max %d B, mean %d B\n", r.MaxRegisteredPerRank, r.MeanRegisteredPerRank)
 	fmt.Fprintf(w, "recv buffers per rank max %d B, mean %d B (peak posted)\n", r.MaxRecvBytesPerRank, r.MeanRecvBytesPerRank)
 	fmt.Fprintf(w, "most posted per conn  %d (per SRQ %d)\n", r.MaxPostedPerConn, r.MaxPostedPerSRQ)
