@@ -37,8 +37,15 @@ func twoRanks(b *testing.B) [2]*pml.Comm {
 			b.Fatal(err)
 		}
 		comms[r] = c
-		b.Cleanup(func() { c.Close() })
 	}
+	// Close is collective: each rank's finalize waits for the other's.
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			wg.Go(func() { c.Close() })
+		}
+		wg.Wait()
+	})
 	return comms
 }
 
@@ -56,4 +63,43 @@ func BenchmarkStackEager8B(b *testing.B) {
 		c[0].Wait(sr)
 		c[1].Wait(rr)
 	}
+}
+
+// BenchmarkStackSendRecv8B is one round trip of blocking Send and Recv
+// (what the latency benchmark calls), both ranks in one goroutine: each
+// Recv is posted before its message is polled, as in a ping-pong whose
+// receiver waits.
+func BenchmarkStackSendRecv8B(b *testing.B) {
+	c := twoRanks(b)
+	buf := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		c[0].Send(buf, 1, 1)
+		c[1].Recv(buf, 0, 1)
+		c[1].Send(buf, 0, 1)
+		c[0].Recv(buf, 1, 1)
+	}
+}
+
+// BenchmarkStackRate8B is the message-rate pattern per message: a window
+// of 64 receives and 64 sends, then Waitall on both sides.
+func BenchmarkStackRate8B(b *testing.B) {
+	const window = 64
+	c := twoRanks(b)
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	rs, ss := make([]*pml.Request, window), make([]*pml.Request, window)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for i := range window {
+			rs[i], _ = c[1].Irecv(rbuf, 0, 1)
+		}
+		for i := range window {
+			ss[i], _ = c[0].Isend(sbuf, 1, 1)
+		}
+		c[0].Waitall(ss, nil)
+		c[1].Waitall(rs, nil)
+		n += window
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/msg")
 }

@@ -19,7 +19,7 @@ import (
 // Progress polls every module once, advances the operations started with
 // Start, and returns how many events it handled.
 func (c *Comm) Progress() int {
-	n := c.e.runOps()
+	n, _ := c.e.runOps()
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	return n + c.e.progress()
@@ -49,13 +49,16 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 	done := ctx.Done()
 	var b backoff // built only once the first poll has not finished r
 	built := false
+	seen := uint64(0) // e.events after this waiter's last poll
 	for {
-		ev := e.events.Load()
 		e.mu.Lock()
 		if r.released {
 			e.mu.Unlock()
 			return Status{}, fmt.Errorf("pml: wait on a released request: %w", ErrInvalid), false
 		}
+		// Events another goroutine handled since the last round count
+		// as progress too.
+		moved := built && e.events != seen
 		n := 0
 		if !r.done {
 			n = e.progress()
@@ -66,14 +69,16 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 			e.mu.Unlock()
 			return st, st.Err, true
 		}
+		seen = e.events
 		e.mu.Unlock()
-		if e.runOps() > 0 {
+		fin, opEvents := e.runOps()
+		if fin > 0 {
 			continue // an operation finished: perhaps r
 		}
 		if !built {
 			b, built = e.newBackoff(), true
 		}
-		if n > 0 || e.events.Load() != ev {
+		if n > 0 || moved || opEvents {
 			b.reset()
 		} else if err := e.aborted(); err != nil {
 			return Status{}, err, false
@@ -337,19 +342,21 @@ func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bo
 	e := c.e
 	done := ctx.Done()
 	b := e.newBackoff()
+	seen, first := uint64(0), true // e.events after the last round
 	for {
-		ev := e.events.Load()
-		e.runOps()
+		_, opEvents := e.runOps()
 		e.mu.Lock()
-		e.progress()
+		moved := opEvents || !first && e.events != seen
+		moved = e.progress() > 0 || moved
 		ok, err := cond(e)
+		seen, first = e.events, false
 		e.mu.Unlock()
 		switch {
 		case err != nil:
 			return err
 		case ok:
 			return nil
-		case e.events.Load() != ev:
+		case moved:
 			b.reset()
 		default:
 			if err := e.aborted(); err != nil {
