@@ -152,9 +152,36 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
 	var first error
+	// Requests that are done already (a window of eager sends, receives
+	// the first wait delivered) are released under one lock, not one
+	// wait each.
+	e := c.e
+	locked := false
 	for i, r := range rs {
 		if r == nil {
 			continue
+		}
+		if r.e == e {
+			if !locked {
+				e.mu.Lock()
+				locked = true
+			}
+			if r.done && !r.released {
+				st := r.status
+				e.release(r)
+				rs[i] = nil
+				if sts != nil {
+					sts[i] = st
+				}
+				if st.Err != nil && first == nil {
+					first = st.Err
+				}
+				continue
+			}
+		}
+		if locked {
+			e.mu.Unlock()
+			locked = false
 		}
 		st, err, released := c.wait(ctx, r, 0)
 		if !released {
@@ -173,6 +200,9 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if locked {
+		e.mu.Unlock()
 	}
 	return first
 }
