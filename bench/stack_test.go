@@ -103,3 +103,18 @@ func BenchmarkStackRate8B(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/msg")
 }
+
+// BenchmarkStackIdleTest is one round of a waiter's loop with nothing
+// arriving (Test of a posted receive): what a rank spends between
+// looking at the fast box twice, and so part of its reaction time.
+func BenchmarkStackIdleTest(b *testing.B) {
+	c := twoRanks(b)
+	buf := make([]byte, 8)
+	r, _ := c[1].Irecv(buf, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		c[1].Test(r)
+	}
+	c[1].Cancel(r)
+	c[1].Wait(r)
+}

@@ -82,6 +82,9 @@ type backoff struct {
 	stall time.Duration
 	clock core.Clock
 	quiet time.Duration
+	// idle is the clock as a core.IdleClock (virtual time), asserted
+	// once here rather than on every round of a spinning waiter.
+	idle core.IdleClock
 }
 
 // aborted returns the error Comm.Abort set, or nil.
@@ -94,6 +97,7 @@ func (e *engine) aborted() error {
 
 func (e *engine) newBackoff() backoff {
 	b := backoff{cfg: e.opts.Backoff, stall: e.opts.StallTimeout, clock: e.opts.Clock}
+	b.idle, _ = e.opts.Clock.(core.IdleClock)
 	b.reset()
 	return b
 }
@@ -115,10 +119,10 @@ func (b *backoff) stalled() bool {
 
 func (b *backoff) wait() {
 	b.n++
-	if ic, ok := b.clock.(core.IdleClock); ok {
+	if b.idle != nil {
 		// Virtual time: the simulator runs the other ranks and the
 		// fabric until this one may have work.
-		ic.Idle()
+		b.idle.Idle()
 		return
 	}
 	switch {
