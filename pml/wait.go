@@ -167,15 +167,7 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 				locked = true
 			}
 			if r.done && !r.released {
-				st := r.status
-				e.release(r)
-				rs[i] = nil
-				if sts != nil {
-					sts[i] = st
-				}
-				if st.Err != nil && first == nil {
-					first = st.Err
-				}
+				e.takeDone(rs, sts, i, &first)
 				continue
 			}
 		}
@@ -235,20 +227,26 @@ func (c *Comm) Testall(rs []*Request, sts []Status) (bool, error) {
 	}
 	var first error
 	for i, r := range rs {
-		if r == nil {
-			continue
-		}
-		st := r.status
-		e.release(r)
-		rs[i] = nil
-		if sts != nil {
-			sts[i] = st
-		}
-		if st.Err != nil && first == nil {
-			first = st.Err
+		if r != nil {
+			e.takeDone(rs, sts, i, &first)
 		}
 	}
 	return true, first
+}
+
+// takeDone releases rs[i], which is done (lock held): its entry becomes
+// nil, its status goes to sts[i] when sts is not nil, and its error to
+// *first unless an earlier one is there.
+func (e *engine) takeDone(rs []*Request, sts []Status, i int, first *error) {
+	st := rs[i].status
+	e.release(rs[i])
+	rs[i] = nil
+	if sts != nil {
+		sts[i] = st
+	}
+	if st.Err != nil && *first == nil {
+		*first = st.Err
+	}
 }
 
 // Testany makes progress once and, if one of the non-nil requests has
