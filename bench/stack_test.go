@@ -15,7 +15,7 @@ import (
 )
 
 // twoRanks opens two communicators over btl/sm in this process.
-func twoRanks(b *testing.B) [2]*pml.Comm {
+func twoRanks(b testing.TB) [2]*pml.Comm {
 	boots := boot.Group(2, fmt.Sprintf("benchtest%d", os.Getpid()))
 	var comms [2]*pml.Comm
 	mods := make([][]core.Module, 2)
@@ -117,4 +117,26 @@ func BenchmarkStackIdleTest(b *testing.B) {
 	}
 	c[1].Cancel(r)
 	c[1].Wait(r)
+}
+
+// The eager paths over sm allocate nothing: a blocking Send (which takes
+// no request), Recv, and a window of Isend/Irecv completed by Waitall.
+func TestEagerPathsOverSMAllocateNothing(t *testing.T) {
+	c := twoRanks(t)
+	buf := make([]byte, 8)
+	rs, ss := make([]*pml.Request, 8), make([]*pml.Request, 8)
+	round := func() {
+		c[0].Send(buf, 1, 1)
+		c[1].Recv(buf, 0, 1)
+		for i := range rs {
+			rs[i], _ = c[1].Irecv(buf, 0, 2)
+			ss[i], _ = c[0].Isend(buf, 1, 2)
+		}
+		c[0].Waitall(ss, nil)
+		c[1].Waitall(rs, nil)
+	}
+	round()
+	if a := testing.AllocsPerRun(1000, round); a != 0 {
+		t.Fatalf("%v allocations a round", a)
+	}
 }
