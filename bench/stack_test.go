@@ -15,7 +15,7 @@ import (
 )
 
 // twoRanks opens two communicators over btl/sm in this process.
-func twoRanks(b *testing.B) [2]*pml.Comm {
+func twoRanks(b testing.TB) [2]*pml.Comm {
 	boots := boot.Group(2, fmt.Sprintf("benchtest%d", os.Getpid()))
 	var comms [2]*pml.Comm
 	mods := make([][]core.Module, 2)
@@ -37,8 +37,15 @@ func twoRanks(b *testing.B) [2]*pml.Comm {
 			b.Fatal(err)
 		}
 		comms[r] = c
-		b.Cleanup(func() { c.Close() })
 	}
+	// Close is collective: each rank's finalize waits for the other's.
+	b.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			wg.Go(func() { c.Close() })
+		}
+		wg.Wait()
+	})
 	return comms
 }
 
@@ -55,5 +62,81 @@ func BenchmarkStackEager8B(b *testing.B) {
 		sr, _ := c[0].Isend(sbuf, 1, 1)
 		c[0].Wait(sr)
 		c[1].Wait(rr)
+	}
+}
+
+// BenchmarkStackSendRecv8B is one round trip of blocking Send and Recv
+// (what the latency benchmark calls), both ranks in one goroutine: each
+// Recv is posted before its message is polled, as in a ping-pong whose
+// receiver waits.
+func BenchmarkStackSendRecv8B(b *testing.B) {
+	c := twoRanks(b)
+	buf := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		c[0].Send(buf, 1, 1)
+		c[1].Recv(buf, 0, 1)
+		c[1].Send(buf, 0, 1)
+		c[0].Recv(buf, 1, 1)
+	}
+}
+
+// BenchmarkStackRate8B is the message-rate pattern per message: a window
+// of 64 receives and 64 sends, then Waitall on both sides.
+func BenchmarkStackRate8B(b *testing.B) {
+	const window = 64
+	c := twoRanks(b)
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	rs, ss := make([]*pml.Request, window), make([]*pml.Request, window)
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		for i := range window {
+			rs[i], _ = c[1].Irecv(rbuf, 0, 1)
+		}
+		for i := range window {
+			ss[i], _ = c[0].Isend(sbuf, 1, 1)
+		}
+		c[0].Waitall(ss, nil)
+		c[1].Waitall(rs, nil)
+		n += window
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/msg")
+}
+
+// BenchmarkStackIdleTest is one round of a waiter's loop with nothing
+// arriving (Test of a posted receive): what a rank spends between
+// looking at the fast box twice, and so part of its reaction time.
+func BenchmarkStackIdleTest(b *testing.B) {
+	c := twoRanks(b)
+	buf := make([]byte, 8)
+	r, _ := c[1].Irecv(buf, 0, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		c[1].Test(r)
+	}
+	c[1].Cancel(r)
+	c[1].Wait(r)
+}
+
+// The eager paths over sm allocate nothing: a blocking Send (which takes
+// no request), Recv, and a window of Isend/Irecv completed by Waitall.
+func TestEagerPathsOverSMAllocateNothing(t *testing.T) {
+	c := twoRanks(t)
+	buf := make([]byte, 8)
+	rs, ss := make([]*pml.Request, 8), make([]*pml.Request, 8)
+	round := func() {
+		c[0].Send(buf, 1, 1)
+		c[1].Recv(buf, 0, 1)
+		for i := range rs {
+			rs[i], _ = c[1].Irecv(buf, 0, 2)
+			ss[i], _ = c[0].Isend(buf, 1, 2)
+		}
+		c[0].Waitall(ss, nil)
+		c[1].Waitall(rs, nil)
+	}
+	round()
+	if a := testing.AllocsPerRun(1000, round); a != 0 {
+		t.Fatalf("%v allocations a round", a)
 	}
 }

@@ -90,8 +90,7 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 	if len(p.subs) == 0 {
 		return nil, fmt.Errorf("pml: no module reaches rank %d: %w", dest, core.ErrUnreachable)
 	}
-	r := e.newRequest(reqSend)
-	r.ctx, r.peer, r.tag, r.buf, r.g = ctx, dest, tag, buf, g
+	r := e.newRequest(reqSend, ctx, g, dest, tag, buf)
 	r.status = Status{Source: g.toLocal(e.rank), Tag: tag, Count: len(buf)}
 	if p.lost != nil {
 		e.complete(r, p.lost)
@@ -110,6 +109,37 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 	return r, nil
 }
 
+// sendNow sends buf to job rank dest as one eager frame without a
+// request, for a blocking Send (Open MPI's sendi): when the frame leaves
+// at once the Send is over, and a request would only be made, completed
+// and recycled. It reports false, having sent nothing, when the message
+// needs a request — too long, no credit, frames already waiting on the
+// subchannel, no room in the module — and isend takes over; and true
+// with an error when the peer failed (lock held).
+func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
+	p := e.peers[dest]
+	if e.closed || len(p.subs) == 0 || p.lost != nil {
+		return false, nil
+	}
+	s := p.pickSmall()
+	if len(buf) > s.eager || !s.out.Empty() || s.credited != nil && s.credited.PreferRendezvous() {
+		return false, nil
+	}
+	s.mod.armed = true
+	err := s.ep.Send(core.Header{Type: core.TypeEager, Src: int32(e.rank), Context: ctx, Tag: int32(tag), PSN: p.psn}, nil, buf, 0)
+	if errors.Is(err, core.ErrNoResources) {
+		return false, nil
+	}
+	if err != nil {
+		e.failPeer(p, err)
+		return true, p.lost
+	}
+	p.psn++
+	e.hot.eagerSends++
+	e.hot.bytesSent += int64(len(buf))
+	return true, nil
+}
+
 // Irecv starts receiving into buf a message from source (or AnySource)
 // with tag (or AnyTag).
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
@@ -122,8 +152,7 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
-	r := e.newRequest(reqRecv)
-	r.ctx, r.peer, r.tag, r.buf, r.g = ctx, source, tag, buf, g
+	r := e.newRequest(reqRecv, ctx, g, source, tag, buf)
 	r.src = -1
 	e.pendingRecvs++
 	cx := e.context(ctx)
@@ -159,6 +188,10 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 	}
 	e := c.e
 	e.mu.Lock()
+	if sent, err := e.sendNow(c.ctx, buf, c.g.toWorld(dest), tag); sent {
+		e.mu.Unlock()
+		return err
+	}
 	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag)
 	if err == nil && r.done { // an eager send is done at once: one lock
 		err = r.status.Err

@@ -82,6 +82,9 @@ type backoff struct {
 	stall time.Duration
 	clock core.Clock
 	quiet time.Duration
+	// idle is the clock as a core.IdleClock (virtual time), asserted
+	// once here rather than on every round of a spinning waiter.
+	idle core.IdleClock
 }
 
 // aborted returns the error Comm.Abort set, or nil.
@@ -94,6 +97,7 @@ func (e *engine) aborted() error {
 
 func (e *engine) newBackoff() backoff {
 	b := backoff{cfg: e.opts.Backoff, stall: e.opts.StallTimeout, clock: e.opts.Clock}
+	b.idle, _ = e.opts.Clock.(core.IdleClock)
 	b.reset()
 	return b
 }
@@ -115,10 +119,10 @@ func (b *backoff) stalled() bool {
 
 func (b *backoff) wait() {
 	b.n++
-	if ic, ok := b.clock.(core.IdleClock); ok {
+	if b.idle != nil {
 		// Virtual time: the simulator runs the other ranks and the
 		// fabric until this one may have work.
-		ic.Idle()
+		b.idle.Idle()
 		return
 	}
 	switch {
@@ -199,11 +203,14 @@ type engine struct {
 	// nlost counts lost peers, so that Comm.Lost costs nothing until one
 	// is.
 	nlost atomic.Int32
-	// events counts what progress has handled, by any goroutine: a
-	// waiter whose own poll found nothing, but whose operations (Start)
-	// polled and found something while it advanced them, is making
-	// progress and must not back off into sleeping.
-	events atomic.Uint64
+	// events counts what progress has handled, by any goroutine (lock
+	// held): a waiter whose own poll found nothing, but whose operations
+	// (Start) polled and found something while it advanced them, is
+	// making progress and must not back off into sleeping. A plain
+	// counter read under the lock, not an atomic one read outside it: an
+	// atomic add on every productive poll is a locked instruction on the
+	// eager path, and the waiters take the lock anyway.
+	events uint64
 	// ops are the Requests of operations above the PML (Start); opMu
 	// guards ops and lets one goroutine at a time advance them.
 	opMu sync.Mutex
@@ -457,9 +464,7 @@ func (e *engine) progress() int {
 	if e.opts.Scheduler != nil {
 		e.pollScheduler()
 	}
-	if n > 0 {
-		e.events.Add(uint64(n))
-	}
+	e.events += uint64(n)
 	if e.hot.polls++; e.hot.polls&63 == 0 {
 		e.flushMetrics()
 	}

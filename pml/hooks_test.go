@@ -263,3 +263,59 @@ func TestLostReportsAMemberLostAnywhere(t *testing.T) {
 		t.Fatalf("a communicator without rank 2 reports %v", err)
 	}
 }
+
+// countingClock counts its readings; a waiter reads the clock only once
+// its backoff has gone past spinning and yielding (backoff.stalled).
+type countingClock struct{ reads atomic.Int64 }
+
+func (c *countingClock) Now() time.Duration { c.reads.Add(1); return 0 }
+
+// selfPinger is an Op that sends itself a message on every Advance and
+// receives it with a Test of its own, so that its polls, not the
+// waiter's, find every event.
+type selfPinger struct {
+	c    *Comm
+	left int
+	buf  [1]byte
+}
+
+func (o *selfPinger) Advance() (bool, error) {
+	r, err := o.c.Irecv(o.buf[:], 0, 7)
+	if err != nil {
+		return true, err
+	}
+	if err := o.c.Send(o.buf[:], 0, 7); err != nil {
+		return true, err
+	}
+	if _, err := o.c.Wait(r); err != nil {
+		return true, err
+	}
+	o.left--
+	return o.left == 0, nil
+}
+
+// A waiter whose own polls find nothing while the operations it advances
+// find events (a blocking collective waiting on its Start request) is
+// making progress: its backoff must start over, never climb into the
+// sleeps that would stall the collective between its rounds.
+func TestAWaiterWhoseOperationsProgressDoesNotBackOff(t *testing.T) {
+	clk := &countingClock{}
+	w := newWorld(t, 1, nil, Options{
+		Clock:        clk,
+		StallTimeout: time.Hour,
+		Backoff:      Backoff{Spin: 2, Yield: 1, Sleep: time.Microsecond, MaxSleep: time.Microsecond},
+	})
+	c := w.comms[0]
+	op := &selfPinger{c: c, left: 200}
+	r, err := c.Start(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := clk.reads.Load()
+	if _, err := c.Wait(r); err != nil {
+		t.Fatal(err)
+	}
+	if n := clk.reads.Load() - before; n != 0 {
+		t.Fatalf("the waiter read the clock %d times: its backoff went past spinning while its operation progressed", n)
+	}
+}

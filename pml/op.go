@@ -32,8 +32,8 @@ func (c *Comm) Start(op Op) (*Request, error) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("pml: start: %w", core.ErrClosed)
 	}
-	r := e.newRequest(reqOp)
-	r.g, r.peer, r.src = c.g, -1, -1
+	r := e.newRequest(reqOp, 0, c.g, -1, 0, nil)
+	r.src = -1
 	r.op = op
 	e.mu.Unlock()
 	e.opMu.Lock()
@@ -45,14 +45,19 @@ func (c *Comm) Start(op Op) (*Request, error) {
 
 // runOps advances every started operation once, unless another goroutine
 // is doing so, and completes the requests of those that finish. It
-// returns how many finished. It is called without the engine lock: an
-// operation posts and tests its messages through the Comm like any
-// caller.
-func (e *engine) runOps() int {
+// returns how many finished, and whether progress handled events
+// meanwhile (the operations' own polls, or another goroutine's): a
+// waiter whose own poll found nothing is then still making progress. It
+// is called without the engine lock: an operation posts and tests its
+// messages through the Comm like any caller.
+func (e *engine) runOps() (finished int, events bool) {
 	if e.nops.Load() == 0 || !e.opMu.TryLock() {
-		return 0
+		return 0, false
 	}
 	defer e.opMu.Unlock()
+	e.mu.Lock()
+	ev := e.events
+	e.mu.Unlock()
 	n := 0
 	for i := 0; i < len(e.ops); {
 		r := e.ops[i]
@@ -71,5 +76,8 @@ func (e *engine) runOps() int {
 		e.mu.Unlock()
 		n++
 	}
-	return n
+	e.mu.Lock()
+	moved := e.events != ev
+	e.mu.Unlock()
+	return n, moved
 }

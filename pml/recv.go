@@ -74,30 +74,43 @@ func (e *engine) deliver(h *core.Header, payload []byte) {
 		e.badFrame(h.Src, badFrame(h.Src, "context", uint64(h.Context), "context id out of range"))
 		return
 	}
-	var st startMsg
-	if h.Type == core.TypeRndvStart {
-		if err := st.decode(h.Src, payload); err != nil {
-			e.badFrame(h.Src, err)
-			return
-		}
+	if h.Type != core.TypeEager {
+		e.deliverStart(c, h, payload)
+		return
 	}
 	r := c.matchPosted(int(h.Src), int(h.Tag))
 	if r == nil {
-		e.m.unexpected.Inc()
-		u := e.newUnexpected(h, payload)
-		u.total = len(payload)
-		if h.Type == core.TypeRndvStart {
-			u.total = int(st.total)
-		}
-		c.unexpected.PushBack(&u.link, u)
+		e.keepUnexpected(c, h, payload, len(payload))
 		return
 	}
 	c.posted.Remove(&r.link)
-	if h.Type == core.TypeEager {
-		e.recvEager(r, h, payload)
-	} else {
-		e.recvStart(r, h, &st)
+	e.recvEager(r, h, payload)
+}
+
+// deliverStart is deliver for a RNDV_START, apart so that an eager
+// message does not clear a startMsg (keys included, some 400 bytes).
+func (e *engine) deliverStart(c *context, h *core.Header, payload []byte) {
+	var st startMsg
+	if err := st.decode(h.Src, payload); err != nil {
+		e.badFrame(h.Src, err)
+		return
 	}
+	r := c.matchPosted(int(h.Src), int(h.Tag))
+	if r == nil {
+		e.keepUnexpected(c, h, payload, int(st.total))
+		return
+	}
+	c.posted.Remove(&r.link)
+	e.recvStart(r, h, &st)
+}
+
+// keepUnexpected queues a message no posted receive matched; total is its
+// full length.
+func (e *engine) keepUnexpected(c *context, h *core.Header, payload []byte, total int) {
+	e.m.unexpected.Inc()
+	u := e.newUnexpected(h, payload)
+	u.total = total
+	c.unexpected.PushBack(&u.link, u)
 }
 
 // matchedStatus fills in source and tag once a receive has matched.

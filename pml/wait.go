@@ -19,7 +19,7 @@ import (
 // Progress polls every module once, advances the operations started with
 // Start, and returns how many events it handled.
 func (c *Comm) Progress() int {
-	n := c.e.runOps()
+	n, _ := c.e.runOps()
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
 	return n + c.e.progress()
@@ -49,13 +49,16 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 	done := ctx.Done()
 	var b backoff // built only once the first poll has not finished r
 	built := false
+	seen := uint64(0) // e.events after this waiter's last poll
 	for {
-		ev := e.events.Load()
 		e.mu.Lock()
 		if r.released {
 			e.mu.Unlock()
 			return Status{}, fmt.Errorf("pml: wait on a released request: %w", ErrInvalid), false
 		}
+		// Events another goroutine handled since the last round count
+		// as progress too.
+		moved := built && e.events != seen
 		n := 0
 		if !r.done {
 			n = e.progress()
@@ -66,14 +69,16 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 			e.mu.Unlock()
 			return st, st.Err, true
 		}
+		seen = e.events
 		e.mu.Unlock()
-		if e.runOps() > 0 {
+		fin, opEvents := e.runOps()
+		if fin > 0 {
 			continue // an operation finished: perhaps r
 		}
 		if !built {
 			b, built = e.newBackoff(), true
 		}
-		if n > 0 || e.events.Load() != ev {
+		if n > 0 || moved || opEvents {
 			b.reset()
 		} else if err := e.aborted(); err != nil {
 			return Status{}, err, false
@@ -147,9 +152,28 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
 	var first error
+	// Requests that are done already (a window of eager sends, receives
+	// the first wait delivered) are released under one lock, not one
+	// wait each.
+	e := c.e
+	locked := false
 	for i, r := range rs {
 		if r == nil {
 			continue
+		}
+		if r.e == e {
+			if !locked {
+				e.mu.Lock()
+				locked = true
+			}
+			if r.done && !r.released {
+				e.takeDone(rs, sts, i, &first)
+				continue
+			}
+		}
+		if locked {
+			e.mu.Unlock()
+			locked = false
 		}
 		st, err, released := c.wait(ctx, r, 0)
 		if !released {
@@ -168,6 +192,9 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if locked {
+		e.mu.Unlock()
 	}
 	return first
 }
@@ -200,20 +227,26 @@ func (c *Comm) Testall(rs []*Request, sts []Status) (bool, error) {
 	}
 	var first error
 	for i, r := range rs {
-		if r == nil {
-			continue
-		}
-		st := r.status
-		e.release(r)
-		rs[i] = nil
-		if sts != nil {
-			sts[i] = st
-		}
-		if st.Err != nil && first == nil {
-			first = st.Err
+		if r != nil {
+			e.takeDone(rs, sts, i, &first)
 		}
 	}
 	return true, first
+}
+
+// takeDone releases rs[i], which is done (lock held): its entry becomes
+// nil, its status goes to sts[i] when sts is not nil, and its error to
+// *first unless an earlier one is there.
+func (e *engine) takeDone(rs []*Request, sts []Status, i int, first *error) {
+	st := rs[i].status
+	e.release(rs[i])
+	rs[i] = nil
+	if sts != nil {
+		sts[i] = st
+	}
+	if st.Err != nil && *first == nil {
+		*first = st.Err
+	}
 }
 
 // Testany makes progress once and, if one of the non-nil requests has
@@ -337,19 +370,21 @@ func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bo
 	e := c.e
 	done := ctx.Done()
 	b := e.newBackoff()
+	seen, first := uint64(0), true // e.events after the last round
 	for {
-		ev := e.events.Load()
-		e.runOps()
+		_, opEvents := e.runOps()
 		e.mu.Lock()
-		e.progress()
+		moved := opEvents || !first && e.events != seen
+		moved = e.progress() > 0 || moved
 		ok, err := cond(e)
+		seen, first = e.events, false
 		e.mu.Unlock()
 		switch {
 		case err != nil:
 			return err
 		case ok:
 			return nil
-		case e.events.Load() != ev:
+		case moved:
 			b.reset()
 		default:
 			if err := e.aborted(); err != nil {

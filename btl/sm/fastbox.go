@@ -89,7 +89,10 @@ func (o *outBox) put(h *core.Header, pre, data []byte, seq uint32) bool {
 	}
 	b := o.ring[idx+slotHdr : idx+slotHdr+uint64(n)]
 	h.Encode(b)
-	k := copy(b[core.HeaderSize:], pre)
+	k := 0
+	if len(pre) > 0 { // an eager frame has none: no memmove call for nothing
+		k = copy(b[core.HeaderSize:], pre)
+	}
 	copy(b[core.HeaderSize+k:], data)
 	*o.word((idx + need) & o.mask) = 0
 	release.Store64(o.word(idx), uint64(n)|uint64(seq)<<32)

@@ -1,0 +1,75 @@
+package pml
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/gobtl/gobtl/pml/internal/list"
+)
+
+type junkOp struct{}
+
+func (junkOp) Advance() (bool, error) { return true, nil }
+
+// junk sets every field of v (recursively) to a value that is not its
+// zero value.
+func junk(t *testing.T, v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.SetInt(7)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			f.SetUint(7)
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Struct:
+			junk(t, f)
+		case reflect.Interface:
+			switch f.Type() {
+			case reflect.TypeFor[error]():
+				f.Set(reflect.ValueOf(errors.New("junk")))
+			case reflect.TypeFor[Op]():
+				f.Set(reflect.ValueOf(junkOp{}))
+			default:
+				t.Fatalf("junk: no value for a field of type %v", f.Type())
+			}
+		default:
+			t.Fatalf("junk: no value for a field of kind %v", f.Kind())
+		}
+	}
+}
+
+// A recycled request must come out of newRequest exactly as a new one
+// would: newRequest resets field by field, so a field added to Request
+// and forgotten there keeps the previous message's value.
+func TestNewRequestResetsEveryField(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	e := w.comms[0].e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.newRequest(reqSend, 0, nil, 1, 0, nil)
+	idx := r.idx
+	junk(t, reflect.ValueOf(r).Elem())
+	// What maybeRecycle leaves: no rendezvous state, off every list, the
+	// slot of the table it was given.
+	r.x, r.link, r.idx, r.gen = nil, list.Link[Request]{}, idx, 41
+	e.free.reqs.Put(r)
+	g := &group{}
+	buf := make([]byte, 3)
+	got := e.newRequest(reqRecv, 5, g, 1, 9, buf)
+	if got != r {
+		t.Fatal("newRequest did not take the recycled request")
+	}
+	want := Request{e: e, kind: reqRecv, idx: idx, gen: 42, ctx: 5, g: g, peer: 1, tag: 9, buf: buf}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("recycled request\n got %+v\nwant %+v", *got, want)
+	}
+}
