@@ -470,8 +470,8 @@ func (m *module) onCM(msg *cmMsg) {
 // arrive meanwhile are dropped: the PML above is closed.
 func (m *module) goodbye() {
 	sent := 0
-	for _, e := range m.eps {
-		if e != nil && (e.state == epConnected || e.state == epWaitRTU) {
+	for _, e := range m.made {
+		if e.state == epConnected || e.state == epWaitRTU {
 			m.cm.send(e, &cmMsg{kind: cmDisc, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
 			sent++
 		}
@@ -480,8 +480,8 @@ func (m *module) goodbye() {
 		if len(m.cm.free) < cmSends {
 			return true
 		}
-		for _, e := range m.eps {
-			if e != nil && e.state != epFailed {
+		for _, e := range m.made {
+			if e.state != epFailed {
 				for _, n := range e.out {
 					if n > 0 {
 						return true

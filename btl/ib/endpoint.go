@@ -51,7 +51,7 @@ type endpoint struct {
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP
-	st       *peerStats
+	st       peerStats
 	creditIn bool       // on m.creditDue
 	dueGen   uint64     // the Progress that found credits due
 	pending  []*sendBuf // frames sent while the connection was set up
@@ -71,8 +71,11 @@ type endpoint struct {
 func (m *module) ep(rank int) *endpoint {
 	e := m.eps[rank]
 	if e == nil {
-		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues)), st: m.newPeerStats(rank)}
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
 		m.eps[rank] = e
+		m.statMu.Lock()
+		m.made = append(m.made, e)
+		m.statMu.Unlock()
 	}
 	return e
 }

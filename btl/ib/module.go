@@ -246,10 +246,7 @@ func (m *module) Close() error {
 		m.goodbye()
 	}
 	m.closed = true
-	for _, e := range m.eps {
-		if e == nil {
-			continue
-		}
+	for _, e := range m.made {
 		for _, qp := range e.qps {
 			qp.Destroy()
 		}

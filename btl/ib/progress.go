@@ -246,8 +246,8 @@ func (m *module) housekeeping(now time.Duration) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")
 		}
-		for _, e := range m.eps {
-			if e != nil && e.qps != nil {
+		for _, e := range m.made {
+			if e.qps != nil {
 				e.st.rnr.Set(rnrNaks(e.qps))
 			}
 		}
