@@ -3,6 +3,7 @@ package ib
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -73,8 +74,10 @@ func (m *module) ep(rank int) *endpoint {
 	if e == nil {
 		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
 		m.eps[rank] = e
+		// By rank, the order housekeeping has always walked the peers in.
+		i, _ := slices.BinarySearchFunc(m.made, rank, func(x *endpoint, r int) int { return x.rank - r })
 		m.statMu.Lock()
-		m.made = append(m.made, e)
+		m.made = slices.Insert(m.made, i, e)
 		m.statMu.Unlock()
 	}
 	return e

@@ -1,6 +1,7 @@
 package ib
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -91,7 +92,7 @@ func (s *peerStats) each(f func(name string, metric any)) {
 // for a snapshot (core.Metrics.Collect); it may run on any goroutine.
 func (m *module) collectPeers(add func(name string, metric any)) {
 	m.statMu.Lock()
-	eps := m.made
+	eps := slices.Clone(m.made) // an insertion moves the later ones
 	m.statMu.Unlock()
 	prefix := m.metric() + "."
 	var b []byte
