@@ -49,6 +49,7 @@ type endpoint struct {
 	epoch    uint32
 	cmTries  int
 	cmNext   time.Duration
+	cmQueued uint8 // the kinds of connection message queued for the peer (1<<kind)
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP

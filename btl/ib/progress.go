@@ -67,7 +67,7 @@ func (m *module) Progress() int {
 			m.housekeeping(now)
 		}
 	}
-	if len(m.lost) > 0 && !m.closed {
+	if len(m.lost) > 0 && !m.closed && !m.draining {
 		n += m.reportLost()
 	}
 	m.depth--
@@ -176,7 +176,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
 		}
 	}
-	if h.Type != core.TypeCredit {
+	if h.Type != core.TypeCredit && !m.draining {
 		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
 			m.badFrames.Inc()
 			e.fail(err)
