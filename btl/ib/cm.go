@@ -551,10 +551,9 @@ func (m *module) onCM(msg *cmMsg) {
 // failure, and waits a little (100 ms at most) for the datagrams to leave
 // and for its own frames to be acknowledged: a frame still unacknowledged
 // when the link closes would fail on the peer's side of the books too.
-// Meanwhile the module runs as in Progress, but frames that arrive are
-// not handed on — the PML above is closed — and losses are not reported;
-// their buffers go back and their credits are returned, so that peers
-// still sending are not held up.
+// Meanwhile the module runs as in Progress, but losses are not reported
+// and of the frames that arrive only the credits they carry count: the
+// PML above is closed.
 func (m *module) goodbye() {
 	m.draining = true
 	// The module's clock, not the wall's: under a simulator (package sim)

@@ -169,6 +169,12 @@ func (m *module) received(wc *verbs.WC, idx int) {
 			e.st.credits.Set(int64(e.cred[ci].avail))
 		}
 	}
+	if m.draining {
+		// Closing (goodbye): the frame's credits count — frames of ours
+		// may wait for them — and nothing else does; the PML is gone, and
+		// its buffer is not reposted nor its credit returned.
+		return
+	}
 	if h.Flags&core.FlagBacklog != 0 {
 		m.backlogRx.Inc()
 		if m.fc.dynamic && !q.shared {
@@ -176,7 +182,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
 		}
 	}
-	if h.Type != core.TypeCredit && !m.draining {
+	if h.Type != core.TypeCredit {
 		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
 			m.badFrames.Inc()
 			e.fail(err)
