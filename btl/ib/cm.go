@@ -24,7 +24,7 @@ import (
 // connect at once, the lower rank's request wins.
 //
 // At wire-up every rank may connect to every other at once (an all-to-all
-// exchange), so the connection manager is sized and paced for it: its UD
+// exchange), so the connection manager is paced and sized for it: its UD
 // receive buffers grow with the job (cmRecvCount), a message that finds
 // every send buffer in flight waits in a queue and leaves when one
 // completes (it used to wait for the retransmission timer: 16 requests
@@ -45,15 +45,19 @@ const (
 	// queue) behind the 40-byte GRH every UD receive starts with.
 	cmBufSize = 40 + 20 + 8*maxQueues + 4
 	cmRecvMin = 64
-	cmRecvMax = 512
+	cmRecvMax = 256
 	cmSends   = 64
 )
 
 // cmRecvCount is how many UD receive buffers a module of a size-rank job
-// posts: one per peer from 64 to 512 — the requests of an all-to-all
-// wire-up arrive together, and a datagram that finds no buffer is lost
-// (Open MPI's udcm posts 512 at any size).
-func cmRecvCount(size int) int { return min(max(size, cmRecvMin), cmRecvMax) }
+// posts: one per 16 peers, from 64 to 256. The requests of an all-to-all
+// wire-up arrive together and a datagram that finds no buffer is lost,
+// but what lost them at 256 simulated ranks was the senders' side (16
+// send buffers, the rest waiting for the retransmission timer): with
+// sends queued, 64 receive buffers took every request at once. The
+// growth is a hedge for the fan-in of larger jobs, at 80 KiB per process
+// at most.
+func cmRecvCount(size int) int { return min(max(size/16, cmRecvMin), cmRecvMax) }
 
 // blob is a module's published address: where to reach it, its receive
 // layout with the buffers it posts per peer on each per-peer queue (a
