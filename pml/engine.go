@@ -400,6 +400,11 @@ func (e *engine) peer(r int) *peer {
 	if p := e.peers[r]; p != nil {
 		return p
 	}
+	return e.addPeer(r)
+}
+
+// addPeer makes the virtual channel to rank r (lock held).
+func (e *engine) addPeer(r int) *peer {
 	p, err := e.newPeer(r)
 	e.peers[r] = p
 	// made stays in rank order, the order in which every walk over the
