@@ -527,6 +527,7 @@ func (m *module) onCM(msg *cmMsg) {
 				e.fail(fmt.Errorf("complete connection: %w", err))
 				return
 			}
+			e.state = epConnected // the RTU is made from a connected endpoint
 			m.cm.send(e, cmRTU)
 			e.established()
 		case epConnected:
