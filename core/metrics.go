@@ -108,6 +108,9 @@ type Metrics struct {
 	counters map[string]*Counter
 	gauges   map[string]*Gauge
 	hists    map[string]*Histogram
+	// sets are the metrics components keep outside the registry and
+	// name only when a snapshot is taken (Collect).
+	sets []func(add func(name string, metric any))
 }
 
 // NewMetrics returns an empty registry.
@@ -144,22 +147,55 @@ func lookup[T any](m *Metrics, byName map[string]*T, name string, mk func() *T) 
 	return v
 }
 
+// Collect registers a set of metrics that its owner keeps in its own
+// structures instead of one registry entry each: f is called by every
+// Snapshot, outside the registry's lock, and hands each metric it has now
+// to add with its name, as a *Counter, *Gauge or *Histogram. Per-peer
+// metrics need it: named up front, thousands of peers would cost
+// thousands of names and map entries per rank before a single one was
+// used (btl/ib's per-peer flow-control counters, ib.<module>.<name>.peer<r>).
+// The names f gives appear in Snapshot and Names like any other; Counter
+// and Gauge do not find them.
+func (m *Metrics) Collect(f func(add func(name string, metric any))) {
+	m.mu.Lock()
+	m.sets = append(m.sets, f)
+	m.mu.Unlock()
+}
+
 // Snapshot returns every metric by name: counters as int64, gauges as
 // {"value","max"} and histograms as HistogramSnapshot.
 func (m *Metrics) Snapshot() map[string]any {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := make(map[string]any, len(m.counters)+len(m.gauges)+len(m.hists))
 	for n, c := range m.counters {
 		out[n] = c.Load()
 	}
 	for n, g := range m.gauges {
-		out[n] = map[string]int64{"value": g.Load(), "max": g.Max()}
+		out[n] = gaugeValue(g)
 	}
 	for n, h := range m.hists {
 		out[n] = h.Snapshot()
 	}
+	sets := m.sets
+	m.mu.Unlock()
+	add := func(n string, v any) {
+		switch x := v.(type) {
+		case *Counter:
+			out[n] = x.Load()
+		case *Gauge:
+			out[n] = gaugeValue(x)
+		case *Histogram:
+			out[n] = x.Snapshot()
+		}
+	}
+	for _, f := range sets {
+		f(add)
+	}
 	return out
+}
+
+func gaugeValue(g *Gauge) map[string]int64 {
+	return map[string]int64{"value": g.Load(), "max": g.Max()}
 }
 
 // Names lists every metric name, sorted.

@@ -86,8 +86,8 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
-	p := e.peers[dest]
-	if len(p.subs) == 0 {
+	p := e.peer(dest)
+	if len(p.subs) == 0 && p.lost == nil {
 		return nil, fmt.Errorf("pml: no module reaches rank %d: %w", dest, core.ErrUnreachable)
 	}
 	r := e.newRequest(reqSend, ctx, g, dest, tag, buf)
@@ -170,9 +170,11 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 		e.recvUnexpected(r, u)
 		return r, nil
 	}
-	if source != AnySource && e.peers[source].lost != nil {
-		e.complete(r, e.peers[source].lost)
-		return r, nil
+	if source != AnySource {
+		if err := e.lostErr(source); err != nil {
+			e.complete(r, err)
+			return r, nil
+		}
 	}
 	cx.posted.PushBack(&r.link, r)
 	if e.async != nil {
@@ -331,13 +333,7 @@ func (c *Comm) finalize() error {
 	if err := c.flush(deadline); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	lost := false
-	for _, p := range e.peers {
-		lost = lost || p.lost != nil
-	}
-	e.mu.Unlock()
-	if e.size == 1 || lost {
+	if e.size == 1 || e.nlost.Load() > 0 {
 		return nil // a barrier with a lost peer cannot complete
 	}
 	if err := c.barrier(deadline); err != nil {

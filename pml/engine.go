@@ -3,6 +3,7 @@ package pml
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,8 +218,14 @@ type engine struct {
 	ops  []*Request
 	nops atomic.Int32
 
-	mods  []*module
+	mods []*module
+	// peers are the virtual channels by job rank, each made when the
+	// rank is first sent to or heard from (peer): at thousands of ranks
+	// a channel, its subchannels and the transports' endpoints for every
+	// rank would cost more than the job's buffers, and most pairs never
+	// talk. made lists those made, by rank, for what walks them all.
 	peers []*peer
+	made  []*peer
 	ctxs  []*context
 	// nextCtx is the next context id Dup hands out; every rank duplicates
 	// in the same order (Dup is collective), so ids agree without talking.
@@ -296,8 +303,9 @@ func newMetrics(m *core.Metrics) metrics {
 }
 
 // New builds a communicator over modules for this rank of a job of size
-// ranks. Every module's endpoint to every rank is looked up now; the
-// transports connect on first use.
+// ranks. The virtual channel to a rank, with the modules' endpoints to
+// it, is made when the rank is first sent to or heard from; the
+// transports connect on first use too.
 func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	if rank < 0 || rank >= size {
 		return nil, fmt.Errorf("pml: rank %d outside a job of %d", rank, size)
@@ -338,14 +346,12 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 			return nil, err
 		}
 	}
-	e.peers = make([]*peer, size)
-	for r := 0; r < size; r++ {
-		p, err := e.newPeer(r)
-		if err != nil {
+	for _, mod := range e.mods {
+		if err := e.probe(mod); err != nil {
 			return nil, err
 		}
-		e.peers[r] = p
 	}
+	e.peers = make([]*peer, size)
 	if opts.Protocol == ProtoReadAsync {
 		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
@@ -375,8 +381,61 @@ func (e *engine) register(mod *module) error {
 	return nil
 }
 
+// probe finds whether mod reaches a rank other than this one — then
+// frames may arrive on it at any time and progress polls it always — by
+// asking for endpoints to the next ranks until one is reachable: one
+// question for a network module, all of them only for one that reaches
+// no other rank (self).
+func (e *engine) probe(mod *module) error {
+	for i := 1; i < e.size && !mod.remote; i++ {
+		r := (e.rank + i) % e.size
+		_, err := mod.m.Endpoint(r)
+		switch {
+		case err == nil:
+			mod.remote = true
+		case !errors.Is(err, core.ErrUnreachable):
+			return fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, r, err)
+		}
+	}
+	return nil
+}
+
+// peer returns the virtual channel to job rank r, made on first use
+// (lock held). A channel that cannot be made is returned lost, with the
+// error that says why.
+func (e *engine) peer(r int) *peer {
+	if p := e.peers[r]; p != nil {
+		return p
+	}
+	return e.addPeer(r)
+}
+
+// addPeer makes the virtual channel to rank r (lock held).
+func (e *engine) addPeer(r int) *peer {
+	p, err := e.newPeer(r)
+	e.peers[r] = p
+	// made stays in rank order, the order in which every walk over the
+	// channels (retries, policy ticks) has always gone.
+	i, _ := slices.BinarySearchFunc(e.made, r, func(q *peer, r int) int { return q.rank - r })
+	e.made = slices.Insert(e.made, i, p)
+	if err != nil {
+		e.failPeer(p, err)
+	}
+	return p
+}
+
+// lostErr is why the channel to rank r was lost, or nil (lock held). A
+// rank not yet talked to is not lost.
+func (e *engine) lostErr(r int) error {
+	if p := e.peers[r]; p != nil {
+		return p.lost
+	}
+	return nil
+}
+
 // newPeer builds the virtual channel to rank from every module that
-// reaches it, keeping only the highest exclusivity unless AllRails.
+// reaches it, keeping only the highest exclusivity unless AllRails. It
+// returns the channel even with an error, for the caller to fail.
 func (e *engine) newPeer(rank int) (*peer, error) {
 	p := &peer{rank: rank}
 	best := -1 << 31
@@ -386,10 +445,7 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 			if errors.Is(err, core.ErrUnreachable) {
 				continue
 			}
-			return nil, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
-		}
-		if rank != e.rank {
-			mod.remote = true
+			return p, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
 		}
 		if !e.opts.AllRails && mod.attrs.Exclusivity < best {
 			continue
@@ -399,7 +455,7 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 			p.subs = p.subs[:0]
 		}
 		if len(p.subs) == maxSubchannels {
-			return nil, fmt.Errorf("pml: rank %d: more than %d subchannels", rank, maxSubchannels)
+			return p, fmt.Errorf("pml: rank %d: more than %d subchannels", rank, maxSubchannels)
 		}
 		p.subs = append(p.subs, e.newSub(len(p.subs), mod, ep))
 	}
@@ -408,7 +464,7 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 	}
 	if len(p.subs) > 0 {
 		if err := p.sched.setup(e, p); err != nil {
-			return nil, err
+			return p, err
 		}
 	}
 	return p, nil
@@ -479,7 +535,7 @@ func (e *engine) subLost(mod *module, rank int, err error) {
 	if rank < 0 || rank >= e.size {
 		return
 	}
-	e.failPeer(e.peers[rank], fmt.Errorf("pml: subchannel %s to rank %d: %w", mod.attrs.Name, rank, err))
+	e.failPeer(e.peer(rank), fmt.Errorf("pml: subchannel %s to rank %d: %w", mod.attrs.Name, rank, err))
 }
 
 // failPeer completes every request that involves p with an error wrapping
@@ -542,6 +598,6 @@ func (e *engine) badFrame(src int32, err error) {
 	e.m.badFrames.Inc()
 	e.log.Error().Int32("peer", src).Err(err).Msg("bad frame")
 	if src >= 0 && int(src) < e.size {
-		e.failPeer(e.peers[src], err)
+		e.failPeer(e.peer(int(src)), err)
 	}
 }

@@ -131,7 +131,7 @@ func (c *Comm) Lost() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for r := range c.size {
-		if err := e.peers[c.g.toWorld(r)].lost; err != nil {
+		if err := e.lostErr(c.g.toWorld(r)); err != nil {
 			return err
 		}
 	}

@@ -33,7 +33,7 @@ func (e *engine) unacked(cx *context, g *group) error {
 		if g != nil && g.local[w] < 0 {
 			continue
 		}
-		return fmt.Errorf("pml: any source: rank %d is lost and not acknowledged (Comm.AckFailed): %w", g.toLocal(w), e.peers[w].lost)
+		return fmt.Errorf("pml: any source: rank %d is lost and not acknowledged (Comm.AckFailed): %w", g.toLocal(w), e.lostErr(w))
 	}
 	return nil
 }

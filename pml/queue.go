@@ -163,7 +163,7 @@ func (e *engine) reissue(s *sub, q *list.List[stripe]) int {
 // retry resends queued frames, reissues queued RDMA and pumps pipelines.
 func (e *engine) retry() int {
 	n := 0
-	for _, p := range e.peers {
+	for _, p := range e.made {
 		if p.lost != nil {
 			continue
 		}

@@ -16,7 +16,7 @@ func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
 // overtake each other even when they travel different subchannels or one
 // goes eager and the next by rendezvous.
 func (e *engine) onMatchable(h *core.Header, payload []byte) {
-	p := e.peers[h.Src]
+	p := e.peer(int(h.Src))
 	if p.lost != nil {
 		return
 	}

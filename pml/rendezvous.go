@@ -139,7 +139,7 @@ func (e *engine) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
 
 // recvStart continues a receive matched with a RNDV_START.
 func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
-	p := e.peers[h.Src]
+	p := e.peer(int(h.Src))
 	r.matched(h, int(m.total))
 	r.remote = m.sreq
 	r.proto = m.proto
@@ -332,7 +332,7 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 		e.badFrame(h.Src, err)
 		return
 	}
-	p := e.peers[h.Src]
+	p := e.peer(int(h.Src))
 	r := e.lookup(m.sreq, reqSend)
 	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
 		e.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
@@ -364,7 +364,7 @@ func (e *engine) onFin(h *core.Header, payload []byte) {
 		e.badFrame(h.Src, err)
 		return
 	}
-	p := e.peers[h.Src]
+	p := e.peer(int(h.Src))
 	if r := e.lookup(m.req, reqSend); r != nil && r.peer == int(h.Src) {
 		// FIN to a sender: rdma_read done, or the receiver needed nothing
 		// more than the inline bytes, or it failed.
@@ -405,7 +405,7 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	data := payload[fragFixed:]
 	r := e.lookup(rreq, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
-		e.unknownRequest(e.peers[h.Src], "frag.request", rreq, "no pipeline waits for this fragment")
+		e.unknownRequest(e.peer(int(h.Src)), "frag.request", rreq, "no pipeline waits for this fragment")
 		return
 	}
 	if off+uint64(len(data)) > uint64(r.accept) {
@@ -436,7 +436,7 @@ func (e *engine) pump() int {
 	for k := e.pumps.Front(); k != nil; {
 		next := k.Next()
 		r := k.Value()
-		p := e.peers[r.peer]
+		p := e.peer(r.peer)
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
 			chunk := min(fragChunk(s.mod.attrs.MaxSendSize, r.accept), r.accept-r.got)

@@ -297,7 +297,7 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 // still calls the policy once per poll interval for late decisions.
 func (e *engine) pollScheduler() {
 	now := e.opts.Clock.Now()
-	for _, p := range e.peers {
+	for _, p := range e.made {
 		p.sched.policy.Tick(now)
 	}
 }
@@ -311,7 +311,7 @@ func (e *engine) applySched(dec []core.SchedDecision) (int, policy.Verdict) {
 	for j < len(dec) && dec[j].Peer == peer {
 		j++
 	}
-	if peer < 0 || int(peer) >= e.size {
+	if peer < 0 || int(peer) >= e.size || e.peers[peer] == nil {
 		return j, policy.Rejected
 	}
 	s := &e.peers[peer].sched
@@ -337,6 +337,6 @@ func (c *Comm) Weights(rank int) []float64 {
 	if rank < 0 || rank >= c.e.size {
 		return nil
 	}
-	s := &c.e.peers[rank].sched
+	s := &c.e.peer(rank).sched
 	return append([]float64(nil), s.w[:s.n]...)
 }

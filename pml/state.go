@@ -20,13 +20,16 @@ type Route struct {
 
 // Routes lists the communicator's modules, in the order they were given,
 // with the peers each carries (a peer with several rails is under each),
-// and the peers no module reaches.
+// and the peers no module reaches. It makes the virtual channel to every
+// rank that had none yet: a report for the start of small jobs, not for
+// thousands of ranks.
 func (c *Comm) Routes() (routes []Route, unreachable []int) {
 	e := c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	byMod := make(map[*module][]int, len(e.mods))
-	for _, p := range e.peers {
+	for r := range e.size {
+		p := e.peer(r)
 		if len(p.subs) == 0 {
 			unreachable = append(unreachable, p.rank)
 		}
@@ -113,7 +116,7 @@ func (c *Comm) State(wait time.Duration) State {
 		}
 		st.Requests = append(st.Requests, r.state())
 	}
-	for _, p := range e.peers {
+	for _, p := range e.made {
 		ps := PeerState{Rank: p.rank, PSN: p.psn, ESN: p.esn, OutOfOrder: len(p.ooo), Lost: p.lost}
 		for _, s := range p.subs {
 			if !s.out.Empty() || !s.readQ.Empty() || !s.rdmaQ.Empty() {

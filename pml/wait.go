@@ -432,8 +432,10 @@ func (c *Comm) probe(source, tag int) (bool, Status, error) {
 	if u := cx.matchUnexpected(source, tag); u != nil {
 		return true, Status{Source: c.g.toLocal(u.src), Tag: u.tag, Count: u.total}, nil
 	}
-	if source != AnySource && e.peers[source].lost != nil {
-		return false, Status{}, e.peers[source].lost
+	if source != AnySource {
+		if err := e.lostErr(source); err != nil {
+			return false, Status{}, err
+		}
 	}
 	return false, Status{}, nil
 }

@@ -17,7 +17,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -50,19 +49,52 @@ type event struct {
 	idle bool
 }
 
+// eventHeap is a binary min-heap of events by (time, insertion order),
+// typed rather than through container/heap, whose interface boxed every
+// event into an allocation of its own — millions of them in a 1,024-rank
+// job.
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	return h[i].t < h[j].t || h[i].t == h[j].t && h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = event{} // drop the closure
+	q = q[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && q.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < n && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 // Options shape a scheduler.
@@ -165,7 +197,7 @@ func (s *Sched) push(t time.Duration, fn func(), idle bool) {
 	if !idle {
 		s.work++
 	}
-	heap.Push(&s.events, event{t: t, seq: s.seq, fn: fn, idle: idle})
+	s.events.push(event{t: t, seq: s.seq, fn: fn, idle: idle})
 }
 
 // Notify tells the scheduler that rank r's device has something for it:
@@ -292,7 +324,7 @@ func (s *Sched) Run(fn func(rank int) error) error {
 			}
 			continue
 		}
-		ev := heap.Pop(&s.events).(event)
+		ev := s.events.pop()
 		s.now = ev.t
 		s.Events++
 		if !ev.idle {

@@ -90,3 +90,22 @@ func TestAStallWithNothingPendingStillReportsTheRanksErrors(t *testing.T) {
 		t.Fatalf("got %v after %d stalls, want rank 0's error after 1", err, stalls)
 	}
 }
+
+// Events leave the queue by time and, at equal times, in the order they
+// were pushed.
+func TestEventsLeaveByTimeThenByOrderPushed(t *testing.T) {
+	var h eventHeap
+	rng := uint64(7)
+	for seq := uint64(1); seq <= 1000; seq++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		h.push(event{t: time.Duration(rng >> 58), seq: seq})
+	}
+	var last event
+	for i := 0; len(h) > 0; i++ {
+		e := h.pop()
+		if i > 0 && (e.t < last.t || e.t == last.t && e.seq < last.seq) {
+			t.Fatalf("event (%v, %d) left after (%v, %d)", e.t, e.seq, last.t, last.seq)
+		}
+		last = e
+	}
+}

@@ -22,6 +22,14 @@ import (
 // when no buffer waits for them, so REQ and REP are retransmitted until
 // answered, with a growing interval, cm_retries times. When both sides
 // connect at once, the lower rank's request wins.
+//
+// At wire-up every rank may connect to every other at once (an all-to-all
+// exchange), so the connection manager is paced and sized for it: its UD
+// receive buffers grow with the job (cmRecvCount), a message that finds
+// every send buffer in flight waits in a queue and leaves when one
+// completes (it used to wait for the retransmission timer: 16 requests
+// per 50 ms), and retransmission intervals carry a deterministic jitter
+// so that the requests a flood lost do not all come back at once.
 
 const (
 	blobMagic = 0x42494247 // "GBIB"
@@ -32,11 +40,24 @@ const (
 	cmRep     = 2
 	cmRTU     = 3
 	cmDisc    = 4 // goodbye: the sender is closing its connections
-	cmBufSize = 512
-	cmRecvs   = 64
-	cmSends   = 16
 	maxQueues = 32
+	// cmBufSize holds the largest connection message (20 bytes and 8 per
+	// queue) behind the 40-byte GRH every UD receive starts with.
+	cmBufSize = 40 + 20 + 8*maxQueues + 4
+	cmRecvMin = 64
+	cmRecvMax = 256
+	cmSends   = 64
 )
+
+// cmRecvCount is how many UD receive buffers a module of a size-rank job
+// posts: one per 16 peers, from 64 to 256. The requests of an all-to-all
+// wire-up arrive together and a datagram that finds no buffer is lost,
+// but what lost them at 256 simulated ranks was the senders' side (16
+// send buffers, the rest waiting for the retransmission timer): with
+// sends queued, 64 receive buffers took every request at once. The
+// growth is a hedge for the fan-in of larger jobs, at 80 KiB per process
+// at most.
+func cmRecvCount(size int) int { return min(max(size/16, cmRecvMin), cmRecvMax) }
 
 // blob is a module's published address: where to reach it, its receive
 // layout with the buffers it posts per peer on each per-peer queue (a
@@ -139,7 +160,11 @@ type cm struct {
 	qp    verbs.QP
 	mr    verbs.MR
 	mem   []byte
+	nrecv int   // receive buffers, indexes [0, nrecv)
 	free  []int // send buffer indexes
+	// queue holds the messages that found every send buffer in flight,
+	// in order; each leaves when a send completes.
+	queue []cmOut
 	wr    verbs.SendWR
 	rwr   verbs.RecvWR
 	sg    [1]verbs.SGE
@@ -148,14 +173,22 @@ type cm struct {
 	retry *core.Counter
 }
 
+// cmOut is a queued connection message: its kind, to e's peer, made from
+// e's state when it leaves.
+type cmOut struct {
+	e    *endpoint
+	kind uint8
+}
+
 func newCM(m *module) (*cm, error) {
-	c := &cm{m: m, mem: make([]byte, (cmRecvs+cmSends)*cmBufSize)}
+	n := cmRecvCount(m.size)
+	c := &cm{m: m, nrecv: n, mem: make([]byte, (n+cmSends)*cmBufSize)}
 	var err error
 	if c.mr, err = m.h.pd.RegMR(c.mem, verbs.AccessLocalWrite); err != nil {
 		return nil, fmt.Errorf("ib %s: connection manager buffers: %w", m.id, err)
 	}
 	c.qp, err = m.h.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: m.cq, RecvCQ: m.cq,
-		Cap: verbs.QPCap{MaxSendWR: cmSends, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: verbs.QPCap{MaxSendWR: cmSends, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		c.mr.Dereg()
 		return nil, fmt.Errorf("ib %s: connection manager QP: %w", m.id, err)
@@ -173,14 +206,14 @@ func newCM(m *module) (*cm, error) {
 			return nil, fmt.Errorf("ib %s: connection manager QP to %v: %w", m.id, s.a.State, err)
 		}
 	}
-	for i := 0; i < cmRecvs; i++ {
+	for i := 0; i < n; i++ {
 		if err := c.postRecv(i); err != nil {
 			c.close()
 			return nil, err
 		}
 	}
 	for i := 0; i < cmSends; i++ {
-		c.free = append(c.free, cmRecvs+i)
+		c.free = append(c.free, n+i)
 	}
 	c.reqs = m.metrics.Counter(m.metric("cm_requests"))
 	c.reps = m.metrics.Counter(m.metric("cm_replies"))
@@ -209,10 +242,52 @@ func (c *cm) close() {
 	}
 }
 
-// send sends a connection message to e's peer.
-func (c *cm) send(e *endpoint, msg *cmMsg) {
+// send sends a connection message of kind to e's peer, or queues it
+// while every send buffer is in flight. A kind already queued for e is not
+// queued twice: it is made from e's state when it leaves.
+func (c *cm) send(e *endpoint, kind uint8) {
 	if len(c.free) == 0 {
-		return // all in flight; the retransmission timer tries again
+		if e.cmQueued&(1<<kind) == 0 {
+			e.cmQueued |= 1 << kind
+			c.queue = append(c.queue, cmOut{e, kind})
+		}
+		return
+	}
+	c.transmit(e, kind)
+}
+
+// idle says no connection message waits or is in flight.
+func (c *cm) idle() bool { return len(c.queue) == 0 && len(c.free) == cmSends }
+
+// transmit posts a connection message of kind to e's peer from e's state,
+// unless that state makes it moot (a request of a connection since
+// accepted, anything to a peer failed). A request or a reply starts the
+// timer that sends it again if no answer comes.
+func (c *cm) transmit(e *endpoint, kind uint8) {
+	m := c.m
+	msg := cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch}
+	switch kind {
+	case cmReq:
+		if e.state != epConnecting {
+			return
+		}
+	case cmRep:
+		if e.state != epWaitRTU && e.state != epConnected {
+			return
+		}
+	case cmRTU:
+		if e.state != epConnected {
+			return
+		}
+	}
+	if e.state == epFailed {
+		return
+	}
+	if kind != cmRTU {
+		msg.qpns, msg.psns = e.qpns(), e.psns
+	}
+	if kind == cmReq || kind == cmRep {
+		e.cmNext = m.clock.Now() + e.cmBackoff()
 	}
 	i := c.free[len(c.free)-1]
 	b := c.buf(i)
@@ -230,11 +305,19 @@ func (c *cm) send(e *endpoint, msg *cmMsg) {
 	c.free = c.free[:len(c.free)-1]
 }
 
-// complete handles a completion of the UD QP.
+// complete handles a completion of the UD QP. A send buffer back sends the
+// next queued message.
 func (c *cm) complete(wc *verbs.WC) {
 	i := int(wc.WRID & wridIdx)
-	if i >= cmRecvs {
+	if i >= c.nrecv {
 		c.free = append(c.free, i)
+		for len(c.queue) > 0 && len(c.free) > 0 && !c.m.closed {
+			q := c.queue[0]
+			c.queue[0] = cmOut{}
+			c.queue = c.queue[1:]
+			q.e.cmQueued &^= 1 << q.kind
+			c.transmit(q.e, q.kind)
+		}
 		return
 	}
 	if wc.Status == verbs.WCSuccess && wc.ByteLen > 40 {
@@ -385,20 +468,20 @@ func (e *endpoint) connect() {
 	m.cm.reqs.Inc()
 }
 
-func (e *endpoint) sendReq() { e.sendHandshake(cmReq) }
+func (e *endpoint) sendReq() { e.m.cm.send(e, cmReq) }
 
-func (e *endpoint) sendRep() { e.sendHandshake(cmRep) }
+func (e *endpoint) sendRep() { e.m.cm.send(e, cmRep) }
 
-// sendHandshake sends a REQ or REP with this side's QPs, and sets the
-// time to send it again if no answer comes.
-func (e *endpoint) sendHandshake(kind uint8) {
-	m := e.m
-	m.cm.send(e, &cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
-	e.cmNext = m.clock.Now() + e.cmBackoff()
-}
-
+// cmBackoff is how long a request or reply waits for its answer before it
+// is sent again: cm_timeout doubling with each try up to a second, plus up
+// to half as much again. The jitter is a hash of the two ranks and the
+// try, not a random number, so that simulated runs repeat exactly.
 func (e *endpoint) cmBackoff() time.Duration {
-	return min(e.m.cfg.cmTimeout<<min(e.cmTries, 10), time.Second)
+	m := e.m
+	d := min(m.cfg.cmTimeout<<min(e.cmTries, 10), time.Second)
+	h := uint64(m.rank)*0x9e3779b97f4a7c15 ^ uint64(e.rank)*0xbf58476d1ce4e5b9 ^ uint64(e.cmTries)*0x94d049bb133111eb
+	h ^= h >> 31
+	return d + time.Duration(h%512)*d/1024
 }
 
 // onCM handles a connection message.
@@ -444,11 +527,12 @@ func (m *module) onCM(msg *cmMsg) {
 				e.fail(fmt.Errorf("complete connection: %w", err))
 				return
 			}
-			m.cm.send(e, &cmMsg{kind: cmRTU, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch})
+			e.state = epConnected // the RTU is made from a connected endpoint
+			m.cm.send(e, cmRTU)
 			e.established()
 		case epConnected:
 			if equalQPNs(e.remote, msg.qpns) {
-				m.cm.send(e, &cmMsg{kind: cmRTU, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch})
+				m.cm.send(e, cmRTU)
 			}
 		}
 	case cmRTU:
@@ -462,26 +546,40 @@ func (m *module) onCM(msg *cmMsg) {
 	}
 }
 
-// goodbye tells every connected peer that this module is closing, so that
-// they do not take the connections going down for a failure, and waits a
-// little (100 ms at most) for the datagrams to leave and for its own
-// frames to be acknowledged: a frame still unacknowledged when the link
-// closes would fail on the peer's side of the books too. Frames that
-// arrive meanwhile are dropped: the PML above is closed.
+// goodbye is the module's part of the job's end. First it delivers what
+// it accepted: a frame the PML handed over while its connection was set
+// up (a finalize barrier's, say) is the module's to deliver, so the
+// connections with frames waiting are brought up and the frames sent —
+// bounded by the time the connection manager itself gives a peer before
+// it counts as lost. Then it tells every connected peer that it is
+// closing, so that they do not take the connections going down for a
+// failure, and waits a little (100 ms at most) for the datagrams to leave
+// and for its own frames to be acknowledged: a frame still unacknowledged
+// when the link closes would fail on the peer's side of the books too.
+// Meanwhile the module runs as in Progress, but losses are not reported
+// and of the frames that arrive only the credits they carry count: the
+// PML above is closed.
 func (m *module) goodbye() {
+	m.draining = true
+	// The module's clock, not the wall's: under a simulator (package sim)
+	// the completions come as virtual time moves.
+	deadline := m.clock.Now() + m.cmGiveUp()
+	for m.undelivered() && m.clock.Now() < deadline {
+		m.Progress()
+	}
 	sent := 0
-	for _, e := range m.eps {
-		if e != nil && (e.state == epConnected || e.state == epWaitRTU) {
-			m.cm.send(e, &cmMsg{kind: cmDisc, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch, qpns: e.qpns(), psns: e.psns})
+	for _, e := range m.made {
+		if e.state == epConnected || e.state == epWaitRTU {
+			m.cm.send(e, cmDisc)
 			sent++
 		}
 	}
 	busy := func() bool {
-		if len(m.cm.free) < cmSends {
+		if !m.cm.idle() {
 			return true
 		}
-		for _, e := range m.eps {
-			if e != nil && e.state != epFailed {
+		for _, e := range m.made {
+			if e.state != epFailed {
 				for _, n := range e.out {
 					if n > 0 {
 						return true
@@ -491,32 +589,31 @@ func (m *module) goodbye() {
 		}
 		return false
 	}
-	// The module's clock, not the wall's: under a simulator (package sim)
-	// the completions come as virtual time moves.
-	deadline := m.clock.Now() + 100*time.Millisecond
+	deadline = m.clock.Now() + 100*time.Millisecond
 	for sent > 0 && busy() && m.clock.Now() < deadline {
-		k, err := m.cq.Poll(m.wc[:])
-		if err != nil {
-			return
-		}
-		for i := 0; i < k; i++ {
-			wc := &m.wc[i]
-			idx := int(wc.WRID & wridIdx)
-			switch wc.WRID & wridKind {
-			case wridCM:
-				m.cm.complete(wc)
-			case wridSend:
-				if b := m.sbufs[idx]; b.ep != nil {
-					b.ep.out[b.queue]--
-					m.putSend(b)
-				}
-			case wridRDMA:
-				if s := m.ops[idx]; s.ep != nil {
-					s.ep.out[0]--
-				}
-			}
+		m.Progress()
+	}
+}
+
+// undelivered says whether a peer not lost has frames waiting on its
+// endpoint: for its connection, or for credits once connected.
+func (m *module) undelivered() bool {
+	for _, e := range m.made {
+		if len(e.pending) > 0 && e.state != epFailed {
+			return true
 		}
 	}
+	return false
+}
+
+// cmGiveUp is how long the connection manager tries a peer before it
+// fails it: every retransmission interval of cm_retries, jitter included.
+func (m *module) cmGiveUp() time.Duration {
+	var t time.Duration
+	for i := 0; i <= m.cfg.cmRetries; i++ {
+		t += min(m.cfg.cmTimeout<<min(i, 10), time.Second) * 3 / 2
+	}
+	return t
 }
 
 func equalQPNs(a, b []uint32) bool {
@@ -535,8 +632,8 @@ func equalQPNs(a, b []uint32) bool {
 // that never answers.
 func (m *module) cmTimers(now time.Duration) {
 	for _, e := range m.connecting {
-		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.cmNext {
-			continue
+		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.cmNext || e.cmQueued != 0 {
+			continue // not due, or still waiting for a send buffer
 		}
 		e.cmTries++
 		if e.cmTries > m.cfg.cmRetries {

@@ -417,8 +417,8 @@ func (m *module) flowPeer(p int32) *endpoint {
 // instead of the clock on every frame, so its resolution is the
 // housekeeping interval.
 func (m *module) idleReports(now time.Duration) {
-	for _, e := range m.eps {
-		if e == nil || e.state != epConnected || m.firstP < 0 {
+	for _, e := range m.made {
+		if e.state != epConnected || m.firstP < 0 {
 			continue
 		}
 		if e.rxFrames != e.rxSeen {

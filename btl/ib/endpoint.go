@@ -3,6 +3,7 @@ package ib
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -48,10 +49,11 @@ type endpoint struct {
 	epoch    uint32
 	cmTries  int
 	cmNext   time.Duration
+	cmQueued uint8 // the kinds of connection message queued for the peer (1<<kind)
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP
-	st       *peerStats
+	st       peerStats
 	creditIn bool       // on m.creditDue
 	dueGen   uint64     // the Progress that found credits due
 	pending  []*sendBuf // frames sent while the connection was set up
@@ -71,8 +73,13 @@ type endpoint struct {
 func (m *module) ep(rank int) *endpoint {
 	e := m.eps[rank]
 	if e == nil {
-		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues)), st: m.newPeerStats(rank)}
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
 		m.eps[rank] = e
+		// By rank, the order housekeeping has always walked the peers in.
+		i, _ := slices.BinarySearchFunc(m.made, rank, func(x *endpoint, r int) int { return x.rank - r })
+		m.statMu.Lock()
+		m.made = slices.Insert(m.made, i, e)
+		m.statMu.Unlock()
 	}
 	return e
 }

@@ -3,6 +3,7 @@ package ib
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
@@ -119,8 +120,15 @@ func TestPerPeerLayoutRegistersBuffersPerConnectedPeerOnly(t *testing.T) {
 	if got := j.mods[1].recvBytes.Load() - before; got != 8*4096+8*32768 {
 		t.Fatalf("registered %d receive bytes for one peer", got)
 	}
-	if g := j.metrics[1].Gauge("ib.softrc0_1.posted.peer0").Load(); g != 16 {
-		t.Fatalf("posted buffers for peer 0: %d", g)
+	snap := j.metrics[1].Snapshot()
+	if g := snap["ib.softrc0_1.posted.peer0"]; g == nil || g.(map[string]int64)["value"] != 16 {
+		t.Fatalf("posted buffers for peer 0: %v", g)
+	}
+	// The peers never used have no endpoint, and no counters.
+	for _, r := range []int{2, 3} {
+		if g, ok := snap[fmt.Sprintf("ib.softrc0_1.posted.peer%d", r)]; ok {
+			t.Fatalf("rank 1 has counters for rank %d, which it never talked to: %v", r, g)
+		}
 	}
 }
 

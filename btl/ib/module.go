@@ -31,6 +31,7 @@ type module struct {
 	limits     core.FrameLimits
 	hdr        core.Header // the received frame's header, decoded in place
 	closed     bool
+	draining   bool          // closing (goodbye): frames are not handed on, losses not reported
 	depth      int           // Progress calls on the stack
 	nextHK     time.Duration // when housekeeping runs next
 
@@ -166,7 +167,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	}
 	// The CQ holds every completion that can be outstanding: sends and
 	// reads on every QP, posted receives, connection messages.
-	cqe := cmRecvs + cmSends + (m.size * len(setup.Queues) * c.sendQueue)
+	cqe := cmRecvCount(m.size) + cmSends + (m.size * len(setup.Queues) * c.sendQueue)
 	for _, q := range setup.Queues {
 		if q.Kind == core.QueueShared {
 			cqe += max(q.Max, q.Count)
@@ -246,10 +247,7 @@ func (m *module) Close() error {
 		m.goodbye()
 	}
 	m.closed = true
-	for _, e := range m.eps {
-		if e == nil {
-			continue
-		}
+	for _, e := range m.made {
 		for _, qp := range e.qps {
 			qp.Destroy()
 		}

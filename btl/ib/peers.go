@@ -1,6 +1,7 @@
 package ib
 
 import (
+	"sync"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
@@ -12,7 +13,13 @@ import (
 // those whose QP went to the error state, and those lost, to be reported
 // once to the PML.
 type peers struct {
-	eps        []*endpoint
+	eps []*endpoint // by rank; nil until the peer is first used
+	// made are the endpoints made so far, in order: what housekeeping
+	// and the per-peer metrics walk instead of every rank of the job.
+	// The module appends under statMu; a metrics snapshot reads them
+	// from any goroutine.
+	made       []*endpoint
+	statMu     sync.Mutex
 	byQPN      map[uint32]*endpoint
 	cm         *cm
 	onLost     func(int, error)
@@ -62,8 +69,8 @@ func (m *module) failErroring(now time.Duration) {
 // fatal fails every peer: the module's CQ or device is gone.
 func (m *module) fatal(err error) {
 	m.log.Error().Err(err).Msg("module failed")
-	for _, e := range m.eps {
-		if e != nil && e.state != epIdle {
+	for _, e := range m.made {
+		if e.state != epIdle {
 			e.fail(err)
 		}
 	}

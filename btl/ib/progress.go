@@ -67,7 +67,7 @@ func (m *module) Progress() int {
 			m.housekeeping(now)
 		}
 	}
-	if len(m.lost) > 0 && !m.closed {
+	if len(m.lost) > 0 && !m.closed && !m.draining {
 		n += m.reportLost()
 	}
 	m.depth--
@@ -169,6 +169,12 @@ func (m *module) received(wc *verbs.WC, idx int) {
 			e.st.credits.Set(int64(e.cred[ci].avail))
 		}
 	}
+	if m.draining {
+		// Closing (goodbye): the frame's credits count — frames of ours
+		// may wait for them — and nothing else does; the PML is gone, and
+		// its buffer is not reposted nor its credit returned.
+		return
+	}
 	if h.Flags&core.FlagBacklog != 0 {
 		m.backlogRx.Inc()
 		if m.fc.dynamic && !q.shared {
@@ -246,8 +252,8 @@ func (m *module) housekeeping(now time.Duration) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")
 		}
-		for _, e := range m.eps {
-			if e != nil && e.qps != nil {
+		for _, e := range m.made {
+			if e.qps != nil {
 				e.st.rnr.Set(rnrNaks(e.qps))
 			}
 		}

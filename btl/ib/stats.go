@@ -1,7 +1,8 @@
 package ib
 
 import (
-	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
@@ -44,6 +45,7 @@ func (m *module) initMetrics() {
 	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
 	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
 	m.recvSize = mx.Histogram(m.metric("recv_size"), SizeBounds)
+	mx.Collect(m.collectPeers)
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
 		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
@@ -53,28 +55,56 @@ func (m *module) initMetrics() {
 }
 
 // peerStats are an endpoint's flow-control counters, named
-// ib.<module>.<counter>.peer<rank>.
+// ib.<module>.<counter>.peer<rank>. They live in the endpoint, which
+// exists once the peer is first used, and are named only when a snapshot
+// is taken (collectPeers): a name, a map entry and a counter object each
+// for every rank of the job cost ~1 KB per peer before a frame was sent.
 type peerStats struct {
-	credits    *core.Gauge   // credits held toward the peer (first per-peer queue)
-	stalls     *core.Counter // frames refused for lack of a credit: stalls begun
-	waited     *core.Counter // frames sent with the backlog bit: every one that waited for a credit
-	waitNs     *core.Counter // the time the stalls lasted (head to release), in all
-	waitMax    *core.Gauge   // the longest one waited
-	frames     *core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
-	creditMsgs *core.Counter // explicit credit frames sent to the peer
-	rndv       *core.Counter // small messages sent by rendezvous for lack of credit
-	rnr        *core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
-	posted     *core.Gauge   // buffers posted for the peer now (all per-peer queues)
-	postedMax  *core.Gauge   // the most ever posted for the peer on one per-peer queue
+	credits    core.Gauge   // credits held toward the peer (first per-peer queue)
+	stalls     core.Counter // frames refused for lack of a credit: stalls begun
+	waited     core.Counter // frames sent with the backlog bit: every one that waited for a credit
+	waitNs     core.Counter // the time the stalls lasted (head to release), in all
+	waitMax    core.Gauge   // the longest one waited
+	frames     core.Counter // frames sent to the peer: data, control and credit (seed 000 Table 1's "total")
+	creditMsgs core.Counter // explicit credit frames sent to the peer
+	rndv       core.Counter // small messages sent by rendezvous for lack of credit
+	rnr        core.Gauge   // RNR NAKs received on the QPs to the peer (softrc)
+	posted     core.Gauge   // buffers posted for the peer now (all per-peer queues)
+	postedMax  core.Gauge   // the most ever posted for the peer on one per-peer queue
 }
 
-func (m *module) newPeerStats(rank int) *peerStats {
-	p := fmt.Sprintf("peer%d", rank)
-	g := func(n string) *core.Gauge { return m.metrics.Gauge(m.metric(n, p)) }
-	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n, p)) }
-	return &peerStats{credits: g("credits"), stalls: c("stalls"), waited: c("backlogged"), waitNs: c("backlog_wait_ns"),
-		waitMax: g("backlog_wait_max_ns"), frames: c("frames"), creditMsgs: c("credit_messages"), rndv: c("rndv_no_credit"), rnr: g("rnr_naks"),
-		posted: g("posted"), postedMax: g("posted_max")}
+// each hands every counter of s to f with its name.
+func (s *peerStats) each(f func(name string, metric any)) {
+	f("credits", &s.credits)
+	f("stalls", &s.stalls)
+	f("backlogged", &s.waited)
+	f("backlog_wait_ns", &s.waitNs)
+	f("backlog_wait_max_ns", &s.waitMax)
+	f("frames", &s.frames)
+	f("credit_messages", &s.creditMsgs)
+	f("rndv_no_credit", &s.rndv)
+	f("rnr_naks", &s.rnr)
+	f("posted", &s.posted)
+	f("posted_max", &s.postedMax)
+}
+
+// collectPeers names the per-peer counters of the endpoints made so far
+// for a snapshot (core.Metrics.Collect); it may run on any goroutine.
+func (m *module) collectPeers(add func(name string, metric any)) {
+	m.statMu.Lock()
+	eps := slices.Clone(m.made) // an insertion moves the later ones
+	m.statMu.Unlock()
+	prefix := m.metric() + "."
+	var b []byte
+	for _, e := range eps {
+		e.st.each(func(n string, v any) {
+			b = append(b[:0], prefix...)
+			b = append(b, n...)
+			b = append(b, ".peer"...)
+			b = strconv.AppendInt(b, int64(e.rank), 10)
+			add(string(b), v)
+		})
+	}
 }
 
 // rnrCounter is implemented by QPs that count the RNR NAKs they received

@@ -199,8 +199,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.KeepRankMetrics {
 			snaps[r] = snap
 		}
-		if cfg.Peak != nil && done == 0 {
+		if cfg.Peak != nil {
+			// Once: every rank finishes the pattern before the first
+			// closes (Close has a barrier), so done is still 0 for all.
 			cfg.Peak()
+			cfg.Peak = nil
 		}
 		if err := c.Close(); err != nil {
 			return err
