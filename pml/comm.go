@@ -117,7 +117,7 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 // subchannel, no room in the module — and isend takes over; and true
 // with an error when the peer failed (lock held).
 func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
-	p := e.peers[dest]
+	p := e.peer(dest)
 	if e.closed || len(p.subs) == 0 || p.lost != nil {
 		return false, nil
 	}
