@@ -1,6 +1,7 @@
 package softrc
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -125,4 +126,60 @@ func BenchmarkPingPongIdleAfter(b *testing.B) {
 			b.ReportMetric(float64(sx.NICEngagements+sy.NICEngagements)/float64(b.N), "engage/op")
 		})
 	}
+}
+
+// BenchmarkRead1MiB is the rendezvous of a 1 MiB message as the ib BTL's
+// rdma_read protocol runs it: x reads y's buffer while y polls its CQ, as
+// a sender waiting for the FIN does. It reports the writes the responder's
+// socket took only in part, and how many polls x made per read.
+func BenchmarkRead1MiB(b *testing.B) {
+	const size = 1 << 20
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	src := y.reg(size, allAccess)
+	dst := x.reg(size, allAccess)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var wc [16]verbs.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				y.cq.Poll(wc[:])
+			}
+		}
+	}()
+	wr := verbs.SendWR{Opcode: verbs.OpRDMARead, Flags: verbs.SendSignaled, SG: sge(dst, 0, size), RemoteAddr: src.Addr(), RKey: src.RKey()}
+	var wc [16]verbs.WC
+	polls := 0
+	blocked0 := y.dev.Stats().WritesBlocked
+	b.SetBytes(size)
+	b.ResetTimer()
+	for range b.N {
+		if err := x.qp.PostSend(&wr); err != nil {
+			b.Fatal(err)
+		}
+		for done := false; !done; {
+			k, err := x.cq.Poll(wc[:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			polls++
+			for i := range k {
+				if wc[i].Status != verbs.WCSuccess {
+					b.Fatalf("read: %v", wc[i].Status)
+				}
+				done = true
+			}
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	wg.Wait()
+	b.ReportMetric(float64(y.dev.Stats().WritesBlocked-blocked0)/float64(b.N), "blocked/op")
+	b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
 }
