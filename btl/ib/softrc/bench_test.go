@@ -79,18 +79,7 @@ func BenchmarkBandwidth1MiB(b *testing.B) {
 	connect(b, x, y, defaultRC())
 	src := x.reg(size, allAccess)
 	dst := y.reg(size, allAccess)
-	stop := make(chan struct{})
-	go func() {
-		var wc [16]verbs.WC
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				y.cq.Poll(wc[:])
-			}
-		}
-	}()
+	stop := pollInBackground(y)
 	var wc [16]verbs.WC
 	wr := verbs.SendWR{Opcode: verbs.OpRDMAWrite, Flags: verbs.SendSignaled, SG: sge(src, 0, size), RemoteAddr: dst.Addr(), RKey: dst.RKey()}
 	inflight := 0
@@ -112,7 +101,7 @@ func BenchmarkBandwidth1MiB(b *testing.B) {
 		inflight -= n
 	}
 	b.StopTimer()
-	close(stop)
+	stop()
 }
 
 func BenchmarkPingPongIdleAfter(b *testing.B) {
@@ -138,21 +127,7 @@ func BenchmarkRead1MiB(b *testing.B) {
 	connect(b, x, y, defaultRC())
 	src := y.reg(size, allAccess)
 	dst := x.reg(size, allAccess)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var wc [16]verbs.WC
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				y.cq.Poll(wc[:])
-			}
-		}
-	}()
+	stop := pollInBackground(y)
 	wr := verbs.SendWR{Opcode: verbs.OpRDMARead, Flags: verbs.SendSignaled, SG: sge(dst, 0, size), RemoteAddr: src.Addr(), RKey: src.RKey()}
 	var wc [16]verbs.WC
 	polls := 0
@@ -178,8 +153,28 @@ func BenchmarkRead1MiB(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	close(stop)
-	wg.Wait()
+	stop()
 	b.ReportMetric(float64(y.dev.Stats().WritesBlocked-blocked0)/float64(b.N), "blocked/op")
 	b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
+}
+
+// pollInBackground polls e's CQ on a goroutine of its own, as the other
+// process of a benchmark would; the function returned stops it and waits.
+func pollInBackground(e *end) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var wc [16]verbs.WC
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				e.cq.Poll(wc[:])
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
