@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,44 +189,13 @@ func main() {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "compare: repetition %d of %d done (%v)\n", rep+1, *reps, time.Since(start).Round(time.Second))
-	}
-
-	fmt.Printf("\n%-7s %-22s %12s %12s %-22s %8s %7s %5s\n", "group", "metric (median)", "gobtl", "reference", "(which)", "ratio", "target", "met")
-	met, all := 0, 0
-	for _, g := range groups {
-		for _, m := range g.metrics {
-			gv := vals.median(g.name, g.subject.name, m)
-			best, which := 0.0, ""
-			var others []string
-			for _, r := range g.refs {
-				v := vals.median(g.name, r.name, m)
-				if v == 0 {
-					continue
-				}
-				others = append(others, fmt.Sprintf("%s %s", r.name, num(v)))
-				if which == "" || (m.lowerBetter && v < best) || (!m.lowerBetter && v > best) {
-					best, which = v, r.name
-				}
-			}
-			ratio := 0.0
-			if best > 0 {
-				ratio = gv / best
-			}
-			op, ok := ">=", ratio >= m.target
-			if m.lowerBetter {
-				op, ok = "<=", ratio > 0 && ratio <= m.target
-			}
-			all++
-			if ok {
-				met++
-			}
-			fmt.Printf("%-7s %-22s %12s %12s %-22s %8.3f %4s%.2f %5v\n", g.name, m.label, num(gv), num(best), which, ratio, op, m.target, ok)
-			if len(others) > 1 {
-				fmt.Printf("%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
-			}
+		if rep+1 < *reps {
+			// So far, for a run cut short.
+			printTable(os.Stderr, groups, vals)
 		}
 	}
-	fmt.Printf("\n%d of %d targets met (ratio = gobtl / the best reference; plugin: the plugin / the built-in)\n", met, all)
+
+	printTable(os.Stdout, groups, vals)
 	caption := fmt.Sprintf("%s, %s, %s, %d reps, load %.1f-%.1f", commit(), hostname(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), *reps, slices.Min(load), slices.Max(load))
 	fmt.Printf("run: %s\n", caption)
 	if busyRuns > 0 {
@@ -420,6 +390,46 @@ func writePlots(dir, caption string, groups []*group, v values) error {
 		}
 	}
 	return nil
+}
+
+// printTable prints every metric's medians, ratio and target.
+func printTable(w io.Writer, groups []*group, vals values) {
+	fmt.Fprintf(w, "\n%-7s %-22s %12s %12s %-22s %8s %7s %5s\n", "group", "metric (median)", "gobtl", "reference", "(which)", "ratio", "target", "met")
+	met, all := 0, 0
+	for _, g := range groups {
+		for _, m := range g.metrics {
+			gv := vals.median(g.name, g.subject.name, m)
+			best, which := 0.0, ""
+			var others []string
+			for _, r := range g.refs {
+				v := vals.median(g.name, r.name, m)
+				if v == 0 {
+					continue
+				}
+				others = append(others, fmt.Sprintf("%s %s", r.name, num(v)))
+				if which == "" || (m.lowerBetter && v < best) || (!m.lowerBetter && v > best) {
+					best, which = v, r.name
+				}
+			}
+			ratio := 0.0
+			if best > 0 {
+				ratio = gv / best
+			}
+			op, ok := ">=", ratio >= m.target
+			if m.lowerBetter {
+				op, ok = "<=", ratio > 0 && ratio <= m.target
+			}
+			all++
+			if ok {
+				met++
+			}
+			fmt.Fprintf(w, "%-7s %-22s %12s %12s %-22s %8.3f %4s%.2f %5v\n", g.name, m.label, num(gv), num(best), which, ratio, op, m.target, ok)
+			if len(others) > 1 {
+				fmt.Fprintf(w, "%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n%d of %d targets met (ratio = gobtl / the best reference; plugin: the plugin / the built-in)\n", met, all)
 }
 
 var busyRuns int
