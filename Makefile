@@ -133,12 +133,15 @@ bench-osu: build
 	gobtl run -np 2 -- gobtl bench msgrate
 	gobtl run -np 4 -- gobtl bench multi-pingpong
 
-# gobtl against Open MPI 4.1 ob1+vader (cma and none) on this host; installs
-# openmpi-bin and libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the
-# collectives (allreduce, bcast, allgather; issue 18) on 4 ranks after the
+# gobtl against Open MPI 4.1 on this host, every ratio against its target
+# (issue 16) in one table: shared memory against ob1+vader (cma and none),
+# ib/softrc against ob1+tcp, extoll_dynamic as a plugin against built in;
+# the latency and bandwidth plots go to out/. Installs openmpi-bin and
+# libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the collectives
+# (allreduce, bcast, allgather; issue 18) on 4 ranks after the
 # point-to-point set.
 compare-ompi:
-	bench/compare-ompi.sh $(COMPARE_ARGS)
+	bench/compare-ompi.sh -plots out $(COMPARE_ARGS)
 	bench/compare-ompi.sh -set coll $(COMPARE_ARGS)
 
 # The main job: the ring example on the default stack (self and shared

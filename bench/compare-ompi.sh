@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Compare gobtl's shared-memory stack with Open MPI's ob1 + vader on this
-# host: install Open MPI if missing, build bench/c/osu.c (the same algorithms
-# as `gobtl bench`) and gobtl, then alternate the runs and print ratios.
-#   bench/compare-ompi.sh [-set p2p|coll] [-reps N] [-np N] [-iters N] [-c stack.hcl]
+# Compare gobtl with Open MPI on this host in one run: shared memory
+# against ob1 + vader, ib/softrc against ob1 + tcp, and one policy as a
+# plugin against built in (bench/compare says which metrics and targets).
+# Installs Open MPI if missing, builds bench/c/osu.c (the same algorithms
+# as `gobtl bench`), gobtl and the plugins, then alternates the runs and
+# prints every ratio.
+#   bench/compare-ompi.sh [-set p2p|sm|softrc|plugin|coll] [-reps N] [-np N] [-iters N]
+#                         [-c stack.hcl] [-softrc-c stack.hcl] [-plots DIR]
+#                         [-plugin-kind K -plugin-policy P -plugin-btl 'btl "sm" "x" {}']
 #
 # Open MPI's commands are called by their full names: with MPICH installed
 # too, the unsuffixed mpicc and mpirun follow Debian's alternatives.
@@ -16,4 +21,5 @@ fi
 mkdir -p bin
 mpicc.openmpi -O2 -o bin/osu-ompi bench/c/osu.c
 go build -o bin/gobtl ./cmd/gobtl
+make -s plugins >/dev/null
 exec go run ./bench/compare -gobtl bin/gobtl -osu bin/osu-ompi "$@"

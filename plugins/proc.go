@@ -133,6 +133,13 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	p.cmd.Env = []string{
 		plugin.EnvUnixSocketDir + "=" + sockDir,
 		wire.EnvLogLevel + "=" + levelToHclog(o.log.GetLevel()).String(),
+		// One P: a plugin answers one stream of batches at a time. With
+		// more, every batch that wakes a goroutine also wakes a second
+		// thread to spin for work, and on a node whose cores the ranks
+		// keep busy, that spinning is taken from them (a profile of
+		// extoll_dynamic's process: most samples in the Go scheduler's
+		// findRunnable, stopm and sysmon, few in gRPC or the policy).
+		"GOMAXPROCS=1",
 	}
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,

@@ -23,8 +23,16 @@ const (
 	maxPending  = 1 << 16
 	fullBatch   = 64
 	// linger spaces small batches: a mechanism collects decisions only
-	// every core.PolicyPollInterval anyway.
-	linger = core.PolicyPollInterval
+	// every core.PolicyPollInterval anyway. While the plugin's answers
+	// stay empty the spacing doubles with each, up to maxLinger: a policy
+	// that only watches a steady stream (extoll_dynamic once the quotas
+	// have settled: a monitoring point every few hundred messages, no
+	// decision) then costs the ranks a plugin round trip every few
+	// milliseconds, not every one. Each round trip wakes the plugin
+	// process and two host goroutines — on 2 cores, CPU the ranks lose.
+	// An answer with a decision brings the spacing back to linger.
+	linger    = core.PolicyPollInterval
+	maxLinger = 8 * linger
 )
 
 const (
@@ -98,9 +106,10 @@ type proxy[E, D any] struct {
 	ackWake  chan struct{}
 	lastSeq  uint64
 	ackedSeq atomic.Uint64
-	// lingering: the sender sleeps until a small batch may go. quiet: the
-	// plugin's last answer held no decision.
-	lingering, quiet atomic.Bool
+	// lingering: the sender sleeps until a small batch may go. quiet: how
+	// many of the plugin's last answers in a row held no decision.
+	lingering atomic.Bool
+	quiet     atomic.Int32
 
 	// Receiver to caller.
 	dmu   sync.Mutex
@@ -250,8 +259,8 @@ func (p *proxy[E, D]) sendLoop() {
 		// and two host threads taking a core — while a policy that is
 		// deciding, and a lone event after a quiet spell, go at once.
 		lingerLeft := time.Duration(0)
-		if len(p.pend) > 0 && len(p.pend) < fullBatch && p.quiet.Load() {
-			lingerLeft = linger - time.Since(lastSmall)
+		if q := p.quiet.Load(); len(p.pend) > 0 && len(p.pend) < fullBatch && q > 0 {
+			lingerLeft = min(linger<<min(q-1, 3), maxLinger) - time.Since(lastSmall)
 		}
 		if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && lingerLeft <= 0) {
 			if len(p.pend) < fullBatch {
@@ -340,7 +349,11 @@ func (p *proxy[E, D]) recvLoop() {
 			return
 		}
 		prev = ack
-		p.quiet.Store(len(ds) == 0)
+		if len(ds) == 0 {
+			p.quiet.Add(1)
+		} else {
+			p.quiet.Store(0)
+		}
 		if len(ds) > 0 {
 			p.dmu.Lock()
 			p.dpend = append(p.dpend, ds...)

@@ -1,13 +1,29 @@
-// Command compare runs gobtl's benchmarks and the same algorithms on Open
-// MPI (ob1 + vader, single-copy mechanism cma and none) alternately,
-// several times, and prints the medians and the ratios gobtl / Open MPI
-// against the issue's targets. bench/compare-ompi.sh installs Open MPI and
-// builds bench/c/osu.c first; `make compare-ompi` runs both.
+// Command compare runs gobtl's benchmarks and a reference alternately,
+// several times, and prints the medians and the ratios gobtl / reference
+// against the issue's targets (issues 16 and 18), every ratio in one
+// table. bench/compare-ompi.sh installs Open MPI and builds bench/c/osu.c
+// (the same algorithms as `gobtl bench`) first; `make compare-ompi` runs it.
 //
-// -set p2p (the default) compares latency, bandwidth and message rate on
-// 2 ranks; -set coll compares the collectives on 4 (-np for 8, 16): gobtl
-// bench allreduce, bcast and allgather against MPI_Allreduce, MPI_Bcast and
-// MPI_Allgather as Open MPI's coll/tuned chooses them.
+// A set is a list of groups, each gobtl on one stack against its
+// references:
+//
+//   - sm: gobtl's shared-memory stack (-c) against Open MPI's ob1 + vader
+//     with single-copy mechanism cma and none, the better of the two as
+//     the reference; latency, bandwidth, message rate on 2 ranks.
+//   - softrc: ib over softrc (-softrc-c) against Open MPI's ob1 + tcp over
+//     loopback; latency 8 B and 1 MiB, bandwidth 1 MiB.
+//   - plugin: one policy (-plugin-policy) as a plugin process against the
+//     same policy built in, on the same stack; message rate 8 B and
+//     bandwidth 1 MiB.
+//   - coll: the collectives on 4 ranks (-np for 8, 16): gobtl bench
+//     allreduce, bcast and allgather against MPI_Allreduce, MPI_Bcast and
+//     MPI_Allgather as Open MPI's coll/tuned chooses them.
+//
+// -set p2p (the default) runs sm, softrc and plugin in one run; -set sm,
+// softrc, plugin or coll runs one. With -plots DIR the latency and
+// bandwidth of sm and softrc, 8 B to 4 MiB, gobtl and Open MPI side by
+// side, go to DIR/compare-latency.png and DIR/compare-bw.png, titled with
+// the commit, the host, the date and the load of the run that made them.
 package main
 
 import (
@@ -15,12 +31,17 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gobtl/gobtl/experiment"
 )
 
 type report struct {
@@ -33,13 +54,53 @@ type metric struct {
 	bench, field string
 	size         int
 	lowerBetter  bool
-	target       float64 // ratio gobtl/ompi must be <= (lowerBetter) or >= this
+	target       float64 // ratio gobtl/reference must be <= (lowerBetter) or >= this
 	label        string
 }
 
-// sets of metrics: the point-to-point targets (2 ranks) and the
-// collective ones (issue 18; 4 ranks, also run at 8 and 16).
-var sets = map[string][]metric{"p2p": p2pMetrics, "coll": collMetrics}
+// runner is one stack: the command that runs a benchmark on it, and the
+// name its values and curves go by.
+type runner struct {
+	name string
+	cmd  func(bench string, sizes []int) []string
+}
+
+// group is gobtl on one stack against its references: the ratio of a
+// metric is gobtl's value over the best reference's.
+type group struct {
+	name    string
+	subject runner
+	refs    []runner
+	metrics []metric
+	// sweep are the sizes a bench runs at beyond the metrics' own, for
+	// the plots; plot names the group's curves there ("" draws none).
+	sweep map[string][]int
+	plot  string
+}
+
+// sweepSizes are the plots' sizes: 8 B to 4 MiB by factors of 8, and the
+// sizes the targets name.
+var sweepSizes = []int{8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20}
+
+var smMetrics = []metric{
+	{"latency", "lat_us", 8, true, 1.1, "latency 8 B (us)"},
+	{"latency", "lat_us", 1 << 20, true, 0.6, "latency 1 MiB (us)"},
+	{"bw", "mbps", 64 << 10, false, 1.1, "bw 64 KiB (MB/s)"},
+	{"bw", "mbps", 1 << 20, false, 1.1, "bw 1 MiB (MB/s)"},
+	{"bw", "mbps", 4 << 20, false, 1.1, "bw 4 MiB (MB/s)"},
+	{"msgrate", "msgs_per_s", 8, false, 1.1, "msgrate 8 B (msg/s)"},
+}
+
+var softrcMetrics = []metric{
+	{"latency", "lat_us", 8, true, 1.0, "latency 8 B (us)"},
+	{"latency", "lat_us", 1 << 20, true, 1.0, "latency 1 MiB (us)"},
+	{"bw", "mbps", 1 << 20, false, 1.1, "bw 1 MiB (MB/s)"},
+}
+
+var pluginMetrics = []metric{
+	{"msgrate", "msgs_per_s", 8, false, 0.95, "msgrate 8 B (msg/s)"},
+	{"bw", "mbps", 1 << 20, false, 0.95, "bw 1 MiB (MB/s)"},
+}
 
 var collMetrics = []metric{
 	{"allreduce", "lat_us", 8, true, 1.0, "allreduce 8 B (us)"},
@@ -48,133 +109,327 @@ var collMetrics = []metric{
 	{"allgather", "lat_us", 1 << 20, true, 1.0, "allgather 1 MiB (us)"},
 }
 
-var p2pMetrics = []metric{
-	{"latency", "lat_us", 8, true, 0.9, "latency 8 B (us)"},
-	{"latency", "lat_us", 1 << 20, true, 1.0, "latency 1 MiB (us)"},
-	{"bw", "mbps", 64 << 10, false, 1.0, "bw 64 KiB (MB/s)"},
-	{"bw", "mbps", 1 << 20, false, 1.0, "bw 1 MiB (MB/s)"},
-	{"bw", "mbps", 4 << 20, false, 1.0, "bw 4 MiB (MB/s)"},
-	{"msgrate", "msgs_per_s", 8, false, 0.9, "msgrate 8 B (msg/s)"},
-}
-
-type runner struct {
-	name string
-	cmd  func(bench string, sizes []int) []string
+type options struct {
+	np, iters                         int
+	gobtl, osu, mpirun, extra         string
+	smStack, softrcStack              string
+	pluginKind, pluginName, pluginBTL string
+	pluginDir, tmp                    string
 }
 
 func main() {
+	var o options
 	reps := flag.Int("reps", 5, "runs of every benchmark on every stack, alternating")
-	set := flag.String("set", "p2p", "the metrics: p2p (latency, bandwidth, message rate) or coll (allreduce, bcast, allgather)")
-	np := flag.Int("np", 0, "ranks (0: 2 for p2p, 4 for coll)")
-	iters := flag.Int("iters", 0, "iterations per size on both sides (0: the benchmarks' defaults)")
-	gobtl := flag.String("gobtl", "bin/gobtl", "the gobtl command")
-	osu := flag.String("osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc.openmpi")
+	set := flag.String("set", "p2p", "the groups: p2p (sm, softrc and plugin), sm, softrc, plugin or coll")
+	flag.IntVar(&o.np, "np", 0, "ranks of the sm and coll groups (0: 2 for sm, 4 for coll)")
+	flag.IntVar(&o.iters, "iters", 0, "iterations per size on both sides (0: the benchmarks' defaults)")
+	flag.StringVar(&o.gobtl, "gobtl", "bin/gobtl", "the gobtl command")
+	flag.StringVar(&o.osu, "osu", "bin/osu-ompi", "bench/c/osu.c built with mpicc.openmpi")
 	// By its full name: with MPICH installed too, the unsuffixed mpirun
 	// follows Debian's alternatives.
-	mpirun := flag.String("mpirun", "mpirun.openmpi", "Open MPI's launcher")
-	stack := flag.String("c", "conf/examples/sm.hcl", "stack file for gobtl run (\"\" for the default stack)")
-	extra := flag.String("mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
+	flag.StringVar(&o.mpirun, "mpirun", "mpirun.openmpi", "Open MPI's launcher")
+	flag.StringVar(&o.smStack, "c", "conf/examples/sm.hcl", "stack file of the sm and coll groups (\"\" for the default stack)")
+	flag.StringVar(&o.softrcStack, "softrc-c", "conf/examples/ib.hcl", "stack file of the softrc group")
+	flag.StringVar(&o.pluginKind, "plugin-kind", "flow_control", "the plugin group's policy kind")
+	flag.StringVar(&o.pluginName, "plugin-policy", "extoll_dynamic", "the plugin group's policy, built in and as a plugin")
+	flag.StringVar(&o.pluginBTL, "plugin-btl", `btl "extoll" "x" {}`, "the plugin group's transport block")
+	flag.StringVar(&o.pluginDir, "plugin-dir", "bin/plugins", "where the plugin group's plugins are")
+	flag.StringVar(&o.extra, "mpirun-args", "--allow-run-as-root --oversubscribe", "extra mpirun arguments")
+	plots := flag.String("plots", "", "directory for the latency and bandwidth plots (\"\": none)")
 	quiet := flag.Duration("quiet", 30*time.Second, "before each run, wait up to this long for a second in which the machine is idle (other jobs share it)")
 	flag.Parse()
-	metrics, ok := sets[*set]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "compare: no metric set %q (p2p, coll)\n", *set)
+
+	tmp, err := os.MkdirTemp("", "gobtl-compare-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	o.tmp = tmp
+	groups, err := groupsOf(*set, &o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "compare: %v\n", err)
 		os.Exit(2)
 	}
-	if *np == 0 {
-		*np = map[string]int{"p2p": 2, "coll": 4}[*set]
-	}
-	var itersArgs []string
-	if *iters > 0 {
-		itersArgs = []string{"--iters", strconv.Itoa(*iters)}
-	}
 
-	sizes := map[string][]int{}
-	var benches []string
-	for _, m := range metrics {
-		if sizes[m.bench] == nil {
-			benches = append(benches, m.bench)
-		}
-		sizes[m.bench] = append(sizes[m.bench], m.size)
-	}
-	ompi := func(mech string) runner {
-		return runner{"ompi-" + mech, func(bench string, s []int) []string {
-			args := append([]string{*mpirun}, strings.Fields(*extra)...)
-			args = append(args, "-np", strconv.Itoa(*np), "--mca", "pml", "ob1", "--mca", "btl", "self,vader",
-				"--mca", "btl_vader_single_copy_mechanism", mech, *osu, bench, "--sizes", joinSizes(s))
-			return append(args, itersArgs...)
-		}}
-	}
-	gob := runner{"gobtl", func(bench string, s []int) []string {
-		args := []string{*gobtl, "run", "-np", strconv.Itoa(*np)}
-		if *stack != "" {
-			args = append(args, "-c", *stack)
-		}
-		args = append(args, "--", *gobtl, "bench", bench, "--json", "--sizes", joinSizes(s))
-		return append(args, itersArgs...)
-	}}
-	runners := []runner{gob, ompi("cma"), ompi("none")}
-
-	// values[runner][metric index] collects one value per repetition.
-	values := map[string][][]float64{}
-	for _, r := range runners {
-		values[r.name] = make([][]float64, len(metrics))
-	}
-	fmt.Printf("# %d repetitions, %d ranks, alternating gobtl / Open MPI vader cma / vader none\n", *reps, *np)
-	for _, r := range runners {
-		for _, b := range benches {
-			fmt.Printf("#   %s\n", strings.Join(r.cmd(b, sizes[b]), " "))
+	fmt.Printf("# %d repetitions, alternating gobtl and the references\n", *reps)
+	for _, g := range groups {
+		fmt.Printf("# group %s\n", g.name)
+		for _, r := range g.runners() {
+			for _, b := range g.benches() {
+				fmt.Printf("#   %s\n", strings.Join(r.cmd(b, g.sizes(b)), " "))
+			}
 		}
 	}
+	vals := values{}
 	start := time.Now()
+	var load []float64
 	for rep := range *reps {
-		for _, b := range benches {
-			// Rotate the order so that no stack always runs first.
-			for k := range runners {
-				r := runners[(k+rep)%len(runners)]
-				if *quiet > 0 && !waitQuiet(*quiet) {
-					busyRuns++
-				}
-				rows, err := run(r.cmd(b, sizes[b]))
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "compare: %s %s: %v\n", r.name, b, err)
-					os.Exit(1)
-				}
-				for i, m := range metrics {
-					if m.bench != b {
-						continue
+		for _, g := range groups {
+			rs := g.runners()
+			for _, b := range g.benches() {
+				// Rotate the order so that no stack always runs first.
+				for k := range rs {
+					r := rs[(k+rep)%len(rs)]
+					if *quiet > 0 && !waitQuiet(*quiet) {
+						busyRuns++
 					}
-					if v, ok := rows[m.size][m.field]; ok {
-						values[r.name][i] = append(values[r.name][i], v)
+					load = append(load, loadavg())
+					rows, err := run(r.cmd(b, g.sizes(b)))
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "compare: %s %s %s: %v\n", g.name, r.name, b, err)
+						os.Exit(1)
+					}
+					for size, row := range rows {
+						for field, v := range row {
+							k := key{g.name, r.name, b, size, field}
+							vals[k] = append(vals[k], v)
+						}
 					}
 				}
 			}
 		}
 		fmt.Fprintf(os.Stderr, "compare: repetition %d of %d done (%v)\n", rep+1, *reps, time.Since(start).Round(time.Second))
+		if rep+1 < *reps {
+			// So far, for a run cut short.
+			printTable(os.Stderr, groups, vals)
+		}
 	}
 
-	fmt.Printf("\n%-22s %12s %12s %12s %9s %8s %5s\n", "metric (median)", "gobtl", "vader cma", "vader none", "ratio", "target", "met")
-	for i, m := range metrics {
-		g := median(values["gobtl"][i])
-		c := median(values["ompi-cma"][i])
-		n := median(values["ompi-none"][i])
-		best := max(c, n)
-		op := ">="
-		if m.lowerBetter {
-			best = min(c, n)
-			op = "<="
-		}
-		ratio := g / best
-		met := ratio >= m.target
-		if m.lowerBetter {
-			met = ratio <= m.target
-		}
-		fmt.Printf("%-22s %12s %12s %12s %9.3f %5s%.1f %5v\n", m.label, num(g), num(c), num(n), ratio, op, m.target, met)
-	}
-	fmt.Println("\n(ratio = gobtl / the better of vader cma and none)")
+	printTable(os.Stdout, groups, vals)
+	caption := fmt.Sprintf("%s, %s, %s, %d reps, load %.1f-%.1f", commit(), hostname(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), *reps, slices.Min(load), slices.Max(load))
+	fmt.Printf("run: %s\n", caption)
 	if busyRuns > 0 {
 		fmt.Printf("warning: %d runs started while other processes kept the CPUs busy\n", busyRuns)
 	}
+	if *plots != "" {
+		if err := writePlots(*plots, caption, groups, vals); err != nil {
+			fail(err)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "compare: %v\n", err)
+	os.Exit(1)
+}
+
+// groupsOf builds the groups of a set.
+func groupsOf(set string, o *options) ([]*group, error) {
+	switch set {
+	case "p2p":
+		var gs []*group
+		for _, s := range []string{"sm", "softrc", "plugin"} {
+			g, err := groupsOf(s, o)
+			if err != nil {
+				return nil, err
+			}
+			gs = append(gs, g...)
+		}
+		return gs, nil
+	case "sm":
+		np := o.np
+		if np == 0 {
+			np = 2
+		}
+		g := &group{name: "sm", subject: o.gobtlRunner("gobtl sm", np, o.smStack),
+			refs: []runner{o.ompiRunner("vader cma", np, "self,vader", "btl_vader_single_copy_mechanism", "cma"),
+				o.ompiRunner("vader none", np, "self,vader", "btl_vader_single_copy_mechanism", "none")},
+			metrics: smMetrics, plot: "sm"}
+		if np == 2 {
+			g.sweep = map[string][]int{"latency": sweepSizes, "bw": sweepSizes}
+		}
+		return []*group{g}, nil
+	case "softrc":
+		return []*group{{name: "softrc", subject: o.gobtlRunner("gobtl ib/softrc", 2, o.softrcStack),
+			refs:    []runner{o.ompiRunner("ob1/tcp", 2, "self,tcp", "btl_tcp_if_include", "lo")},
+			metrics: softrcMetrics, plot: "softrc",
+			sweep: map[string][]int{"latency": sweepSizes, "bw": sweepSizes}}}, nil
+	case "plugin":
+		stacks := map[string]string{}
+		for _, how := range []string{"builtin", "plugin"} {
+			sel := fmt.Sprintf("builtin = %q", o.pluginName)
+			if how == "plugin" {
+				dir, err := filepath.Abs(o.pluginDir)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := os.Stat(filepath.Join(dir, o.pluginName)); err != nil {
+					return nil, fmt.Errorf("plugin group: %w (make plugins builds it)", err)
+				}
+				sel = fmt.Sprintf("plugin = %q\n  plugin_dir = %q", o.pluginName, dir)
+			}
+			path := filepath.Join(o.tmp, how+".hcl")
+			hcl := fmt.Sprintf("btl \"self\" \"self\" {}\n%s\npolicy %q {\n  %s\n}\n", o.pluginBTL, o.pluginKind, sel)
+			if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+				return nil, err
+			}
+			stacks[how] = path
+		}
+		return []*group{{name: "plugin", subject: o.gobtlRunner(o.pluginName+" plugin", 2, stacks["plugin"]),
+			refs: []runner{o.gobtlRunner(o.pluginName+" built in", 2, stacks["builtin"])}, metrics: pluginMetrics}}, nil
+	case "coll":
+		np := o.np
+		if np == 0 {
+			np = 4
+		}
+		return []*group{{name: "coll", subject: o.gobtlRunner("gobtl", np, o.smStack),
+			refs: []runner{o.ompiRunner("vader cma", np, "self,vader", "btl_vader_single_copy_mechanism", "cma"),
+				o.ompiRunner("vader none", np, "self,vader", "btl_vader_single_copy_mechanism", "none")},
+			metrics: collMetrics}}, nil
+	}
+	return nil, fmt.Errorf("no set %q (p2p, sm, softrc, plugin, coll)", set)
+}
+
+func (o *options) itersArgs() []string {
+	if o.iters > 0 {
+		return []string{"--iters", strconv.Itoa(o.iters)}
+	}
+	return nil
+}
+
+// ompiRunner runs osu.c under Open MPI's ob1 over btls, with one MCA
+// parameter set.
+func (o *options) ompiRunner(name string, np int, btls, param, value string) runner {
+	return runner{name, func(bench string, s []int) []string {
+		args := append([]string{o.mpirun}, strings.Fields(o.extra)...)
+		args = append(args, "-np", strconv.Itoa(np), "--mca", "pml", "ob1", "--mca", "btl", btls,
+			"--mca", param, value, o.osu, bench, "--sizes", joinSizes(s))
+		return append(args, o.itersArgs()...)
+	}}
+}
+
+// gobtlRunner runs gobtl bench under gobtl run on a stack.
+func (o *options) gobtlRunner(name string, np int, stack string) runner {
+	return runner{name, func(bench string, s []int) []string {
+		args := []string{o.gobtl, "run", "-np", strconv.Itoa(np)}
+		if stack != "" {
+			args = append(args, "-c", stack)
+		}
+		args = append(args, "--", o.gobtl, "bench", bench, "--json", "--sizes", joinSizes(s))
+		return append(args, o.itersArgs()...)
+	}}
+}
+
+func (g *group) runners() []runner { return append([]runner{g.subject}, g.refs...) }
+
+// benches are the group's benchmarks in the order its metrics name them.
+func (g *group) benches() []string {
+	var bs []string
+	for _, m := range g.metrics {
+		if !slices.Contains(bs, m.bench) {
+			bs = append(bs, m.bench)
+		}
+	}
+	return bs
+}
+
+// sizes are the sizes a bench runs at: the metrics' and the sweep's.
+func (g *group) sizes(bench string) []int {
+	s := slices.Clone(g.sweep[bench])
+	for _, m := range g.metrics {
+		if m.bench == bench {
+			s = append(s, m.size)
+		}
+	}
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// key names the values of one field of one size of one bench on one
+// runner of one group, one per repetition.
+type key struct {
+	group, runner, bench string
+	size                 int
+	field                string
+}
+
+type values map[key][]float64
+
+func (v values) median(group, runner string, m metric) float64 {
+	return median(v[key{group, runner, m.bench, m.size, m.field}])
+}
+
+// curve is the medians of a field of a bench over its sizes.
+func (v values) curve(group, runner, bench, field string) map[int]float64 {
+	c := map[int]float64{}
+	for k, xs := range v {
+		if k.group == group && k.runner == runner && k.bench == bench && k.field == field {
+			c[k.size] = median(xs)
+		}
+	}
+	return c
+}
+
+// writePlots draws latency and bandwidth over size, every runner of the
+// groups that plot, gobtl and Open MPI side by side.
+func writePlots(dir, caption string, groups []*group, v values) error {
+	env := &experiment.Env{Plots: dir, Out: os.Stdout}
+	for _, p := range []struct{ file, bench, field, title, ylabel string }{
+		{"compare-latency", "latency", "lat_us", "one-way latency", "latency (µs, lower is better)"},
+		{"compare-bw", "bw", "mbps", "bandwidth", "bandwidth (MB/s, higher is better)"},
+	} {
+		f := experiment.Figure{Title: "gobtl vs Open MPI 4.1, 2 ranks: " + p.title + "\n" + caption,
+			XLabel: "message size", YLabel: p.ylabel, LogX: true, LogY: true, XTicks: experiment.SizeTicks{}}
+		// Both curves rise with size: the legend goes where they are not.
+		f.LegendLeft = p.bench == "latency"
+		f.LegendBottom = p.bench == "bw"
+		for _, g := range groups {
+			if g.plot == "" {
+				continue
+			}
+			for _, r := range g.runners() {
+				name := r.name
+				if !strings.HasPrefix(name, "gobtl") {
+					name = "Open MPI " + name
+				}
+				f.Lines = append(f.Lines, experiment.Line{Name: name, XY: experiment.Curve(v.curve(g.name, r.name, p.bench, p.field))})
+			}
+		}
+		if err := env.Figure(p.file, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printTable prints every metric's medians, ratio and target.
+func printTable(w io.Writer, groups []*group, vals values) {
+	fmt.Fprintf(w, "\n%-7s %-22s %12s %12s %-22s %8s %7s %5s\n", "group", "metric (median)", "gobtl", "reference", "(which)", "ratio", "target", "met")
+	met, all := 0, 0
+	for _, g := range groups {
+		for _, m := range g.metrics {
+			gv := vals.median(g.name, g.subject.name, m)
+			best, which := 0.0, ""
+			var others []string
+			for _, r := range g.refs {
+				v := vals.median(g.name, r.name, m)
+				if v == 0 {
+					continue
+				}
+				others = append(others, fmt.Sprintf("%s %s", r.name, num(v)))
+				if which == "" || (m.lowerBetter && v < best) || (!m.lowerBetter && v > best) {
+					best, which = v, r.name
+				}
+			}
+			ratio := 0.0
+			if best > 0 {
+				ratio = gv / best
+			}
+			op, ok := ">=", ratio >= m.target
+			if m.lowerBetter {
+				op, ok = "<=", ratio > 0 && ratio <= m.target
+			}
+			all++
+			if ok {
+				met++
+			}
+			fmt.Fprintf(w, "%-7s %-22s %12s %12s %-22s %8.3f %4s%.2f %5v\n", g.name, m.label, num(gv), num(best), which, ratio, op, m.target, ok)
+			if len(others) > 1 {
+				fmt.Fprintf(w, "%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n%d of %d targets met (ratio = gobtl / the best reference; plugin: the plugin / the built-in)\n", met, all)
 }
 
 var busyRuns int
@@ -212,6 +467,30 @@ func cpuTimes() (idle, total uint64) {
 		}
 	}
 	return idle, total
+}
+
+// loadavg is the one-minute load average, for the caption.
+func loadavg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+func commit() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown commit"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 func run(args []string) (map[int]map[string]float64, error) {

@@ -152,6 +152,13 @@ type Stats struct {
 	// wire; NICWakeups how often it woke while in charge.
 	NICEngagements int64
 	NICWakeups     int64
+	// WritesBlocked counts writes the socket took only in part (its
+	// buffer was full): the rest goes when epoll reports room.
+	WritesBlocked int64
+	// Writes counts write and writev calls that moved bytes;
+	// SendsBatched the sends PostSend left for the next poll to write
+	// with others.
+	Writes, SendsBatched int64
 }
 
 func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {

@@ -92,6 +92,10 @@ type link struct {
 	txHead    int
 	txN       int
 	txReadyAt int64
+	// wroteAt is the device's poll count at the last write: PostSend
+	// leaves a packet queued for the next poll when one already went
+	// since the last (qp.PostSend).
+	wroteAt uint64
 }
 
 // rxAction says what finishing the current packet does.
@@ -119,7 +123,7 @@ func (d *Device) addLink(p *port, fd int, dialed bool) (*link, error) {
 	}
 	// An accepted link gets its working buffers once it has proved it
 	// belongs to the job (auth.go); until then it holds a few hundred bytes.
-	l := &link{d: d, port: p, fd: fd, dialed: dialed, born: nowNS(), delay: p.delay}
+	l := &link{d: d, port: p, fd: fd, dialed: dialed, born: nowNS(), delay: p.delay, wroteAt: ^uint64(0)}
 	if dialed {
 		// Its handshake is done (port.handshake).
 		l.auth, l.rbuf, l.tx = authDone, make([]byte, rxBufSize), make([]txItem, 64)
@@ -291,6 +295,7 @@ func (l *link) flush(now int64) {
 			iov[i].Base = nil
 		}
 		if e == unix.EAGAIN {
+			d.stats.WritesBlocked++
 			l.armOut(true)
 			return
 		}
@@ -302,12 +307,15 @@ func (l *link) flush(now int64) {
 			return
 		}
 		n := int(r)
+		l.wroteAt = d.polls
+		d.stats.Writes++
 		d.stats.BytesSent += int64(n)
 		if b := l.port.bucket; b != nil {
 			b.take(n)
 		}
 		l.advance(n, now)
 		if n < want {
+			d.stats.WritesBlocked++
 			l.armOut(true)
 			return
 		}

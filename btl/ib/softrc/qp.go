@@ -383,6 +383,16 @@ func (q *qp) PostSend(wr *verbs.SendWR) error {
 		return nil
 	}
 	q.pump(now)
+	// A doorbell per poll: the first send after a poll goes on the wire
+	// at once (a ping-pong's reply waits for nothing), later ones wait for
+	// the next poll, which writes them all with one writev — a window of
+	// 64 posted in a row costs two writes, not 64. A process that posts
+	// and stops polling has them written by the device goroutine within
+	// IdleAfter.
+	if l := q.out; l != nil && l.wroteAt == d.polls {
+		d.stats.SendsBatched++
+		return nil
+	}
 	q.flush(now)
 	return nil
 }
