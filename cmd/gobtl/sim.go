@@ -13,6 +13,7 @@ import (
 	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/sim"
 	"github.com/gobtl/gobtl/sim/job"
 	"github.com/spf13/cobra"
 )
@@ -26,6 +27,8 @@ var simFlags struct {
 	json     bool
 	latency  time.Duration
 	overhead time.Duration
+	recvOver time.Duration
+	sleep    bool
 	gap      time.Duration
 	rate     string
 	profile  string
@@ -79,7 +82,7 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			return conf.Err(diags)
 		}
 		link := simrc.DefaultLink
-		link.Latency, link.Overhead, link.Gap = f.latency, f.overhead, f.gap
+		link.Latency, link.Overhead, link.RecvOverhead, link.Gap = f.latency, f.overhead, f.recvOver, f.gap
 		if f.rate != "" {
 			r, err := core.ParseRate(f.rate)
 			if err != nil {
@@ -87,7 +90,8 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			}
 			link.Rate = r
 		}
-		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link}
+		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link,
+			Sched: sim.Options{SleepThrough: f.sleep}}
 		if stderrIsTerminal() {
 			c.Progress = os.Stderr
 		}
@@ -136,6 +140,8 @@ func init() {
 	f.BoolVar(&simFlags.json, "json", false, "print JSON")
 	f.DurationVar(&simFlags.latency, "latency", simrc.DefaultLink.Latency, "LogGP L of every port")
 	f.DurationVar(&simFlags.overhead, "overhead", simrc.DefaultLink.Overhead, "LogGP o")
+	f.DurationVar(&simFlags.recvOver, "recv-overhead", simrc.DefaultLink.RecvOverhead, "LogGP o_r: CPU time a rank spends on each frame it receives")
+	f.BoolVar(&simFlags.sleep, "sleep-through", false, "idle ranks sleep their back-off out instead of waking when a frame lands (frames batch up as on an oversubscribed machine)")
 	f.DurationVar(&simFlags.gap, "gap", simrc.DefaultLink.Gap, "LogGP g")
 	f.StringVar(&simFlags.rate, "rate", "", "link rate (1/G), e.g. 1GB/s (default 1GB/s)")
 	f.StringVar(&simFlags.profile, "profile", "", "write a CPU profile of the simulator to this file")

@@ -34,6 +34,8 @@ type Config struct {
 	Compute time.Duration
 	// Link is every port's LogGP model; zero: simrc.DefaultLink.
 	Link simrc.Link
+	// Sched shapes the scheduler (how idle ranks wake).
+	Sched sim.Options
 	// Progress, if set, receives a line per tenth of the ranks finished.
 	Progress io.Writer
 	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
@@ -131,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	jobSeq++
-	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, sim.Options{})
+	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, cfg.Sched)
 	if err := s.Register(); err != nil {
 		return nil, err
 	}
