@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
@@ -25,6 +25,7 @@ var simFlags struct {
 	scale    float64
 	compute  time.Duration
 	json     bool
+	sizes    string
 	latency  time.Duration
 	overhead time.Duration
 	recvOver time.Duration
@@ -47,7 +48,12 @@ registered per rank; the same inputs print the same output.
 
   gobtl sim -np 1024 -c conf/examples/sim.hcl -- lu --iters 3
 
-Patterns: ` + strings.Join(patterns.Names(), ", "),
+The osu-style benchmarks run too, timed in virtual time (latency, bw,
+msgrate, the collectives, seed 003's multi-pingpong):
+
+  gobtl sim -np 64 -c conf/examples/sim.hcl -- multi-pingpong --sizes 8,2048
+
+Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
 	// -np is not a pflag-style flag (as for run): sim rewrites it and
 	// parses its own arguments.
 	DisableFlagParsing: true,
@@ -71,7 +77,7 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			args = append(args[:1], cmd.Flags().Args()...)
 		}
 		if len(args) != 1 {
-			return fmt.Errorf("sim: name one pattern (%s)", strings.Join(patterns.Names(), ", "))
+			return fmt.Errorf("sim: name one pattern or benchmark (%s)", strings.Join(job.Programs(), ", "))
 		}
 		f := &simFlags
 		if f.config == "" {
@@ -90,7 +96,15 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			}
 			link.Rate = r
 		}
-		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link,
+		var sizes []int
+		if f.sizes != "" {
+			s, err := bench.ParseSizes(f.sizes)
+			if err != nil {
+				return fmt.Errorf("sim: --sizes: %w", err)
+			}
+			sizes = s
+		}
+		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Link: link, Sizes: sizes,
 			Sched: sim.Options{SleepThrough: f.sleep}}
 		if stderrIsTerminal() {
 			c.Progress = os.Stderr
@@ -138,6 +152,7 @@ func init() {
 	f.Float64Var(&simFlags.scale, "scale", 0, "message sizes relative to NPB class A (0: 1)")
 	f.DurationVar(&simFlags.compute, "compute", 0, "virtual time of one compute phase (0: the patterns' default, negative: none)")
 	f.BoolVar(&simFlags.json, "json", false, "print JSON")
+	f.StringVar(&simFlags.sizes, "sizes", "", "a benchmark's message sizes, comma-separated (default: its own)")
 	f.DurationVar(&simFlags.latency, "latency", simrc.DefaultLink.Latency, "LogGP L of every port")
 	f.DurationVar(&simFlags.overhead, "overhead", simrc.DefaultLink.Overhead, "LogGP o")
 	f.DurationVar(&simFlags.recvOver, "recv-overhead", simrc.DefaultLink.RecvOverhead, "LogGP o_r: CPU time a rank spends on each frame it receives")

@@ -5,6 +5,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,8 +37,11 @@ type Config struct {
 	Link simrc.Link
 	// Sched shapes the scheduler (how idle ranks wake).
 	Sched sim.Options
-	// Progress, if set, receives a line per tenth of the ranks finished.
+	// Progress, if set, receives a progress bar over rank 0's time steps
+	// (a benchmark's over its sizes).
 	Progress io.Writer
+	// Sizes are a benchmark's message sizes (nil: its defaults).
+	Sizes []int
 	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
 	// (they hold a name per peer: n² of them in all).
 	KeepRankMetrics bool
@@ -89,6 +93,9 @@ type Result struct {
 	PerConn map[string]*ConnStat `json:"per_connection"`
 	// Ranks holds every rank's own metrics (not printed).
 	RankMetrics []map[string]any `json:"-"`
+	// Bench is rank 0's report when the job ran a benchmark of package
+	// bench (times in virtual time).
+	Bench json.RawMessage `json:"bench,omitempty"`
 	// Scheduler work: events run and rank switches.
 	Events   int64 `json:"sim_events"`
 	Switches int64 `json:"sim_switches"`
@@ -126,8 +133,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Ranks < 1 {
 		return nil, fmt.Errorf("sim: %d ranks", cfg.Ranks)
 	}
-	if _, ok := patterns.Lookup(cfg.Pattern); !ok {
-		return nil, fmt.Errorf("sim: no pattern %q (have %v)", cfg.Pattern, patterns.Names())
+	if !known(cfg.Pattern) {
+		return nil, fmt.Errorf("sim: no pattern or benchmark %q (have %v)", cfg.Pattern, Programs())
 	}
 	if err := simulated(cfg.Stack); err != nil {
 		return nil, err
@@ -155,13 +162,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
 		PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
 	done := 0
+	bar := newStepBar(cfg.Progress, cfg)
+	var report bytes.Buffer
 	err := s.Run(func(r int) error {
 		c, err := gobtl.Init(ctx, gobtl.Options{Config: cfg.Stack, Boot: s.Boot(r), Clock: s})
 		if err != nil {
 			return err
 		}
 		comms[r] = c
-		st, err := patterns.Run(comm{c, s}, cfg.Pattern, patterns.Options{Iters: cfg.Iters, Scale: cfg.Scale, Compute: cfg.Compute})
+		st, err := program(comm{c, s}, cfg, bar, &report)
 		if err != nil {
 			c.Abort(err)
 			c.Close()
@@ -180,11 +189,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return err
 		}
 		done++
-		if cfg.Progress != nil && cfg.Ranks >= 10 && done%(cfg.Ranks/10) == 0 {
-			fmt.Fprintf(cfg.Progress, "sim: %d/%d ranks done at %v\n", done, cfg.Ranks, s.Now())
-		}
 		return nil
 	})
+	bar.done()
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +199,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cfg.KeepRankMetrics {
 		res.RankMetrics = nil
 	}
+	if report.Len() > 0 {
+		res.Bench = json.RawMessage(bytes.TrimSpace(report.Bytes()))
+	}
 	for _, st := range stats {
+		if st == nil {
+			continue
+		}
 		res.Iters = st.Iters
 		res.Msgs += st.TotalMsgs()
 		res.Bytes += st.TotalBytes()
@@ -310,6 +323,7 @@ func number(v any) (float64, bool) {
 func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "pattern %s, %d ranks, %d time steps\n", r.Pattern, r.Ranks, r.Iters)
 	fmt.Fprintf(w, "virtual time          %v\n", r.VirtualTime)
+	r.writeBench(w)
 	fmt.Fprintf(w, "messages              %d (%d bytes)\n", r.Msgs, r.Bytes)
 	fmt.Fprintf(w, "frames (RC sends)     %d\n", r.Frames)
 	fmt.Fprintf(w, "RDMA writes / reads   %d / %d\n", r.Writes, r.Reads)
