@@ -170,6 +170,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return err
 		}
 		comms[r] = c
+		virtualStart(c.Metrics())
 		st, err := program(comm{c, s}, cfg, bar, &report)
 		if err != nil {
 			c.Abort(err)
