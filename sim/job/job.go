@@ -45,6 +45,9 @@ type Config struct {
 	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
 	// (they hold a name per peer: n² of them in all).
 	KeepRankMetrics bool
+	// Snapshot, if set, receives every rank's metrics as it finishes
+	// (histograms included, which Result does not fold).
+	Snapshot func(rank int, snap map[string]any)
 	// Peak, if set, is called once, when the first rank has finished the
 	// pattern and none has closed yet: about when the job's memory peaks
 	// (a heap profile there shows what each structure costs).
@@ -180,6 +183,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		stats[r] = st
 		snap := c.Metrics().Snapshot()
 		fold(res, snap)
+		if cfg.Snapshot != nil {
+			cfg.Snapshot(r, snap)
+		}
 		if cfg.KeepRankMetrics {
 			snaps[r] = snap
 		}
