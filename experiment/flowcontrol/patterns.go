@@ -18,7 +18,7 @@ import (
 // PaperMostPosted is Table 2, the dynamic scheme's most buffers posted
 // per connection starting from 1.
 var (
-	PaperECM   = map[string][2]int{"is": {0, 383}, "ft": {0, 193}, "lu": {9002, 48805}, "cg": {0, 4202}, "mg": {1, 1595}, "bt": {0, 28913}, "sp": {0, 14531}}
+	PaperECM        = map[string][2]int{"is": {0, 383}, "ft": {0, 193}, "lu": {9002, 48805}, "cg": {0, 4202}, "mg": {1, 1595}, "bt": {0, 28913}, "sp": {0, 14531}}
 	PaperMostPosted = map[string]int{"is": 4, "ft": 4, "lu": 63, "cg": 3, "mg": 6, "bt": 7, "sp": 7}
 )
 
