@@ -27,6 +27,10 @@ type fcRun struct {
 	RecvMax, RecvMean int64
 	Registered        float64
 	Virtual, Wall     time.Duration
+	// Finalize is how many ranks failed their finalize after the
+	// pattern (their counts are complete), FinalizeError why.
+	Finalize      int
+	FinalizeError string
 }
 
 // runSim runs pattern on n simulated ranks over the stack text.
@@ -103,7 +107,8 @@ func (x *exp) flowcontrol() error {
 				ecm, frames, posted := perConn(res, "credit_messages"), perConn(res, "frames"), perConn(res, "posted_max")
 				r := &fcRun{Pattern: p, Scheme: sc, Ranks: n, ECM: ecm.Mean(), ECMMax: ecm.Max, Frames: frames.Mean(), Conns: frames.Conns,
 					PostedMost: posted.Max, PostedMean: posted.Mean(), RecvMax: res.MaxRecvBytesPerRank, RecvMean: res.MeanRecvBytesPerRank,
-					Registered: counterMax(res, "recv_registered_bytes"), Virtual: res.VirtualTime, Wall: wall}
+					Registered: counterMax(res, "recv_registered_bytes"), Virtual: res.VirtualTime, Wall: wall,
+					Finalize: res.FinalizeFailed, FinalizeError: res.FinalizeError}
 				runs[p][n][sc] = r
 				x.Record("seed 000 runs", r)
 			}
@@ -176,6 +181,13 @@ func (x *exp) flowcontrol() error {
 		x.Record(t3, map[string]any{"app": p, "ranks": n, "hardware": byScheme["hardware"].RecvMax, "static": byScheme["static"].RecvMax,
 			"dynamic": byScheme["dynamic"].RecvMax, "hardware_mean": byScheme["hardware"].RecvMean, "static_mean": byScheme["static"].RecvMean,
 			"dynamic_mean": byScheme["dynamic"].RecvMean})
+	})
+	x.each(runs, "static", func(p string, n int, _ *fcRun) {
+		for _, sc := range flowcontrol.Schemes {
+			if r := runs[p][n][sc]; r.Finalize > 0 {
+				fmt.Fprintf(w, "FINALIZE FAILED: %s on %d ranks, %s: %d ranks after the pattern (counts complete): %s\n", strings.ToUpper(p), n, sc, r.Finalize, r.FinalizeError)
+			}
+		}
 	})
 	for _, s := range skipped {
 		fmt.Fprintf(w, "not run: %s\n", s)

@@ -156,6 +156,9 @@ func (x *exp) utilization() error {
 			u := sum / float64(frames)
 			util[l.name] = u
 			fmt.Fprintf(w, "%-6d %-9s %10d %7.1f%% %7.1f%% %16s\n", n, l.name, frames, 100*u, 100*float64(below)/float64(frames), mib(counterMax(res, "recv_registered_bytes")))
+			if res.FinalizeFailed > 0 {
+				fmt.Fprintf(w, "  FINALIZE FAILED on %d ranks after the pattern (counts complete): %s\n", res.FinalizeFailed, res.FinalizeError)
+			}
 			x.Record(table, map[string]any{"ranks": n, "layout": l.name, "frames": frames, "util": u, "below25": float64(below) / float64(frames),
 				"recv_registered_max": counterMax(res, "recv_registered_bytes")})
 		}

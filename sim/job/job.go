@@ -96,6 +96,11 @@ type Result struct {
 	PerConn map[string]*ConnStat `json:"per_connection"`
 	// Ranks holds every rank's own metrics (not printed).
 	RankMetrics []map[string]any `json:"-"`
+	// FinalizeFailed counts the ranks whose finalize (Comm.Close) failed
+	// after they had finished the program and their counts were taken;
+	// FinalizeError says why (the stall, if the job stalled).
+	FinalizeFailed int    `json:"finalize_failed,omitempty"`
+	FinalizeError  string `json:"finalize_error,omitempty"`
 	// Bench is rank 0's report when the job ran a benchmark of package
 	// bench (times in virtual time).
 	Bench json.RawMessage `json:"bench,omitempty"`
@@ -155,7 +160,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	comms := make([]*gobtl.Comm, cfg.Ranks)
 	stats := make([]*patterns.Stats, cfg.Ranks)
 	snaps := make([]map[string]any, cfg.Ranks)
+	var stall error
 	s.OnStall(func(err error) {
+		stall = err
 		for _, c := range comms {
 			if c != nil {
 				c.Abort(err)
@@ -193,7 +200,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Peak()
 		}
 		if err := c.Close(); err != nil {
-			return err
+			// The rank's counts are in (taken above): a finalize that
+			// fails is reported with them rather than losing the run.
+			res.FinalizeFailed++
+			if res.FinalizeError == "" {
+				res.FinalizeError = err.Error()
+			}
+			return nil
 		}
 		done++
 		return nil
@@ -201,6 +214,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	bar.done()
 	if err != nil {
 		return nil, err
+	}
+	if stall != nil && res.FinalizeFailed > 0 {
+		res.FinalizeError = stall.Error()
 	}
 	res.VirtualTime, res.Events, res.Switches = s.Now(), s.Events, s.Switches
 	if !cfg.KeepRankMetrics {
@@ -352,6 +368,9 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "simulator: %d events, %d rank switches\n", r.Events, r.Switches)
+	if r.FinalizeFailed > 0 {
+		fmt.Fprintf(w, "FINALIZE FAILED on %d ranks after the program ended (counts above are complete): %s\n", r.FinalizeFailed, r.FinalizeError)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
