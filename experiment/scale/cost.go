@@ -18,7 +18,7 @@ import (
 
 // rssLimit is the most resident memory a cost run's process may reach
 // before it is killed: the machine (23 GiB) is shared with other work.
-const rssLimit = 14 << 30
+const rssLimit = 12 << 30
 
 // costRun is what one simulated job cost.
 type costRun struct {
@@ -73,8 +73,16 @@ func (x *exp) cost() error {
 	const table = "simulator cost"
 	var rs []costRun
 	for _, p := range x.CostPatterns {
+		// The memory per (rank, peer) pair of the largest run so far: the
+		// ranks' per-peer state makes a job's memory grow as n².
+		perPair, pairAt := 0.0, 0
 		for _, n := range x.CostRanks {
 			x.Begin("scale: simulator cost, %s, %d ranks", p, n)
+			if est := perPair * float64(n) * float64(n); est > rssLimit {
+				rs = append(rs, costRun{Pattern: p, Ranks: n, Err: fmt.Sprintf("not run: %s per (rank, peer) pair at %d ranks (peak RSS / n²) × %d² ≈ %.1f GiB, over the %d GiB a run may take here",
+					kib(perPair), pairAt, n, est/(1<<30), rssLimit>>30)})
+				continue
+			}
 			if p == "alltoall" && n > 1024 {
 				// Every rank connects to every other: 2 buffers of 2 KiB
 				// posted per peer from the start.
@@ -84,6 +92,9 @@ func (x *exp) cost() error {
 				continue
 			}
 			r := x.costOne(p, n)
+			if r.Err == "" && !r.InProcess {
+				perPair, pairAt = float64(r.RSS)/float64(n)/float64(n), n
+			}
 			rs = append(rs, r)
 			x.Record(table, r)
 		}

@@ -3,6 +3,7 @@ package scale
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/experiment"
@@ -32,11 +33,20 @@ func (x *exp) recvbuf() error {
 	got := map[string]map[int]float64{}
 	fits := map[string]*fit{}
 	var notRun []string
+	// The ranks' own state besides the buffers — the pml's peers, the ib
+	// endpoints and their counters — is per (rank, peer) pair: the Go
+	// memory a job peaked at, per pair, at the largest size run so far.
+	perPair, pairAt := 0.0, 0
 	for _, l := range recvbuf.MemoryLayouts {
 		got[l.Name] = map[int]float64{}
 		var xs []int
 		for _, n := range x.MemRanks {
 			x.Begin("scale: receive memory, %s, %d ranks", l.Name, n)
+			if state := perPair * float64(n) * float64(n); state > memBudget {
+				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: the ranks' per-peer state (pml peers, ib endpoints and their counters) would take ~%.1f GiB: %s per (rank, peer) pair, measured at %d ranks, × %d²; over this run's %d GiB",
+					l.Name, n, state/(1<<30), kib(perPair), pairAt, n, memBudget>>30))
+				continue
+			}
 			if f := fits[l.Name]; f != nil {
 				// Rank 0 holds a + b·n; every other rank, connected to rank 0
 				// alone, about a + b.
@@ -47,8 +57,16 @@ func (x *exp) recvbuf() error {
 					continue
 				}
 			}
-			b, err := recvbuf.MeasureRecvMemorySim(x.Ctx, l, n)
+			var b int64
+			peak, err := peakMemory(func() error {
+				var err error
+				b, err = recvbuf.MeasureRecvMemorySim(x.Ctx, l, n)
+				return err
+			})
 			release()
+			if p := float64(peak) / float64(n) / float64(n); n >= pairAt && err == nil {
+				perPair, pairAt = p, n
+			}
 			if err != nil {
 				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: %v", l.Name, n, err))
 				continue
@@ -167,4 +185,28 @@ func (x *exp) utilization() error {
 			x.Check(table, fmt.Sprintf("%d ranks", n), "B-SRQ raises MG's receive-buffer utilization by over 50% (relative gain)", gain, experiment.AtLeast(0.5)))
 	}
 	return nil
+}
+
+// peakMemory runs fn and returns the most memory the Go runtime had
+// mapped meanwhile, sampled every 50 ms.
+func peakMemory(fn func() error) (int64, error) {
+	stop := make(chan struct{})
+	done := make(chan int64)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		m := goMemory()
+		for {
+			select {
+			case <-stop:
+				done <- max(m, goMemory())
+				return
+			case <-t.C:
+				m = max(m, goMemory())
+			}
+		}
+	}()
+	err := fn()
+	close(stop)
+	return <-done, err
 }
