@@ -25,6 +25,9 @@ type costRun struct {
 	Pattern string
 	Ranks   int
 	Wall    time.Duration
+	// CPU is the process's user and system time (in process: the
+	// experiment's during the run), the fairer figure on a shared machine.
+	CPU time.Duration
 	// RSS is the process's peak resident memory (getrusage ru_maxrss):
 	// of the `gobtl sim` process the run had to itself, or, in process,
 	// the experiment's whole peak so far, with GoPeak the Go runtime's
@@ -99,10 +102,10 @@ func (x *exp) cost() error {
 			x.Record(table, r)
 		}
 	}
-	fmt.Fprintf(w, "== The simulator's cost: wall time and peak memory per simulated rank ==\n")
+	fmt.Fprintf(w, "== The simulator's cost: time and peak memory per simulated rank ==\n")
 	fmt.Fprintf(w, "LU: %d time step(s); alltoall: osu-style, 8 B, 2 iterations; stack conf/examples/sim.hcl's. Each run in a process\n", x.Iters)
 	fmt.Fprintf(w, "of its own (peak RSS from its rusage) unless marked in-process (then the experiment's peak so far).\n")
-	fmt.Fprintf(w, "%-9s %6s %12s %14s %12s %14s %12s %12s\n", "program", "ranks", "wall", "wall/rank", "peak RSS", "RSS/rank", "virtual", "events")
+	fmt.Fprintf(w, "%-9s %6s %12s %12s %14s %12s %14s %12s %12s\n", "program", "ranks", "wall", "CPU", "CPU/rank", "peak RSS", "RSS/rank", "virtual", "events")
 	wallPer, rssPer := map[string]map[int]float64{}, map[string]map[int]float64{}
 	for _, r := range rs {
 		if r.Err != "" {
@@ -113,13 +116,13 @@ func (x *exp) cost() error {
 		if r.InProcess {
 			mark = fmt.Sprintf(" (in-process; Go memory at the peak %s)", mib(float64(r.GoPeak)))
 		}
-		fmt.Fprintf(w, "%-9s %6d %12v %14v %12s %14s %12v %12d%s\n", r.Pattern, r.Ranks, r.Wall.Round(10*time.Millisecond),
-			(r.Wall / time.Duration(r.Ranks)).Round(time.Microsecond), mib(float64(r.RSS)), kib(float64(r.RSS)/float64(r.Ranks)),
+		fmt.Fprintf(w, "%-9s %6d %12v %12v %14v %12s %14s %12v %12d%s\n", r.Pattern, r.Ranks, r.Wall.Round(10*time.Millisecond),
+			r.CPU.Round(10*time.Millisecond), (r.CPU / time.Duration(r.Ranks)).Round(time.Microsecond), mib(float64(r.RSS)), kib(float64(r.RSS)/float64(r.Ranks)),
 			r.Virtual.Round(time.Microsecond), r.Events, mark)
 		if wallPer[r.Pattern] == nil {
 			wallPer[r.Pattern], rssPer[r.Pattern] = map[int]float64{}, map[int]float64{}
 		}
-		wallPer[r.Pattern][r.Ranks] = float64(r.Wall) / float64(r.Ranks) / 1e6
+		wallPer[r.Pattern][r.Ranks] = float64(r.CPU) / float64(r.Ranks) / 1e6
 		rssPer[r.Pattern][r.Ranks] = float64(r.RSS) / float64(r.Ranks) / 1024
 	}
 	var lw, lr []experiment.Line
@@ -127,7 +130,7 @@ func (x *exp) cost() error {
 		lw = append(lw, experiment.Line{Name: p, XY: experiment.Curve(wallPer[p])})
 		lr = append(lr, experiment.Line{Name: p, XY: experiment.Curve(rssPer[p])})
 	}
-	if err := x.Figure("scale-cost-wall", experiment.Figure{Title: "Simulator wall time per simulated rank", XLabel: "ranks", YLabel: "ms per rank", LogX: true, Lines: lw}); err != nil {
+	if err := x.Figure("scale-cost-wall", experiment.Figure{Title: "Simulator CPU time per simulated rank", XLabel: "ranks", YLabel: "CPU ms per rank", LogX: true, Lines: lw}); err != nil {
 		return err
 	}
 	return x.Figure("scale-cost-rss", experiment.Figure{Title: "Simulator peak RSS per simulated rank", XLabel: "ranks", YLabel: "KiB per rank", LogX: true, Lines: lr})
@@ -144,6 +147,7 @@ func (x *exp) costOne(p string, n int) costRun {
 		out, st, err := x.Jobs.SimWatch(ctx, n, costStack, func(pid int) bool { return rssOf(pid) > rssLimit }, x.costArgs(p)...)
 		r.Wall = time.Since(t0)
 		if st != nil {
+			r.CPU = st.UserTime() + st.SystemTime()
 			if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
 				r.RSS = ru.Maxrss * 1024
 			}
@@ -165,8 +169,9 @@ func (x *exp) costOne(p string, n int) costRun {
 		} else {
 			c.Iters = x.Iters
 		}
+		cpu0 := cpuTime()
 		got, wall, err := x.runSim(costStack, n, args[0], c)
-		r.Wall = wall
+		r.Wall, r.CPU = wall, cpuTime()-cpu0
 		if err != nil {
 			r.Err = err.Error()
 			return r
@@ -179,6 +184,15 @@ func (x *exp) costOne(p string, n int) costRun {
 	}
 	r.Virtual, r.Events = res.VirtualTime, res.Events
 	return r
+}
+
+// cpuTime is this process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // goMemory is the memory the Go runtime has mapped.
