@@ -86,7 +86,7 @@ func (x *exp) flowcontrol() error {
 			}
 			if alltoall[p] && n > x.AlltoallRanks {
 				per := float64(n-1) * pre * 2048
-				skipped = append(skipped, fmt.Sprintf("%s at %d ranks: every rank connects to %d peers; hardware and static post %d × 2 KiB per connection, %s per rank, %.1f GiB for the job (dynamic would start at 1: %s per rank)",
+				skipped = append(skipped, fmt.Sprintf("%s at %d ranks (--alltoall-ranks): every rank connects to %d peers; hardware and static would post %d × 2 KiB per connection, %s per rank, %.1f GiB for the job (dynamic starts at 1: %s per rank)",
 					strings.ToUpper(p), n, n-1, pre, mib(per), per*float64(n)/(1<<30), mib(float64(n-1)*2048)))
 				for range flowcontrol.Schemes {
 					x.Begin("scale: %s on %d ranks: not run (n² connections)", p, n)
