@@ -43,7 +43,7 @@ func (x *exp) recvbuf() error {
 		for _, n := range x.MemRanks {
 			x.Begin("scale: receive memory, %s, %d ranks", l.Name, n)
 			if state := perPair * float64(n) * float64(n); state > memBudget {
-				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: the ranks' per-peer state (pml peers, ib endpoints and their counters) would take ~%.1f GiB: %s per (rank, peer) pair, measured at %d ranks, × %d²; over this run's %d GiB",
+				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: the job's memory (the ranks' buffers and per-peer state: pml peers, ib endpoints and their counters) would take ~%.1f GiB: its peak per (rank, peer) pair, %s at %d ranks, × %d²; over this run's %d GiB",
 					l.Name, n, state/(1<<30), kib(perPair), pairAt, n, memBudget>>30))
 				continue
 			}
