@@ -290,8 +290,11 @@ type runner struct {
 	warmup int
 	// laps are the timed iterations' durations of the size running (lap).
 	laps     []time.Duration
-	t0, last time.Time
-	coll     *coll.Comm // the collective benchmarks' layer, once built
+	t0, last time.Duration
+	// clock times the runs: the communicator's own when it has one (a
+	// simulated rank's virtual time), else the wall clock.
+	clock core.Clock
+	coll  *coll.Comm // the collective benchmarks' layer, once built
 }
 
 // Run runs the named benchmark on every rank and writes the report on rank
@@ -318,7 +321,10 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 		o.Window = 64
 	}
 	maxSize := slices.Max(sizes)
-	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window)}
+	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window), clock: core.SystemClock}
+	if k, ok := c.(core.Clock); ok {
+		r.clock = k
+	}
 	bufLen := maxSize
 	if b.perRank {
 		bufLen = maxSize * c.Size()

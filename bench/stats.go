@@ -17,14 +17,14 @@ func (b *runner) lap(i int) time.Duration {
 	if i < b.warmup {
 		return 0
 	}
-	now := time.Now()
+	now := b.clock.Now()
 	if i == b.warmup {
 		b.t0, b.laps = now, b.laps[:0]
 	} else {
-		b.laps = append(b.laps, now.Sub(b.last))
+		b.laps = append(b.laps, now-b.last)
 	}
 	b.last = now
-	return now.Sub(b.t0)
+	return now - b.t0
 }
 
 // row is a row whose first field is main, followed by the minimum, median

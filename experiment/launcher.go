@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Launcher starts an experiment's jobs: `gobtl run -np N -c STACK --
@@ -125,4 +126,52 @@ func (r Report) Value(size int, field string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// SimWatch runs `gobtl sim -np N -c STACK -- ARGS --json` in a process
+// of its own and returns what it printed and how the process ended: its
+// resource use (ProcessState.SysUsage) is the simulator's alone, which
+// an in-process run cannot tell apart from the experiment's. over, if
+// set, is asked about the process twice a second and kills it when it
+// says so (a job outgrowing the machine's memory).
+func (l *Launcher) SimWatch(ctx context.Context, np int, stack string, over func(pid int) bool, args ...string) ([]byte, *os.ProcessState, error) {
+	file := filepath.Join(l.dir, fmt.Sprintf("stack%d.hcl", l.seq.Add(1)))
+	if err := os.WriteFile(file, []byte(stack), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("experiment: %w", err)
+	}
+	c := exec.CommandContext(ctx, l.gobtl, append([]string{"sim", "-np", fmt.Sprint(np), "-c", file, "--"}, append(args, "--json")...)...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Start(); err != nil {
+		return nil, nil, fmt.Errorf("experiment: %w", err)
+	}
+	done := make(chan struct{})
+	var killed atomic.Bool
+	if over != nil {
+		go func() {
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					if over(c.Process.Pid) {
+						killed.Store(true)
+						c.Process.Kill()
+						return
+					}
+				}
+			}
+		}()
+	}
+	err := c.Wait()
+	close(done)
+	if killed.Load() {
+		return out.Bytes(), c.ProcessState, fmt.Errorf("experiment: gobtl sim -np %d killed: over its limit", np)
+	}
+	if err != nil {
+		return out.Bytes(), c.ProcessState, fmt.Errorf("%w: %s\ncommand: %s", err, strings.TrimSpace(errb.String()), strings.Join(c.Args, " "))
+	}
+	return out.Bytes(), c.ProcessState, nil
 }

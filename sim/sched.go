@@ -108,6 +108,13 @@ type Options struct {
 	// waiting and nothing but idle timers happening before the job
 	// counts as stalled; default 2s.
 	StallAfter time.Duration
+	// SleepThrough keeps an idle rank asleep until its timer when its
+	// device has an event, as the pml's real back-off sleeps once it has
+	// spun and yielded: frames then batch up per progress call as on an
+	// oversubscribed machine. By default an event wakes the rank at once
+	// (an ideal poller), which gives the lowest latency and the most
+	// progress calls.
+	SleepThrough bool
 }
 
 // Sched is the virtual-time scheduler of one simulated job. It is the
@@ -204,7 +211,7 @@ func (s *Sched) push(t time.Duration, fn func(), idle bool) {
 // an idle rank becomes runnable.
 func (s *Sched) Notify(r int) {
 	k := s.ranks[r]
-	if k.state == stIdle {
+	if k.state == stIdle && !s.opts.SleepThrough {
 		// Woken for this event, it will poll it: nothing is pending.
 		k.sleep = s.opts.IdleMin
 		s.makeReady(k)
@@ -236,6 +243,11 @@ func (s *Sched) Idle() {
 	}
 	if k.pending {
 		k.pending = false
+		if s.opts.SleepThrough {
+			// It found work: its next wait starts short again, as the
+			// pml's back-off resets after an event.
+			k.sleep = s.opts.IdleMin
+		}
 		return
 	}
 	k.state = stIdle

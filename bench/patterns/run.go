@@ -35,6 +35,9 @@ type Options struct {
 	// Compute is the busy spin of each compute phase; 0: DefaultCompute;
 	// negative: none.
 	Compute time.Duration
+	// Step, if set, is called as the rank begins each time step (a
+	// progress bar's tick).
+	Step func(iter int)
 }
 
 // Stats is what one rank did in a run.
@@ -89,6 +92,7 @@ type run struct {
 	iters   int
 	scale   float64
 	compute time.Duration
+	step    func(iter int)
 	st      *Stats
 	sendSeq []uint32
 	recvSeq []uint32
@@ -101,7 +105,7 @@ type run struct {
 
 func newRun(c bench.Comm, p *Pattern, o Options) (*run, error) {
 	n := c.Size()
-	r := &run{c: c, p: p, me: c.Rank(), n: n, iters: o.Iters, scale: o.Scale, compute: o.Compute,
+	r := &run{c: c, p: p, me: c.Rank(), n: n, iters: o.Iters, scale: o.Scale, compute: o.Compute, step: o.Step,
 		sendSeq: make([]uint32, n), recvSeq: make([]uint32, n), pool: map[int][][]byte{}}
 	if r.iters == 0 {
 		r.iters = p.DefaultIters
@@ -132,7 +136,12 @@ func (r *run) errf(format string, args ...any) error {
 }
 
 // at records where the pattern is.
-func (r *run) at(phase string, iter int) { r.phase, r.iter = phase, iter }
+func (r *run) at(phase string, iter int) {
+	if r.step != nil && iter != r.iter {
+		r.step(iter)
+	}
+	r.phase, r.iter = phase, iter
+}
 
 // scaled is the size of a message of class A size bytes, scaled.
 func (r *run) scaled(bytes int) int {

@@ -15,6 +15,7 @@ import (
 	"github.com/gobtl/gobtl/experiment/multirail"
 	"github.com/gobtl/gobtl/experiment/overlap"
 	"github.com/gobtl/gobtl/experiment/recvbuf"
+	"github.com/gobtl/gobtl/experiment/scale"
 )
 
 // experimentCmd groups the papers' experiments (package experiment): each
@@ -27,7 +28,7 @@ var experimentCmd = &cobra.Command{
 }
 
 func init() {
-	experimentCmd.AddCommand(flowcontrolCmd(), multirailCmd(), recvbufCmd(), extollCmd(), overlapCmd(), ibperfCmd(), rankCmd())
+	experimentCmd.AddCommand(flowcontrolCmd(), multirailCmd(), recvbufCmd(), extollCmd(), overlapCmd(), ibperfCmd(), scaleCmd(), rankCmd())
 	rootCmd.AddCommand(experimentCmd)
 }
 
@@ -99,6 +100,21 @@ func recvbufCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.IntSliceVar(&o.Ranks, "ranks", nil, "job sizes of the utilization runs (default 8,16; --quick 8)")
 	f.IntVar(&o.Cycles, "cycles", 0, "V-cycles timed, after one to wire up (default 20; --quick 5)")
+	return cmd
+}
+
+func scaleCmd() *cobra.Command {
+	var o scale.Options
+	cmd := experimentCommand(scale.Experiment, scale.Names, func(env *experiment.Env) *experiment.Plan { return scale.New(env, o) })
+	f := cmd.Flags()
+	f.IntSliceVar(&o.Ranks, "ranks", nil, "seed 000's job sizes (default 64,256,1024; --quick 8,16)")
+	f.StringSliceVar(&o.Patterns, "patterns", nil, "seed 000's patterns (default is,ft,lu,cg,mg,bt,sp; --quick lu,mg)")
+	f.IntVar(&o.Iters, "iters", 0, "time steps per pattern run (default 2; --quick 1)")
+	f.IntVar(&o.AlltoallRanks, "alltoall-ranks", 0, "largest job IS and FT run at (default 256)")
+	f.IntSliceVar(&o.MemRanks, "mem-ranks", nil, "seed 002's memory job sizes (default 64,256,1024,4096; --quick 8,16)")
+	f.IntSliceVar(&o.UtilRanks, "util-ranks", nil, "seed 002's utilization job sizes (default 64,256; --quick 8)")
+	f.IntSliceVar(&o.CostRanks, "cost-ranks", nil, "the simulator cost's job sizes (default 256,1024,4096; --quick 16)")
+	f.StringSliceVar(&o.CostPatterns, "cost-programs", nil, "what the simulator cost runs (default lu,alltoall)")
 	return cmd
 }
 

@@ -9,10 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/sim"
 	"github.com/gobtl/gobtl/sim/job"
 	"github.com/spf13/cobra"
 )
@@ -24,8 +25,11 @@ var simFlags struct {
 	scale    float64
 	compute  time.Duration
 	json     bool
+	sizes    string
 	latency  time.Duration
 	overhead time.Duration
+	recvOver time.Duration
+	sleep    bool
 	gap      time.Duration
 	rate     string
 	profile  string
@@ -50,7 +54,12 @@ inputs print the same output.
   gobtl sim -np 1024 -c conf/examples/sim.hcl -- lu --iters 3
   gobtl sim -np 256 -c conf/examples/sim-extoll.hcl -- lu
 
-Patterns: ` + strings.Join(patterns.Names(), ", "),
+The osu-style benchmarks run too, timed in virtual time (latency, bw,
+msgrate, the collectives, seed 003's multi-pingpong):
+
+  gobtl sim -np 64 -c conf/examples/sim.hcl -- multi-pingpong --sizes 8,2048
+
+Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
 	// -np is not a pflag-style flag (as for run): sim rewrites it and
 	// parses its own arguments.
 	DisableFlagParsing: true,
@@ -74,7 +83,7 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			args = append(args[:1], cmd.Flags().Args()...)
 		}
 		if len(args) != 1 {
-			return fmt.Errorf("sim: name one pattern (%s)", strings.Join(patterns.Names(), ", "))
+			return fmt.Errorf("sim: name one pattern or benchmark (%s)", strings.Join(job.Programs(), ", "))
 		}
 		f := &simFlags
 		if f.config == "" {
@@ -85,7 +94,7 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			return conf.Err(diags)
 		}
 		link := simrc.DefaultLink
-		link.Latency, link.Overhead, link.Gap = f.latency, f.overhead, f.gap
+		link.Latency, link.Overhead, link.RecvOverhead, link.Gap = f.latency, f.overhead, f.recvOver, f.gap
 		if f.rate != "" {
 			r, err := core.ParseRate(f.rate)
 			if err != nil {
@@ -93,10 +102,19 @@ Patterns: ` + strings.Join(patterns.Names(), ", "),
 			}
 			link.Rate = r
 		}
-		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute}
+		var sizes []int
+		if f.sizes != "" {
+			s, err := bench.ParseSizes(f.sizes)
+			if err != nil {
+				return fmt.Errorf("sim: --sizes: %w", err)
+			}
+			sizes = s
+		}
+		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Sizes: sizes,
+			Sched: sim.Options{SleepThrough: f.sleep}}
 		// Unset, each simulated device keeps its own default link (the
 		// flags' defaults are the InfiniBand one's).
-		for _, n := range []string{"latency", "overhead", "gap", "rate"} {
+		for _, n := range []string{"latency", "overhead", "gap", "rate", "recv-overhead"} {
 			if cmd.Flags().Changed(n) {
 				c.Link = link
 			}
@@ -147,8 +165,11 @@ func init() {
 	f.Float64Var(&simFlags.scale, "scale", 0, "message sizes relative to NPB class A (0: 1)")
 	f.DurationVar(&simFlags.compute, "compute", 0, "virtual time of one compute phase (0: the patterns' default, negative: none)")
 	f.BoolVar(&simFlags.json, "json", false, "print JSON")
+	f.StringVar(&simFlags.sizes, "sizes", "", "a benchmark's message sizes, comma-separated (default: its own)")
 	f.DurationVar(&simFlags.latency, "latency", simrc.DefaultLink.Latency, "LogGP L of every port")
 	f.DurationVar(&simFlags.overhead, "overhead", simrc.DefaultLink.Overhead, "LogGP o")
+	f.DurationVar(&simFlags.recvOver, "recv-overhead", simrc.DefaultLink.RecvOverhead, "LogGP o_r: CPU time a rank spends on each frame it receives")
+	f.BoolVar(&simFlags.sleep, "sleep-through", false, "idle ranks sleep their back-off out instead of waking when a frame lands (frames batch up as on an oversubscribed machine)")
 	f.DurationVar(&simFlags.gap, "gap", simrc.DefaultLink.Gap, "LogGP g")
 	f.StringVar(&simFlags.rate, "rate", "", "link rate (1/G), e.g. 1GB/s (default 1GB/s)")
 	f.StringVar(&simFlags.profile, "profile", "", "write a CPU profile of the simulator to this file")

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/bench/patterns"
+	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/sim"
 )
 
 // perConn picks the per-connection counts the cross-check compares out
@@ -160,3 +163,50 @@ policy "flow_control" {
   rndv_on_no_credit = false
 }
 `
+
+// TestFramesBatchUpWhenReceivingCostsCPUOrRanksSleep pins what decides
+// the explicit credit frames the cross-check leaves out. With threshold 1
+// a receiver returns credits by an explicit frame whenever a progress
+// call finds nothing that carried them back; a rank that handles every
+// frame the instant it lands (no o_r, woken by each arrival) sends one
+// per frame. A receive overhead o_r makes frames that land meanwhile wait
+// for the next poll, and sleeping through arrivals (the real back-off on
+// an oversubscribed machine) batches more: each must save credit frames
+// and change nothing else the mechanism counts. The LU run on softrc that
+// TestSimulatedAndRealRunsCountAlike compares against sent 254-404 credit
+// frames in five runs on two cores; the simulation with o_r = 3µs and
+// sleeping ranks sends 346, with neither 2143.
+func TestFramesBatchUpWhenReceivingCostsCPUOrRanksSleep(t *testing.T) {
+	names := []string{"frames", "credit_messages", "posted_max", "stalls", "rndv_no_credit"}
+	run := func(or time.Duration, sleep bool) (credits float64, rest map[string]float64) {
+		l := simrc.DefaultLink
+		l.RecvOverhead = or
+		r, err := Run(context.Background(), Config{Ranks: 8, Stack: loadStack(t, staticStack), Pattern: "lu", Iters: 3, KeepRankMetrics: true,
+			Link: l, Sched: sim.Options{SleepThrough: sleep}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := map[string]float64{}
+		for rank, m := range r.RankMetrics {
+			for k, v := range perConn(rank, m, names) {
+				all[k] = v
+				if strings.Contains(k, ".credit_messages.") {
+					credits += v
+				}
+			}
+		}
+		return credits, dataFrames(all)
+	}
+	c0, base := run(0, false)
+	c1, withOr := run(3*time.Microsecond, false)
+	c2, sleeping := run(3*time.Microsecond, true)
+	t.Logf("explicit credit frames: %v without o_r, %v with o_r = 3µs, %v also sleeping through arrivals", c0, c1, c2)
+	if !(c0 > c1 && c1 > c2 && c2 > 0) {
+		t.Errorf("explicit credit frames %v, %v, %v: want strictly fewer with o_r and fewer still sleeping, but some", c0, c1, c2)
+	}
+	for _, m := range []map[string]float64{withOr, sleeping} {
+		if d := diff(base, m); len(d) > 0 {
+			t.Errorf("batching changed %d counts besides the credit frames:\n%s", len(d), strings.Join(d, "\n"))
+		}
+	}
+}

@@ -6,6 +6,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,11 +45,19 @@ type Config struct {
 	// advances virtual time in Compute (bench.Computer) and tells it
 	// (core.Clock).
 	Body func(c bench.Comm) error
-	// Progress, if set, receives a line per tenth of the ranks finished.
+	// Sched shapes the scheduler (how idle ranks wake).
+	Sched sim.Options
+	// Progress, if set, receives a progress bar over rank 0's time steps
+	// (a benchmark's over its sizes).
 	Progress io.Writer
+	// Sizes are a benchmark's message sizes (nil: its defaults).
+	Sizes []int
 	// KeepRankMetrics keeps every rank's metrics in Result.RankMetrics
 	// (they hold a name per peer: n² of them in all).
 	KeepRankMetrics bool
+	// Snapshot, if set, receives every rank's metrics as it finishes
+	// (histograms included, which Result does not fold).
+	Snapshot func(rank int, snap map[string]any)
 	// Peak, if set, is called once, when the first rank has finished the
 	// pattern and none has closed yet: about when the job's memory peaks
 	// (a heap profile there shows what each structure costs).
@@ -105,6 +114,14 @@ type Result struct {
 	PerConn map[string]*ConnStat `json:"per_connection"`
 	// Ranks holds every rank's own metrics (not printed).
 	RankMetrics []map[string]any `json:"-"`
+	// FinalizeFailed counts the ranks whose finalize (Comm.Close) failed
+	// after they had finished the program and their counts were taken;
+	// FinalizeError says why (the stall, if the job stalled).
+	FinalizeFailed int    `json:"finalize_failed,omitempty"`
+	FinalizeError  string `json:"finalize_error,omitempty"`
+	// Bench is rank 0's report when the job ran a benchmark of package
+	// bench (times in virtual time).
+	Bench json.RawMessage `json:"bench,omitempty"`
 	// Scheduler work: events run and rank switches.
 	Events   int64 `json:"sim_events"`
 	Switches int64 `json:"sim_switches"`
@@ -135,9 +152,6 @@ type comm struct {
 
 func (c comm) Compute(d time.Duration) { c.s.Compute(d) }
 
-// Now is the virtual time (core.Clock): what a body times itself by.
-func (c comm) Now() time.Duration { return c.s.Now() }
-
 var jobSeq int
 
 // Run runs the configured job and returns what it did.
@@ -145,14 +159,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Ranks < 1 {
 		return nil, fmt.Errorf("sim: %d ranks", cfg.Ranks)
 	}
-	if _, ok := patterns.Lookup(cfg.Pattern); !ok && cfg.Body == nil {
-		return nil, fmt.Errorf("sim: no pattern %q (have %v)", cfg.Pattern, patterns.Names())
+	if !known(cfg.Pattern) && cfg.Body == nil {
+		return nil, fmt.Errorf("sim: no pattern or benchmark %q (have %v)", cfg.Pattern, Programs())
 	}
 	if err := simulated(cfg.Stack); err != nil {
 		return nil, err
 	}
 	jobSeq++
-	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, sim.Options{})
+	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, cfg.Sched)
 	if err := s.Register(); err != nil {
 		return nil, err
 	}
@@ -166,7 +180,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	comms := make([]*gobtl.Comm, cfg.Ranks)
 	stats := make([]*patterns.Stats, cfg.Ranks)
 	snaps := make([]map[string]any, cfg.Ranks)
+	var stall error
 	s.OnStall(func(err error) {
+		stall = err
 		for _, c := range comms {
 			if c != nil {
 				c.Abort(err)
@@ -176,18 +192,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
 		PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
 	done := 0
+	bar := newStepBar(cfg.Progress, cfg)
+	var report bytes.Buffer
 	err := s.Run(func(r int) error {
 		c, err := gobtl.Init(ctx, gobtl.Options{Config: cfg.Stack, Boot: s.Boot(r), Clock: s})
 		if err != nil {
 			return err
 		}
 		comms[r] = c
-		st := &patterns.Stats{}
-		if cfg.Body != nil {
-			err = cfg.Body(comm{c, s})
-		} else {
-			st, err = patterns.Run(comm{c, s}, cfg.Pattern, patterns.Options{Iters: cfg.Iters, Scale: cfg.Scale, Compute: cfg.Compute})
-		}
+		virtualStart(c.Metrics())
+		st, err := program(comm{c, s}, cfg, bar, &report)
 		if err != nil {
 			c.Abort(err)
 			c.Close()
@@ -196,6 +210,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		stats[r] = st
 		snap := c.Metrics().Snapshot()
 		fold(res, snap)
+		if cfg.Snapshot != nil {
+			cfg.Snapshot(r, snap)
+		}
 		if cfg.KeepRankMetrics {
 			snaps[r] = snap
 		}
@@ -206,22 +223,35 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Peak = nil
 		}
 		if err := c.Close(); err != nil {
-			return err
+			// The rank's counts are in (taken above): a finalize that
+			// fails is reported with them rather than losing the run.
+			res.FinalizeFailed++
+			if res.FinalizeError == "" {
+				res.FinalizeError = err.Error()
+			}
+			return nil
 		}
 		done++
-		if cfg.Progress != nil && cfg.Ranks >= 10 && done%(cfg.Ranks/10) == 0 {
-			fmt.Fprintf(cfg.Progress, "sim: %d/%d ranks done at %v\n", done, cfg.Ranks, s.Now())
-		}
 		return nil
 	})
+	bar.done()
 	if err != nil {
 		return nil, err
+	}
+	if stall != nil && res.FinalizeFailed > 0 {
+		res.FinalizeError = stall.Error()
 	}
 	res.VirtualTime, res.Events, res.Switches = s.Now(), s.Events, s.Switches
 	if !cfg.KeepRankMetrics {
 		res.RankMetrics = nil
 	}
+	if report.Len() > 0 {
+		res.Bench = json.RawMessage(bytes.TrimSpace(report.Bytes()))
+	}
 	for _, st := range stats {
+		if st == nil {
+			continue
+		}
 		res.Iters = st.Iters
 		res.Msgs += st.TotalMsgs()
 		res.Bytes += st.TotalBytes()
@@ -349,6 +379,7 @@ func number(v any) (float64, bool) {
 func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "pattern %s, %d ranks, %d time steps\n", r.Pattern, r.Ranks, r.Iters)
 	fmt.Fprintf(w, "virtual time          %v\n", r.VirtualTime)
+	r.writeBench(w)
 	fmt.Fprintf(w, "messages              %d (%d bytes)\n", r.Msgs, r.Bytes)
 	fmt.Fprintf(w, "frames (RC sends)     %d\n", r.Frames)
 	fmt.Fprintf(w, "RDMA writes / reads   %d / %d\n", r.Writes, r.Reads)
@@ -375,6 +406,9 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "simulator: %d events, %d rank switches\n", r.Events, r.Switches)
+	if r.FinalizeFailed > 0 {
+		fmt.Fprintf(w, "FINALIZE FAILED on %d ranks after the program ended (counts above are complete): %s\n", r.FinalizeFailed, r.FinalizeError)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

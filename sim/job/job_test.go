@@ -47,3 +47,22 @@ func TestAStackWithARealDeviceIsRefused(t *testing.T) {
 		t.Fatalf("got %v, want a refusal", err)
 	}
 }
+
+func TestTheOSUBenchmarksRunInVirtualTime(t *testing.T) {
+	for _, b := range []string{"latency", "multi-pingpong", "allreduce"} {
+		var out [2]bytes.Buffer
+		for i := range out {
+			r, err := Run(context.Background(), Config{Ranks: 4, Stack: load(t), Pattern: b, Sizes: []int{8, 2048}, Iters: 20})
+			if err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			r.WriteText(&out[i])
+			if r.Frames == 0 || !strings.Contains(out[i].String(), "size 2048") {
+				t.Fatalf("%s: %d frames, report:\n%s", b, r.Frames, out[i].String())
+			}
+		}
+		if !bytes.Equal(out[0].Bytes(), out[1].Bytes()) {
+			t.Fatalf("%s: two runs differ:\n%s\n---\n%s", b, out[0].String(), out[1].String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package simrc
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 )
@@ -234,7 +235,27 @@ func (c *cq) Poll(wc []verbs.WC) (int, error) {
 	if c.head == len(c.q) {
 		c.q, c.head = c.q[:0], 0
 	}
+	// The frames are the rank's once it has spent o_r on each: other
+	// ranks run meanwhile, and what lands waits for the next poll.
+	if busy := c.d.recvCPU(wc[:n]); busy > 0 {
+		c.d.f.s.Compute(busy)
+	}
 	return n, nil
+}
+
+// recvCPU is the CPU time the receiver spends on the received frames
+// among wc: o_r of the port each arrived on.
+func (d *Device) recvCPU(wc []verbs.WC) time.Duration {
+	var t time.Duration
+	for i := range wc {
+		if wc[i].Opcode != verbs.WCRecv || wc[i].Status != verbs.WCSuccess {
+			continue
+		}
+		if q := d.qps[wc[i].QPN]; q != nil && q.port != nil {
+			t += q.port.link.RecvOverhead
+		}
+	}
+	return t
 }
 
 func (c *cq) ReqNotify(solicitedOnly bool) error {

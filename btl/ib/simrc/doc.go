@@ -9,8 +9,12 @@
 // Links follow LogGP (Alexandrov et al.): a message of n bytes posted at t
 // leaves its port at max(t+o, the port's previous departure + max(g, n·G))
 // and lands L later; the destination port takes n·G per message in
-// arrival order (so incast queues), and the receive side adds o. L, o, g
-// and G (from the rate) are per port, configurable like softrc's rate.
+// arrival order (so incast queues). The receive side's overhead o_r is
+// CPU time: a rank that polls k received frames from its CQ is busy for
+// k·o_r of virtual time before it handles them, and what lands meanwhile
+// waits for its next poll — so frames batch up per progress call as in a
+// real process. L, o, o_r, g and G (from the rate) are per port,
+// configurable like softrc's rate.
 //
 // What it keeps from the hardware, as softrc does (verbs package doc):
 //

@@ -15,9 +15,16 @@ import (
 type Link struct {
 	// Latency is L, the wire and switch time of a message.
 	Latency time.Duration
-	// Overhead is o, paid by the sender before a message leaves and by
-	// the receiver after it lands.
+	// Overhead is o, the sender's time before a message leaves.
 	Overhead time.Duration
+	// RecvOverhead is o_r, the receiving rank's CPU time per frame it
+	// takes from its CQ: the rank pays it, in virtual time, before it
+	// handles the frames of a poll, and frames that land meanwhile wait
+	// for its next poll. Without it a rank handles every frame the
+	// instant it lands, one per progress call, and never sees frames
+	// batch up as a real process does (which decides, for one, how many
+	// explicit credit frames a receiver sends).
+	RecvOverhead time.Duration
 	// Gap is g, the least time between two messages leaving a port.
 	Gap time.Duration
 	// Rate is 1/G in bytes per second (0: unlimited).
@@ -26,7 +33,8 @@ type Link struct {
 
 // DefaultLink is a 4x SDR/DDR-era port, as in seed 000's cluster:
 // 1 GB/s, 2 µs latency.
-var DefaultLink = Link{Latency: 2 * time.Microsecond, Overhead: 300 * time.Nanosecond, Gap: 100 * time.Nanosecond, Rate: 1e9}
+var DefaultLink = Link{Latency: 2 * time.Microsecond, Overhead: 300 * time.Nanosecond, RecvOverhead: 300 * time.Nanosecond,
+	Gap: 100 * time.Nanosecond, Rate: 1e9}
 
 func (l Link) wire(n int) time.Duration {
 	if l.Rate <= 0 {
@@ -60,8 +68,8 @@ func (f *Fabric) SetModel(m func(rank int, dev string, port uint8) Link) { f.mod
 // Devices are the devices opened so far, in the order they were opened.
 func (f *Fabric) Devices() []*Device { return f.order }
 
-// send models n bytes from src to dst ports: the time they are delivered
-// at dst (the receiver's overhead included).
+// send models n bytes from src to dst ports: the time they land at dst
+// (the receiver's overhead is its CPU's, paid when it polls them).
 func (f *Fabric) send(src, dst *port, n int) time.Duration {
 	now := f.s.Now()
 	ls, ld := src.link, dst.link
@@ -70,7 +78,7 @@ func (f *Fabric) send(src, dst *port, n int) time.Duration {
 	arrive := depart + ls.wire(n) + ls.Latency
 	in := max(arrive, dst.rxFree+ld.wire(n))
 	dst.rxFree = in
-	return in + ld.Overhead
+	return in
 }
 
 // ack is when a response without payload (ACK, NAK, read request) sent
