@@ -36,17 +36,6 @@
 // more than its quota and not already asked — and reports with FlowQuota
 // any value it clamped, from which the policy resyncs its copy.
 //
-// A FlowMonitor carries the engine's quota too, but a plugin's decisions
-// reach the engine a round trip after the events they answer: a monitoring
-// point reported before a steal was applied still shows the quota from
-// before it. Taking that as the policy's copy made every later steal
-// start from the old quota — the victim lost cred each time while the
-// monitored sender gained it only once — and on two ranks left a third of
-// the data region assigned to nobody (msgrate −27 % against the built-in).
-// So a quota the policy proposed stays its copy until the engine confirms
-// it (a FlowMonitor showing it) or reports a clamp (FlowQuota); only a
-// sender with no proposal outstanding is resynced from its FlowMonitor.
-//
 // Pure logic: no I/O, no goroutines, no clock.
 package extolldynamic
 
@@ -82,10 +71,6 @@ type Policy struct {
 
 	static   int
 	intended []int
-	// proposed is the quota last proposed for each sender and not yet
-	// seen applied, or -1: while it is set, a FlowMonitor's quota predates
-	// the proposal.
-	proposed []int32
 	// Four intrusive doubly linked lists over the senders, with the role
 	// of the three activity lists rotating when they shift (level maps a
 	// role to a list). Both directions are stored alike, indexed by end:
@@ -116,14 +101,13 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	}
 	p.static = k
 	p.intended = make([]int, n)
-	p.proposed = make([]int32, n)
 	p.link = [2][]int32{make([]int32, n), make([]int32, n)}
 	p.in = make([]uint8, n)
 	for l := range lists {
 		p.ends[front][l], p.ends[back][l], p.level[l] = -1, -1, uint8(l)
 	}
 	for i := range n {
-		p.intended[i], p.proposed[i] = quota, -1
+		p.intended[i] = quota
 		p.push(p.list(Low), i, back)
 	}
 	return core.FlowSetup{Scheme: core.FlowCredits, CreditSlots: k, DynamicRegion: true, Quota: quota, MaxQuota: maxQuota}, nil
@@ -139,14 +123,9 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 		}
 		switch ev.Kind {
 		case core.FlowQuota:
-			p.intended[s], p.proposed[s] = int(ev.Quota), -1
+			p.intended[s] = int(ev.Quota)
 		case core.FlowMonitor:
-			switch p.proposed[s] {
-			case ev.Quota:
-				p.proposed[s] = -1
-			case -1:
-				p.intended[s] = int(ev.Quota)
-			}
+			p.intended[s] = int(ev.Quota)
 			out = p.monitor(s, out)
 		}
 	}
@@ -191,7 +170,6 @@ func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
 		p.intended[m] += cred
 		p.Steals++
 		p.Stolen += cred
-		p.proposed[v], p.proposed[m] = int32(p.intended[v]), int32(p.intended[m])
 		out = append(out,
 			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(v), Value: int64(p.intended[v])},
 			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(m), Value: int64(p.intended[m])})

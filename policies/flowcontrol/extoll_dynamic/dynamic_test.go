@@ -178,36 +178,3 @@ func TestListsMatchASliceModelBothWays(t *testing.T) {
 		}
 	}
 }
-
-// A plugin's decisions reach the engine a round trip late: monitoring
-// points reported meanwhile still carry the quotas from before a steal.
-// The policy must not take those as its copy — each steal would start from
-// the old quota, and slots taken from the victim would be given to nobody.
-// Here no decision is applied until the end; the quotas the policy holds
-// must still add up to the data region, and the busy sender must end with
-// all of it but the victim's static slots.
-func TestStaleMonitorQuotasDoNotLeakSlots(t *testing.T) {
-	p := setup(t, 2, 58, 2)
-	total := p.Intended(0) + p.Intended(1)
-	engine := []int32{int32(p.Intended(0)), int32(p.Intended(1))}
-	var pending []core.FlowDecision
-	for range 40 {
-		pending = append(pending, p.Observe([]core.FlowEvent{{Kind: core.FlowMonitor, Peer: 0, Quota: engine[0]}}, nil)...)
-		if got := p.Intended(0) + p.Intended(1); got != total {
-			t.Fatalf("quotas add up to %d with decisions in flight, want %d", got, total)
-		}
-	}
-	for _, d := range pending {
-		if d.Kind == core.FlowSetQuota {
-			engine[d.Peer] = int32(d.Value)
-		}
-	}
-	if engine[1] != 2 || int(engine[0]) != total-2 {
-		t.Fatalf("engine quotas %v after the decisions, want [%d 2]", engine, total-2)
-	}
-	// The engine now confirms the proposals: nothing changes.
-	p.Observe([]core.FlowEvent{{Kind: core.FlowMonitor, Peer: 1, Quota: engine[1]}}, nil)
-	if p.Intended(0) != int(engine[0]) || p.Intended(1) != 2 {
-		t.Fatalf("policy %d/%d, engine %v", p.Intended(0), p.Intended(1), engine)
-	}
-}
