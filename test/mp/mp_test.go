@@ -139,10 +139,28 @@ func exchangeRole(c *gobtl.Comm) int {
 func peerDeath(c *gobtl.Comm) int {
 	signal.Ignore(syscall.SIGTERM)
 	if err := c.Barrier(); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: barrier: %v\n", c.Rank(), err)
 		return 3
 	}
+	// Rank 1 dies only once every other rank has told it that it left the
+	// barrier: a rank that leaves a barrier may still owe the others a
+	// message in flight, which its death could take with it — then a
+	// survivor's barrier, not its receive, would see the loss.
 	if c.Rank() == 1 {
+		for r := range c.Size() {
+			if r == 1 {
+				continue
+			}
+			if _, err := c.Recv(make([]byte, 1), r, 1); err != nil {
+				fmt.Fprintf(os.Stderr, "rank 1: receive from %d: %v\n", r, err)
+				return 3
+			}
+		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	if err := c.Send([]byte{1}, 1, 1); err != nil {
+		fmt.Fprintf(os.Stderr, "rank %d: send to 1: %v\n", c.Rank(), err)
+		return 3
 	}
 	start := time.Now()
 	_, err := c.Recv(make([]byte, 8), 1, 0)
