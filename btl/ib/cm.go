@@ -549,22 +549,29 @@ func (m *module) onCM(msg *cmMsg) {
 // goodbye is the module's part of the job's end. First it delivers what
 // it accepted: a frame the PML handed over while its connection was set
 // up (a finalize barrier's, say) is the module's to deliver, so the
-// connections with frames waiting are brought up and the frames sent —
-// bounded by the time the connection manager itself gives a peer before
-// it counts as lost. Then it tells every connected peer that it is
-// closing, so that they do not take the connections going down for a
-// failure, and waits a little (100 ms at most) for the datagrams to leave
-// and for its own frames to be acknowledged: a frame still unacknowledged
-// when the link closes would fail on the peer's side of the books too.
-// Meanwhile the module runs as in Progress, but losses are not reported
-// and of the frames that arrive only the credits they carry count: the
-// PML above is closed.
+// connections with frames waiting are brought up and the frames sent.
+// Then it waits for its frames to be acknowledged, and only then tells
+// every connected peer that it is closing, so that they do not take the
+// connections going down for a failure. The order matters: the goodbye
+// travels on the connection manager's datagrams and the frames on the
+// QP, so a goodbye sent first can overtake a frame still in an RNR retry,
+// and the peer, which moves the QP to ERR on the goodbye, loses the
+// frame — a finalize barrier's receive then waits forever. Once the
+// frames are acknowledged they are in the peer's completion queue, ahead
+// of the goodbye. Both waits are bounded by the time the connection
+// manager gives a peer before it counts as lost; the datagrams get 100 ms
+// to leave. Meanwhile the module runs as in Progress, but losses are not
+// reported and of the frames that arrive only the credits they carry
+// count: the PML above is closed.
 func (m *module) goodbye() {
 	m.draining = true
 	// The module's clock, not the wall's: under a simulator (package sim)
 	// the completions come as virtual time moves.
 	deadline := m.clock.Now() + m.cmGiveUp()
 	for m.undelivered() && m.clock.Now() < deadline {
+		m.Progress()
+	}
+	for m.unacknowledged() && m.clock.Now() < deadline {
 		m.Progress()
 	}
 	sent := 0
@@ -574,25 +581,26 @@ func (m *module) goodbye() {
 			sent++
 		}
 	}
-	busy := func() bool {
-		if !m.cm.idle() {
-			return true
-		}
-		for _, e := range m.made {
-			if e.state != epFailed {
-				for _, n := range e.out {
-					if n > 0 {
-						return true
-					}
-				}
-			}
-		}
-		return false
-	}
 	deadline = m.clock.Now() + 100*time.Millisecond
-	for sent > 0 && busy() && m.clock.Now() < deadline {
+	for sent > 0 && !m.cm.idle() && m.clock.Now() < deadline {
 		m.Progress()
 	}
+}
+
+// unacknowledged says whether a peer not lost has send work requests of
+// this module outstanding: frames or RDMA operations not yet completed.
+func (m *module) unacknowledged() bool {
+	for _, e := range m.made {
+		if e.state == epFailed {
+			continue
+		}
+		for _, n := range e.out {
+			if n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // undelivered says whether a peer not lost has frames waiting on its

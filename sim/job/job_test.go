@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -65,4 +66,38 @@ func TestTheOSUBenchmarksRunInVirtualTime(t *testing.T) {
 			t.Fatalf("%s: two runs differ:\n%s\n---\n%s", b, out[0].String(), out[1].String())
 		}
 	}
+}
+
+// Under seed 000's dynamic scheme from one buffer per peer, frames meet
+// receive queues that are momentarily empty and wait out RNR retries. A
+// rank leaving the finalize barrier used to say goodbye while its last
+// barrier frame was in such a retry: the goodbye (a datagram) overtook
+// the frame, the peer moved the QP to ERR, the frame was lost and the
+// peer's barrier waited forever (CG at 64 ranks: 6 ranks stalled).
+func TestAGoodbyeNeverOvertakesAFrameInRNRRetry(t *testing.T) {
+	src := strings.Replace(string(must(os.ReadFile("../../conf/examples/sim.hcl"))), "initial           = 2", "initial           = 1", 1)
+	if !strings.Contains(src, "initial           = 1") {
+		t.Fatal("conf/examples/sim.hcl no longer sets initial = 2; update the test")
+	}
+	c, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "dynamic-from-one.hcl", Bytes: []byte(src)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	r, err := Run(context.Background(), Config{Ranks: 64, Stack: c, Pattern: "cg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RNRNaks == 0 {
+		t.Fatal("no RNR NAK in the run: the test no longer reaches the race it is for")
+	}
+	if r.FinalizeFailed > 0 {
+		t.Fatalf("finalize failed on %d ranks (%d RNR NAKs in the run): %s", r.FinalizeFailed, r.RNRNaks, r.FinalizeError)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
