@@ -408,9 +408,11 @@ func (d *Device) sleep(timeout int64) {
 	}
 }
 
-// epollWait polls the device's epoll set without blocking.
+// epollWait polls the device's epoll set without blocking. It is
+// epoll_pwait with no signal mask, which is epoll_wait on every
+// architecture (arm64 has no epoll_wait).
 func (d *Device) epollWait() (int, error) {
-	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), 0, 0, 0)
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
