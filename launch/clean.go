@@ -83,7 +83,7 @@ var OrphanAge = 30 * time.Second
 
 // CleanOptions says where to look.
 type CleanOptions struct {
-	// TempDir holds boot and plugin directories; "" means os.TempDir().
+	// TempDir holds boot and plugin directories; "" means owner.TempDir().
 	TempDir string
 	// ShmDir holds shared-memory files; "" means /dev/shm.
 	ShmDir string
@@ -99,7 +99,7 @@ type CleanOptions struct {
 // touches the files of a live owner's job.
 func Clean(o CleanOptions) ([]string, error) {
 	if o.TempDir == "" {
-		o.TempDir = os.TempDir()
+		o.TempDir = owner.TempDir()
 	}
 	if o.ShmDir == "" {
 		o.ShmDir = "/dev/shm"

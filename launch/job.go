@@ -191,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	job := NewJobID()
-	dir := filepath.Join(os.TempDir(), BootDirName(job, owner.Self()))
+	dir := filepath.Join(owner.TempDir(), BootDirName(job, owner.Self()))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return Result{}, fmt.Errorf("launch: %w", err)
 	}

@@ -681,3 +681,22 @@ func TestWhatAPluginPrintsReachesTheLog(t *testing.T) {
 		return strings.Contains(logs.String(), `"stream":"stdout"`) && strings.Contains(logs.String(), "testpolicy: batch 1")
 	})
 }
+
+// A batch system's per-job TMPDIR can be longer than a unix socket's path
+// may be (107 bytes); the plugin's socket then goes to /tmp instead of
+// failing the handshake with a plugin that "printed nothing".
+func TestALongTMPDIRDoesNotBreakThePluginSocket(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("x", 100))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	log, _ := testLogger()
+	p := openTest(t, core.KindFlowControl, nil, "", Options{Log: log})
+	if _, err := p.FlowControl().Setup(ibInfo); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("Err() = %v", err)
+	}
+}

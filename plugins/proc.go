@@ -121,7 +121,7 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	// exitWithParent), and carries this process, so that what a host killed
 	// during the handshake leaves is removed by the next launcher (package
 	// launch, clean.go); kill removes it however the plugin ended.
-	sockDir, err := os.MkdirTemp("", owner.PluginDirPrefix(owner.Self()))
+	sockDir, err := os.MkdirTemp(owner.TempDir(), owner.PluginDirPrefix(owner.Self()))
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}

@@ -64,3 +64,30 @@ func startTime(pid int) (uint64, error) {
 // PluginDirPrefix is the prefix of the socket directory of a plugin that
 // o starts (os.MkdirTemp adds the rest).
 func PluginDirPrefix(o Owner) string { return "gobtl-plugin-" + o.String() + "-" }
+
+// socketRoom is what gobtl's names take below the temp directory: a
+// plugin's socket directory (PluginDirPrefix and os.MkdirTemp's digits)
+// and go-plugin's socket name inside it, about 60 bytes; the launcher's
+// boot directory and socket take less.
+const socketRoom = 64
+
+// maxSocketPath is the longest path a unix socket may have on Linux:
+// sun_path holds 108 bytes, the terminating NUL included.
+const maxSocketPath = 107
+
+// TempDir is the directory in which gobtl makes the directories of its
+// unix sockets (the launcher's boot socket, a plugin's socket):
+// os.TempDir(), unless a socket below it would be longer than the kernel
+// allows — batch systems often set a long per-job TMPDIR — and then /tmp.
+// Everything else gobtl makes (and `gobtl clean` sweeps) goes there too,
+// so that one directory holds it all.
+func TempDir() string {
+	dir := os.TempDir()
+	if len(dir)+socketRoom <= maxSocketPath {
+		return dir
+	}
+	if st, err := os.Stat("/tmp"); err == nil && st.IsDir() {
+		return "/tmp"
+	}
+	return dir // then the socket's own error names the path
+}
