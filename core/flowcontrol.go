@@ -116,6 +116,9 @@ const (
 	FlowMonitor
 	// FlowQuota: the engine set Peer's quota to Quota, applying or clamping
 	// a decision; a policy that keeps a copy of the quotas resyncs from it.
+	// A slot pool's engine answers every FlowSetQuota with one, in the
+	// order proposed (so a plugin policy can tell which of its proposals
+	// an event predates); posted buffers report the clamps only.
 	FlowQuota
 )
 

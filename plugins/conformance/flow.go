@@ -139,6 +139,10 @@ type flowState struct {
 	posted    []int
 	threshold int
 	now       time.Duration
+	// answers are the FlowQuota events a slot pool's engine raises while
+	// applying FlowSetQuota decisions, one each (core.FlowQuota); they
+	// lead the next batch.
+	answers []core.FlowEvent
 }
 
 func newFlowState(info core.FlowInfo, s core.FlowSetup) *flowState {
@@ -151,19 +155,22 @@ func newFlowState(info core.FlowInfo, s core.FlowSetup) *flowState {
 }
 
 func (st *flowState) events(rng *rand.Rand, n int) []core.FlowEvent {
-	es := make([]core.FlowEvent, n)
-	for i := range es {
+	es := make([]core.FlowEvent, len(st.answers)+n)
+	copy(es, st.answers)
+	st.answers = st.answers[:0]
+	for i := len(es) - n; i < len(es); i++ {
 		st.now += time.Duration(rng.IntN(100_000))
 		p := rng.IntN(st.info.Ranks)
 		e := core.FlowEvent{Peer: int32(p), Quota: int32(st.posted[p]), At: st.now}
-		// A slot pool's engine reports monitoring points and quotas (seed
-		// 003 §6.4) most of the time; policies for posted buffers get a
-		// few too, and must ignore what is not for them.
+		// A slot pool's engine reports monitoring points (seed 003 §6.4)
+		// most of the time, and quotas only as answers (see apply);
+		// policies for posted buffers get a few of both too, and must
+		// ignore what is not for them.
 		pool := st.info.Resource == core.ResourceSlotPool
 		switch r := rng.IntN(20); {
-		case r < 8 && pool || r == 0:
+		case r < 10 && pool || r == 0:
 			e.Kind, e.Value = core.FlowMonitor, int64(rng.IntN(st.posted[p]+1))
-		case r < 10 && pool || r == 1:
+		case r == 1 && !pool:
 			e.Kind = core.FlowQuota
 		default:
 			e.Kind = core.FlowEventKind(1 + rng.IntN(4))
@@ -204,6 +211,9 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 				continue
 			}
 			st.posted[d.Peer] = int(d.Value)
+			if st.info.Resource == core.ResourceSlotPool {
+				st.answers = append(st.answers, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(d.Value), At: st.now})
+			}
 		case core.FlowSetThreshold:
 			low := minPosted(st.posted)
 			if d.Value < 1 || (st.setup.Scheme == core.FlowCredits && d.Value > int64(low) && !thresholdCapped(st.info)) {

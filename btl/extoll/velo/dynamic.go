@@ -48,8 +48,10 @@ func (dynamicRegion) layout(c *credits) string {
 }
 
 // setQuota sets a sender's intended quota: never below its static slots,
-// never above the cap, and growing only out of unassigned data slots. A
-// clamp is reported back to the policy.
+// never above the cap, and growing only out of unassigned data slots. It
+// answers every proposal with the quota set (core.FlowQuota), clamped or
+// not: a plugin policy's proposals are applied a round trip after it made
+// them, and only the answers tell it which events predate them.
 func setQuota(c *credits, p int, v int64) policy.Verdict {
 	r := &c.rx[p]
 	want := min(max(v, int64(c.static)), int64(c.maxQuota))
@@ -64,8 +66,8 @@ func setQuota(c *credits, p int, v int64) policy.Verdict {
 		c.unassigned -= int(want - cur)
 	}
 	r.intended = int32(want)
+	c.event(core.FlowQuota, p, r.intended, int64(r.current))
 	if want != v {
-		c.event(core.FlowQuota, p, r.intended, int64(r.current))
 		return policy.Clamped
 	}
 	return policy.Applied

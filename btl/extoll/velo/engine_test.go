@@ -1,6 +1,7 @@
 package velo
 
 import (
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -541,6 +542,37 @@ func TestAVictimKeepsItsStaticSlots(t *testing.T) {
 	}
 	if cr.unassigned-before != int(intended)-cr.static {
 		t.Fatalf("%d slots freed, want %d", cr.unassigned-before, int(intended)-cr.static)
+	}
+}
+
+// Every quota proposal is answered with the quota set, in order, clamped
+// or not (core.FlowQuota): a plugin policy learns from the answers which
+// of its proposals the events it gets predate.
+func TestEveryQuotaProposalIsAnswered(t *testing.T) {
+	cl, err := newCluster(clusterOpts{n: 4, slots: 4 * 12, scheme: schemeDynamic, creditSlots: 2, backlog: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := creditsOf(cl.eng[1])
+	q := int64(cr.rx[0].intended)
+	before := len(cr.policy.Waiting())
+	verdicts := []policy.Verdict{setQuota(cr, 0, q-3), setQuota(cr, 2, q+3), setQuota(cr, 3, 0)}
+	if !reflect.DeepEqual(verdicts, []policy.Verdict{policy.Applied, policy.Applied, policy.Clamped}) {
+		t.Fatalf("verdicts %v", verdicts)
+	}
+	var got []core.FlowEvent
+	for _, ev := range cr.policy.Waiting()[before:] {
+		if ev.Kind == core.FlowQuota {
+			got = append(got, core.FlowEvent{Kind: ev.Kind, Peer: ev.Peer, Quota: ev.Quota})
+		}
+	}
+	want := []core.FlowEvent{
+		{Kind: core.FlowQuota, Peer: 0, Quota: int32(q - 3)},
+		{Kind: core.FlowQuota, Peer: 2, Quota: int32(q + 3)},
+		{Kind: core.FlowQuota, Peer: 3, Quota: int32(cr.static)},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("answers %v, want %v", got, want)
 	}
 }
 

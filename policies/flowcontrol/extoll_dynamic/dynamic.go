@@ -33,8 +33,28 @@
 // for the monitored sender) and reclaims (FlowReclaim); the mechanism
 // checks each one — the victim keeps its static slots, quota grows only
 // out of unassigned slots, a reclaim goes out only to a sender holding
-// more than its quota and not already asked — and reports with FlowQuota
-// any value it clamped, from which the policy resyncs its copy.
+// more than its quota and not already asked — and answers every
+// FlowSetQuota, in order, with a FlowQuota carrying the quota it set.
+//
+// The policy's copy of a sender's quota is the quota it will have once
+// every proposal made so far is applied. The paper's invariant (§6.2:
+// the intended quotas add up to the data region) is kept on that copy,
+// and since the mechanism applies decisions in the order proposed, with
+// a victim's cut before the thief's raise, every state the mechanism
+// passes through on the way holds no more than the data region either.
+// Built in, decisions are applied before the next event is raised; as a
+// plugin they reach the engine a round trip after the events they answer,
+// and a monitoring point raised meanwhile carries the quota from before
+// them. Taking that as the copy (as this policy did) made every later
+// steal start from the old quota — the victim lost slots each time, the
+// thief gained them once — and on two ranks the busy sender's quota
+// peaked at 68 of 110 slots, the rest assigned to nobody. So a
+// sender's quota is taken from an event only while no proposal for it is
+// unanswered: a FlowQuota answering its last one (applied or clamped), or
+// a monitoring point after that. Slots nobody holds (a clamped raise) go
+// to the next thief, and a copy that counts more than the data region (a
+// fallback policy resyncing from a diverged engine) raises the next thief
+// by less, so the data region is never promised twice.
 //
 // Pure logic: no I/O, no goroutines, no clock.
 package extolldynamic
@@ -70,7 +90,14 @@ type Policy struct {
 	MaxQuota int
 
 	static   int
+	data     int // the data region
 	intended []int
+	sum      int // of intended
+	// unanswered counts each sender's FlowSetQuota proposals the engine
+	// has not yet answered with a FlowQuota: while it is not zero, an
+	// event's quota predates a proposal and says nothing about the quota
+	// the sender will have.
+	unanswered []int32
 	// Four intrusive doubly linked lists over the senders, with the role
 	// of the three activity lists rotating when they shift (level maps a
 	// role to a list). Both directions are stored alike, indexed by end:
@@ -99,8 +126,9 @@ func (p *Policy) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 		quota = min(quota, max(p.MaxQuota, k))
 		maxQuota = p.MaxQuota
 	}
-	p.static = k
-	p.intended = make([]int, n)
+	p.static, p.data = k, data
+	p.intended, p.sum = make([]int, n), n*quota
+	p.unanswered = make([]int32, n)
 	p.link = [2][]int32{make([]int32, n), make([]int32, n)}
 	p.in = make([]uint8, n)
 	for l := range lists {
@@ -123,13 +151,31 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 		}
 		switch ev.Kind {
 		case core.FlowQuota:
-			p.intended[s] = int(ev.Quota)
+			// An answer; with none outstanding (a fallback policy hearing
+			// the answers to its plugin's proposals) a resync all the same.
+			if p.unanswered[s] > 0 {
+				p.unanswered[s]--
+			}
+			p.resync(s, ev.Quota)
 		case core.FlowMonitor:
-			p.intended[s] = int(ev.Quota)
+			p.resync(s, ev.Quota)
 			out = p.monitor(s, out)
 		}
 	}
 	return out
+}
+
+// resync takes the engine's quota of s as the copy if nothing proposed
+// for s is unanswered.
+func (p *Policy) resync(s int, quota int32) {
+	if p.unanswered[s] == 0 {
+		p.set(s, int(quota))
+	}
+}
+
+func (p *Policy) set(s, quota int) {
+	p.sum += quota - p.intended[s]
+	p.intended[s] = quota
 }
 
 // monitor is Figure 12.
@@ -162,17 +208,25 @@ func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
 	cm, cv := p.intended[m], p.intended[v]
 	cred := max(p.CreditSlots+1, abs(cm-cv)/2) // Equation 6
 	cred = min(cred, cv-p.static)              // never the static slots
-	if p.MaxQuota > 0 {
-		cred = min(cred, max(p.MaxQuota-cm, 0))
+	// The thief gains the victim's slots plus those nobody holds, or less
+	// by what the copy over-counts; the victim gives no more than it
+	// takes to reach the cap.
+	free := p.data - p.sum
+	gain := cred + free
+	if p.MaxQuota > 0 && gain > p.MaxQuota-cm {
+		gain = max(p.MaxQuota-cm, 0)
+		cred = max(min(cred, gain-free), 0)
 	}
+	gain = max(gain, 0)
 	if cred > 0 {
-		p.intended[v] -= cred
-		p.intended[m] += cred
+		p.set(v, cv-cred)
 		p.Steals++
 		p.Stolen += cred
-		out = append(out,
-			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(v), Value: int64(p.intended[v])},
-			core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(m), Value: int64(p.intended[m])})
+		out = p.propose(v, out)
+	}
+	if gain > 0 {
+		p.set(m, cm+gain)
+		out = p.propose(m, out)
 	}
 	if p.intended[v] <= p.static {
 		// Nothing left to give: to the null list, and ask for the credits
@@ -184,6 +238,14 @@ func (p *Policy) steal(m int, out []core.FlowDecision) []core.FlowDecision {
 	}
 	p.moveFront(p.list(Medium), v)
 	return out
+}
+
+// propose asks for s's quota to be the copy's. The victim's cut goes
+// before the thief's raise: applied in order, no state between them holds
+// more than the data region.
+func (p *Policy) propose(s int, out []core.FlowDecision) []core.FlowDecision {
+	p.unanswered[s]++
+	return append(out, core.FlowDecision{Kind: core.FlowSetQuota, Peer: int32(s), Value: int64(p.intended[s])})
 }
 
 // Role returns the activity list a sender is in (High, Medium, Low, Null).

@@ -1,6 +1,7 @@
 package extolldynamic
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -69,8 +70,9 @@ func TestMonitoringPointsPromoteThenSteal(t *testing.T) {
 	}
 	// Equation 6 grows with the gap: 34 vs 28 -> 3; after more steals the
 	// gap halves across.
-	p.intended[0] = 28
-	p.intended[1] = 60
+	for s, q := range []int{28, 60, 12, 12} {
+		p.set(s, q)
+	}
 	d = monitor(p, 1)
 	if d[0].Peer != 0 || d[0].Value != 28-16 || d[1].Value != 60+16 {
 		t.Fatalf("steal by Equation 6 from a gap of 32: %v", d)
@@ -176,5 +178,187 @@ func TestListsMatchASliceModelBothWays(t *testing.T) {
 				t.Fatalf("step %d (sender %d to list %d): list %d is %v forwards, %v backwards, want %v", step, s, l, k, fwd, rev, model[k])
 			}
 		}
+	}
+}
+
+// lagged models the VELO engine under a plugin policy: it applies each
+// batch of decisions lag batches after it was proposed, in order, answers
+// every FlowSetQuota with a FlowQuota, and raises monitoring points with
+// the quotas it holds at the time — which predate the decisions still in
+// flight. It applies proposals as made, unclamped, so that a policy that
+// over-promises the data region shows.
+type lagged struct {
+	t              *testing.T
+	p              *Policy
+	quota          []int
+	data, static   int
+	inflight       [][]core.FlowDecision
+	events         []core.FlowEvent
+	steps, applied int
+}
+
+func newLagged(t *testing.T, n, perPeer, k int) *lagged {
+	p := setup(t, n, perPeer, k)
+	e := &lagged{t: t, p: p, quota: make([]int, n), data: n*perPeer - n*k, static: k}
+	for s := range n {
+		e.quota[s] = p.Intended(s)
+	}
+	return e
+}
+
+func (e *lagged) apply(ds []core.FlowDecision) {
+	e.t.Helper()
+	for _, d := range ds {
+		if d.Kind != core.FlowSetQuota {
+			continue
+		}
+		e.applied++
+		if d.Value < int64(e.static) || d.Value > int64(e.data) {
+			e.t.Fatalf("step %d: SetQuota %d for sender %d outside [%d, %d]", e.steps, d.Value, d.Peer, e.static, e.data)
+		}
+		e.quota[d.Peer] = int(d.Value)
+		if sum := e.sum(); sum > e.data {
+			e.t.Fatalf("step %d: quotas %v promise %d slots of a %d-slot data region", e.steps, e.quota, sum, e.data)
+		}
+		e.events = append(e.events, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(d.Value)})
+	}
+}
+
+func (e *lagged) sum() int {
+	n := 0
+	for _, q := range e.quota {
+		n += q
+	}
+	return n
+}
+
+// step raises a monitoring point for each of monitored, hands the batch to
+// the policy and applies what is lag batches old.
+func (e *lagged) step(lag int, monitored ...int) {
+	e.t.Helper()
+	e.steps++
+	for _, s := range monitored {
+		e.events = append(e.events, core.FlowEvent{Kind: core.FlowMonitor, Peer: int32(s), Quota: int32(e.quota[s])})
+	}
+	out := e.p.Observe(e.events, nil)
+	e.events = e.events[:0]
+	e.inflight = append(e.inflight, out)
+	for len(e.inflight) > lag {
+		e.apply(e.inflight[0])
+		e.inflight = e.inflight[1:]
+	}
+}
+
+// settle applies everything in flight and delivers the answers; the policy
+// must then agree with the engine.
+func (e *lagged) settle() {
+	e.t.Helper()
+	for len(e.inflight) > 0 || len(e.events) > 0 {
+		e.step(0)
+	}
+	for s, q := range e.quota {
+		if e.p.Intended(s) != q {
+			e.t.Fatalf("settled: sender %d holds %d, the policy's copy says %d", s, q, e.p.Intended(s))
+		}
+	}
+}
+
+// A plugin's decisions reach the engine a round trip after the events they
+// answer, so monitoring points meanwhile carry the quota from before a
+// steal (seed 003 §6.4: each is a point of the sender's own history). The
+// old policy took that quota as its copy; each steal then started from the
+// old quota, the victim lost slots every time and the thief gained them
+// once: on two ranks the busy sender peaked at 68 of 110 slots. Here the
+// busy sender must end with the whole data region but the victim's static
+// slots (§6.2: the intended quotas add up to the data region), as it does
+// built in.
+func TestStaleMonitoringPointsLoseNoSlots(t *testing.T) {
+	for _, lag := range []int{0, 1, 3} {
+		e := newLagged(t, 2, 58, 2)
+		for range 60 {
+			e.step(lag, 0)
+		}
+		e.settle()
+		if e.quota[0] != e.data-e.static || e.quota[1] != e.static {
+			t.Fatalf("lag %d: quotas %v after 60 monitoring points of sender 0, want [%d %d]: %d slots assigned to nobody",
+				lag, e.quota, e.data-e.static, e.static, e.data-e.sum())
+		}
+	}
+}
+
+// With decisions in flight, the events of a busy phase describe states the
+// engine has left: answers to proposals that later ones overrode, monitor
+// points from before a cut. Whatever their mix, every quota the engine
+// holds, at every decision applied in order, stays within [static, data
+// region] and all of them within the data region; once everything is
+// applied and answered the policy agrees with the engine and no slot is
+// lost. Phases move the activity between senders, so victims become
+// thieves with cuts still in flight.
+func TestDecisionsInFlightNeverOverPromiseThePool(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		n := 2 + rng.IntN(7)
+		e := newLagged(t, n, 16+rng.IntN(48), 1+rng.IntN(3))
+		for range 6 {
+			busy := rng.Perm(n)[:1+rng.IntN(n)]
+			for range 20 + rng.IntN(60) {
+				var mon []int
+				for _, s := range busy {
+					if rng.IntN(3) == 0 {
+						mon = append(mon, s)
+					}
+				}
+				e.step(rng.IntN(5), mon...)
+			}
+		}
+		e.settle()
+		if e.sum() != e.data {
+			t.Fatalf("seed %d: %d of %d data slots assigned after %d decisions", seed, e.sum(), e.data, e.applied)
+		}
+		if e.applied == 0 {
+			t.Fatalf("seed %d: no decision", seed)
+		}
+	}
+}
+
+// The engine clamps a raise it has no unassigned slots for and answers
+// with the quota it set; the slots the policy meant for the thief are then
+// nobody's, and the next thief gets them.
+func TestSlotsAClampLeftUnassignedGoToTheNextThief(t *testing.T) {
+	p := setup(t, 2, 58, 2) // data 112, quota 56
+	monitor(p, 0)
+	monitor(p, 0)
+	d := monitor(p, 0) // equal quotas: cred = k+1 = 3
+	if len(d) != 2 || d[0].Value != 53 || d[1].Value != 59 {
+		t.Fatalf("steal %v", d)
+	}
+	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 1, Quota: 53}, {Kind: core.FlowQuota, Peer: 0, Quota: 57}}, nil)
+	// 57 vs 53: cred = max(3, 2) = 3, plus the 2 the clamp left over.
+	d = monitor(p, 0)
+	want := []core.FlowDecision{{Kind: core.FlowSetQuota, Peer: 1, Value: 50}, {Kind: core.FlowSetQuota, Peer: 0, Value: 62}}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("steal after a clamp %v, want %v", d, want)
+	}
+}
+
+// A fallback policy starts from equal shares while the engine its plugin
+// left behind holds other quotas; resyncing from the engine's events its
+// copy may count more than the data region until every sender has been
+// heard of. Meanwhile a thief is raised by less than the victim gives, so
+// no proposal promises a slot twice.
+func TestACopyCountingTooMuchRaisesTheThiefByLess(t *testing.T) {
+	p := setup(t, 2, 58, 2) // data 112, quota 56
+	// The plugin's engine left sender 0 with 110 and sender 1 with 2; the
+	// fallback hears of sender 0 first.
+	p.Observe([]core.FlowEvent{{Kind: core.FlowQuota, Peer: 0, Quota: 110}}, nil)
+	for range 6 {
+		for _, d := range p.Observe([]core.FlowEvent{{Kind: core.FlowMonitor, Peer: 0, Quota: 110}}, nil) {
+			if d.Kind == core.FlowSetQuota && d.Peer == 0 && d.Value > 110 {
+				t.Fatalf("sender 0 raised to %d: with sender 1's 2 slots, over the 112-slot data region", d.Value)
+			}
+		}
+	}
+	if p.Intended(0) != 110 || p.Intended(1) != 2 {
+		t.Fatalf("copy %d/%d, want 110/2", p.Intended(0), p.Intended(1))
 	}
 }
