@@ -64,6 +64,8 @@ func (c *Comm) bcast(buf []byte, root int) (*schedule, error) {
 		bcastTree(s, n, me, root, buf, seg, 1)
 	case ScatterAllgather:
 		bcastScatterAllgather(s, n, me, root, buf)
+	case Linear:
+		bcastLinear(s, n, me, root, buf)
 	default:
 		bcastBinomial(s, n, me, root, buf)
 	}
@@ -88,6 +90,23 @@ func bcastBinomial(s *schedule, n, me, root int, buf []byte) {
 		if rel+mask < n {
 			s.send(abs(rel+mask), buf)
 		}
+	}
+	s.wait()
+}
+
+// bcastLinear: the root posts a send of the whole buffer to every rank at
+// once and each rank receives it straight from the root — one round. Over
+// shared memory with a single-copy rendezvous every receiver reads the
+// root's buffer itself, so the copies run in parallel on as many cores as
+// there are, and no rank waits on another that is not the root.
+func bcastLinear(s *schedule, n, me, root int, buf []byte) {
+	if me != root {
+		s.recv(root, buf)
+		s.wait()
+		return
+	}
+	for k := 1; k < n; k++ {
+		s.send((root+k)%n, buf)
 	}
 	s.wait()
 }
