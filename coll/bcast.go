@@ -2,6 +2,7 @@ package coll
 
 import (
 	"context"
+	"math/bits"
 
 	"github.com/gobtl/gobtl/pml"
 )
@@ -18,10 +19,20 @@ func (c *Comm) barrier() *schedule {
 	alg, _ := c.t.decide(KindBarrier, n, 0)
 	s := c.begin(KindBarrier, alg)
 	// Dissemination: after round k a rank has heard, directly or not, from
-	// the 2^(k+1)−1 ranks before it.
+	// the 2^(k+1)−1 ranks before it. The rounds' peers all differ, so
+	// every receive is posted at once, before the first send (see
+	// allreduceRecursiveDoubling).
+	var hs [bits.UintSize]int
+	i := 0
 	for k := 1; k < n; k <<= 1 {
-		s.recv((me-k+n)%n, nil)
+		hs[i] = s.prepost((me-k+n)%n, nil)
+		i++
+	}
+	i = 0
+	for k := 1; k < n; k <<= 1 {
 		s.send((me+k)%n, nil)
+		s.await(hs[i])
+		i++
 		s.wait()
 	}
 	return s
