@@ -2,6 +2,7 @@ package coll
 
 import (
 	"context"
+	"math/bits"
 
 	"github.com/gobtl/gobtl/pml"
 )
@@ -117,26 +118,81 @@ func foldOut(s *schedule, n, me int, acc []byte) {
 // with v XOR 2^k and combines, the lower rank's part first; after log2 p
 // steps every rank holds the reduction, computed on both sides of every
 // exchange in the same order, hence the same bits on every rank.
+//
+// A small vector's receives are all posted before the first send, each
+// into a buffer of its own (see prepostMax): a peer one step ahead — with
+// more ranks than cores, one that ran while this rank did not — finds its
+// message's receive waiting instead of leaving it unexpected, and this
+// rank, once scheduled, finishes the steps whose messages are in without
+// a receive to post between them.
 func allreduceRecursiveDoubling(s *schedule, n, me int, send, acc []byte) {
 	s.copy(acc, send)
-	tmp := s.tmp(len(acc))
-	v, p := foldIn(s, n, me, acc, tmp)
-	if v >= 0 {
-		for mask := 1; mask < p; mask <<= 1 {
-			peer := real(v^mask, n, p)
-			s.recv(peer, tmp)
-			s.send(peer, acc)
-			s.wait()
-			if v&mask != 0 && !s.op.Commutative {
-				// The peer holds the lower ranks: tmp ∘ acc.
-				s.reduce(tmp, acc)
-				s.copy(acc, tmp)
-			} else {
-				s.reduce(acc, tmp)
+	p := floorPow2(n)
+	steps := bits.Len(uint(p)) - 1
+	if me < 2*(n-p) && me%2 == 1 || steps == 0 || len(acc)*(steps+1) > prepostMax {
+		// A rank that sits out has one receive, after its only send.
+		tmp := s.tmp(len(acc))
+		v, _ := foldIn(s, n, me, acc, tmp)
+		if v >= 0 {
+			for mask := 1; mask < p; mask <<= 1 {
+				peer := real(v^mask, n, p)
+				s.recv(peer, tmp)
+				s.send(peer, acc)
+				s.wait()
+				recursiveDoublingCombine(s, v, mask, acc, tmp)
 			}
 		}
+		foldOut(s, n, me, acc)
+		return
+	}
+	// Every peer of this rank differs (the one it folds with, then
+	// v XOR 2^k), so the receives may go in any order.
+	v := me - (n - p)
+	fold := me < 2*(n-p)
+	var in, tmp []byte
+	var first int
+	if fold {
+		v = me / 2
+		in = s.tmp(len(acc))
+		first = s.prepost(me+1, in)
+	}
+	var hs [bits.UintSize]int
+	bufs := s.tmp(len(acc) * steps)
+	for k := range steps {
+		hs[k] = s.prepost(real(v^(1<<k), n, p), bufs[k*len(acc):(k+1)*len(acc)])
+	}
+	if fold {
+		s.await(first)
+		s.wait()
+		s.reduce(acc, in) // the even rank is the lower
+	}
+	for k := range steps {
+		mask := 1 << k
+		tmp = bufs[k*len(acc) : (k+1)*len(acc)]
+		s.send(real(v^mask, n, p), acc)
+		s.await(hs[k])
+		s.wait()
+		recursiveDoublingCombine(s, v, mask, acc, tmp)
 	}
 	foldOut(s, n, me, acc)
+}
+
+// prepostMax bounds the scratch a recursive doubling allreduce takes to
+// post all its receives at once (a vector per step): above it the
+// messages go by rendezvous, whose unexpected handshake costs little next
+// to the data.
+const prepostMax = 64 << 10
+
+// recursiveDoublingCombine folds the vector tmp received in the step of
+// mask into acc, the lower ranks' part first.
+func recursiveDoublingCombine(s *schedule, v, mask int, acc, tmp []byte) {
+	if v&mask != 0 && !s.op.Commutative {
+		// The peer holds the lower ranks: tmp ∘ acc.
+		s.reduce(tmp, acc)
+		s.copy(acc, tmp)
+	} else {
+		s.reduce(acc, tmp)
+	}
 }
 
 // allreduceRabenseifner: a reduce-scatter by recursive halving — in step

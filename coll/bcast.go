@@ -2,6 +2,7 @@ package coll
 
 import (
 	"context"
+	"math/bits"
 
 	"github.com/gobtl/gobtl/pml"
 )
@@ -18,10 +19,20 @@ func (c *Comm) barrier() *schedule {
 	alg, _ := c.t.decide(KindBarrier, n, 0)
 	s := c.begin(KindBarrier, alg)
 	// Dissemination: after round k a rank has heard, directly or not, from
-	// the 2^(k+1)−1 ranks before it.
+	// the 2^(k+1)−1 ranks before it. The rounds' peers all differ, so
+	// every receive is posted at once, before the first send (see
+	// allreduceRecursiveDoubling).
+	var hs [bits.UintSize]int
+	i := 0
 	for k := 1; k < n; k <<= 1 {
-		s.recv((me-k+n)%n, nil)
+		hs[i] = s.prepost((me-k+n)%n, nil)
+		i++
+	}
+	i = 0
+	for k := 1; k < n; k <<= 1 {
 		s.send((me+k)%n, nil)
+		s.await(hs[i])
+		i++
 		s.wait()
 	}
 	return s
@@ -64,6 +75,8 @@ func (c *Comm) bcast(buf []byte, root int) (*schedule, error) {
 		bcastTree(s, n, me, root, buf, seg, 1)
 	case ScatterAllgather:
 		bcastScatterAllgather(s, n, me, root, buf)
+	case Linear:
+		bcastLinear(s, n, me, root, buf)
 	default:
 		bcastBinomial(s, n, me, root, buf)
 	}
@@ -88,6 +101,23 @@ func bcastBinomial(s *schedule, n, me, root int, buf []byte) {
 		if rel+mask < n {
 			s.send(abs(rel+mask), buf)
 		}
+	}
+	s.wait()
+}
+
+// bcastLinear: the root posts a send of the whole buffer to every rank at
+// once and each rank receives it straight from the root — one round. Over
+// shared memory with a single-copy rendezvous every receiver reads the
+// root's buffer itself, so the copies run in parallel on as many cores as
+// there are, and no rank waits on another that is not the root.
+func bcastLinear(s *schedule, n, me, root int, buf []byte) {
+	if me != root {
+		s.recv(root, buf)
+		s.wait()
+		return
+	}
+	for k := 1; k < n; k++ {
+		s.send((root+k)%n, buf)
 	}
 	s.wait()
 }

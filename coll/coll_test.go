@@ -157,6 +157,41 @@ func TestAllreduceMatchesTheSerialFoldOnEveryRank(t *testing.T) {
 	}
 }
 
+// Recursive doubling posts every receive of a small vector before its
+// first send, each into a buffer of its own, and a large one's round by
+// round: both, on every job size, folded or not, give the serial fold —
+// also when the ranks run several of them back to back, so that a fast
+// rank's messages of the next one meet receives of this one still posted.
+func TestRecursiveDoublingAllreduceWithReceivesPostedAheadAndNot(t *testing.T) {
+	for _, n := range ranks {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			withJob(t, n, forced("allreduce", "recursive_doubling", 0), func(c *coll.Comm) error {
+				for _, op := range []coll.Op{sumInt64, compose} {
+					// 1 and 8 KiB vectors are posted ahead; 160 KiB (sum)
+					// and 320 KiB (compose) ones are not.
+					for _, count := range []int{1, 1024 / op.Size * 8, 20000} {
+						size := count * op.Size
+						want := fold(op, size, 0, n, count)
+						recvs := make([][]byte, 3)
+						for i := range recvs {
+							recvs[i] = make([]byte, size)
+							if err := c.Allreduce(bg, fill(make([]byte, size), c.Rank(), count), recvs[i], op); err != nil {
+								return err
+							}
+						}
+						for i, recv := range recvs {
+							if err := diff(fmt.Sprintf("op size %d, %d elements, call %d", op.Size, count, i), recv, want); err != nil {
+								return err
+							}
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 func TestAllgatherPutsEveryBlockInRankOrder(t *testing.T) {
 	for _, alg := range algs("allgather") {
 		for _, n := range ranks {

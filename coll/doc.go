@@ -9,7 +9,8 @@
 //
 // Every collective has several algorithms, all correct for any number of
 // ranks and any root: binomial, pipelined binary-tree and chain
-// broadcast, and scatter+allgather (van de Geijn) for large ones;
+// broadcast, linear (straight from the root) and scatter+allgather (van
+// de Geijn) for large ones;
 // binomial and pipelined binary-tree reduce; recursive doubling allreduce
 // for small vectors, Rabenseifner's reduce-scatter+allgather or a ring
 // for large ones, reduce+broadcast; Bruck, recursive doubling and ring

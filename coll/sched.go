@@ -24,20 +24,29 @@ import (
 // messages between two ranks are matched in the order they are posted —
 // the PML's non-overtaking rule — so an algorithm posts its receives from
 // a rank in the order that rank sends to it.
+//
+// A receive may also be posted ahead of its round (prepost) and joined to
+// a later one (await): posted before the rank's first send, it is matched
+// the moment its message arrives rather than parked as unexpected and
+// matched again when the round comes. The wait marks in between do not
+// wait for it.
 
 type stepKind uint8
 
 const (
-	stepSend   stepKind = iota + 1
-	stepRecv            // into a, expecting exactly len(a) bytes
-	stepReduce          // a = a ∘ b
-	stepCopy            // a = b
-	stepWait            // hold until every message posted so far completes
+	stepSend    stepKind = iota + 1
+	stepRecv             // into a, expecting exactly len(a) bytes
+	stepReduce           // a = a ∘ b
+	stepCopy             // a = b
+	stepWait             // hold until every message of the round completes
+	stepPrepost          // post a receive into a now, held as early[idx]
+	stepAwait            // make early[idx] a message of the round
 )
 
 type step struct {
 	kind stepKind
 	peer int
+	idx  int // stepPrepost, stepAwait: the receive's place in early
 	a, b []byte
 }
 
@@ -45,20 +54,29 @@ type step struct {
 // messages of the current round. A Comm keeps the finished ones for the
 // next collective, so that a collective in steady state allocates nothing.
 type schedule struct {
-	c     *Comm
-	tag   int
-	op    Op
-	steps []step
-	pc    int // next step
-	reqs  []*pml.Request
-	want  []int // per request: the bytes a receive must bring, -1 for a send
-	sts   []pml.Status
-	mem   []byte // scratch the algorithm carves with tmp
-	off   int
-	ints  []int // scratch for block offsets while the schedule is built
-	ioff  int
-	kind  Kind
-	alg   Alg
+	c      *Comm
+	tag    int
+	op     Op
+	steps  []step
+	pc     int // next step
+	reqs   []*pml.Request
+	want   []int // per request: the bytes a receive must bring, -1 for a send
+	sts    []pml.Status
+	early  []early // receives posted ahead of their round, by prepost's handle
+	nearly int     // preposts so far, while the schedule is built
+	mem    []byte  // scratch the algorithm carves with tmp
+	off    int
+	ints   []int // scratch for block offsets while the schedule is built
+	ioff   int
+	kind   Kind
+	alg    Alg
+}
+
+// early is a receive posted ahead of its round and the bytes it must
+// bring.
+type early struct {
+	r    *pml.Request
+	want int
 }
 
 // reset readies s for a new collective.
@@ -66,7 +84,7 @@ func (s *schedule) reset(c *Comm, tag int, k Kind, alg Alg) {
 	clear(s.steps)
 	s.c, s.tag, s.kind, s.alg = c, tag, k, alg
 	s.op = Op{}
-	s.steps, s.pc, s.off, s.ioff = s.steps[:0], 0, 0, 0
+	s.steps, s.pc, s.off, s.ioff, s.nearly = s.steps[:0], 0, 0, 0, 0
 }
 
 func (s *schedule) send(peer int, buf []byte) {
@@ -75,6 +93,22 @@ func (s *schedule) send(peer int, buf []byte) {
 
 func (s *schedule) recv(peer int, buf []byte) {
 	s.steps = append(s.steps, step{kind: stepRecv, peer: peer, a: buf})
+}
+
+// prepost posts a receive from peer into buf at once, ahead of its round,
+// and returns its handle for await, which makes it part of a later round.
+// Every receive from peer posted before it must be too (the PML matches a
+// peer's messages in the order the receives are posted).
+func (s *schedule) prepost(peer int, buf []byte) int {
+	i := s.nearly
+	s.nearly++
+	s.steps = append(s.steps, step{kind: stepPrepost, peer: peer, idx: i, a: buf})
+	return i
+}
+
+// await joins the preposted receive i to the current round.
+func (s *schedule) await(i int) {
+	s.steps = append(s.steps, step{kind: stepAwait, idx: i})
 }
 
 // reduce combines in into inout with the collective's operation: inout =
@@ -182,11 +216,20 @@ func (s *schedule) run() error {
 			if err != nil {
 				return err
 			}
-			s.reqs = append(s.reqs, r)
-			s.want = append(s.want, want)
-			if len(s.sts) < len(s.reqs) {
-				s.sts = append(s.sts, pml.Status{})
+			s.join(r, want)
+		case stepPrepost:
+			r, err := x.Irecv(st.a, st.peer, s.tag)
+			if err != nil {
+				return err
 			}
+			for len(s.early) <= st.idx {
+				s.early = append(s.early, early{})
+			}
+			s.early[st.idx] = early{r, len(st.a)}
+		case stepAwait:
+			e := s.early[st.idx]
+			s.early[st.idx] = early{}
+			s.join(e.r, e.want)
 		case stepReduce:
 			s.op.Fn.Combine(st.a, st.b)
 		case stepCopy:
@@ -194,6 +237,16 @@ func (s *schedule) run() error {
 		}
 	}
 	return nil
+}
+
+// join makes r a message of the current round; want is the bytes a
+// receive must bring, -1 for a send.
+func (s *schedule) join(r *pml.Request, want int) {
+	s.reqs = append(s.reqs, r)
+	s.want = append(s.want, want)
+	if len(s.sts) < len(s.reqs) {
+		s.sts = append(s.sts, pml.Status{})
+	}
 }
 
 // checkCounts fails a round in which a rank sent fewer bytes than this
@@ -221,7 +274,13 @@ func (s *schedule) fail(err error) error {
 			_ = x.Free(r)
 		}
 	}
-	s.reqs = nil
+	for _, e := range s.early {
+		if e.r != nil {
+			_ = x.Cancel(e.r)
+			_ = x.Free(e.r)
+		}
+	}
+	s.reqs, s.early = nil, nil
 	return fmt.Errorf("coll: %s %s: %w", s.kind, s.alg, err)
 }
 

@@ -61,8 +61,8 @@ const (
 	// Bruck: ⌈log2 n⌉ steps sending to rank−2^k, then a local rotation;
 	// any n.
 	Bruck
-	// Linear: every message posted at once (alltoall), or the root talks
-	// to every rank in turn (gather, scatter).
+	// Linear: every message posted at once (alltoall, bcast), or the root
+	// talks to every rank in turn (gather, scatter).
 	Linear
 	// Pairwise: in step i send to rank+i and receive from rank−i.
 	Pairwise
@@ -97,7 +97,7 @@ type kind struct {
 
 var kinds = [numKinds]kind{
 	KindBarrier:       {"barrier", []Alg{Dissemination}},
-	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather}},
+	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
 	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
 	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast}},
 	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring}},
@@ -191,7 +191,18 @@ var table = [numKinds][]rule{
 	KindBarrier: {{alg: Dissemination}},
 	KindBcast: {
 		{bytes: 16 << 10, alg: Binomial},
-		{ranks: 8, alg: Binomial},
+		// Rendezvous sizes below 32 ranks: straight from the root, as Open
+		// MPI does from 8 to 15 ranks. Every rank waits once, on the root
+		// alone; a tree makes a rank wait on a parent that, with more ranks
+		// than cores, may not be running, once per level (⌈log2 n⌉ rounds),
+		// a segmented pipeline once per segment and level, scatter+allgather
+		// n−1+⌈log2 n⌉ times. On one node the copies are the cost, not a
+		// link: with a single-copy rendezvous the receivers read the root's
+		// buffer in parallel, n−1 copies in all; the tree makes as many,
+		// scatter+allgather twice as many. With the copy pipeline the root
+		// copies every message in, and the tree measured no better on
+		// 2 cores at 8 and 16 ranks.
+		{ranks: 32, alg: Linear},
 		{bytes: 512 << 10, alg: Binary, seg: 32 << 10},
 		{alg: ScatterAllgather},
 	},

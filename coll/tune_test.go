@@ -6,8 +6,9 @@ import "testing"
 // sizes and messages the targets speak of (coll_tuned_decision_fixed.c:
 // recursive doubling allreduce below 8 KiB and Rabenseifner above it from
 // 4 to 16 ranks; recursive doubling allgather on powers of two below 32
-// ranks), and keeps the ring where recursive doubling would need Bruck's
-// extra rotation of large blocks.
+// ranks; a linear broadcast of large messages from 8 to 15 ranks, taken
+// here from 4 to 31), and keeps the ring where recursive doubling would
+// need Bruck's extra rotation of large blocks.
 func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
 	for _, c := range []struct {
 		k        Kind
@@ -19,6 +20,10 @@ func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
 		{KindAllreduce, 4, 1 << 20, Rabenseifner},
 		{KindAllreduce, 8, 1 << 20, Rabenseifner},
 		{KindAllreduce, 16, 1 << 20, Rabenseifner},
+		{KindBcast, 4, 8, Binomial},
+		{KindBcast, 4, 1 << 20, Linear},
+		{KindBcast, 8, 1 << 20, Linear},
+		{KindBcast, 16, 1 << 20, Linear},
 		{KindAllgather, 4, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 8, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 16, 1 << 20, RecursiveDoubling},

@@ -25,7 +25,7 @@ var collAlgs = []struct {
 	doc  string
 }{
 	{"barrier", []string{"dissemination"}, "barrier algorithm"},
-	{"bcast", []string{"binomial", "binary", "pipeline", "scatter_allgather"}, "broadcast: binomial tree, pipelined binary tree, pipelined chain, or scatter + ring allgather"},
+	{"bcast", []string{"binomial", "binary", "pipeline", "scatter_allgather", "linear"}, "broadcast: binomial tree, pipelined binary tree, pipelined chain, scatter + ring allgather, or straight from the root"},
 	{"reduce", []string{"binomial", "binary"}, "reduce: binomial tree or pipelined binary tree (commutative operations)"},
 	{"allreduce", []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast"}, "allreduce: recursive doubling, reduce-scatter + allgather (Rabenseifner), ring, or reduce then broadcast"},
 	{"allgather", []string{"bruck", "recursive_doubling", "ring"}, "allgather: Bruck, recursive doubling (powers of two), or ring"},

@@ -21,7 +21,7 @@ func TestTheCollBlockTunesAlgorithmsWithPositionedDiagnostics(t *testing.T) {
 			[]string{`a.hcl:2:3: Unsupported argument; An argument named "allreduc" is not expected here. Did you mean "allreduce"?`}},
 		{"an algorithm of another collective is refused",
 			"coll {\n  bcast = \"ring\"\n}\n",
-			[]string{`a.hcl:2:11: Invalid value for "bcast"; "ring" is not one of "auto", "binomial", "binary", "pipeline" and "scatter_allgather".`}},
+			[]string{`a.hcl:2:11: Invalid value for "bcast"; "ring" is not one of "auto", "binomial", "binary", "pipeline", "scatter_allgather" and "linear".`}},
 		{"a second coll block is a duplicate",
 			"coll {}\ncoll {}\n",
 			[]string{`a.hcl:2:1: Duplicate coll block; A configuration has one coll block; the first is at a.hcl:1:1.`}},
