@@ -115,17 +115,33 @@ type Header struct {
 
 // Encode writes h into b, which must hold HeaderSize bytes.
 func (h *Header) Encode(b []byte) {
+	// Four word stores, not one per field: this is on every send.
 	_ = b[HeaderSize-1]
-	b[offVersion] = HeaderVersion
-	b[offType] = byte(h.Type)
-	binary.LittleEndian.PutUint16(b[offFlags:], uint16(h.Flags))
-	binary.LittleEndian.PutUint32(b[offSrc:], uint32(h.Src))
-	binary.LittleEndian.PutUint32(b[offContext:], h.Context)
-	binary.LittleEndian.PutUint32(b[offTag:], uint32(h.Tag))
-	binary.LittleEndian.PutUint32(b[offPSN:], h.PSN)
-	binary.LittleEndian.PutUint32(b[offLength:], h.Length)
-	binary.LittleEndian.PutUint16(b[offCredits:], h.Credits)
-	clear(b[offRsvd:HeaderSize])
+	binary.LittleEndian.PutUint64(b[offVersion:], HeaderVersion|uint64(h.Type)<<8|uint64(h.Flags)<<16|uint64(uint32(h.Src))<<32)
+	binary.LittleEndian.PutUint64(b[offContext:], uint64(h.Context)|uint64(uint32(h.Tag))<<32)
+	binary.LittleEndian.PutUint64(b[offPSN:], uint64(h.PSN)|uint64(h.Length)<<32)
+	binary.LittleEndian.PutUint64(b[offCredits:], uint64(h.Credits)) // and the zero reserved bytes
+}
+
+// EagerFields reads what matching needs from frame, which holds a header
+// and its payload, if it is a plain EAGER frame from src: version, type,
+// source, no flags, no credits, zero reserved bytes and a length within
+// frame, checked on three words instead of a decoded Header. ok is false
+// for any other frame; the caller then leaves it to Decode and the
+// handlers, which name what is wrong with a bad one.
+func EagerFields(frame []byte, src int32) (ctx uint32, tag int32, psn uint32, payload []byte, ok bool) {
+	if len(frame) < HeaderSize {
+		return 0, 0, 0, nil, false
+	}
+	w0 := binary.LittleEndian.Uint64(frame)
+	w2 := binary.LittleEndian.Uint64(frame[offPSN:])
+	w3 := binary.LittleEndian.Uint64(frame[offCredits:])
+	n := w2 >> 32
+	if w0 != HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 || w3 != 0 || n > uint64(len(frame)-HeaderSize) {
+		return 0, 0, 0, nil, false
+	}
+	w1 := binary.LittleEndian.Uint64(frame[offContext:])
+	return uint32(w1), int32(w1 >> 32), uint32(w2), frame[HeaderSize : HeaderSize+n], true
 }
 
 // FrameLimits bound what Decode accepts.

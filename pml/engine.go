@@ -162,8 +162,9 @@ type sub struct {
 	ep       core.Endpoint
 	rdma     core.RDMA
 	credited core.Credited
-	eager    int // effective eager limit
-	inline   int // effective rendezvous inline limit
+	peek     core.Peeker // the endpoint shows frames in place: the fused receive path
+	eager    int         // effective eager limit
+	inline   int         // effective rendezvous inline limit
 	maxRDMA  int64
 
 	out        list.List[outFrame] // frames that met ErrNoResources, in order
@@ -255,7 +256,10 @@ type engine struct {
 	lost   []int
 	async  *asyncProgress
 	closed bool
-	msgSeq uint64
+	// virtual: the clock is a simulator's (core.IdleClock), and a waiter
+	// must hand it the processor instead of polling on the fused path.
+	virtual bool
+	msgSeq  uint64
 
 	m metrics
 	// hot counts what every eager message counts, under the engine lock
@@ -337,6 +341,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	}
 	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log, nextCtx: 2}
 	e.m = newMetrics(opts.Metrics)
+	_, e.virtual = opts.Clock.(core.IdleClock)
 	for _, m := range modules {
 		mod := &module{m: m, attrs: m.Attrs()}
 		mod.reg, _ = m.(core.Registrar)
@@ -477,6 +482,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 		s.rdma, _ = ep.(core.RDMA)
 	}
 	s.credited, _ = ep.(core.Credited)
+	s.peek, _ = ep.(core.Peeker)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}
