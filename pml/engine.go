@@ -266,6 +266,7 @@ type engine struct {
 	// without an atomic add each; flushMetrics publishes it.
 	hot struct {
 		eagerSends, bytesSent, bytesRecv int64
+		fused                            int64 // receives the fused path completed
 		polls                            uint32
 	}
 }
@@ -285,6 +286,10 @@ func (e *engine) flushMetrics() {
 		e.m.bytesRecv.Add(h.bytesRecv)
 		h.bytesRecv = 0
 	}
+	if h.fused != 0 {
+		e.m.fused.Add(h.fused)
+		h.fused = 0
+	}
 }
 
 type metrics struct {
@@ -293,6 +298,7 @@ type metrics struct {
 	unexpected, ooo, badFrames, stripes  *core.Counter
 	retries, peersLost, truncated        *core.Counter
 	policyDropped                        *core.Counter
+	fused                                *core.Counter
 }
 
 func newMetrics(m *core.Metrics) metrics {
@@ -302,7 +308,7 @@ func newMetrics(m *core.Metrics) metrics {
 		bytesSent: c("bytes_sent"), bytesRecv: c("bytes_recv"),
 		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
 		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
-		policyDropped: c("policy_decisions_dropped"),
+		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"),
 	}
 }
 

@@ -66,6 +66,7 @@ func (e *engine) consumed(p *peer, frame []byte, n int) {
 	p.esn++
 	e.events++
 	e.hot.bytesRecv += int64(n)
+	e.hot.fused++
 }
 
 // recvFast is one look of a blocking Recv of a message from job rank src
