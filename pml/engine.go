@@ -184,6 +184,9 @@ type peer struct {
 	ooo   []*oooFrame // sorted by PSN
 	lost  error
 	sched schedState
+	// direct is the endpoint of the only subchannel when it shows frames
+	// in place (core.Peeker): the fused receive path may poll it alone.
+	direct core.Peeker
 }
 
 type oooFrame struct {
@@ -472,6 +475,9 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 	}
 	for i, s := range p.subs {
 		s.idx = i
+	}
+	if len(p.subs) == 1 {
+		p.direct = p.subs[0].peek
 	}
 	if len(p.subs) > 0 {
 		if err := p.sched.setup(e, p); err != nil {

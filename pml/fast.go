@@ -36,20 +36,25 @@ const (
 // fastPeer returns the channel to job rank src when the fused path may
 // poll it alone, else nil (lock held).
 func (e *engine) fastPeer(src int) *peer {
-	if e.async != nil || e.virtual || e.closed || e.pendingWork > 0 || e.opts.Scheduler != nil || e.nops.Load() != 0 {
-		return nil
-	}
-	p := e.peer(src)
-	if p.lost != nil || len(p.subs) != 1 || p.subs[0].peek == nil || len(p.ooo) > 0 {
-		return nil
+	p := e.peers[src]
+	if p == nil || p.direct == nil || p.lost != nil || len(p.ooo) > 0 ||
+		e.async != nil || e.virtual || e.closed || e.pendingWork > 0 || e.opts.Scheduler != nil || e.nops.Load() != 0 {
+		return nil // a rank not talked to yet has sent nothing either
 	}
 	return p
+}
+
+// direct reports whether the channel to job rank src could take the
+// fused path, so that a waiter on any other pays one look (lock held).
+func (e *engine) direct(src int) bool {
+	p := e.peers[src]
+	return p != nil && p.direct != nil
 }
 
 // peekEager returns p's next frame if it is the in-order EAGER frame on
 // context ctx, with its tag and payload (lock held).
 func peekEager(p *peer, ctx uint32) (frame []byte, tag int32, payload []byte, res fastResult) {
-	frame, ok := p.subs[0].peek.Peek()
+	frame, ok := p.direct.Peek()
 	if !ok {
 		return nil, 0, nil, fastEmpty
 	}
@@ -62,7 +67,7 @@ func peekEager(p *peer, ctx uint32) (frame []byte, tag int32, payload []byte, re
 
 // consumed takes a frame the fused path delivered (lock held).
 func (e *engine) consumed(p *peer, frame []byte, n int) {
-	p.subs[0].peek.Consume(frame)
+	p.direct.Consume(frame)
 	p.esn++
 	e.events++
 	e.hot.bytesRecv += int64(n)

@@ -27,7 +27,7 @@ func (c *Comm) Progress() int {
 
 // Wait blocks until r completes, then releases it.
 func (c *Comm) Wait(r *Request) (Status, error) {
-	st, err, _ := c.wait(gocontext.Background(), r, 0)
+	st, err, _ := c.waitSpun(gocontext.Background(), r, 0, 0)
 	return st, err
 }
 
@@ -67,7 +67,7 @@ func (c *Comm) waitSpun(ctx gocontext.Context, r *Request, deadline time.Duratio
 		// as progress too.
 		moved := built && e.events != seen
 		n := 0
-		if !r.done && r.posted() && r.peer != AnySource {
+		if !r.done && r.posted() && r.peer != AnySource && e.direct(r.peer) {
 			// A receive for one peer looks at that peer's next frame
 			// first (the fused path); while it spins, that look is all
 			// it polls, but for every 64th round, so that the other
