@@ -115,12 +115,17 @@ type Header struct {
 
 // Encode writes h into b, which must hold HeaderSize bytes.
 func (h *Header) Encode(b []byte) {
-	// Four word stores, not one per field: this is on every send.
 	_ = b[HeaderSize-1]
-	binary.LittleEndian.PutUint64(b[offVersion:], HeaderVersion|uint64(h.Type)<<8|uint64(h.Flags)<<16|uint64(uint32(h.Src))<<32)
-	binary.LittleEndian.PutUint64(b[offContext:], uint64(h.Context)|uint64(uint32(h.Tag))<<32)
-	binary.LittleEndian.PutUint64(b[offPSN:], uint64(h.PSN)|uint64(h.Length)<<32)
-	binary.LittleEndian.PutUint64(b[offCredits:], uint64(h.Credits)) // and the zero reserved bytes
+	b[offVersion] = HeaderVersion
+	b[offType] = byte(h.Type)
+	binary.LittleEndian.PutUint16(b[offFlags:], uint16(h.Flags))
+	binary.LittleEndian.PutUint32(b[offSrc:], uint32(h.Src))
+	binary.LittleEndian.PutUint32(b[offContext:], h.Context)
+	binary.LittleEndian.PutUint32(b[offTag:], uint32(h.Tag))
+	binary.LittleEndian.PutUint32(b[offPSN:], h.PSN)
+	binary.LittleEndian.PutUint32(b[offLength:], h.Length)
+	binary.LittleEndian.PutUint16(b[offCredits:], h.Credits)
+	clear(b[offRsvd:HeaderSize])
 }
 
 // EagerFields reads what matching needs from frame, which holds a header

@@ -36,10 +36,10 @@ const (
 // fastPeer returns the channel to job rank src when the fused path may
 // poll it alone, else nil (lock held).
 func (e *engine) fastPeer(src int) *peer {
-	p := e.peers[src]
-	if p == nil || p.direct == nil || p.lost != nil || len(p.ooo) > 0 ||
+	p := e.peer(src)
+	if p.direct == nil || p.lost != nil || len(p.ooo) > 0 ||
 		e.async != nil || e.virtual || e.closed || e.pendingWork > 0 || e.opts.Scheduler != nil || e.nops.Load() != 0 {
-		return nil // a rank not talked to yet has sent nothing either
+		return nil
 	}
 	return p
 }
