@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gobtl/gobtl/boot"
@@ -14,9 +15,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// jobSeq makes every twoRanks a job of its own: its segments' names
+// must not meet those of the one before, or another test's.
+var jobSeq atomic.Int64
+
 // twoRanks opens two communicators over btl/sm in this process.
 func twoRanks(b testing.TB) [2]*pml.Comm {
-	boots := boot.Group(2, fmt.Sprintf("benchtest%d", os.Getpid()))
+	boots := boot.Group(2, fmt.Sprintf("benchtest%d-%d", os.Getpid(), jobSeq.Add(1)))
 	var comms [2]*pml.Comm
 	mods := make([][]core.Module, 2)
 	for r := range 2 {

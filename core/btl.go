@@ -277,6 +277,26 @@ type Credited interface {
 	PreferRendezvous() bool
 }
 
+// Peeker is implemented by endpoints whose module can show the PML the
+// next frame from the peer in place, for the PML's fused receive path: a
+// blocking receive from one peer polls that peer's channel alone, matches
+// the frame inline and copies the payload straight into the user's buffer,
+// without a handler call, a decoded header or a copy to an unexpected
+// queue. Peek and Consume are serialized with the module's other calls
+// like Send and Progress.
+type Peeker interface {
+	// Peek returns the next frame the peer sent this rank — header and
+	// payload as encoded — if it has arrived and is the next one the
+	// connection delivers. It returns false when nothing has arrived, when
+	// the next frame comes another way (Progress delivers it), when the
+	// peer is lost and when called from a handler. The frame stays valid
+	// until Consume or Progress.
+	Peek() ([]byte, bool)
+	// Consume takes the frame Peek returned, as Progress does once the
+	// frame's handler returned.
+	Consume(frame []byte)
+}
+
 // Disconnecter is implemented by modules that can tear down the connection
 // to one peer. The PML calls it when it fails a virtual channel for its own
 // reasons (a bad PML payload, a lost sibling subchannel), so that the peer

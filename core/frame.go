@@ -128,6 +128,27 @@ func (h *Header) Encode(b []byte) {
 	clear(b[offRsvd:HeaderSize])
 }
 
+// EagerFields reads what matching needs from frame, which holds a header
+// and its payload, if it is a plain EAGER frame from src: version, type,
+// source, no flags, no credits, zero reserved bytes and a length within
+// frame, checked on three words instead of a decoded Header. ok is false
+// for any other frame; the caller then leaves it to Decode and the
+// handlers, which name what is wrong with a bad one.
+func EagerFields(frame []byte, src int32) (ctx uint32, tag int32, psn uint32, payload []byte, ok bool) {
+	if len(frame) < HeaderSize {
+		return 0, 0, 0, nil, false
+	}
+	w0 := binary.LittleEndian.Uint64(frame)
+	w2 := binary.LittleEndian.Uint64(frame[offPSN:])
+	w3 := binary.LittleEndian.Uint64(frame[offCredits:])
+	n := w2 >> 32
+	if w0 != HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 || w3 != 0 || n > uint64(len(frame)-HeaderSize) {
+		return 0, 0, 0, nil, false
+	}
+	w1 := binary.LittleEndian.Uint64(frame[offContext:])
+	return uint32(w1), int32(w1 >> 32), uint32(w2), frame[HeaderSize : HeaderSize+n], true
+}
+
 // FrameLimits bound what Decode accepts.
 type FrameLimits struct {
 	// Size is the number of ranks in the job; Src must be below it.

@@ -1,6 +1,7 @@
 package pml
 
 import (
+	gocontext "context"
 	"errors"
 	"fmt"
 	"time"
@@ -215,6 +216,14 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 		return Status{}, err
 	}
 	e := c.e
+	spun := 0
+	if source != AnySource {
+		st, n, ok := c.recvDirect(buf, c.g.toWorld(source), tag)
+		if ok {
+			return st, nil
+		}
+		spun = n
+	}
 	e.mu.Lock()
 	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
 	if err == nil && !r.done {
@@ -230,7 +239,8 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	return c.Wait(r)
+	st, err, _ := c.waitSpun(gocontext.Background(), r, 0, spun)
+	return st, err
 }
 
 // Cancel cancels a posted receive that has not matched yet; it then

@@ -162,8 +162,9 @@ type sub struct {
 	ep       core.Endpoint
 	rdma     core.RDMA
 	credited core.Credited
-	eager    int // effective eager limit
-	inline   int // effective rendezvous inline limit
+	peek     core.Peeker // the endpoint shows frames in place: the fused receive path
+	eager    int         // effective eager limit
+	inline   int         // effective rendezvous inline limit
 	maxRDMA  int64
 
 	out        list.List[outFrame] // frames that met ErrNoResources, in order
@@ -183,6 +184,9 @@ type peer struct {
 	ooo   []*oooFrame // sorted by PSN
 	lost  error
 	sched schedState
+	// direct is the endpoint of the only subchannel when it shows frames
+	// in place (core.Peeker): the fused receive path may poll it alone.
+	direct core.Peeker
 }
 
 type oooFrame struct {
@@ -255,13 +259,17 @@ type engine struct {
 	lost   []int
 	async  *asyncProgress
 	closed bool
-	msgSeq uint64
+	// virtual: the clock is a simulator's (core.IdleClock), and a waiter
+	// must hand it the processor instead of polling on the fused path.
+	virtual bool
+	msgSeq  uint64
 
 	m metrics
 	// hot counts what every eager message counts, under the engine lock
 	// without an atomic add each; flushMetrics publishes it.
 	hot struct {
 		eagerSends, bytesSent, bytesRecv int64
+		fused                            int64 // receives the fused path completed
 		polls                            uint32
 	}
 }
@@ -281,6 +289,10 @@ func (e *engine) flushMetrics() {
 		e.m.bytesRecv.Add(h.bytesRecv)
 		h.bytesRecv = 0
 	}
+	if h.fused != 0 {
+		e.m.fused.Add(h.fused)
+		h.fused = 0
+	}
 }
 
 type metrics struct {
@@ -289,6 +301,7 @@ type metrics struct {
 	unexpected, ooo, badFrames, stripes  *core.Counter
 	retries, peersLost, truncated        *core.Counter
 	policyDropped                        *core.Counter
+	fused                                *core.Counter
 }
 
 func newMetrics(m *core.Metrics) metrics {
@@ -298,7 +311,7 @@ func newMetrics(m *core.Metrics) metrics {
 		bytesSent: c("bytes_sent"), bytesRecv: c("bytes_recv"),
 		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
 		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
-		policyDropped: c("policy_decisions_dropped"),
+		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"),
 	}
 }
 
@@ -337,6 +350,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	}
 	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log, nextCtx: 2}
 	e.m = newMetrics(opts.Metrics)
+	_, e.virtual = opts.Clock.(core.IdleClock)
 	for _, m := range modules {
 		mod := &module{m: m, attrs: m.Attrs()}
 		mod.reg, _ = m.(core.Registrar)
@@ -462,6 +476,9 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 	for i, s := range p.subs {
 		s.idx = i
 	}
+	if len(p.subs) == 1 {
+		p.direct = p.subs[0].peek
+	}
 	if len(p.subs) > 0 {
 		if err := p.sched.setup(e, p); err != nil {
 			return p, err
@@ -477,6 +494,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 		s.rdma, _ = ep.(core.RDMA)
 	}
 	s.credited, _ = ep.(core.Credited)
+	s.peek, _ = ep.(core.Peeker)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}

@@ -27,7 +27,7 @@ func (c *Comm) Progress() int {
 
 // Wait blocks until r completes, then releases it.
 func (c *Comm) Wait(r *Request) (Status, error) {
-	st, err, _ := c.wait(gocontext.Background(), r, 0)
+	st, err, _ := c.waitSpun(gocontext.Background(), r, 0, 0)
 	return st, err
 }
 
@@ -42,6 +42,13 @@ func (c *Comm) WaitContext(ctx gocontext.Context, r *Request) (Status, error) {
 // clock; at the deadline it returns an error wrapping core.ErrStalled
 // and leaves r pending. released says whether r completed (and is gone).
 func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (st Status, err error, released bool) {
+	return c.waitSpun(ctx, r, deadline, 0)
+}
+
+// waitSpun is wait for a caller that has already polled spun times (the
+// fused receive path): the back-off counts those rounds as its own, so
+// that the waiter does not spin twice as long before it yields.
+func (c *Comm) waitSpun(ctx gocontext.Context, r *Request, deadline time.Duration, spun int) (st Status, err error, released bool) {
 	e := c.e
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
@@ -60,7 +67,20 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 		// as progress too.
 		moved := built && e.events != seen
 		n := 0
-		if !r.done {
+		if !r.done && r.posted() && r.peer != AnySource && e.direct(r.peer) {
+			// A receive for one peer looks at that peer's next frame
+			// first (the fused path); while it spins, that look is all
+			// it polls, but for every 64th round, so that the other
+			// peers and the modules' housekeeping are not kept waiting.
+			k, res := e.waitFast(r)
+			switch {
+			case res == fastDone:
+			case res == fastEmpty && (!built || b.n < b.cfg.Spin && b.n&63 != 63):
+			default:
+				k += e.progress()
+			}
+			n = k
+		} else if !r.done {
 			n = e.progress()
 		}
 		if r.done {
@@ -77,6 +97,7 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 		}
 		if !built {
 			b, built = e.newBackoff(), true
+			b.n = spun
 		}
 		if n > 0 || moved || opEvents {
 			b.reset()

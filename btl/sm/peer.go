@@ -113,3 +113,33 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	m.st.fragSends++
 	return nil
 }
+
+var _ core.Peeker = (*peer)(nil)
+
+// Peek shows the next frame from the peer if it waits in the peer's fast
+// box and is the next in the pair's order (core.Peeker); a frame in the
+// FIFO, a lost peer or a call from a handler returns false and is left
+// to Progress.
+func (p *peer) Peek() ([]byte, bool) {
+	m := p.m
+	s := p.rank
+	if m.inProgress || m.closed || m.rxDead[s] {
+		return nil, false
+	}
+	frame, seq, ok, bad := m.in[s].peek()
+	if !ok || bad || seq != m.expect[s] {
+		return nil, false
+	}
+	return frame, true
+}
+
+// Consume takes the frame Peek returned and gives its space back to the
+// sender at once (core.Peeker).
+func (p *peer) Consume(frame []byte) {
+	m := p.m
+	in := &m.in[p.rank]
+	in.advance(len(frame))
+	in.publish()
+	m.expect[p.rank]++
+	m.st.fboxRecvs++
+}

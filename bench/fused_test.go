@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// The fused receive path (pml/fast.go) over sm: it must be taken for a
+// plain in-order eager message, and must step aside whenever MPI's order
+// says another receive or another message comes first.
+
+func fused(c *pml.Comm) int64 { return c.Metrics().Counter("pml.fused_recvs").Load() }
+
+func recvString(t *testing.T, c *pml.Comm, src, tag int) string {
+	t.Helper()
+	buf := make([]byte, 64)
+	st, err := c.Recv(buf, src, tag)
+	if err != nil {
+		t.Fatalf("recv from %d tag %d: %v", src, tag, err)
+	}
+	return string(buf[:st.Count])
+}
+
+func send(t *testing.T, c *pml.Comm, s string, dest, tag int) {
+	t.Helper()
+	if err := c.Send([]byte(s), dest, tag); err != nil {
+		t.Fatalf("send %q: %v", s, err)
+	}
+}
+
+func TestFusedRecvTakesAPlainEagerMessageAndAllocatesNothing(t *testing.T) {
+	c := twoRanks(t)
+	send(t, c[0], "hello", 1, 3)
+	before := fused(c[1])
+	if got := recvString(t, c[1], 0, 3); got != "hello" {
+		t.Fatalf("got %q", got)
+	}
+	if fused(c[1]) != before+1 {
+		t.Fatal("a blocking Recv of an in-order eager message did not take the fused path")
+	}
+	buf := make([]byte, 8)
+	rounds := 0
+	round := func() {
+		c[0].Send(buf, 1, 1)
+		c[1].Recv(buf, 0, 1)
+		c[1].Send(buf, 0, 1) // received with AnyTag
+		c[0].Recv(buf, 1, pml.AnyTag)
+		rounds++
+	}
+	round()
+	b0, b1 := fused(c[0]), fused(c[1])
+	rounds = 0
+	if a := testing.AllocsPerRun(1000, round); a != 0 {
+		t.Fatalf("%v allocations a round", a)
+	}
+	if d0, d1 := fused(c[0])-b0, fused(c[1])-b1; d0 != int64(rounds) || d1 != int64(rounds) {
+		t.Fatalf("fused receives %d and %d in %d rounds", d0, d1, rounds)
+	}
+}
+
+func TestFusedWaitOnAPostedReceiveAllocatesNothing(t *testing.T) {
+	c := twoRanks(t)
+	buf := make([]byte, 8)
+	round := func() {
+		r, _ := c[1].Irecv(buf, 0, 1)
+		c[0].Send(buf, 1, 1)
+		c[1].Wait(r)
+	}
+	round()
+	before := fused(c[1])
+	if a := testing.AllocsPerRun(1000, round); a != 0 {
+		t.Fatalf("%v allocations a round", a)
+	}
+	if fused(c[1]) == before {
+		t.Fatal("Wait on a posted receive never took the fused path")
+	}
+}
+
+// A receive posted earlier with the same tag takes the first message,
+// whether both messages wait in the box when the blocking Recv starts or
+// arrive while it runs.
+func TestFusedRecvDoesNotOvertakeAnEarlierIrecv(t *testing.T) {
+	c := twoRanks(t)
+	for _, concurrent := range []bool{false, true} {
+		first := make([]byte, 8)
+		r, err := c[1].Irecv(first, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		sends := func() {
+			c[0].Send([]byte("one"), 1, 5)
+			c[0].Send([]byte("two"), 1, 5)
+		}
+		if concurrent {
+			wg.Go(sends)
+		} else {
+			sends()
+		}
+		got := recvString(t, c[1], 0, 5)
+		wg.Wait()
+		st, err := c[1].Wait(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != "two" || string(first[:st.Count]) != "one" {
+			t.Fatalf("concurrent %v: Irecv got %q and the later Recv %q; want one, two", concurrent, first[:st.Count], got)
+		}
+	}
+}
+
+// A message kept as unexpected comes before one still in the fast box.
+func TestFusedRecvTakesTheUnexpectedMessageFirst(t *testing.T) {
+	c := twoRanks(t)
+	send(t, c[0], "one", 1, 5)
+	if ok, _, err := c[1].Iprobe(0, 5); !ok || err != nil { // polls: "one" is now unexpected
+		t.Fatalf("probe: %v %v", ok, err)
+	}
+	send(t, c[0], "two", 1, 5)
+	before := fused(c[1])
+	if got := recvString(t, c[1], 0, 5); got != "one" {
+		t.Fatalf("first Recv got %q, want the unexpected one", got)
+	}
+	if fused(c[1]) != before {
+		t.Fatal("the unexpected message was taken by the fused path")
+	}
+	if got := recvString(t, c[1], 0, 5); got != "two" {
+		t.Fatalf("second Recv got %q", got)
+	}
+}
+
+// A message of another tag at the head of the box is left for the
+// general path, and received later in its turn.
+func TestFusedRecvStepsAsideForAnotherTag(t *testing.T) {
+	c := twoRanks(t)
+	send(t, c[0], "seven", 1, 7)
+	send(t, c[0], "five", 1, 5)
+	if got := recvString(t, c[1], 0, 5); got != "five" {
+		t.Fatalf("Recv tag 5 got %q", got)
+	}
+	if got := recvString(t, c[1], 0, 7); got != "seven" {
+		t.Fatalf("Recv tag 7 got %q", got)
+	}
+}
+
+// A rendezvous message before an eager one of the same tag is received
+// first, whole.
+func TestFusedRecvKeepsARendezvousMessageInOrder(t *testing.T) {
+	c := twoRanks(t)
+	big := make([]byte, 256<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	var wg sync.WaitGroup
+	var sendErr error
+	wg.Go(func() {
+		if sendErr = c[0].Send(big, 1, 5); sendErr == nil {
+			sendErr = c[0].Send([]byte("small"), 1, 5)
+		}
+	})
+	got := make([]byte, len(big))
+	st, err := c[1].Recv(got, 0, 5)
+	if err != nil || st.Count != len(big) || !bytes.Equal(got, big) {
+		t.Fatalf("first Recv: %v, %d bytes, equal %v", err, st.Count, bytes.Equal(got, big))
+	}
+	if s := recvString(t, c[1], 0, 5); s != "small" {
+		t.Fatalf("second Recv got %q", s)
+	}
+	wg.Wait()
+	if sendErr != nil {
+		t.Fatal(sendErr)
+	}
+}
+
+// Waiting on a later receive delivers to the earlier one first: the
+// first message goes to the first posted receive that matches it.
+func TestFusedWaitKeepsPostedOrder(t *testing.T) {
+	c := twoRanks(t)
+	a, b := make([]byte, 8), make([]byte, 8)
+	ra, _ := c[1].Irecv(a, 0, pml.AnyTag)
+	rb, _ := c[1].Irecv(b, 0, 5)
+	send(t, c[0], "one", 1, 5)
+	send(t, c[0], "two", 1, 5)
+	stb, err := c[1].Wait(rb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sta, err := c[1].Wait(ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a[:sta.Count]) != "one" || string(b[:stb.Count]) != "two" {
+		t.Fatalf("AnyTag receive got %q, tag-5 receive %q; want one, two", a[:sta.Count], b[:stb.Count])
+	}
+}
+
+// A message too long for the buffer is left to the general path, which
+// reports the truncation.
+func TestFusedRecvLeavesTruncationToTheGeneralPath(t *testing.T) {
+	c := twoRanks(t)
+	send(t, c[0], "longer than four", 1, 5)
+	buf := make([]byte, 4)
+	st, err := c[1].Recv(buf, 0, 5)
+	if !errors.Is(err, core.ErrTruncated) || st.Count != 4 || string(buf) != "long" {
+		t.Fatalf("got %v, %d bytes %q", err, st.Count, buf)
+	}
+}

@@ -1,0 +1,184 @@
+package pml
+
+import "github.com/gobtl/gobtl/core"
+
+// The fused receive path. A blocking Recv from one peer (and a Wait on a
+// receive posted for one peer) spends most of its instructions, when
+// taken the general way, on layers that a plain eager message from the
+// only module to the peer does not need: polling every module, decoding
+// the whole header, a handler call, the PSN and context look-ups, a
+// request, and — for Recv — a trip through the posted list. When the
+// channel to the peer is one subchannel whose endpoint can show its next
+// frame in place (core.Peeker: sm's fast box), the fused path looks at
+// that frame alone, checks in three words that it is the next in-order
+// EAGER frame of the right context and tag, copies its payload into the
+// user's buffer and consumes it.
+//
+// MPI's order holds because the path steps aside whenever the general
+// one could decide differently: a message kept as unexpected or a
+// receive posted earlier that could match comes first; a frame out of
+// PSN order, of another tag, context or type (rendezvous), too long for
+// the buffer, or a frame that is not in the fast box, is left where it
+// is for Progress; a progress thread, work waiting for resources,
+// operations of the layers above, a scheduler policy, virtual time or a
+// lost peer turn the path off. It never consumes a frame it does not
+// complete a receive with, so stepping aside costs nothing but the look.
+
+// fastResult is what a look at a peer's next frame found.
+type fastResult uint8
+
+const (
+	fastEmpty fastResult = iota // nothing from the peer yet: look again
+	fastDone                    // the receive completed
+	fastNo                      // the general path must take over
+)
+
+// fastPeer returns the channel to job rank src when the fused path may
+// poll it alone, else nil (lock held).
+func (e *engine) fastPeer(src int) *peer {
+	p := e.peer(src)
+	if p.direct == nil || p.lost != nil || len(p.ooo) > 0 ||
+		e.async != nil || e.virtual || e.closed || e.pendingWork > 0 || e.opts.Scheduler != nil || e.nops.Load() != 0 {
+		return nil
+	}
+	return p
+}
+
+// direct reports whether the channel to job rank src could take the
+// fused path, so that a waiter on any other pays one look (lock held).
+func (e *engine) direct(src int) bool {
+	p := e.peers[src]
+	return p != nil && p.direct != nil
+}
+
+// peekEager returns p's next frame if it is the in-order EAGER frame on
+// context ctx, with its tag and payload (lock held).
+func peekEager(p *peer, ctx uint32) (frame []byte, tag int32, payload []byte, res fastResult) {
+	frame, ok := p.direct.Peek()
+	if !ok {
+		return nil, 0, nil, fastEmpty
+	}
+	fctx, tag, psn, payload, ok := core.EagerFields(frame, int32(p.rank))
+	if !ok || psn != p.esn || fctx != ctx {
+		return nil, 0, nil, fastNo
+	}
+	return frame, tag, payload, fastDone
+}
+
+// consumed takes a frame the fused path delivered (lock held).
+func (e *engine) consumed(p *peer, frame []byte, n int) {
+	p.direct.Consume(frame)
+	p.esn++
+	e.events++
+	e.hot.bytesRecv += int64(n)
+	e.hot.fused++
+}
+
+// recvFast is one look of a blocking Recv of a message from job rank src
+// with tag (not a wildcard source) into buf (lock held).
+func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
+	e := c.e
+	p := e.fastPeer(src)
+	if p == nil {
+		return Status{}, fastNo
+	}
+	cx := e.context(c.ctx)
+	if !cx.unexpected.Empty() && cx.matchUnexpected(src, tag) != nil || !cx.posted.Empty() && cx.mayMatch(src, tag) {
+		return Status{}, fastNo
+	}
+	frame, htag, payload, res := peekEager(p, c.ctx)
+	if res != fastDone {
+		return Status{}, res
+	}
+	if tag != AnyTag && int(htag) != tag || len(payload) > len(buf) {
+		return Status{}, fastNo
+	}
+	n := copy(buf, payload)
+	e.consumed(p, frame, n)
+	return Status{Source: c.g.toLocal(src), Tag: int(htag), Count: n}, fastDone
+}
+
+// mayMatch reports whether a posted receive could take a message from
+// job rank src that a receive for tag (maybe AnyTag) would take: it was
+// posted first, so it would take it first.
+func (c *context) mayMatch(src, tag int) bool {
+	for k := c.posted.Front(); k != nil; k = k.Next() {
+		r := k.Value()
+		if (r.peer == src || r.peer == AnySource) && (r.tag == AnyTag || tag == AnyTag || r.tag == tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// recvDirect is a blocking Recv over the fused path: it looks at the
+// peer's next frame until the message is there, at most Backoff.Spin
+// times. It reports how often it looked and whether it received; when it
+// did not, the general path takes over, nothing having been consumed.
+func (c *Comm) recvDirect(buf []byte, src, tag int) (Status, int, bool) {
+	e := c.e
+	for i := 0; ; i++ {
+		e.mu.Lock()
+		st, res := c.recvFast(buf, src, tag)
+		if res == fastEmpty && i&63 == 63 {
+			// Now and then poll everything: the other peers and the
+			// modules' housekeeping do not wait for this message. A
+			// message from src it delivers is kept as unexpected, where
+			// the next look finds it and steps aside for the general
+			// path, which takes it from there.
+			e.progress()
+		}
+		e.mu.Unlock()
+		switch {
+		case res == fastDone:
+			return st, i, true
+		case res == fastNo || i >= e.opts.Backoff.Spin || e.aborted() != nil:
+			return Status{}, i, false
+		}
+	}
+}
+
+// waitFast is one look of a Wait on r, a receive posted for one peer
+// (lock held): it delivers the peer's next frames while they are
+// in-order EAGER frames of r's context that a posted receive matches —
+// the first that does, as delivery by Progress would choose — up to a
+// batch, past r's own: a window of receives (Waitall) thus completes in
+// one call, as a Progress that delivers a batch would. It returns how
+// many frames it delivered, and fastDone if r completed.
+func (e *engine) waitFast(r *Request) (int, fastResult) {
+	p := e.fastPeer(r.peer)
+	if p == nil {
+		return 0, fastNo
+	}
+	cx := e.context(r.ctx)
+	n := 0
+	for n < fastBatch {
+		frame, htag, payload, res := peekEager(p, r.ctx)
+		if res == fastEmpty && r.done {
+			break
+		}
+		if res != fastDone {
+			return n, res
+		}
+		q := cx.matchPosted(p.rank, int(htag))
+		if q == nil {
+			if r.done {
+				break
+			}
+			return n, fastNo // Progress keeps it as unexpected
+		}
+		cx.posted.Remove(&q.link)
+		h := core.Header{Type: core.TypeEager, Src: int32(p.rank), Context: r.ctx, Tag: htag, PSN: p.esn, Length: uint32(len(payload))}
+		e.recvEager(q, &h, payload) // counts the bytes
+		e.consumed(p, frame, 0)
+		n++
+	}
+	if !r.done {
+		return n, fastEmpty
+	}
+	return n, fastDone
+}
+
+// fastBatch bounds the frames waitFast delivers in one call, as the
+// modules bound theirs per Progress.
+const fastBatch = 64
