@@ -159,6 +159,13 @@ type Stats struct {
 	// SendsBatched the sends PostSend left for the next poll to write
 	// with others.
 	Writes, SendsBatched int64
+	// Reads counts read calls that moved bytes, EmptyReads those that
+	// found nothing; Epolls counts the non-blocking epoll_waits of polls.
+	// With Writes they are the system calls a message costs.
+	Reads, EmptyReads, Epolls int64
+	// StagedBytes counts payload bytes that went through a link's
+	// receive buffer (a copy) instead of being read straight into place.
+	StagedBytes int64
 }
 
 func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {
@@ -410,6 +417,7 @@ func (d *Device) sleep(timeout int64) {
 
 // epollWait polls the device's epoll set without blocking.
 func (d *Device) epollWait() (int, error) {
+	d.stats.Epolls++
 	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, uintptr(d.epfd), uintptr(unsafe.Pointer(&d.evs[0])), uintptr(len(d.evs)), 0, 0, 0)
 	if e != 0 {
 		return 0, e

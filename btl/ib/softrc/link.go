@@ -515,6 +515,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 	}
 	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e == unix.EAGAIN || e == unix.EINTR {
+		l.d.stats.EmptyReads++
 		return 0, false
 	}
 	if e != 0 {
@@ -526,6 +527,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 		return 0, false
 	}
 	wireRead()
+	l.d.stats.Reads++
 	l.d.stats.BytesReceived += int64(r)
 	return int(r), true
 }
@@ -563,6 +565,7 @@ func (l *link) consume(b []byte) {
 		n := copy(l.sink[l.si][l.so:], b)
 		b = b[n:]
 		l.so += n
+		l.d.stats.StagedBytes += int64(n)
 		l.normSink()
 	}
 }
