@@ -351,8 +351,21 @@ func (d *Device) portLocked(num uint8) (*port, error) {
 // hands the wire to the device goroutine pushed out while it does. The
 // timer is re-armed at most every IdleAfter/2, so a polling process costs
 // no wake-ups at all.
+//
+// A process that polls again within activeWindow of its last poll is
+// spinning: it takes the wire back from the device goroutine here, rather
+// than wait for that goroutine to notice. The goroutine notices only when
+// it wakes, and it must then win d.mu from the spinning process and run
+// within activeWindow of that process's last poll — on a busy host it
+// seldom does, and stays in charge: every packet then wakes it as well as
+// the process, and the process pays an epoll_wait before each read. A
+// process that polls now and then leaves it in charge, so that its
+// one-sided operations still progress between polls.
 func (d *Device) pollEnter() int64 {
 	now := nowNS()
+	if d.nicEngaged && now-d.lastPoll < activeWindow {
+		d.nicEngaged = false
+	}
 	d.lastPoll = now
 	d.polls++
 	if now-d.idleArmedAt > d.idleAfter/2 {
