@@ -417,9 +417,13 @@ func (l *link) armOut(on bool) {
 var errLinkClosed = errors.New("connection closed by peer")
 
 // receive reads and handles what arrived, a bounded number of reads at a
-// time so one busy link cannot starve the others.
+// time so one busy link cannot starve the others. A read that returns less
+// than it asked for has emptied the socket: receive stops there rather
+// than ask again, which would almost always find nothing and cost a system
+// call per message between the packet's arrival and its completion.
 func (l *link) receive(now int64) {
 	d := l.d
+	drained := false
 	for budget := 16; budget > 0 && !l.dead; {
 		if l.inPkt {
 			if l.rhi > l.rlo {
@@ -437,6 +441,9 @@ func (l *link) receive(now int64) {
 			}
 			l.rlo, l.rhi = 0, 0
 			if l.remaining >= directRead {
+				if drained {
+					return
+				}
 				dst := d.trash
 				if !l.discard {
 					dst = l.sink[l.si][l.so:]
@@ -449,6 +456,7 @@ func (l *link) receive(now int64) {
 				if !ok {
 					return
 				}
+				drained = n < len(dst)
 				l.remaining -= n
 				if !l.discard {
 					l.so += n
@@ -489,6 +497,9 @@ func (l *link) receive(now int64) {
 			continue
 		}
 		// Need more bytes in the buffer.
+		if drained {
+			return
+		}
 		if l.rlo > 0 {
 			copy(l.rbuf, l.rbuf[l.rlo:l.rhi])
 			l.rhi -= l.rlo
@@ -503,6 +514,7 @@ func (l *link) receive(now int64) {
 		if !ok {
 			return
 		}
+		drained = n < len(room)
 		l.rhi += n
 	}
 }
