@@ -1,6 +1,7 @@
 package softrc
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -86,5 +87,32 @@ func TestASpinningProcessTakesTheWireBack(t *testing.T) {
 	after := x.dev.Stats()
 	if n := after.Epolls - before.Epolls; n > polls/acceptEvery+10 {
 		t.Errorf("%d of %d polls asked epoll: the process did not take the wire back", n, polls)
+	}
+}
+
+// A read response goes from the socket straight into the requester's
+// memory: none of its payload passes through the link's buffer, however
+// the stream is cut into reads.
+func TestAReadResponseIsNotStaged(t *testing.T) {
+	const size = 1 << 20
+	x, y := newEnd(t, endOpts{}), newEnd(t, endOpts{})
+	connect(t, x, y, defaultRC())
+	src := y.reg(size, allAccess)
+	for i := range src.Bytes() {
+		src.Bytes()[i] = byte(i * 7)
+	}
+	dst := x.reg(size, allAccess)
+	stop := pollInBackground(y)
+	defer stop()
+	before := x.dev.Stats()
+	for i := range 4 {
+		x.post(verbs.SendWR{WRID: uint64(i), Opcode: verbs.OpRDMARead, Flags: verbs.SendSignaled, SG: sge(dst, 0, size), RemoteAddr: src.Addr(), RKey: src.RKey()})
+		pollUntil(t, "the read completed", func() bool { return x.count(verbs.WCRDMARead) == i+1 }, x)
+	}
+	if n := x.dev.Stats().StagedBytes - before.StagedBytes; n > 0 {
+		t.Errorf("%d payload bytes of 4 reads of 1 MiB went through the link buffer, want none", n)
+	}
+	if !bytes.Equal(dst.Bytes(), src.Bytes()) {
+		t.Error("the data read differs from the source")
 	}
 }

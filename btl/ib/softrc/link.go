@@ -506,7 +506,14 @@ func (l *link) receive(now int64) {
 			l.rlo = 0
 		}
 		room := l.rbuf[l.rhi:]
-		if l.bigRun && !l.inPkt {
+		switch {
+		case l.inPkt && d.stats.ReadsOutstanding > 0:
+			// A read response is due, most likely large: take this
+			// packet's rest and the next header, no more, so that the
+			// response's payload goes straight into place instead of
+			// through this buffer (up to all of it, a copy more).
+			room = room[:min(len(room), l.remaining+hdrSize)]
+		case !l.inPkt && (l.bigRun || d.stats.ReadsOutstanding > 0):
 			room = room[:hdrSize-(l.rhi-l.rlo)]
 		}
 		n, ok := l.read(room, now)
