@@ -280,7 +280,9 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 			return
 		}
 	}
-	if e.state == epFailed {
+	if e.state == epFailed && kind != cmDisc {
+		// A goodbye is the exception: the answer to the peer's is sent as
+		// the connection closes, and may have waited for a send buffer.
 		return
 	}
 	if kind != cmRTU {
@@ -541,6 +543,13 @@ func (m *module) onCM(msg *cmMsg) {
 		}
 	case cmDisc:
 		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+			if !e.saidBye {
+				// Answer before the connection goes down: the peer waits
+				// for it (goodbye), and once it has it takes the link
+				// dropping for the close it is, not a lost peer.
+				e.saidBye = true
+				m.cm.send(e, cmDisc)
+			}
 			e.closedByPeer()
 		}
 	}
@@ -551,14 +560,19 @@ func (m *module) onCM(msg *cmMsg) {
 // up (a finalize barrier's, say) is the module's to deliver, so the
 // connections with frames waiting are brought up and the frames sent —
 // bounded by the time the connection manager itself gives a peer before
-// it counts as lost. Then it tells every connected peer that it is
-// closing, so that they do not take the connections going down for a
-// failure, and waits a little (100 ms at most) for the datagrams to leave
-// and for its own frames to be acknowledged: a frame still unacknowledged
-// when the link closes would fail on the peer's side of the books too.
-// Meanwhile the module runs as in Progress, but losses are not reported
-// and of the frames that arrive only the credits they carry count: the
-// PML above is closed.
+// it counts as lost. Then it waits (100 ms at most) for its frames to be
+// acknowledged, and only then tells every connected peer that it is
+// closing: a peer told moves its QPs to ERR, which acknowledge nothing
+// more, so a frame of ours still unacknowledged would fail on our side of
+// the books — and the goodbye, a datagram, need not arrive after the
+// frames sent before it on another QP. Last it waits (100 ms at most) for
+// every peer's answer, a goodbye of its own (onCM): the peer sends it
+// before its connections go down, so when our link to it drops the
+// connection is known closed, not lost — a peer that saw only our goodbye
+// and closed would leave us a QP fatal error and a lost peer. Meanwhile
+// the module runs as in Progress, but losses are not reported and of the
+// frames that arrive only the credits they carry count: the PML above is
+// closed.
 func (m *module) goodbye() {
 	m.draining = true
 	// The module's clock, not the wall's: under a simulator (package sim)
@@ -567,9 +581,14 @@ func (m *module) goodbye() {
 	for m.undelivered() && m.clock.Now() < deadline {
 		m.Progress()
 	}
+	deadline = m.clock.Now() + 100*time.Millisecond
+	for m.unacknowledged() && m.clock.Now() < deadline {
+		m.Progress()
+	}
 	sent := 0
 	for _, e := range m.made {
-		if e.state == epConnected || e.state == epWaitRTU {
+		if (e.state == epConnected || e.state == epWaitRTU) && !e.saidBye {
+			e.saidBye = true
 			m.cm.send(e, cmDisc)
 			sent++
 		}
@@ -579,12 +598,8 @@ func (m *module) goodbye() {
 			return true
 		}
 		for _, e := range m.made {
-			if e.state != epFailed {
-				for _, n := range e.out {
-					if n > 0 {
-						return true
-					}
-				}
+			if e.saidBye && e.state != epFailed {
+				return true // no answer yet
 			}
 		}
 		return false
@@ -593,6 +608,21 @@ func (m *module) goodbye() {
 	for sent > 0 && busy() && m.clock.Now() < deadline {
 		m.Progress()
 	}
+}
+
+// unacknowledged says whether a peer not lost has work requests of ours
+// outstanding: frames not yet acknowledged, RDMA not completed.
+func (m *module) unacknowledged() bool {
+	for _, e := range m.made {
+		if e.state != epFailed {
+			for _, n := range e.out {
+				if n > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // undelivered says whether a peer not lost has frames waiting on its
