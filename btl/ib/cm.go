@@ -280,7 +280,9 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 			return
 		}
 	}
-	if e.state == epFailed {
+	if e.state == epFailed && kind != cmDisc {
+		// A goodbye is the exception: the answer to the peer's is sent as
+		// the connection closes, and may have waited for a send buffer.
 		return
 	}
 	if kind != cmRTU {
@@ -541,6 +543,13 @@ func (m *module) onCM(msg *cmMsg) {
 		}
 	case cmDisc:
 		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+			if !e.saidBye {
+				// Answer before the connection goes down: the peer waits
+				// for it (goodbye), and once it has it takes the link
+				// dropping for the close it is, not a lost peer.
+				e.saidBye = true
+				m.cm.send(e, cmDisc)
+			}
 			e.closedByPeer()
 		}
 	}
@@ -551,16 +560,17 @@ func (m *module) onCM(msg *cmMsg) {
 // up (a finalize barrier's, say) is the module's to deliver, so the
 // connections with frames waiting are brought up and the frames sent.
 // Then it waits for its frames to be acknowledged, and only then tells
-// every connected peer that it is closing, so that they do not take the
-// connections going down for a failure. The order matters: the goodbye
-// travels on the connection manager's datagrams and the frames on the
-// QP, so a goodbye sent first can overtake a frame still in an RNR retry,
-// and the peer, which moves the QP to ERR on the goodbye, loses the
-// frame — a finalize barrier's receive then waits forever. Once the
-// frames are acknowledged they are in the peer's completion queue, ahead
-// of the goodbye. Both waits are bounded by the time the connection
-// manager gives a peer before it counts as lost; the datagrams get 100 ms
-// to leave. Meanwhile the module runs as in Progress, but losses are not
+// every connected peer that it is closing: a peer told moves its QPs to
+// ERR, which acknowledge nothing more, and the goodbye, a datagram, need
+// not arrive after the frames sent before it on another QP — a goodbye
+// that overtook a frame in an RNR retry lost the frame, and the peer's
+// finalize barrier waited forever. Both waits are bounded by the time the
+// connection manager gives a peer before it counts as lost. Last it waits
+// (100 ms at most) for every peer's answer, a goodbye of its own (onCM):
+// the peer sends it before its connections go down, so when our link to
+// it drops the connection is known closed, not lost — a peer that saw
+// only our goodbye and closed would leave us a QP fatal error and a lost
+// peer. Meanwhile the module runs as in Progress, but losses are not
 // reported and of the frames that arrive only the credits they carry
 // count: the PML above is closed.
 func (m *module) goodbye() {
@@ -576,27 +586,38 @@ func (m *module) goodbye() {
 	}
 	sent := 0
 	for _, e := range m.made {
-		if e.state == epConnected || e.state == epWaitRTU {
+		if (e.state == epConnected || e.state == epWaitRTU) && !e.saidBye {
+			e.saidBye = true
 			m.cm.send(e, cmDisc)
 			sent++
 		}
 	}
+	busy := func() bool {
+		if !m.cm.idle() {
+			return true
+		}
+		for _, e := range m.made {
+			if e.saidBye && e.state != epFailed {
+				return true // no answer yet
+			}
+		}
+		return false
+	}
 	deadline = m.clock.Now() + 100*time.Millisecond
-	for sent > 0 && !m.cm.idle() && m.clock.Now() < deadline {
+	for sent > 0 && busy() && m.clock.Now() < deadline {
 		m.Progress()
 	}
 }
 
-// unacknowledged says whether a peer not lost has send work requests of
-// this module outstanding: frames or RDMA operations not yet completed.
+// unacknowledged says whether a peer not lost has work requests of ours
+// outstanding: frames not yet acknowledged, RDMA not completed.
 func (m *module) unacknowledged() bool {
 	for _, e := range m.made {
-		if e.state == epFailed {
-			continue
-		}
-		for _, n := range e.out {
-			if n > 0 {
-				return true
+		if e.state != epFailed {
+			for _, n := range e.out {
+				if n > 0 {
+					return true
+				}
 			}
 		}
 	}

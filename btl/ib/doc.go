@@ -15,7 +15,9 @@
 // to a peer reads the peer's address and runs a REQ/REP/RTU exchange over
 // a UD QP, as Open MPI's udcm does. Frames sent meanwhile wait on the
 // endpoint, in order, as on openib's pending list. A closing module says
-// goodbye to its peers, so that a clean shutdown is not a lost peer.
+// goodbye to its peers once its frames are acknowledged, and each peer
+// answers before its connections go down, so that a clean shutdown is
+// not a lost peer on either side.
 //
 // Eager frames are copied into pre-registered send buffers and sent into
 // pre-posted receive buffers. The receive layout is a policy's (package

@@ -50,6 +50,7 @@ type endpoint struct {
 	cmTries  int
 	cmNext   time.Duration
 	cmQueued uint8 // the kinds of connection message queued for the peer (1<<kind)
+	saidBye  bool  // a goodbye (cmDisc) went to the peer, ours or our answer to its
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
 	out      []int     // send work requests outstanding per queue QP
@@ -314,6 +315,14 @@ func (e *endpoint) fail(cause error) {
 		return
 	}
 	m := e.m
+	if m.draining && e.saidBye {
+		// We said goodbye and the connection went down before the
+		// peer's answer arrived: the peer closed, as asked. Its answer
+		// may still be on its way — a datagram, on softrc another link
+		// when the two ends dialled each other at once.
+		e.closedByPeer()
+		return
+	}
 	e.state = epFailed
 	if errors.Is(cause, core.ErrUnreachable) {
 		e.err = fmt.Errorf("ib %s: peer %d: %w", m.id, e.rank, cause)

@@ -141,11 +141,20 @@ func fence(boots []core.Bootstrap) {
 	wg.Wait()
 }
 
-// close closes every module (again is harmless).
+// close closes every module at once, as the ranks of a job end (again
+// is harmless): a module's goodbye waits for its peers' answers, which
+// they give only while they progress — one after the other, each would
+// wait out its deadline, which a manual clock never reaches.
 func (j *job) close() {
+	var wg sync.WaitGroup
 	for _, m := range j.mods {
-		m.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Close()
+		}()
 	}
+	wg.Wait()
 }
 
 func (j *job) progress() int {

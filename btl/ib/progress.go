@@ -248,6 +248,12 @@ func (m *module) housekeeping(now time.Duration) {
 		m.dev.nic.Set(s.NICEngagements)
 		m.dev.rejected.Set(s.LinksRejected)
 		m.dev.foreign.Set(s.ForeignPackets)
+		m.dev.writes.Set(s.Writes)
+		m.dev.wireReads.Set(s.Reads)
+		m.dev.emptyReads.Set(s.EmptyReads)
+		m.dev.epolls.Set(s.Epolls)
+		m.dev.staged.Set(s.StagedBytes)
+		m.dev.nicWakeups.Set(s.NICWakeups)
 		if s.LinksRejected > 0 && m.h.noteRejected(s.LinksRejected) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")

@@ -27,6 +27,9 @@ type counters struct {
 type devMetrics struct {
 	rnrSent, rnrRecv, retries, bytesSent, bytesRecv, reads, nic *core.Gauge
 	rejected, foreign                                           *core.Gauge
+	// the system calls of the wire and the bytes copied on the way in,
+	// which say what a message costs whatever the load
+	writes, wireReads, emptyReads, epolls, staged, nicWakeups *core.Gauge
 }
 
 func (m *module) metric(parts ...any) string {
@@ -50,7 +53,9 @@ func (m *module) initMetrics() {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
 		m.dev = &devMetrics{rnrSent: d("rnr_naks_sent"), rnrRecv: d("rnr_naks_received"), retries: d("retries"),
 			bytesSent: d("wire_bytes_sent"), bytesRecv: d("wire_bytes_received"), reads: d("reads_outstanding"), nic: d("nic_engagements"),
-			rejected: d("links_rejected"), foreign: d("foreign_packets")}
+			rejected: d("links_rejected"), foreign: d("foreign_packets"),
+			writes: d("wire_writes"), wireReads: d("wire_reads"), emptyReads: d("wire_empty_reads"), epolls: d("epolls"),
+			staged: d("staged_bytes"), nicWakeups: d("nic_wakeups")}
 	}
 }
 

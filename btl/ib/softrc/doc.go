@@ -53,7 +53,7 @@
 // process has not polled for IdleAfter (an idle timer the polls keep
 // pushing out): then it places RDMA writes, serves RDMA reads, sends ACKs
 // and raises solicited events without the process calling in, as a NIC
-// does. That is what makes RDMA-read rendezvous overlap computation (seed
+// does, until the process polls twice in a row and takes the wire back. That is what makes RDMA-read rendezvous overlap computation (seed
 // 004 §4.2–4.3) and what lets an armed completion channel wake a sleeping
 // progress thread.
 //

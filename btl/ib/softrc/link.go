@@ -417,9 +417,13 @@ func (l *link) armOut(on bool) {
 var errLinkClosed = errors.New("connection closed by peer")
 
 // receive reads and handles what arrived, a bounded number of reads at a
-// time so one busy link cannot starve the others.
+// time so one busy link cannot starve the others. A read that returns less
+// than it asked for has emptied the socket: receive stops there rather
+// than ask again, which would almost always find nothing and cost a system
+// call per message between the packet's arrival and its completion.
 func (l *link) receive(now int64) {
 	d := l.d
+	drained := false
 	for budget := 16; budget > 0 && !l.dead; {
 		if l.inPkt {
 			if l.rhi > l.rlo {
@@ -437,6 +441,9 @@ func (l *link) receive(now int64) {
 			}
 			l.rlo, l.rhi = 0, 0
 			if l.remaining >= directRead {
+				if drained {
+					return
+				}
 				dst := d.trash
 				if !l.discard {
 					dst = l.sink[l.si][l.so:]
@@ -449,6 +456,7 @@ func (l *link) receive(now int64) {
 				if !ok {
 					return
 				}
+				drained = n < len(dst)
 				l.remaining -= n
 				if !l.discard {
 					l.so += n
@@ -489,13 +497,23 @@ func (l *link) receive(now int64) {
 			continue
 		}
 		// Need more bytes in the buffer.
+		if drained {
+			return
+		}
 		if l.rlo > 0 {
 			copy(l.rbuf, l.rbuf[l.rlo:l.rhi])
 			l.rhi -= l.rlo
 			l.rlo = 0
 		}
 		room := l.rbuf[l.rhi:]
-		if l.bigRun && !l.inPkt {
+		switch {
+		case l.inPkt && d.stats.ReadsOutstanding > 0:
+			// A read response is due, most likely large: take this
+			// packet's rest and the next header, no more, so that the
+			// response's payload goes straight into place instead of
+			// through this buffer (up to all of it, a copy more).
+			room = room[:min(len(room), l.remaining+hdrSize)]
+		case !l.inPkt && (l.bigRun || d.stats.ReadsOutstanding > 0):
 			room = room[:hdrSize-(l.rhi-l.rlo)]
 		}
 		n, ok := l.read(room, now)
@@ -503,6 +521,7 @@ func (l *link) receive(now int64) {
 		if !ok {
 			return
 		}
+		drained = n < len(room)
 		l.rhi += n
 	}
 }
@@ -515,6 +534,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 	}
 	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e == unix.EAGAIN || e == unix.EINTR {
+		l.d.stats.EmptyReads++
 		return 0, false
 	}
 	if e != 0 {
@@ -526,6 +546,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 		return 0, false
 	}
 	wireRead()
+	l.d.stats.Reads++
 	l.d.stats.BytesReceived += int64(r)
 	return int(r), true
 }
@@ -563,6 +584,7 @@ func (l *link) consume(b []byte) {
 		n := copy(l.sink[l.si][l.so:], b)
 		b = b[n:]
 		l.so += n
+		l.d.stats.StagedBytes += int64(n)
 		l.normSink()
 	}
 }
