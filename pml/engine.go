@@ -183,6 +183,10 @@ type peer struct {
 	ooo   []*oooFrame // sorted by PSN
 	lost  error
 	sched schedState
+	// rndvOut counts the rendezvous sends to this rank not yet complete:
+	// the queue depth a module's mechanism table (core.MechRule) weighs
+	// against a single copy.
+	rndvOut int
 }
 
 type oooFrame struct {

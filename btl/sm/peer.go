@@ -113,3 +113,9 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	m.st.fragSends++
 	return nil
 }
+
+var _ core.FragCounter = (*peer)(nil)
+
+// FragsInFlight counts our fragments to this peer it has not consumed, as
+// of the last Progress's reclaim (core.FragCounter).
+func (p *peer) FragsInFlight() int { return len(p.m.inflight[p.rank]) }

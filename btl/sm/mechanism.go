@@ -1,0 +1,65 @@
+package sm
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// MechParams is the schema of a mechanism block inside btl "sm": one rule
+// of the table by which the PML moves rendezvous data (core.MechRule).
+var MechParams = []core.Param{
+	{Name: "max", Type: core.ParamSize, Default: "0",
+		Doc: "largest message, in user bytes, of this range; 0 (only the last block): every larger message"},
+	{Name: "single_copy_depth", Type: core.ParamInt, Default: "0", Min: "-1", Max: "65536",
+		Doc: "CMA while at most this many other rendezvous sends to the same peer are in flight (0: only a message alone), " +
+			"else the copy pipeline; -1: always the copy pipeline"},
+	{Name: "fragment", Type: core.ParamSize, Default: "0", Max: "64MiB",
+		Doc: "the copy pipeline's fragment payload, at most max_send_size; 0: max_send_size"},
+	{Name: "depth", Type: core.ParamInt, Default: "0", Min: "0", Max: "65536",
+		Doc: "the copy pipeline's fragments to the peer in flight at most before the sender waits for the receiver to copy out; 0: as many as there are"},
+}
+
+// defaultMech is sm's table when the stack file gives none, from
+// measurements on a 2-core AMD EPYC VM (bench/compare-ompi.sh -set sm):
+//
+//   - up to 16 KiB one or two fragments cost less than CMA's system call
+//     and its page pinning, alone or not;
+//   - above, a message alone goes by CMA: one copy, made by the receiver,
+//     beats copy-in plus copy-out in latency;
+//   - a message behind others in flight goes by the pipeline, where both
+//     processes copy at once: osu bw's window of 64 messages moves more
+//     bytes a second so than one process's CMA reads do.
+var defaultMech = core.MechTable{
+	{Max: 16 << 10, RDMADepth: core.NoRDMA},
+	{RDMADepth: 0},
+}
+
+// mechTable is the table of the btl "sm" block p: its mechanism blocks,
+// the legacy single_copy_min/max window (no table: the PML reads
+// Attrs.RDMAMin/RDMAMax), or sm's default.
+func mechTable(p core.Params, maxSend int) (core.MechTable, error) {
+	blocks := p.Blocks("mechanism")
+	if len(blocks) == 0 {
+		if p.IsSet("single_copy_min") || p.IsSet("single_copy_max") {
+			return nil, nil
+		}
+		return defaultMech, nil
+	}
+	if p.IsSet("single_copy_min") || p.IsSet("single_copy_max") {
+		return nil, fmt.Errorf("sm: single_copy_min/single_copy_max and mechanism blocks both given; the mechanism blocks say everything the window does (single_copy_depth = 65536 is CMA whatever is in flight)")
+	}
+	t := make(core.MechTable, len(blocks))
+	for i, b := range blocks {
+		t[i] = core.MechRule{
+			Max:       b.Size("max"),
+			RDMADepth: b.Int("single_copy_depth"),
+			Frag:      int(b.Size("fragment")),
+			Depth:     b.Int("depth"),
+		}
+	}
+	if err := t.Validate(maxSend); err != nil {
+		return nil, fmt.Errorf("sm: %w", err)
+	}
+	return t, nil
+}
