@@ -57,29 +57,29 @@ func (t MechTable) Lookup(size int64) *MechRule {
 // payload is maxSend (0: unchecked).
 func (t MechTable) Validate(maxSend int) error {
 	if len(t) == 0 {
-		return errors.New("mechanism table: no rules")
+		return errors.New("no rules")
 	}
 	for i, r := range t {
 		last := i == len(t)-1
 		switch {
 		case r.Max < 0:
-			return fmt.Errorf("mechanism rule %d: max %d is negative", i+1, r.Max)
+			return fmt.Errorf("rule %d: max %d is negative", i+1, r.Max)
 		case r.Max == 0 && !last:
-			return fmt.Errorf("mechanism rule %d: only the last rule may have no max (rule %d follows)", i+1, i+2)
+			return fmt.Errorf("rule %d: only the last rule may have no max (rule %d follows)", i+1, i+2)
 		case r.Max != 0 && last:
-			return fmt.Errorf("mechanism rule %d: the last rule must cover every larger size (max 0), not stop at %s", i+1, FormatSize(r.Max))
+			return fmt.Errorf("rule %d: the last rule must cover every larger size (max 0), not stop at %s", i+1, FormatSize(r.Max))
 		case i > 0 && r.Max != 0 && r.Max <= t[i-1].Max:
-			return fmt.Errorf("mechanism rule %d: max %s does not exceed the previous rule's %s (rules go by increasing max)",
+			return fmt.Errorf("rule %d: max %s does not exceed the previous rule's %s (rules go by increasing max)",
 				i+1, FormatSize(r.Max), FormatSize(t[i-1].Max))
 		case r.RDMADepth < NoRDMA:
-			return fmt.Errorf("mechanism rule %d: single-copy depth %d (want %d for never, or 0 and up)", i+1, r.RDMADepth, NoRDMA)
+			return fmt.Errorf("rule %d: single-copy depth %d (want %d for never, or 0 and up)", i+1, r.RDMADepth, NoRDMA)
 		case r.Frag < 0:
-			return fmt.Errorf("mechanism rule %d: fragment %d is negative", i+1, r.Frag)
+			return fmt.Errorf("rule %d: fragment %d is negative", i+1, r.Frag)
 		case maxSend > 0 && r.Frag > maxSend:
-			return fmt.Errorf("mechanism rule %d: fragment %s exceeds max_send_size %s", i+1,
+			return fmt.Errorf("rule %d: fragment %s exceeds max_send_size %s", i+1,
 				FormatSize(int64(r.Frag)), FormatSize(int64(maxSend)))
 		case r.Depth < 0:
-			return fmt.Errorf("mechanism rule %d: depth %d is negative", i+1, r.Depth)
+			return fmt.Errorf("rule %d: depth %d is negative", i+1, r.Depth)
 		}
 	}
 	return nil

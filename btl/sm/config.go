@@ -48,7 +48,7 @@ var Params = []core.Param{
 	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,
 		Doc: "one size range of the mechanism table (Attrs.Mech), by increasing max, the last without max: how rendezvous data of that size moves. " +
 			"Without any, sm's measured default table applies (mechanism.go)",
-		Block: MechParams},
+		Block: MechParams, Check: checkMech},
 	core.BTLParam("bandwidth", "20GB/s"),
 	core.BTLParam("latency", "200ns"),
 	core.BTLParam("exclusivity", "65000"),

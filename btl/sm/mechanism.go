@@ -49,6 +49,15 @@ func mechTable(p core.Params, maxSend int) (core.MechTable, error) {
 	if p.IsSet("single_copy_min") || p.IsSet("single_copy_max") {
 		return nil, fmt.Errorf("sm: single_copy_min/single_copy_max and mechanism blocks both given; the mechanism blocks say everything the window does (single_copy_depth = 65536 is CMA whatever is in flight)")
 	}
+	t := rules(blocks)
+	if err := t.Validate(maxSend); err != nil {
+		return nil, fmt.Errorf("sm: mechanism: %w", err)
+	}
+	return t, nil
+}
+
+// rules is the table of mechanism blocks.
+func rules(blocks []core.Params) core.MechTable {
 	t := make(core.MechTable, len(blocks))
 	for i, b := range blocks {
 		t[i] = core.MechRule{
@@ -58,8 +67,10 @@ func mechTable(p core.Params, maxSend int) (core.MechTable, error) {
 			Depth:     b.Int("depth"),
 		}
 	}
-	if err := t.Validate(maxSend); err != nil {
-		return nil, fmt.Errorf("sm: %w", err)
-	}
-	return t, nil
+	return t
 }
+
+// checkMech validates the mechanism blocks as a whole when the stack file
+// loads (their order, the open-ended last one); the fragments against
+// max_send_size wait for configFrom, which sees both.
+func checkMech(v any) error { return rules(v.([]core.Params)).Validate(0) }
