@@ -20,19 +20,23 @@ var MechParams = []core.Param{
 		Doc: "the copy pipeline's fragments to the peer in flight at most before the sender waits for the receiver to copy out; 0: as many as there are"},
 }
 
-// defaultMech is sm's table when the stack file gives none, from
-// measurements on a 2-core AMD EPYC VM (bench/compare-ompi.sh -set sm):
+// defaultMech is sm's table when the stack file gives none. On a 2-core
+// AMD EPYC (Zen 4) VM:
 //
-//   - up to 16 KiB one or two fragments cost less than CMA's system call
-//     and its page pinning, alone or not;
-//   - above, a message alone goes by CMA: one copy, made by the receiver,
-//     beats copy-in plus copy-out in latency;
-//   - a message behind others in flight goes by the pipeline, where both
-//     processes copy at once: osu bw's window of 64 messages moves more
-//     bytes a second so than one process's CMA reads do.
+//   - process_vm_readv moves about 11 GB/s at every size (64 KiB in
+//     6.4 us, 1 MiB in 90 us, 4 MiB in 384 us; the kernel pins and copies
+//     page by page), a cached memmove 23-47 GB/s: the copy pipeline, with
+//     the sender copying in while the receiver copies out, beats one CMA
+//     read once the message is large enough to fill it — 1 MiB and up;
+//   - up to 16 KiB a fragment or two cost less than CMA's system call;
+//   - between, a message alone went faster by CMA (the earlier sm.hcl
+//     window, 32-256 KiB, measured by latency), but with osu bw's window
+//     of 64 messages in flight the pipeline won at every size: there
+//     both processes copy at once. So CMA only for a message alone.
 var defaultMech = core.MechTable{
 	{Max: 16 << 10, RDMADepth: core.NoRDMA},
-	{RDMADepth: 0},
+	{Max: 256 << 10, RDMADepth: 0},
+	{RDMADepth: core.NoRDMA},
 }
 
 // mechTable is the table of the btl "sm" block p: its mechanism blocks,
