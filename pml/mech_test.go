@@ -108,3 +108,86 @@ func b2i(b bool) int64 {
 	}
 	return 0
 }
+
+// fragCount wraps a module to watch the pipeline's fragments: their
+// largest payload, and how many leave between two Progress calls, which it
+// reports as in flight (core.FragCounter) — as if the receiver consumed
+// them all at every poll.
+type fragCount struct {
+	core.Module
+	inflight, most, biggest int
+}
+
+type fragCountEP struct {
+	core.Endpoint
+	w *fragCount
+}
+
+func (w *fragCount) Endpoint(rank int) (core.Endpoint, error) {
+	ep, err := w.Module.Endpoint(rank)
+	if err != nil {
+		return nil, err
+	}
+	return &fragCountEP{ep, w}, nil
+}
+
+func (w *fragCount) Progress() int {
+	w.inflight = 0
+	return w.Module.Progress()
+}
+
+func (e *fragCountEP) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
+	err := e.Endpoint.Send(h, pre, data, flags)
+	if err == nil && h.Type == core.TypeFrag {
+		e.w.inflight++
+		e.w.most = max(e.w.most, e.w.inflight)
+		e.w.biggest = max(e.w.biggest, len(data))
+	}
+	return err
+}
+
+func (e *fragCountEP) FragsInFlight() int { return e.w.inflight }
+
+// The pipeline cuts a message into the rule's fragments and keeps at most
+// the rule's depth of them in flight; without a depth it sends as many as
+// the module takes.
+func TestMechanismRuleShapesThePipeline(t *testing.T) {
+	const size = 256 << 10
+	for _, tc := range []struct {
+		name        string
+		frag, depth int
+		wantBiggest int // largest fragment payload
+		wantMost    int // most fragments in flight; 0: more than 2
+	}{
+		{"module's fragments, no depth", 0, 0, 16<<10 - 64, 0},
+		{"4 KiB fragments, depth 2", 4 << 10, 2, 4 << 10, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := inproc.New(2, nil)
+			f.Rail("r", inproc.RailOptions{NoRDMA: true, MaxSendSize: 16 << 10,
+				Mech: core.MechTable{{RDMADepth: core.NoRDMA, Frag: tc.frag, Depth: tc.depth}}})
+			counts := make([]*fragCount, 2)
+			w := &world{f: f}
+			for r := range 2 {
+				counts[r] = &fragCount{Module: f.Modules(r)[0]}
+				c, err := New(r, 2, []core.Module{counts[r]}, Options{Metrics: core.NewMetrics()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.comms = append(w.comms, c)
+			}
+			t.Cleanup(w.close)
+			w.run(t, sendPattern(size, 7))
+			got := counts[0]
+			if got.biggest > tc.wantBiggest || got.biggest < tc.wantBiggest/2 {
+				t.Errorf("largest fragment %d bytes, want about %d", got.biggest, tc.wantBiggest)
+			}
+			if tc.wantMost > 0 && got.most > tc.wantMost {
+				t.Errorf("%d fragments in flight at once, want at most %d", got.most, tc.wantMost)
+			}
+			if tc.wantMost == 0 && got.most <= 2 {
+				t.Errorf("only %d fragments in flight at once without a depth: the test cannot tell", got.most)
+			}
+		})
+	}
+}
