@@ -41,10 +41,10 @@ var Params = []core.Param{
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
 	{Name: "single_copy_min", Type: core.ParamSize, Default: "0",
 		Doc: "smallest message whose rendezvous data moves by CMA whatever else is in flight; smaller ones use the copy pipeline (Attrs.RDMAMin). " +
-			"Only without mechanism blocks, which choose by size and queue depth"},
+			"Only without mechanism blocks, which choose by size and queue depth; both 0: the mechanism table"},
 	{Name: "single_copy_max", Type: core.ParamSize, Default: "0",
 		Doc: "largest message whose rendezvous data moves by CMA whatever else is in flight, 0 for no limit; larger ones use the copy pipeline (Attrs.RDMAMax). " +
-			"Only without mechanism blocks"},
+			"Only without mechanism blocks; both 0: the mechanism table"},
 	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,
 		Doc: "one size range of the mechanism table (Attrs.Mech), by increasing max, the last without max: how rendezvous data of that size moves. " +
 			"Without any, sm's measured default table applies (mechanism.go)",

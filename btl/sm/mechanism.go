@@ -40,17 +40,20 @@ var defaultMech = core.MechTable{
 }
 
 // mechTable is the table of the btl "sm" block p: its mechanism blocks,
-// the legacy single_copy_min/max window (no table: the PML reads
-// Attrs.RDMAMin/RDMAMax), or sm's default.
+// the legacy single_copy_min/max window when either is non-zero (no
+// table: the PML reads Attrs.RDMAMin/RDMAMax), or sm's default. The
+// window counts only when non-zero, not when merely set: `gobtl config
+// show` spells out every default, and what it prints must load back to
+// the same choice.
 func mechTable(p core.Params, maxSend int) (core.MechTable, error) {
 	blocks := p.Blocks("mechanism")
-	if len(blocks) == 0 {
-		if p.IsSet("single_copy_min") || p.IsSet("single_copy_max") {
-			return nil, nil
-		}
+	window := p.Size("single_copy_min") != 0 || p.Size("single_copy_max") != 0
+	switch {
+	case len(blocks) == 0 && window:
+		return nil, nil
+	case len(blocks) == 0:
 		return defaultMech, nil
-	}
-	if p.IsSet("single_copy_min") || p.IsSet("single_copy_max") {
+	case window:
 		return nil, fmt.Errorf("sm: single_copy_min/single_copy_max and mechanism blocks both given; the mechanism blocks say everything the window does (single_copy_depth = 65536 is CMA whatever is in flight)")
 	}
 	t := rules(blocks)

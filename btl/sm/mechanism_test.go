@@ -149,3 +149,22 @@ func TestBadMechanismBlocksAreRefusedClearly(t *testing.T) {
 		})
 	}
 }
+
+// What `gobtl config show` prints — every default spelled out, the window
+// at zero beside the table — loads back to the same table, and without
+// blocks to the default table, not to the window.
+func TestAWindowAtZeroIsNoWindow(t *testing.T) {
+	c, err := smConfig(t, `single_copy_min = "0B"
+  single_copy_max = "0B"`)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, defaultMech) {
+		t.Fatalf("table %+v (%v), want the default", c.attrs.Mech, err)
+	}
+	c, err = smConfig(t, `single_copy_min = "0B"
+  single_copy_max = "0B"
+  mechanism {
+    single_copy_depth = 3
+  }`)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3}}) {
+		t.Fatalf("table %+v (%v), want the block's", c.attrs.Mech, err)
+	}
+}

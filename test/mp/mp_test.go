@@ -350,11 +350,12 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 				}
 				params := map[string]string{"single_copy": s.singleCopy}
 				if s.singleCopy == "cma" {
-					// CMA at every size, whatever is in flight (the window
-					// of single_copy_min/max at its widest), so that the
-					// protocol alone carries the large messages; sm's
-					// default table sends queued ones through the pipeline.
-					params["single_copy_max"] = "0"
+					// CMA for every rendezvous (above the 4 KiB eager
+					// limit) whatever is in flight, the window of
+					// single_copy_min/max, so that the protocol alone
+					// carries the large messages; sm's default table sends
+					// queued ones through the pipeline.
+					params["single_copy_min"] = "4KiB"
 				}
 				stack := stackFile(t, s.protocol, "sm", params)
 				res := mptest.Job{NP: np, Role: "exchange", Stack: stack, Env: env}.Run(t)
