@@ -70,6 +70,11 @@ type Attrs struct {
 	// beat a single copy made by one (Open MPI's vader: CMA wins at
 	// 64 KiB-1 MiB, copy-in/copy-out at 4 MiB on the same host).
 	RDMAMin, RDMAMax int64
+	// Mech, when set, replaces the RDMAMin/RDMAMax window: by size and by
+	// the rendezvous sends already in flight to the peer it says whether
+	// the data moves by RDMA or by the pipeline, and the pipeline's
+	// fragment size and depth. The module proposes; the PML follows it.
+	Mech MechTable
 	// Bandwidth is the expected bandwidth in bytes per second.
 	Bandwidth float64
 	// Latency is the expected one-way latency of a small message.

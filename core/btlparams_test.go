@@ -1,6 +1,7 @@
 package core
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestSharedBTLParamsReadBackIntoAttrs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Attrs{EagerLimit: 4096, MaxSendSize: 32 << 10, Latency: 2 * time.Microsecond, Exclusivity: 50}
-	if a != want {
+	if !reflect.DeepEqual(a, want) {
 		t.Fatalf("BTLAttrs = %+v, want %+v", a, want)
 	}
 	if err := p.SetText("eager_limit", "64KiB"); err != nil {

@@ -187,6 +187,10 @@ type peer struct {
 	// direct is the endpoint of the only subchannel when it shows frames
 	// in place (core.Peeker): the fused receive path may poll it alone.
 	direct core.Peeker
+	// rndvOut counts the rendezvous sends to this rank not yet complete:
+	// the queue depth a module's mechanism table (core.MechRule) weighs
+	// against a single copy.
+	rndvOut int
 }
 
 type oooFrame struct {

@@ -83,7 +83,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	nkeys := 0
 	if want := proto.rdmaCaps(); want != 0 {
 		switch {
-		case !p.rdmaFits(want, len(r.buf)):
+		case !p.rdmaFits(want, len(r.buf), p.rndvOut):
 			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
@@ -97,6 +97,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 		}
 	}
 	r.proto = proto
+	p.rndvOut++ // complete takes it back
 	r.total = len(r.buf)
 	inline := min(s.inline, len(r.buf))
 	r.got = inline
@@ -116,11 +117,22 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 }
 
 // rdmaFits reports whether some subchannel can move size bytes by RDMA
-// with want and prefers to (its Attrs.RDMAMin/RDMAMax window).
-func (p *peer) rdmaFits(want core.Caps, size int) bool {
+// with want and prefers to, with inflight other rendezvous sends to the
+// peer under way: by its mechanism table (Attrs.Mech) where it has one,
+// else by its Attrs.RDMAMin/RDMAMax window.
+func (p *peer) rdmaFits(want core.Caps, size, inflight int) bool {
 	for _, s := range p.subs {
 		a := &s.mod.attrs
-		if s.rdma != nil && a.Caps.Has(want) && int64(size) >= a.RDMAMin && (a.RDMAMax == 0 || int64(size) <= a.RDMAMax) {
+		if s.rdma == nil || !a.Caps.Has(want) {
+			continue
+		}
+		if a.Mech != nil {
+			if rule := a.Mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
+				return true
+			}
+			continue
+		}
+		if int64(size) >= a.RDMAMin && (a.RDMAMax == 0 || int64(size) <= a.RDMAMax) {
 			return true
 		}
 	}
@@ -439,7 +451,19 @@ func (e *engine) pump() int {
 		p := e.peer(r.peer)
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
-			chunk := min(fragChunk(s.mod.attrs.MaxSendSize, r.accept), r.accept-r.got)
+			frag, depth := s.mod.attrs.MaxSendSize, 0
+			if rule := s.mod.attrs.Mech.Lookup(int64(r.accept)); rule != nil {
+				if rule.Frag > 0 {
+					frag = min(rule.Frag, frag)
+				}
+				depth = rule.Depth
+			}
+			if depth > 0 {
+				if fc, ok := s.ep.(core.FragCounter); ok && fc.FragsInFlight() >= depth {
+					break // the receiver has enough to copy out; more would leave the cache
+				}
+			}
+			chunk := min(fragChunk(frag, r.accept), r.accept-r.got)
 			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
 			s.mod.armed = true
 			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)

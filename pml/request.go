@@ -149,6 +149,9 @@ func (e *engine) complete(r *Request, err error) {
 		return
 	}
 	r.done = true
+	if r.proto != 0 && r.kind == reqSend {
+		e.peers[r.peer].rndvOut--
+	}
 	if r.status.Err == nil {
 		r.status.Err = err
 	}

@@ -31,13 +31,14 @@ import (
 
 // RailOptions describe one rail. Zero fields take the defaults.
 type RailOptions struct {
-	EagerLimit     int   // default 4 KiB
-	MaxSendSize    int   // default 16 KiB
-	RndvEagerLimit int   // default 1 KiB; negative: none
-	Slots          int   // ring slots per link; default 64
-	MaxRDMA        int64 // largest put/get; 0: no limit
-	MaxReads       int   // outstanding gets per endpoint; default 16
-	NoRDMA         bool  // no put/get: the PML uses its pipeline
+	EagerLimit     int            // default 4 KiB
+	MaxSendSize    int            // default 16 KiB
+	RndvEagerLimit int            // default 1 KiB; negative: none
+	Slots          int            // ring slots per link; default 64
+	MaxRDMA        int64          // largest put/get; 0: no limit
+	MaxReads       int            // outstanding gets per endpoint; default 16
+	NoRDMA         bool           // no put/get: the PML uses its pipeline
+	Mech           core.MechTable // the mechanism table the module proposes (Attrs.Mech); nil: none
 	Bandwidth      float64
 	Latency        time.Duration
 	Exclusivity    int

@@ -40,10 +40,15 @@ var Params = []core.Param{
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
 	{Name: "single_copy_min", Type: core.ParamSize, Default: "0",
-		Doc: "smallest message whose rendezvous data moves by CMA; smaller ones use the copy pipeline (Attrs.RDMAMin)"},
+		Doc: "smallest message whose rendezvous data moves by CMA whatever else is in flight; smaller ones use the copy pipeline (Attrs.RDMAMin). " +
+			"Only without mechanism blocks, which choose by size and queue depth; both 0: the mechanism table"},
 	{Name: "single_copy_max", Type: core.ParamSize, Default: "0",
-		Doc: "largest message whose rendezvous data moves by CMA, 0 for no limit; larger ones use the copy pipeline, " +
-			"which with both processes copying can beat one process's single copy (Attrs.RDMAMax)"},
+		Doc: "largest message whose rendezvous data moves by CMA whatever else is in flight, 0 for no limit; larger ones use the copy pipeline (Attrs.RDMAMax). " +
+			"Only without mechanism blocks; both 0: the mechanism table"},
+	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,
+		Doc: "one size range of the mechanism table (Attrs.Mech), by increasing max, the last without max: how rendezvous data of that size moves. " +
+			"Without any, sm's measured default table applies (mechanism.go)",
+		Block: MechParams, Check: checkMech},
 	core.BTLParam("bandwidth", "20GB/s"),
 	core.BTLParam("latency", "200ns"),
 	core.BTLParam("exclusivity", "65000"),
@@ -73,6 +78,9 @@ func configFrom(p core.Params) (config, error) {
 		return config{}, fmt.Errorf("sm: %w", err)
 	}
 	attrs.RDMAMin, attrs.RDMAMax = p.Size("single_copy_min"), p.Size("single_copy_max")
+	if attrs.Mech, err = mechTable(p, attrs.MaxSendSize); err != nil {
+		return config{}, err
+	}
 	c := config{
 		dir:          p.String("dir"),
 		fboxSize:     int(p.Size("fastbox_size")),

@@ -143,3 +143,9 @@ func (p *peer) Consume(frame []byte) {
 	m.expect[p.rank]++
 	m.st.fboxRecvs++
 }
+
+var _ core.FragCounter = (*peer)(nil)
+
+// FragsInFlight counts our fragments to this peer it has not consumed, as
+// of the last Progress's reclaim (core.FragCounter).
+func (p *peer) FragsInFlight() int { return len(p.m.inflight[p.rank]) }

@@ -7,10 +7,10 @@
 
 job {
   # Above the eager limit the PML reads the sender's buffer by CMA
-  # (process_vm_readv) where sm says CMA is the better mechanism for the
-  # size (single_copy_min/max below), and otherwise pipelines through
-  # sm's fragments: copy-in by the sender, copy-out by the receiver, both
-  # at once.
+  # (process_vm_readv) where sm's mechanism table (below) says CMA is the
+  # better mechanism for the size and the queue to the peer, and otherwise
+  # pipelines through sm's fragments: copy-in by the sender, copy-out by
+  # the receiver, both at once.
   protocol = "rdma_read"
 
   # No more ranks than cores: a waiting rank polls for a long time before
@@ -44,14 +44,34 @@ btl "sm" "sm" {
   max_send_size = "32KiB"
   fragments     = 64
 
-  # CMA where the host allows it (ptrace scope, seccomp), used for the
-  # sizes where it beat the copy pipeline on a 2-core AMD EPYC (Zen 4) VM:
-  # latency 32 KiB-256 KiB. Bandwidth with many messages in flight was
-  # better with the pipeline at every size, and so were 1 MiB and 4 MiB.
-  # "none" switches CMA off; "cma" fails at start if it cannot work.
-  single_copy     = "auto"
-  single_copy_min = "32KiB"
-  single_copy_max = "256KiB"
+  # CMA where the host allows it (ptrace scope, seccomp). "none" switches
+  # CMA off; "cma" fails at start if it cannot work.
+  single_copy = "auto"
+
+  # The mechanism table, by increasing max (the last block without one):
+  # for rendezvous messages up to max bytes, CMA while at most
+  # single_copy_depth other rendezvous sends to the same peer are in
+  # flight (0: only a message alone; -1: never), else the copy pipeline
+  # with fragments of `fragment` bytes (at most max_send_size; 0: all of
+  # it) and at most `depth` fragments to the peer in flight (0: no bound).
+  # These are sm's defaults, measured on a 2-core AMD EPYC (Zen 4) VM:
+  # CMA moves ~11 GB/s at any size, so one message alone of 32-256 KiB
+  # is faster by CMA (no copy-in), but a window of messages (osu bw) and
+  # anything from 1 MiB is faster by the pipeline, where both processes
+  # copy at once. Leave the blocks out to get the defaults;
+  # single_copy_min/single_copy_max instead give the older window by size
+  # alone.
+  mechanism {
+    max               = "16KiB"
+    single_copy_depth = -1
+  }
+  mechanism {
+    max               = "256KiB"
+    single_copy_depth = 0
+  }
+  mechanism {
+    single_copy_depth = -1
+  }
 
   # How often a rank checks that the peers it talks to are alive.
   liveness_interval = "100ms"

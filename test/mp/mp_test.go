@@ -348,7 +348,16 @@ func TestExchangesAcrossProtocolsAndSingleCopyMechanisms(t *testing.T) {
 				if testing.Short() {
 					env = append(env, "MPTEST_ROUNDS=4", "MPTEST_INFLIGHT=300", "MPTEST_TOKENS=8")
 				}
-				stack := stackFile(t, s.protocol, "sm", map[string]string{"single_copy": s.singleCopy})
+				params := map[string]string{"single_copy": s.singleCopy}
+				if s.singleCopy == "cma" {
+					// CMA for every rendezvous (above the 4 KiB eager
+					// limit) whatever is in flight, the window of
+					// single_copy_min/max, so that the protocol alone
+					// carries the large messages; sm's default table sends
+					// queued ones through the pipeline.
+					params["single_copy_min"] = "4KiB"
+				}
+				stack := stackFile(t, s.protocol, "sm", params)
 				res := mptest.Job{NP: np, Role: "exchange", Stack: stack, Env: env}.Run(t)
 				if res.Failed() {
 					t.Fatalf("the job failed:\n%s", res)

@@ -1,0 +1,83 @@
+package sm
+
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
+
+// MechParams is the schema of a mechanism block inside btl "sm": one rule
+// of the table by which the PML moves rendezvous data (core.MechRule).
+var MechParams = []core.Param{
+	{Name: "max", Type: core.ParamSize, Default: "0",
+		Doc: "largest message, in user bytes, of this range; 0 (only the last block): every larger message"},
+	{Name: "single_copy_depth", Type: core.ParamInt, Default: "0", Min: "-1", Max: "65536",
+		Doc: "CMA while at most this many other rendezvous sends to the same peer are in flight (0: only a message alone), " +
+			"else the copy pipeline; -1: always the copy pipeline"},
+	{Name: "fragment", Type: core.ParamSize, Default: "0", Max: "64MiB",
+		Doc: "the copy pipeline's fragment payload, at most max_send_size; 0: max_send_size"},
+	{Name: "depth", Type: core.ParamInt, Default: "0", Min: "0", Max: "65536",
+		Doc: "the copy pipeline's fragments to the peer in flight at most before the sender waits for the receiver to copy out; 0: as many as there are"},
+}
+
+// defaultMech is sm's table when the stack file gives none. On a 2-core
+// AMD EPYC (Zen 4) VM:
+//
+//   - process_vm_readv moves about 11 GB/s at every size (64 KiB in
+//     6.4 us, 1 MiB in 90 us, 4 MiB in 384 us; the kernel pins and copies
+//     page by page), a cached memmove 23-47 GB/s: the copy pipeline, with
+//     the sender copying in while the receiver copies out, beats one CMA
+//     read once the message is large enough to fill it — 1 MiB and up;
+//   - up to 16 KiB a fragment or two cost less than CMA's system call;
+//   - between, a message alone went faster by CMA (the earlier sm.hcl
+//     window, 32-256 KiB, measured by latency), but with osu bw's window
+//     of 64 messages in flight the pipeline won at every size: there
+//     both processes copy at once. So CMA only for a message alone.
+var defaultMech = core.MechTable{
+	{Max: 16 << 10, RDMADepth: core.NoRDMA},
+	{Max: 256 << 10, RDMADepth: 0},
+	{RDMADepth: core.NoRDMA},
+}
+
+// mechTable is the table of the btl "sm" block p: its mechanism blocks,
+// the legacy single_copy_min/max window when either is non-zero (no
+// table: the PML reads Attrs.RDMAMin/RDMAMax), or sm's default. The
+// window counts only when non-zero, not when merely set: `gobtl config
+// show` spells out every default, and what it prints must load back to
+// the same choice.
+func mechTable(p core.Params, maxSend int) (core.MechTable, error) {
+	blocks := p.Blocks("mechanism")
+	window := p.Size("single_copy_min") != 0 || p.Size("single_copy_max") != 0
+	switch {
+	case len(blocks) == 0 && window:
+		return nil, nil
+	case len(blocks) == 0:
+		return defaultMech, nil
+	case window:
+		return nil, fmt.Errorf("sm: single_copy_min/single_copy_max and mechanism blocks both given; the mechanism blocks say everything the window does (single_copy_depth = 65536 is CMA whatever is in flight)")
+	}
+	t := rules(blocks)
+	if err := t.Validate(maxSend); err != nil {
+		return nil, fmt.Errorf("sm: mechanism: %w", err)
+	}
+	return t, nil
+}
+
+// rules is the table of mechanism blocks.
+func rules(blocks []core.Params) core.MechTable {
+	t := make(core.MechTable, len(blocks))
+	for i, b := range blocks {
+		t[i] = core.MechRule{
+			Max:       b.Size("max"),
+			RDMADepth: b.Int("single_copy_depth"),
+			Frag:      int(b.Size("fragment")),
+			Depth:     b.Int("depth"),
+		}
+	}
+	return t
+}
+
+// checkMech validates the mechanism blocks as a whole when the stack file
+// loads (their order, the open-ended last one); the fragments against
+// max_send_size wait for configFrom, which sees both.
+func checkMech(v any) error { return rules(v.([]core.Params)).Validate(0) }

@@ -1,0 +1,170 @@
+package sm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/core"
+)
+
+// smConfig loads body as the btl "sm" block of a stack file and builds
+// sm's configuration from it, as Open does.
+func smConfig(t *testing.T, body string) (config, error) {
+	t.Helper()
+	src := conf.Source{Name: "s.hcl", Bytes: []byte("btl \"sm\" \"sm\" {\n" + body + "\n}\n")}
+	c, diags := conf.LoadSources(conf.Options{LookupEnv: func(string) (string, bool) { return "", false }}, src)
+	if diags.HasErrors() {
+		return config{}, diags
+	}
+	return configFrom(c.BTLs[0].Params)
+}
+
+// The default table keeps a message alone on CMA from 16 KiB to 256 KiB
+// and sends any message queued behind another rendezvous to the same peer
+// through the copy pipeline: CMA by size alone made osu bw's window slower
+// than the pipeline alone.
+func TestTheDefaultTableUsesCMAOnlyForAMessageAlone(t *testing.T) {
+	c, err := smConfig(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mech := c.attrs.Mech
+	if err := mech.Validate(c.attrs.MaxSendSize); err != nil {
+		t.Fatalf("the default table is invalid: %v", err)
+	}
+	for _, tc := range []struct {
+		size     int64
+		inflight int
+		cma      bool
+	}{
+		{8 << 10, 0, false},
+		{16 << 10, 0, false},
+		{16<<10 + 1, 0, true},
+		{64 << 10, 0, true},
+		{64 << 10, 1, false},
+		{64 << 10, 63, false},
+		{256 << 10, 0, true},
+		{256<<10 + 1, 0, false},
+		{1 << 20, 0, false},
+		{1 << 20, 1, false},
+	} {
+		rule := mech.Lookup(tc.size)
+		if rule == nil {
+			t.Fatalf("no rule for %d bytes", tc.size)
+		}
+		if got := rule.UseRDMA(tc.inflight); got != tc.cma {
+			t.Errorf("%s with %d other rendezvous in flight: CMA %v, want %v", core.FormatSize(tc.size), tc.inflight, got, tc.cma)
+		}
+	}
+}
+
+func TestMechanismBlocksBuildTheTable(t *testing.T) {
+	c, err := smConfig(t, `
+  max_send_size = "64KiB"
+  mechanism {
+    max               = "32KiB"
+    single_copy_depth = -1
+    fragment          = "8KiB"
+  }
+  mechanism {
+    max               = "1MiB"
+    single_copy_depth = 2
+    depth             = 16
+  }
+  mechanism {
+    single_copy_depth = 0
+    fragment          = "64KiB"
+    depth             = 8
+  }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.MechTable{
+		{Max: 32 << 10, RDMADepth: core.NoRDMA, Frag: 8 << 10},
+		{Max: 1 << 20, RDMADepth: 2, Depth: 16},
+		{RDMADepth: 0, Frag: 64 << 10, Depth: 8},
+	}
+	if !reflect.DeepEqual(c.attrs.Mech, want) {
+		t.Fatalf("table %+v, want %+v", c.attrs.Mech, want)
+	}
+}
+
+// The window of single_copy_min/max still works as it did (CMA in the
+// window whatever is in flight): no table, Attrs.RDMAMin/RDMAMax.
+func TestTheSingleCopyWindowStillLoads(t *testing.T) {
+	c, err := smConfig(t, `single_copy_min = "32KiB"
+  single_copy_max = "256KiB"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.attrs.Mech != nil || c.attrs.RDMAMin != 32<<10 || c.attrs.RDMAMax != 256<<10 {
+		t.Fatalf("attrs %+v, want the window 32KiB-256KiB and no table", c.attrs)
+	}
+}
+
+func TestBadMechanismBlocksAreRefusedClearly(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"last rule bounded", `mechanism {
+    max = "64KiB"
+  }`, `s.hcl:2,1-10: Invalid mechanism block; mechanism: rule 1: the last rule must cover every larger size (max 0), not stop at 64KiB`},
+		{"open rule not last", `mechanism {
+  }
+  mechanism {
+    max = "64KiB"
+  }`, `s.hcl:2,1-10: Invalid mechanism block; mechanism: rule 1: only the last rule may have no max (rule 2 follows)`},
+		{"out of order", `mechanism {
+    max = "64KiB"
+  }
+  mechanism {
+    max = "32KiB"
+  }
+  mechanism {
+  }`, `mechanism: rule 2: max 32KiB does not exceed the previous rule's 64KiB (rules go by increasing max)`},
+		{"depth below -1", `mechanism {
+    single_copy_depth = -2
+  }`, `s.hcl:3,25-27: Invalid value for "single_copy_depth"; Must be in [-1, 65536], got -2.`},
+		{"negative pipeline depth", `mechanism {
+    depth = -1
+  }`, `Invalid value for "depth"; Must be in [0, 65536], got -1.`},
+		{"fragment above max_send_size", `mechanism {
+    fragment = "64KiB"
+  }`, `sm: mechanism: rule 1: fragment 64KiB exceeds max_send_size 32KiB`},
+		{"a typo", `mechanism {
+    single_copy_dpeth = 1
+  }`, `Did you mean "single_copy_depth"?`},
+		{"both the window and a table", `single_copy_max = "256KiB"
+  mechanism {
+  }`, `sm: single_copy_min/single_copy_max and mechanism blocks both given`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := smConfig(t, tc.body)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// What `gobtl config show` prints — every default spelled out, the window
+// at zero beside the table — loads back to the same table, and without
+// blocks to the default table, not to the window.
+func TestAWindowAtZeroIsNoWindow(t *testing.T) {
+	c, err := smConfig(t, `single_copy_min = "0B"
+  single_copy_max = "0B"`)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, defaultMech) {
+		t.Fatalf("table %+v (%v), want the default", c.attrs.Mech, err)
+	}
+	c, err = smConfig(t, `single_copy_min = "0B"
+  single_copy_max = "0B"
+  mechanism {
+    single_copy_depth = 3
+  }`)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3}}) {
+		t.Fatalf("table %+v (%v), want the block's", c.attrs.Mech, err)
+	}
+}
