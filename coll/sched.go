@@ -301,3 +301,8 @@ func overlap(a, b []byte) bool {
 // ErrMismatch reports ranks that called a collective with arguments that
 // do not fit together: different lengths, or a root they disagree on.
 var ErrMismatch = errors.New("collective arguments differ between ranks")
+
+// String names the collective and its algorithm, for the state a stuck
+// rank reports (pml.State). Only what is set before Start: the PML calls
+// it under its lock while another goroutine may be advancing s.
+func (s *schedule) String() string { return fmt.Sprintf("%v (%v)", s.kind, s.alg) }

@@ -61,7 +61,8 @@ type State struct {
 
 // RequestState describes one pending request.
 type RequestState struct {
-	// Kind is "send" or "recv".
+	// Kind is "send", "recv" or "operation" (a collective of a layer
+	// above, named in Phase).
 	Kind string
 	// Peer is the destination, or the source (AnySource while a receive
 	// from any source is unmatched).
@@ -132,6 +133,14 @@ func (c *Comm) State(wait time.Duration) State {
 
 // state describes a pending request (lock held).
 func (r *Request) state() RequestState {
+	if r.kind == reqOp {
+		// A collective's own messages are listed as sends and receives.
+		what := fmt.Sprintf("%T", r.op)
+		if s, ok := r.op.(fmt.Stringer); ok {
+			what = s.String()
+		}
+		return RequestState{Kind: "operation", Peer: -1, Phase: what + " in progress"}
+	}
 	rs := RequestState{Kind: "send", Peer: r.peer, Tag: r.tag, Size: r.total, Done: r.got, Protocol: "eager"}
 	if r.kind == reqRecv {
 		rs.Kind = "recv"
@@ -189,6 +198,10 @@ func (s State) Report(w io.Writer, prefix string) {
 	reqs := slices.Clone(s.Requests)
 	slices.SortStableFunc(reqs, func(a, b RequestState) int { return strings.Compare(a.Kind, b.Kind) })
 	for _, r := range reqs {
+		if r.Kind == "operation" {
+			fmt.Fprintf(&b, "%s  operation: %s\n", prefix, r.Phase)
+			continue
+		}
 		who := fmt.Sprintf("to %d", r.Peer)
 		if r.Kind == "recv" {
 			who = fmt.Sprintf("from %d", r.Peer)
