@@ -168,3 +168,22 @@ func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 		t.Fatalf("table %+v (%v), want the block's", c.attrs.Mech, err)
 	}
 }
+
+// On a node with more ranks than CPUs the default table gives way to CMA
+// at every size above 16 KiB, whatever is in flight: the copy pipeline
+// needs both processes running at once. A stack's own table is kept.
+func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
+	if got := nodeMech(defaultMech, 16, 2); !reflect.DeepEqual(got, oversubscribedMech) {
+		t.Fatalf("16 ranks on 2 CPUs: %v, want %v", got, oversubscribedMech)
+	}
+	if got := nodeMech(defaultMech, 2, 2); !reflect.DeepEqual(got, defaultMech) {
+		t.Fatalf("2 ranks on 2 CPUs: %v, want the default %v", got, defaultMech)
+	}
+	own := core.MechTable{{RDMADepth: core.NoRDMA}}
+	if got := nodeMech(own, 16, 2); !reflect.DeepEqual(got, own) {
+		t.Fatalf("a stack's own table was replaced: %v", got)
+	}
+	if !oversubscribedMech.Lookup(1 << 20).UseRDMA(64) {
+		t.Fatal("oversubscribed: 1 MiB with 64 in flight does not go by CMA")
+	}
+}

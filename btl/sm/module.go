@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -196,6 +197,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.attrs = cfg.attrs
 	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
+	m.attrs.Mech = nodeMech(m.attrs.Mech, m.nodeRanks(), runtime.NumCPU())
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
@@ -204,6 +206,24 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		return nil, fmt.Errorf("sm: publish address: %w", err)
 	}
 	return m, nil
+}
+
+// nodeRanks is the number of the job's ranks on this rank's node: as the
+// engine's locality says, or node_size, or else the whole job.
+func (m *Module) nodeRanks() int {
+	switch {
+	case m.loc != nil:
+		n, me := 0, m.loc.Node(m.rank)
+		for r := range m.size {
+			if m.loc.Node(r) == me {
+				n++
+			}
+		}
+		return n
+	case m.cfg.nodeSize > 0:
+		return min(m.cfg.nodeSize, m.size-m.rank/m.cfg.nodeSize*m.cfg.nodeSize)
+	}
+	return m.size
 }
 
 func instanceSuffix(inst string) string {
