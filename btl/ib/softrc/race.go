@@ -14,3 +14,7 @@ var wireOrder atomic.Uint64
 func wireWritten() { wireOrder.Add(1) }
 
 func wireRead() { wireOrder.Load() }
+
+// raceBuild tells tests whose subject is timing that the race detector
+// slows every poll several times over.
+const raceBuild = true
