@@ -334,16 +334,7 @@ const oversubscribedSpin = 0
 // nodeRanks is the number of the job's ranks on this rank's node (all of
 // them when the engine says nothing of locality).
 func (s *start) nodeRanks() int {
-	if s.locality == nil {
-		return s.boot.Size()
-	}
-	n, me := 0, s.locality.Node(s.boot.Rank())
-	for r := range s.boot.Size() {
-		if s.locality.Node(r) == me {
-			n++
-		}
-	}
-	return n
+	return core.RanksOnNode(s.locality, s.boot.Rank(), s.boot.Size())
 }
 
 // loadConfig loads the stack and makes sure it can reach this rank's own

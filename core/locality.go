@@ -123,3 +123,18 @@ type Aborter interface {
 type Finalizer interface {
 	Finalize() error
 }
+
+// RanksOnNode is the number of ranks of a size-rank job on rank's node by
+// loc, or size when loc is nil (nothing known: one node).
+func RanksOnNode(loc Locality, rank, size int) int {
+	if loc == nil {
+		return size
+	}
+	n, me := 0, loc.Node(rank)
+	for r := range size {
+		if loc.Node(r) == me {
+			n++
+		}
+	}
+	return n
+}

@@ -67,6 +67,7 @@ type config struct {
 	frags        int
 	singleCopy   string
 	attrs        core.Attrs // the shared limits and performance model, RDMAMin and RDMAMax
+	mechDefault  bool       // attrs.Mech is sm's default table (no mechanism blocks, no window)
 	liveness     time.Duration
 	closeTimeout time.Duration
 	nodeSize     int
@@ -91,6 +92,7 @@ func configFrom(p core.Params) (config, error) {
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),
 		nodeSize:     p.Int("node_size"),
+		mechDefault:  len(p.Blocks("mechanism")) == 0 && attrs.Mech != nil,
 	}
 	// A fast-box slot must leave room for the reserve line and for a wrap.
 	if lim := c.fboxSize/2 - cacheLine - slotHdr - core.HeaderSize; c.fboxMax > lim {

@@ -50,10 +50,10 @@ var oversubscribedMech = core.MechTable{
 	{RDMADepth: 65536},
 }
 
-// nodeMech is the table a module uses: the stack's, or on a node with
-// more ranks (local) than CPUs, oversubscribedMech instead of the default.
-func nodeMech(t core.MechTable, local, cpus int) core.MechTable {
-	if local > cpus && len(t) > 0 && &t[0] == &defaultMech[0] {
+// nodeMech is the table a module uses: t, or on a node with more ranks
+// (local) than CPUs, oversubscribedMech when t is sm's default.
+func nodeMech(t core.MechTable, isDefault bool, local, cpus int) core.MechTable {
+	if isDefault && local > cpus {
 		return oversubscribedMech
 	}
 	return t

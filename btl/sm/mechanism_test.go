@@ -156,16 +156,16 @@ func TestBadMechanismBlocksAreRefusedClearly(t *testing.T) {
 func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 	c, err := smConfig(t, `single_copy_min = "0B"
   single_copy_max = "0B"`)
-	if err != nil || !reflect.DeepEqual(c.attrs.Mech, defaultMech) {
-		t.Fatalf("table %+v (%v), want the default", c.attrs.Mech, err)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, defaultMech) || !c.mechDefault {
+		t.Fatalf("table %+v, default %v (%v), want the default", c.attrs.Mech, c.mechDefault, err)
 	}
 	c, err = smConfig(t, `single_copy_min = "0B"
   single_copy_max = "0B"
   mechanism {
     single_copy_depth = 3
   }`)
-	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3}}) {
-		t.Fatalf("table %+v (%v), want the block's", c.attrs.Mech, err)
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3}}) || c.mechDefault {
+		t.Fatalf("table %+v, default %v (%v), want the block's, which an oversubscribed node keeps", c.attrs.Mech, c.mechDefault, err)
 	}
 }
 
@@ -173,14 +173,14 @@ func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 // at every size above 16 KiB, whatever is in flight: the copy pipeline
 // needs both processes running at once. A stack's own table is kept.
 func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
-	if got := nodeMech(defaultMech, 16, 2); !reflect.DeepEqual(got, oversubscribedMech) {
+	if got := nodeMech(defaultMech, true, 16, 2); !reflect.DeepEqual(got, oversubscribedMech) {
 		t.Fatalf("16 ranks on 2 CPUs: %v, want %v", got, oversubscribedMech)
 	}
-	if got := nodeMech(defaultMech, 2, 2); !reflect.DeepEqual(got, defaultMech) {
+	if got := nodeMech(defaultMech, true, 2, 2); !reflect.DeepEqual(got, defaultMech) {
 		t.Fatalf("2 ranks on 2 CPUs: %v, want the default %v", got, defaultMech)
 	}
 	own := core.MechTable{{RDMADepth: core.NoRDMA}}
-	if got := nodeMech(own, 16, 2); !reflect.DeepEqual(got, own) {
+	if got := nodeMech(own, false, 16, 2); !reflect.DeepEqual(got, own) {
 		t.Fatalf("a stack's own table was replaced: %v", got)
 	}
 	if !oversubscribedMech.Lookup(1 << 20).UseRDMA(64) {

@@ -197,7 +197,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.attrs = cfg.attrs
 	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
-	m.attrs.Mech = nodeMech(m.attrs.Mech, m.nodeRanks(), runtime.NumCPU())
+	m.attrs.Mech = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), runtime.NumCPU())
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
@@ -211,19 +211,10 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 // nodeRanks is the number of the job's ranks on this rank's node: as the
 // engine's locality says, or node_size, or else the whole job.
 func (m *Module) nodeRanks() int {
-	switch {
-	case m.loc != nil:
-		n, me := 0, m.loc.Node(m.rank)
-		for r := range m.size {
-			if m.loc.Node(r) == me {
-				n++
-			}
-		}
-		return n
-	case m.cfg.nodeSize > 0:
+	if m.loc == nil && m.cfg.nodeSize > 0 {
 		return min(m.cfg.nodeSize, m.size-m.rank/m.cfg.nodeSize*m.cfg.nodeSize)
 	}
-	return m.size
+	return core.RanksOnNode(m.loc, m.rank, m.size)
 }
 
 func instanceSuffix(inst string) string {
