@@ -302,6 +302,22 @@ type Peeker interface {
 	Consume(frame []byte)
 }
 
+// EagerSender is implemented by endpoints that can take a plain EAGER
+// frame as its match fields and payload and write it straight into the
+// peer's receive space — sm's fast box — for the PML's fused send path,
+// the mirror of Peeker: a send that fits leaves without a Header built
+// and passed by value (EagerWords), and without the module's general
+// Send. SendEager is serialized with the module's other calls.
+type EagerSender interface {
+	// SendEager sends data from this rank as an EAGER frame on context
+	// ctx with tag and psn, no flags — the frame Send would send with that
+	// header — if it can at once by its direct way. It reports false,
+	// having sent nothing, when it cannot (too long for the direct way, no
+	// room there, a lost peer, a connection not yet set up); the caller
+	// then sends the frame with Send, which keeps the pair's order.
+	SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool
+}
+
 // Disconnecter is implemented by modules that can tear down the connection
 // to one peer. The PML calls it when it fails a virtual channel for its own
 // reasons (a bad PML payload, a lost sibling subchannel), so that the peer

@@ -114,18 +114,41 @@ type Header struct {
 }
 
 // Encode writes h into b, which must hold HeaderSize bytes.
-func (h *Header) Encode(b []byte) {
+func (h *Header) Encode(b []byte) { PutWords(b, h.Words()) }
+
+// Words returns h as the four little-endian 64-bit words of its layout,
+// for a transport that stores them straight into shared memory (four
+// stores instead of ten) with PutWords.
+func (h *Header) Words() [4]uint64 {
+	return [4]uint64{
+		HeaderVersion | uint64(h.Type)<<8 | uint64(h.Flags)<<16 | uint64(uint32(h.Src))<<32,
+		uint64(h.Context) | uint64(uint32(h.Tag))<<32,
+		uint64(h.PSN) | uint64(h.Length)<<32,
+		uint64(h.Credits),
+	}
+}
+
+// EagerWords returns the Words of Header{Type: TypeEager, Src: src,
+// Context: ctx, Tag: tag, PSN: psn, Length: n} — no flags, no credits —
+// without a Header built: a transport's direct eager path (EagerSender).
+// EagerFields reads them back.
+func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
+	return [4]uint64{
+		HeaderVersion | uint64(TypeEager)<<8 | uint64(uint32(src))<<32,
+		uint64(ctx) | uint64(uint32(tag))<<32,
+		uint64(psn) | uint64(uint32(n))<<32,
+		0,
+	}
+}
+
+// PutWords writes a header's words into b, which must hold HeaderSize
+// bytes.
+func PutWords(b []byte, w [4]uint64) {
 	_ = b[HeaderSize-1]
-	b[offVersion] = HeaderVersion
-	b[offType] = byte(h.Type)
-	binary.LittleEndian.PutUint16(b[offFlags:], uint16(h.Flags))
-	binary.LittleEndian.PutUint32(b[offSrc:], uint32(h.Src))
-	binary.LittleEndian.PutUint32(b[offContext:], h.Context)
-	binary.LittleEndian.PutUint32(b[offTag:], uint32(h.Tag))
-	binary.LittleEndian.PutUint32(b[offPSN:], h.PSN)
-	binary.LittleEndian.PutUint32(b[offLength:], h.Length)
-	binary.LittleEndian.PutUint16(b[offCredits:], h.Credits)
-	clear(b[offRsvd:HeaderSize])
+	binary.LittleEndian.PutUint64(b, w[0])
+	binary.LittleEndian.PutUint64(b[8:], w[1])
+	binary.LittleEndian.PutUint64(b[16:], w[2])
+	binary.LittleEndian.PutUint64(b[24:], w[3])
 }
 
 // EagerFields reads what matching needs from frame, which holds a header

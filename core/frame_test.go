@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -15,6 +16,37 @@ func TestHeaderRoundTrip(t *testing.T) {
 	}
 	if out != in {
 		t.Fatalf("decoded %+v, want %+v", out, in)
+	}
+}
+
+// EagerWords encode the very bytes Encode writes for the same EAGER
+// header, over bytes that held another frame, and EagerFields reads the
+// fields back; Encode, which goes through Words, decodes to what it was
+// given (TestHeaderRoundTrip) and puts each field at its offset.
+func TestEagerWordsEncodeWhatEncodeWrites(t *testing.T) {
+	for _, h := range []Header{
+		{Type: TypeEager, Src: 3, Context: 7, Tag: 1<<31 - 1, PSN: 1<<32 - 1, Length: 8},
+		{Type: TypeEager, Src: 0, Context: 1 << 16, Tag: 0, PSN: 0, Length: 0},
+	} {
+		want := make([]byte, HeaderSize+int(h.Length))
+		h.Encode(want)
+		if want[offVersion] != HeaderVersion || want[offType] != byte(TypeEager) || binary.LittleEndian.Uint32(want[offSrc:]) != uint32(h.Src) ||
+			binary.LittleEndian.Uint32(want[offTag:]) != uint32(h.Tag) || binary.LittleEndian.Uint32(want[offLength:]) != h.Length {
+			t.Fatalf("Encode(%+v) = %x: a field is not at its offset", h, want)
+		}
+		got := make([]byte, len(want))
+		for i := range got {
+			got[i] = 0xA5 // stale bytes of an earlier frame
+		}
+		clear(got[HeaderSize:])
+		PutWords(got, EagerWords(h.Src, h.Context, h.Tag, h.PSN, int(h.Length)))
+		if string(got) != string(want) {
+			t.Fatalf("EagerWords(%+v) = %x, Encode = %x", h, got, want)
+		}
+		ctx, tag, psn, payload, ok := EagerFields(got, h.Src)
+		if !ok || ctx != h.Context || tag != h.Tag || psn != h.PSN || len(payload) != int(h.Length) {
+			t.Fatalf("EagerFields = %d %d %d %d %v, want %+v", ctx, tag, psn, len(payload), ok, h)
+		}
 	}
 }
 

@@ -84,6 +84,9 @@ func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Requ
 // isend starts a send to job rank dest on a communicator of group g (lock
 // held).
 func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Request, error) {
+	if e.sendDirect(ctx, buf, dest, tag) {
+		return e.sentRequest(g, ctx, dest, tag, len(buf)), nil
+	}
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -118,6 +121,9 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 // subchannel, no room in the module — and isend takes over; and true
 // with an error when the peer failed (lock held).
 func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
+	if e.sendDirect(ctx, buf, dest, tag) {
+		return true, nil
+	}
 	p := e.peer(dest)
 	if e.closed || len(p.subs) == 0 || p.lost != nil {
 		return false, nil
@@ -174,6 +180,9 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 	if source != AnySource {
 		if err := e.lostErr(source); err != nil {
 			e.complete(r, err)
+			return r, nil
+		}
+		if e.irecvFast(r, cx) {
 			return r, nil
 		}
 	}

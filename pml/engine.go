@@ -162,9 +162,10 @@ type sub struct {
 	ep       core.Endpoint
 	rdma     core.RDMA
 	credited core.Credited
-	peek     core.Peeker // the endpoint shows frames in place: the fused receive path
-	eager    int         // effective eager limit
-	inline   int         // effective rendezvous inline limit
+	peek     core.Peeker      // the endpoint shows frames in place: the fused receive path
+	put      core.EagerSender // the endpoint writes EAGER frames in place: the fused send path
+	eager    int              // effective eager limit
+	inline   int              // effective rendezvous inline limit
 	maxRDMA  int64
 
 	out        list.List[outFrame] // frames that met ErrNoResources, in order
@@ -187,6 +188,11 @@ type peer struct {
 	// direct is the endpoint of the only subchannel when it shows frames
 	// in place (core.Peeker): the fused receive path may poll it alone.
 	direct core.Peeker
+	// directOut is that endpoint when it also writes EAGER frames in
+	// place (core.EagerSender) and runs no credit flow control: the fused
+	// send path, up to directEager bytes.
+	directOut   core.EagerSender
+	directEager int
 	// rndvOut counts the rendezvous sends to this rank not yet complete:
 	// the queue depth a module's mechanism table (core.MechRule) weighs
 	// against a single copy.
@@ -481,7 +487,11 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 		s.idx = i
 	}
 	if len(p.subs) == 1 {
-		p.direct = p.subs[0].peek
+		s := p.subs[0]
+		p.direct = s.peek
+		if s.peek != nil && s.put != nil && s.credited == nil {
+			p.directOut, p.directEager = s.put, s.eager
+		}
 	}
 	if len(p.subs) > 0 {
 		if err := p.sched.setup(e, p); err != nil {
@@ -499,6 +509,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 	}
 	s.credited, _ = ep.(core.Credited)
 	s.peek, _ = ep.(core.Peeker)
+	s.put, _ = ep.(core.EagerSender)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}

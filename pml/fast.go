@@ -37,11 +37,17 @@ const (
 // poll it alone, else nil (lock held).
 func (e *engine) fastPeer(src int) *peer {
 	p := e.peer(src)
-	if p.direct == nil || p.lost != nil || len(p.ooo) > 0 ||
-		e.async != nil || e.virtual || e.closed || e.pendingWork > 0 || e.opts.Scheduler != nil || e.nops.Load() != 0 {
+	if p.direct == nil || !e.fastOK(p) {
 		return nil
 	}
 	return p
+}
+
+// fastOK reports whether nothing turns the fused paths off for p, a
+// channel that could take them (lock held).
+func (e *engine) fastOK(p *peer) bool {
+	return p.lost == nil && len(p.ooo) == 0 &&
+		e.async == nil && !e.virtual && !e.closed && e.pendingWork == 0 && e.opts.Scheduler == nil && e.nops.Load() == 0
 }
 
 // direct reports whether the channel to job rank src could take the
@@ -86,7 +92,15 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 	if !cx.unexpected.Empty() && cx.matchUnexpected(src, tag) != nil || !cx.posted.Empty() && cx.mayMatch(src, tag) {
 		return Status{}, fastNo
 	}
-	frame, htag, payload, res := peekEager(p, c.ctx)
+	return e.takeFast(p, c.g, c.ctx, buf, tag)
+}
+
+// takeFast receives p's next frame into buf if it is the in-order EAGER
+// frame on context ctx that a receive for tag (maybe AnyTag) takes, for a
+// communicator of group g (lock held). The caller has made sure that no
+// message kept as unexpected and no receive posted earlier comes first.
+func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (Status, fastResult) {
+	frame, htag, payload, res := peekEager(p, ctx)
 	if res != fastDone {
 		return Status{}, res
 	}
@@ -95,7 +109,29 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 	}
 	n := copy(buf, payload)
 	e.consumed(p, frame, n)
-	return Status{Source: c.g.toLocal(src), Tag: int(htag), Count: n}, fastDone
+	return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
+}
+
+// irecvFast completes r, a receive from one peer about to be posted on
+// cx, at once when its message has arrived in order in the peer's fast
+// box and no receive posted before it could take that message first — a
+// receiver behind its sender pays no posted list, no later look and no
+// Wait for it. It reports whether r completed (lock held).
+func (e *engine) irecvFast(r *Request, cx *context) bool {
+	if !cx.posted.Empty() {
+		return false
+	}
+	p := e.fastPeer(r.peer)
+	if p == nil {
+		return false
+	}
+	st, res := e.takeFast(p, r.g, r.ctx, r.buf, r.tag)
+	if res != fastDone {
+		return false
+	}
+	r.status = st
+	e.complete(r, nil)
+	return true
 }
 
 // mayMatch reports whether a posted receive could take a message from
@@ -182,3 +218,22 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 // fastBatch bounds the frames waitFast delivers in one call, as the
 // modules bound theirs per Progress.
 const fastBatch = 64
+
+// sendDirect sends buf to job rank dest as an EAGER frame on context ctx
+// by the fused send path — written straight into the peer's memory by
+// the only subchannel's core.EagerSender — when the fused receive path
+// could poll that peer (fastOK: the same conditions, so a policy, queued
+// work or a lost peer turn both off) and the message is eager. It reports false, having sent nothing and taken no PSN, when the
+// general path must send it (lock held).
+func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
+	p := e.peer(dest)
+	if p.directOut == nil || len(buf) > p.directEager || !e.fastOK(p) ||
+		!p.directOut.SendEager(ctx, int32(tag), p.psn, buf) {
+		return false
+	}
+	p.subs[0].mod.armed = true
+	p.psn++
+	e.hot.eagerSends++
+	e.hot.bytesSent += int64(len(buf))
+	return true
+}

@@ -128,6 +128,17 @@ func (e *engine) newRequest(kind reqKind, ctx uint32, g *group, peer, tag int, b
 	return r
 }
 
+// sentRequest returns the request of an eager send to job rank dest that
+// has left already (lock held): done at once, without the buffer, which
+// the send no longer needs, and with nothing for complete to undo. It is
+// a request like any other to Wait, Test, Free and the rest.
+func (e *engine) sentRequest(g *group, ctx uint32, dest, tag, n int) *Request {
+	r := e.newRequest(reqSend, ctx, g, dest, tag, nil)
+	r.status = Status{Source: g.toLocal(e.rank), Tag: tag, Count: n}
+	r.done = true
+	return r
+}
+
 // lookup resolves a peer's reference to one of our requests. A stale or
 // forged id yields nil.
 func (e *engine) lookup(id uint64, kind reqKind) *Request {
@@ -164,6 +175,10 @@ func (e *engine) complete(r *Request, err error) {
 // release hands r back after the user saw its completion (lock held).
 func (e *engine) release(r *Request) {
 	r.released = true
+	if r.done && r.refs == 0 && r.x == nil {
+		e.recycle(r) // an eager message: maybeRecycle's last step alone
+		return
+	}
 	e.maybeRecycle(r)
 }
 
@@ -184,6 +199,11 @@ func (e *engine) maybeRecycle(r *Request) {
 	if !r.released {
 		return
 	}
+	e.recycle(r)
+}
+
+// recycle puts r, done, released and unreferenced, on the free list.
+func (e *engine) recycle(r *Request) {
 	r.buf = nil
 	r.gen++ // invalidate remote references at once
 	e.free.reqs.Put(r)

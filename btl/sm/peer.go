@@ -47,7 +47,7 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 		if !p.announced {
 			p.announce()
 		}
-		if p.out.put(&h, pre, data, p.seq) {
+		if hw := h.Words(); p.out.put(&hw, pre, data, p.seq) {
 			p.seq++
 			m.st.fboxSends++
 			if flags&core.SendSolicited != 0 {
@@ -67,6 +67,25 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 		wake(p.seg)
 	}
 	return nil
+}
+
+var _ core.EagerSender = (*peer)(nil)
+
+// SendEager writes an EAGER frame straight into the peer's fast box
+// (core.EagerSender): Send's first case without a header passed by
+// value and adjusted. The first frame to a peer, one too
+// long for the box or one that finds the box full goes by Send.
+func (p *peer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool {
+	m := p.m
+	if p.dead != nil || !p.announced || core.HeaderSize+len(data) > m.fboxMax {
+		return false
+	}
+	if hw := core.EagerWords(int32(m.rank), ctx, tag, psn, len(data)); !p.out.put(&hw, nil, data, p.seq) {
+		return false
+	}
+	p.seq++
+	m.st.fboxSends++
+	return true
 }
 
 // announce puts us on the peer's list of senders whose boxes it polls.
