@@ -280,6 +280,7 @@ type engine struct {
 	hot struct {
 		eagerSends, bytesSent, bytesRecv int64
 		fused                            int64 // receives the fused path completed
+		fusedSends                       int64 // sends the fused path wrote
 		polls                            uint32
 	}
 }
@@ -303,6 +304,10 @@ func (e *engine) flushMetrics() {
 		e.m.fused.Add(h.fused)
 		h.fused = 0
 	}
+	if h.fusedSends != 0 {
+		e.m.fusedSends.Add(h.fusedSends)
+		h.fusedSends = 0
+	}
 }
 
 type metrics struct {
@@ -311,7 +316,7 @@ type metrics struct {
 	unexpected, ooo, badFrames, stripes  *core.Counter
 	retries, peersLost, truncated        *core.Counter
 	policyDropped                        *core.Counter
-	fused                                *core.Counter
+	fused, fusedSends                    *core.Counter
 }
 
 func newMetrics(m *core.Metrics) metrics {
@@ -321,7 +326,7 @@ func newMetrics(m *core.Metrics) metrics {
 		bytesSent: c("bytes_sent"), bytesRecv: c("bytes_recv"),
 		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
 		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
-		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"),
+		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"), fusedSends: c("fused_sends"),
 	}
 }
 

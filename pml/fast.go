@@ -235,5 +235,6 @@ func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
 	p.psn++
 	e.hot.eagerSends++
 	e.hot.bytesSent += int64(len(buf))
+	e.hot.fusedSends++
 	return true
 }
