@@ -309,3 +309,56 @@ func TestSegmentsAreUnlinkedOnceEveryPeerHasMappedThem(t *testing.T) {
 		}
 	}
 }
+
+// SendEager delivers the frame Send would, in the pair's order with
+// frames Send sent; it declines, sending nothing, the first frame to a
+// peer, a frame too long for the fast box, a full box and a dead peer.
+func TestSendEagerDeliversWhatSendWouldInOrder(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	type got struct {
+		h    core.Header
+		data string
+	}
+	var frames []got
+	mods[1].Register(core.TypeEager, func(h *core.Header, b []byte) { frames = append(frames, got{*h, string(b)}) })
+	ep, _ := mods[0].Endpoint(1)
+	es := ep.(core.EagerSender)
+	if es.SendEager(1, 2, 0, []byte("early")) {
+		t.Fatal("SendEager took the first frame to a peer, before the sender is announced")
+	}
+	h := core.Header{Type: core.TypeEager, Src: 0, Context: 1, Tag: 2}
+	ep.Send(h, nil, []byte("a"), 0)
+	if !es.SendEager(1, -3, 1, []byte("b")) {
+		t.Fatal("SendEager declined a small frame to an announced peer")
+	}
+	if es.SendEager(1, 2, 2, make([]byte, mods[0].fboxMax)) {
+		t.Fatal("SendEager took a frame too long for the fast box")
+	}
+	h.PSN = 2
+	ep.Send(h, nil, make([]byte, 2048), 0) // a fragment on the FIFO
+	es.SendEager(1, 2, 3, []byte("d"))
+	progressUntil(t, mods, func() bool { return len(frames) == 4 })
+	want := []got{
+		{core.Header{Type: core.TypeEager, Context: 1, Tag: 2, PSN: 0, Length: 1}, "a"},
+		{core.Header{Type: core.TypeEager, Context: 1, Tag: -3, PSN: 1, Length: 1}, "b"},
+		{core.Header{Type: core.TypeEager, Context: 1, Tag: 2, PSN: 2, Length: 2048}, string(make([]byte, 2048))},
+		{core.Header{Type: core.TypeEager, Context: 1, Tag: 2, PSN: 3, Length: 1}, "d"},
+	}
+	for i := range want {
+		if frames[i] != want[i] {
+			t.Fatalf("frame %d: %+v %q, want %+v %q", i, frames[i].h, frames[i].data, want[i].h, want[i].data)
+		}
+	}
+	n := 0
+	for es.SendEager(1, 2, uint32(4+n), []byte("fill")) {
+		n++
+	}
+	if n == 0 || len(frames) != 4 {
+		t.Fatalf("the box took %d frames before it was full", n)
+	}
+	mods[0].peers[1].dead = core.ErrPeerLost
+	progressUntil(t, mods, func() bool { return len(frames) == 4+n })
+	if es.SendEager(1, 2, 0, []byte("x")) {
+		t.Fatal("SendEager sent to a dead peer")
+	}
+}
