@@ -47,6 +47,14 @@ func (c *Comm) Metrics() *core.Metrics {
 // check validates the peer rank and tag of a call; wild admits AnySource
 // and AnyTag (receives and probes).
 func (c *Comm) check(rank, tag int, wild bool) error {
+	if uint(rank) < uint(c.size) && uint(tag) < 1<<31 {
+		return nil // inlined: a call without wildcards pays two compares
+	}
+	return c.checkSlow(rank, tag, wild)
+}
+
+// checkSlow is check for wildcards and bad arguments.
+func (c *Comm) checkSlow(rank, tag int, wild bool) error {
 	if !(rank >= 0 && rank < c.size || wild && rank == AnySource) {
 		return fmt.Errorf("pml: rank %d outside a communicator of %d: %w", rank, c.size, ErrInvalid)
 	}

@@ -204,8 +204,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 			return n, fastNo // Progress keeps it as unexpected
 		}
 		cx.posted.Remove(&q.link)
-		h := core.Header{Type: core.TypeEager, Src: int32(p.rank), Context: r.ctx, Tag: htag, PSN: p.esn, Length: uint32(len(payload))}
-		e.recvEager(q, &h, payload) // counts the bytes
+		e.recvEagerFrom(q, p.rank, htag, payload) // counts the bytes
 		e.consumed(p, frame, 0)
 		n++
 	}

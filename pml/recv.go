@@ -114,23 +114,35 @@ func (e *engine) keepUnexpected(c *context, h *core.Header, payload []byte, tota
 }
 
 // matchedStatus fills in source and tag once a receive has matched.
-func (r *Request) matched(h *core.Header, total int) {
-	r.src = int(h.Src)
+func (r *Request) matched(src int, tag int32, total int) {
+	r.src = src
 	r.total = total
 	r.accept = min(total, len(r.buf))
-	r.status.Source, r.status.Tag = r.g.toLocal(int(h.Src)), int(h.Tag)
+	r.status.Source, r.status.Tag = r.g.toLocal(src), int(tag)
 }
 
 func (e *engine) truncErr(r *Request) error {
 	if r.accept == r.total {
 		return nil
 	}
+	return e.truncated(r)
+}
+
+// truncated counts a truncated receive and returns its error; apart from
+// truncErr, so that the check of every message is inlined.
+func (e *engine) truncated(r *Request) error {
 	e.m.truncated.Inc()
 	return fmt.Errorf("pml: %d-byte message from rank %d tag %d into a %d-byte buffer: %w", r.total, r.src, r.status.Tag, len(r.buf), core.ErrTruncated)
 }
 
 func (e *engine) recvEager(r *Request, h *core.Header, payload []byte) {
-	r.matched(h, len(payload))
+	e.recvEagerFrom(r, int(h.Src), h.Tag, payload)
+}
+
+// recvEagerFrom completes r with an eager message from job rank src with
+// tag: recvEager without a decoded header (the fused path has none).
+func (e *engine) recvEagerFrom(r *Request, src int, tag int32, payload []byte) {
+	r.matched(src, tag, len(payload))
 	copy(r.buf[:r.accept], payload)
 	r.status.Count = r.accept
 	e.hot.bytesRecv += int64(r.accept)

@@ -152,7 +152,7 @@ func (e *engine) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
 // recvStart continues a receive matched with a RNDV_START.
 func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 	p := e.peer(int(h.Src))
-	r.matched(h, int(m.total))
+	r.matched(int(h.Src), h.Tag, int(m.total))
 	r.remote = m.sreq
 	r.proto = m.proto
 	r.got = copy(r.buf[:r.accept], m.inline)
