@@ -268,7 +268,7 @@ func (m *Module) connect(rank int) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1}
+	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1, in: &m.in[rank], expect: &m.expect[rank], rxDead: &m.rxDead[rank]}
 	switch {
 	case rank == m.rank:
 		p.seg = m.seg

@@ -21,6 +21,11 @@ type peer struct {
 	pidfd     int
 	cma       bool
 	dead      error // set once sends to it must fail
+	// The receive side's state of the peer's box for us (Module.in,
+	// expect, rxDead), at hand for Peek and Consume.
+	in     *inBox
+	expect *uint32
+	rxDead *bool
 }
 
 var (
@@ -141,12 +146,11 @@ var _ core.Peeker = (*peer)(nil)
 // to Progress.
 func (p *peer) Peek() ([]byte, bool) {
 	m := p.m
-	s := p.rank
-	if m.inProgress || m.closed || m.rxDead[s] {
+	if m.inProgress || m.closed || *p.rxDead {
 		return nil, false
 	}
-	frame, seq, ok, bad := m.in[s].peek()
-	if !ok || bad || seq != m.expect[s] {
+	frame, seq, ok, bad := p.in.peek()
+	if !ok || bad || seq != *p.expect {
 		return nil, false
 	}
 	return frame, true
@@ -155,12 +159,11 @@ func (p *peer) Peek() ([]byte, bool) {
 // Consume takes the frame Peek returned and gives its space back to the
 // sender at once (core.Peeker).
 func (p *peer) Consume(frame []byte) {
-	m := p.m
-	in := &m.in[p.rank]
+	in := p.in
 	in.advance(len(frame))
 	in.publish()
-	m.expect[p.rank]++
-	m.st.fboxRecvs++
+	*p.expect++
+	p.m.st.fboxRecvs++
 }
 
 var _ core.FragCounter = (*peer)(nil)
