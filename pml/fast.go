@@ -23,6 +23,16 @@ import "github.com/gobtl/gobtl/core"
 // operations of the layers above, a scheduler policy, virtual time or a
 // lost peer turn the path off. It never consumes a frame it does not
 // complete a receive with, so stepping aside costs nothing but the look.
+// An Irecv with no receive posted before it on its context takes an
+// arrived message the same way, and returns its request done.
+//
+// The fused send path is the mirror: under the same conditions (fastOK),
+// an eager Isend or Send to a peer whose only subchannel's endpoint can
+// write an EAGER frame in place (core.EagerSender: sm's fast box) hands
+// it the match fields and the payload, and Isend returns a request done
+// at once. Anything the endpoint declines — the first frame to a peer, a
+// frame too long for the box, a full box — goes by the general path,
+// which the transport keeps in order with the fused one.
 
 // fastResult is what a look at a peer's next frame found.
 type fastResult uint8
