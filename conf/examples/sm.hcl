@@ -41,7 +41,7 @@ btl "sm" "sm" {
   fastbox_size  = "64KiB"
   fastbox_max   = "4KiB"
   eager_limit   = "4KiB"
-  max_send_size = "32KiB"
+  max_send_size = "64KiB"
   fragments     = 64
 
   # CMA where the host allows it (ptrace scope, seccomp). "none" switches
