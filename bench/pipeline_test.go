@@ -1,60 +1,13 @@
 package bench
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"sync"
 	"testing"
 
-	"github.com/gobtl/gobtl/boot"
-	"github.com/gobtl/gobtl/btl/sm"
-	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
-	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
-
-// twoRanksWith is twoRanks with btl "sm" parameters set.
-func twoRanksWith(b testing.TB, params map[string]string) [2]*pml.Comm {
-	boots := boot.Group(2, fmt.Sprintf("benchpipe%d-%d", os.Getpid(), jobSeq.Add(1)))
-	var comms [2]*pml.Comm
-	mods := make([][]core.Module, 2)
-	for r := range 2 {
-		p := core.MustParams(sm.Params)
-		for k, v := range params {
-			if err := p.SetText(k, v); err != nil {
-				b.Fatal(err)
-			}
-		}
-		m, err := sm.Open(core.BTLEnv{Params: p, Boot: boots[r], Log: zerolog.Nop(), Metrics: core.NewMetrics()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		mods[r] = m
-	}
-	var wg sync.WaitGroup
-	for _, bt := range boots {
-		wg.Go(func() { bt.Fence(context.Background()) })
-	}
-	wg.Wait()
-	for r := range 2 {
-		c, err := pml.New(r, 2, mods[r], pml.Options{Protocol: pml.ProtoPipeline})
-		if err != nil {
-			b.Fatal(err)
-		}
-		comms[r] = c
-	}
-	b.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, c := range comms {
-			wg.Go(func() { c.Close() })
-		}
-		wg.Wait()
-	})
-	return comms
-}
 
 func threadNS() int64 {
 	var ts unix.Timespec
@@ -79,7 +32,7 @@ func BenchmarkStackPipeline(b *testing.B) {
 				if slot != "" {
 					params["max_send_size"] = slot
 				}
-				c := twoRanksWith(b, params)
+				c := twoRanksWith(b, params, pml.Options{Protocol: pml.ProtoPipeline})
 				sbuf, rbuf := make([]byte, size), make([]byte, size)
 				one := func() {
 					r, _ := c[1].Irecv(rbuf, 0, 1)

@@ -22,34 +22,6 @@ func TestLeadChunkShortensOnlyTheFirstFragmentOfLongMessages(t *testing.T) {
 	}
 }
 
-// leadWatch records the data of every pipeline fragment rank 0 sends, by
-// offset in the message.
-type leadWatch struct {
-	core.Module
-	frags map[uint64]int
-}
-
-type leadWatchEP struct {
-	core.Endpoint
-	w *leadWatch
-}
-
-func (w *leadWatch) Endpoint(rank int) (core.Endpoint, error) {
-	ep, err := w.Module.Endpoint(rank)
-	if err != nil {
-		return nil, err
-	}
-	return &leadWatchEP{ep, w}, nil
-}
-
-func (e *leadWatchEP) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
-	err := e.Endpoint.Send(h, pre, data, flags)
-	if err == nil && h.Type == core.TypeFrag {
-		e.w.frags[le64(pre[8:])] = len(data)
-	}
-	return err
-}
-
 // A long pipelined message starts with a pipelineLead fragment, then
 // fills whole ones, and arrives intact; the frames per message are those
 // of whole fragments alone (the last one is partial either way).
@@ -58,7 +30,7 @@ func TestALongPipelineStartsWithAShortFragment(t *testing.T) {
 	f := inproc.New(2, nil)
 	f.Rail("r", inproc.RailOptions{NoRDMA: true, MaxSendSize: maxSend, RndvEagerLimit: -1}) // nothing inline: the pump sends byte 0
 	w := &world{f: f}
-	watch := &leadWatch{Module: f.Modules(0)[0], frags: map[uint64]int{}}
+	watch := &fragCount{Module: f.Modules(0)[0], sizes: map[uint64]int{}}
 	for r := range 2 {
 		mods := f.Modules(r)
 		if r == 0 {
@@ -73,13 +45,13 @@ func TestALongPipelineStartsWithAShortFragment(t *testing.T) {
 	t.Cleanup(w.close)
 	w.run(t, sendPattern(size, 3))
 	whole := fragChunk(maxSend, size)
-	if got := watch.frags[0]; got != pipelineLead {
+	if got := watch.sizes[0]; got != pipelineLead {
 		t.Fatalf("first fragment %d bytes, want %d", got, pipelineLead)
 	}
-	if got := watch.frags[pipelineLead]; got != whole {
+	if got := watch.sizes[pipelineLead]; got != whole {
 		t.Fatalf("second fragment %d bytes, want a whole %d", got, whole)
 	}
-	if n, want := len(watch.frags), (size+whole-1)/whole; n != want {
+	if n, want := len(watch.sizes), (size+whole-1)/whole; n != want {
 		t.Fatalf("%d fragments, want %d as with whole ones only", n, want)
 	}
 }
