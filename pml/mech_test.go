@@ -116,7 +116,6 @@ func b2i(b bool) int64 {
 type fragCount struct {
 	core.Module
 	inflight, most, biggest int
-	sizes                   map[uint64]int // when set: every fragment's payload by its offset in the message
 }
 
 type fragCountEP struct {
@@ -143,9 +142,6 @@ func (e *fragCountEP) Send(h core.Header, pre, data []byte, flags core.SendFlags
 		e.w.inflight++
 		e.w.most = max(e.w.most, e.w.inflight)
 		e.w.biggest = max(e.w.biggest, len(data))
-		if e.w.sizes != nil {
-			e.w.sizes[le64(pre[8:])] = len(data)
-		}
 	}
 	return err
 }

@@ -464,9 +464,6 @@ func (e *engine) pump() int {
 				}
 			}
 			chunk := min(fragChunk(frag, r.accept), r.accept-r.got)
-			if r.got == 0 {
-				chunk = min(chunk, leadChunk(frag, r.accept))
-			}
 			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
 			s.mod.armed = true
 			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
@@ -516,23 +513,4 @@ func fragChunk(maxSend, total int) int {
 		}
 	}
 	return c
-}
-
-// pipelineLead is the first fragment of a long pipelined message.
-const pipelineLead = 16 << 10
-
-// leadChunk is the data of the first fragment of a total-byte message
-// (one that starts at byte 0: nothing rode inline in the START). The
-// receiver can copy nothing out until the sender has copied the first
-// fragment in, so a long message, whose fragments fragChunk fills,
-// starts with a short one: with 64 KiB fragments the receiver starts
-// after 16 KiB instead of 64 KiB, about 2 us sooner at ~25 GB/s. The
-// frames per message stay as they were (the last fragment is partial
-// anyway), or grow by one. A medium message's fragments are short
-// already.
-func leadChunk(maxSend, total int) int {
-	if total > 8*(maxSend-fragFixed) && pipelineLead < fragChunk(maxSend, total) {
-		return pipelineLead
-	}
-	return total
 }

@@ -37,15 +37,15 @@ var MechParams = []core.Param{
 // The pipeline's fragments are the module's max_send_size, 64 KiB, in
 // every range (fragment = 0): the PML cuts a medium message into
 // power-of-two chunks (32 KiB: a 64 KiB message in two frames), a long
-// one into whole fragments after a 16 KiB lead (17 frames per MiB). Per
+// one into whole fragments (17 frames per MiB, the last 1 KiB). Per
 // message, both ranks in one goroutine, callgrind counts the instructions
 // besides the two copies (bench BenchmarkStackPipeline): with 32 KiB
 // fragments 5,692 at 64 KiB and 39,726 at 1 MiB; with 64 KiB 3,870 and
 // 21,525; with 128 KiB 2,813 and 13,982 — about 1,100 instructions a
 // fragment, beside two copies of about 1 us each at 32 KiB. 128 KiB would
-// double the lead the receiver waits for and the segment (or halve its
-// fragments); the 64 KiB default keeps 64 of them in a 4 MiB segment, as
-// big as vader's. No depth bound (depth = 0): the free fragments are
+// double what the receiver waits for before it can start copying out, and
+// the segment (or halve its fragments); the 64 KiB default keeps 64 of
+// them in a 4 MiB segment, as big as vader's. No depth bound (depth = 0): the free fragments are
 // reused last in, first out, so while the receiver keeps up the sender
 // rewrites the few it just took back, and the set in use stays small
 // without one.
