@@ -34,7 +34,7 @@ var Params = []core.Param{
 	core.BTLParam("max_send_size", "64KiB").WithRange("1KiB", "64MiB").
 		WithDoc("the largest frame payload, and so the fragment size of the copy-in/copy-out pipeline; a segment holds `fragments` of them"),
 	core.BTLParam("rndv_eager_limit", "0").WithRange("", "64MiB"),
-	{Name: "fragments", Type: core.ParamInt, Default: "64", Min: "2", Max: "65536",
+	{Name: "fragments", Type: core.ParamInt, Default: "32", Min: "2", Max: "65536",
 		Doc: "send fragments in a rank's segment, shared by all destinations"},
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},

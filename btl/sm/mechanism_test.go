@@ -190,17 +190,17 @@ func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
 
 // The pipeline's default fragment is 64 KiB (mechanism.go: half the
 // frames per MiB of 32 KiB ones, and half the instructions besides the
-// copies), and the segment holds 64 of them in about 4 MiB.
+// copies), and the segment holds 32 of them, the 2 MiB it held before.
 func TestDefaultFragmentsHold64KiB(t *testing.T) {
 	c, err := smConfig(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.attrs.MaxSendSize != 64<<10 || c.frags != 64 {
-		t.Fatalf("max_send_size %d, fragments %d; want 64 KiB and 64", c.attrs.MaxSendSize, c.frags)
+	if c.attrs.MaxSendSize != 64<<10 || c.frags != 32 {
+		t.Fatalf("max_send_size %d, fragments %d; want 64 KiB and 32", c.attrs.MaxSendSize, c.frags)
 	}
 	lay := newLayout(2, c.fboxSize, c.frags, core.HeaderSize+c.attrs.MaxSendSize)
-	if frags := lay.total - lay.fragOff; frags > 4<<20+64*256 {
-		t.Fatalf("the fragments take %d bytes of the segment, want about 4 MiB", frags)
+	if frags := lay.total - lay.fragOff; frags > 2<<20+32*256 {
+		t.Fatalf("the fragments take %d bytes of the segment, want about 2 MiB", frags)
 	}
 }

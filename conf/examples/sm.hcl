@@ -42,7 +42,7 @@ btl "sm" "sm" {
   fastbox_max   = "4KiB"
   eager_limit   = "4KiB"
   max_send_size = "64KiB"
-  fragments     = 64
+  fragments     = 32
 
   # CMA where the host allows it (ptrace scope, seccomp). "none" switches
   # CMA off; "cma" fails at start if it cannot work.
