@@ -48,10 +48,10 @@ var MechParams = []core.Param{
 // MiB of fragments it had with 32 KiB ones — 32 of 64 KiB: every rank
 // maps every local peer's segment populated, and 64 of them (4 MiB) took
 // twice the start-up CPU time (4 ranks in one process opening and
-// connecting: 35-40 ms against 18-23 ms). No depth bound (depth = 0): the free fragments are
-// reused last in, first out, so while the receiver keeps up the sender
-// rewrites the few it just took back, and the set in use stays small
-// without one.
+// connecting: 35-40 ms against 18-23 ms). No depth bound (depth = 0):
+// the free fragments are reused last in, first out, so while the
+// receiver keeps up the sender rewrites the few it just took back, and
+// the set in use stays small without one.
 var defaultMech = core.MechTable{
 	{Max: 16 << 10, RDMADepth: core.NoRDMA},
 	{Max: 256 << 10, RDMADepth: 0},
