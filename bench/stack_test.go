@@ -20,12 +20,21 @@ import (
 var jobSeq atomic.Int64
 
 // twoRanks opens two communicators over btl/sm in this process.
-func twoRanks(b testing.TB) [2]*pml.Comm {
+func twoRanks(b testing.TB) [2]*pml.Comm { return twoRanksWith(b, nil, pml.Options{}) }
+
+// twoRanksWith is twoRanks with btl "sm" parameters and PML options.
+func twoRanksWith(b testing.TB, params map[string]string, opts pml.Options) [2]*pml.Comm {
 	boots := boot.Group(2, fmt.Sprintf("benchtest%d-%d", os.Getpid(), jobSeq.Add(1)))
 	var comms [2]*pml.Comm
 	mods := make([][]core.Module, 2)
 	for r := range 2 {
-		m, err := sm.Open(core.BTLEnv{Params: core.MustParams(sm.Params), Boot: boots[r], Log: zerolog.Nop(), Metrics: core.NewMetrics()})
+		p := core.MustParams(sm.Params)
+		for k, v := range params {
+			if err := p.SetText(k, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		m, err := sm.Open(core.BTLEnv{Params: p, Boot: boots[r], Log: zerolog.Nop(), Metrics: core.NewMetrics()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,7 +46,7 @@ func twoRanks(b testing.TB) [2]*pml.Comm {
 	}
 	wg.Wait()
 	for r := range 2 {
-		c, err := pml.New(r, 2, mods[r], pml.Options{})
+		c, err := pml.New(r, 2, mods[r], opts)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -497,8 +497,8 @@ func (e *engine) pump() int {
 // that fits beside the fragment header: a medium message then has several
 // fragments in flight, so that the receiver's copy-out overlaps the
 // sender's copy-in, and power-of-two sizes leave no small tail. A longer
-// message fills each fragment (to a cache-line multiple): with a 32 KiB
-// max_send_size that is 33 frames per MiB instead of 64 — half the
+// message fills each fragment (to a cache-line multiple): with sm's 64 KiB
+// max_send_size that is 17 frames per MiB instead of 32 — half the
 // frames, descriptors and pipeline steps — and the pipeline is deep enough
 // anyway.
 func fragChunk(maxSend, total int) int {

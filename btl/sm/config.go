@@ -31,10 +31,10 @@ var Params = []core.Param{
 	{Name: "fastbox_max", Type: core.ParamSize, Default: "4KiB", Max: "16MiB",
 		Doc: "largest payload sent inline through a fast box; larger frames go through the FIFO in fragments"},
 	core.BTLParam("eager_limit", "4KiB").WithRange("", "64MiB"),
-	core.BTLParam("max_send_size", "32KiB").WithRange("1KiB", "64MiB").
-		WithDoc("the fragment size of the copy-in/copy-out pipeline"),
+	core.BTLParam("max_send_size", "64KiB").WithRange("1KiB", "64MiB").
+		WithDoc("the largest frame payload, and so the fragment size of the copy-in/copy-out pipeline; a segment holds `fragments` of them"),
 	core.BTLParam("rndv_eager_limit", "0").WithRange("", "64MiB"),
-	{Name: "fragments", Type: core.ParamInt, Default: "64", Min: "2", Max: "65536",
+	{Name: "fragments", Type: core.ParamInt, Default: "32", Min: "2", Max: "65536",
 		Doc: "send fragments in a rank's segment, shared by all destinations"},
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},

@@ -33,6 +33,25 @@ var MechParams = []core.Param{
 //     window, 32-256 KiB, measured by latency), but with osu bw's window
 //     of 64 messages in flight the pipeline won at every size: there
 //     both processes copy at once. So CMA only for a message alone.
+//
+// The pipeline's fragments are the module's max_send_size, 64 KiB, in
+// every range (fragment = 0): the PML cuts a medium message into
+// power-of-two chunks (32 KiB: a 64 KiB message in two frames), a long
+// one into whole fragments (17 frames per MiB, the last 1 KiB). Per
+// message, both ranks in one goroutine, callgrind counts the instructions
+// besides the two copies (bench BenchmarkStackPipeline): with 32 KiB
+// fragments 5,692 at 64 KiB and 39,726 at 1 MiB; with 64 KiB 3,870 and
+// 21,525; with 128 KiB 2,813 and 13,982 — about 1,100 instructions a
+// fragment, beside two copies of about 1 us each at 32 KiB. 128 KiB would
+// double what the receiver waits for before it can start copying out, and
+// the segment (or halve its fragments). The default segment keeps the 2
+// MiB of fragments it had with 32 KiB ones — 32 of 64 KiB: every rank
+// maps every local peer's segment populated, and 64 of them (4 MiB) took
+// twice the start-up CPU time (4 ranks in one process opening and
+// connecting: 35-40 ms against 18-23 ms). No depth bound (depth = 0):
+// the free fragments are reused last in, first out, so while the
+// receiver keeps up the sender rewrites the few it just took back, and
+// the set in use stays small without one.
 var defaultMech = core.MechTable{
 	{Max: 16 << 10, RDMADepth: core.NoRDMA},
 	{Max: 256 << 10, RDMADepth: 0},

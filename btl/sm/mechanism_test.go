@@ -129,8 +129,8 @@ func TestBadMechanismBlocksAreRefusedClearly(t *testing.T) {
     depth = -1
   }`, `Invalid value for "depth"; Must be in [0, 65536], got -1.`},
 		{"fragment above max_send_size", `mechanism {
-    fragment = "64KiB"
-  }`, `sm: mechanism: rule 1: fragment 64KiB exceeds max_send_size 32KiB`},
+    fragment = "128KiB"
+  }`, `sm: mechanism: rule 1: fragment 128KiB exceeds max_send_size 64KiB`},
 		{"a typo", `mechanism {
     single_copy_dpeth = 1
   }`, `Did you mean "single_copy_depth"?`},
@@ -185,5 +185,22 @@ func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
 	}
 	if !oversubscribedMech.Lookup(1 << 20).UseRDMA(64) {
 		t.Fatal("oversubscribed: 1 MiB with 64 in flight does not go by CMA")
+	}
+}
+
+// The pipeline's default fragment is 64 KiB (mechanism.go: half the
+// frames per MiB of 32 KiB ones, and half the instructions besides the
+// copies), and the segment holds 32 of them, the 2 MiB it held before.
+func TestDefaultFragmentsHold64KiB(t *testing.T) {
+	c, err := smConfig(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.attrs.MaxSendSize != 64<<10 || c.frags != 32 {
+		t.Fatalf("max_send_size %d, fragments %d; want 64 KiB and 32", c.attrs.MaxSendSize, c.frags)
+	}
+	lay := newLayout(2, c.fboxSize, c.frags, core.HeaderSize+c.attrs.MaxSendSize)
+	if frags := lay.total - lay.fragOff; frags > 2<<20+32*256 {
+		t.Fatalf("the fragments take %d bytes of the segment, want about 2 MiB", frags)
 	}
 }

@@ -41,8 +41,8 @@ btl "sm" "sm" {
   fastbox_size  = "64KiB"
   fastbox_max   = "4KiB"
   eager_limit   = "4KiB"
-  max_send_size = "32KiB"
-  fragments     = 64
+  max_send_size = "64KiB"
+  fragments     = 32
 
   # CMA where the host allows it (ptrace scope, seccomp). "none" switches
   # CMA off; "cma" fails at start if it cannot work.
