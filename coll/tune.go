@@ -61,8 +61,9 @@ const (
 	// Bruck: ⌈log2 n⌉ steps sending to rank−2^k, then a local rotation;
 	// any n.
 	Bruck
-	// Linear: every message posted at once (alltoall, bcast), or the root
-	// talks to every rank in turn (gather, scatter).
+	// Linear: every message posted at once (alltoall, bcast; allreduce:
+	// every rank's vector to every rank, folded in rank order in one
+	// round), or the root talks to every rank in turn (gather, scatter).
 	Linear
 	// Pairwise: in step i send to rank+i and receive from rank−i.
 	Pairwise
@@ -99,7 +100,7 @@ var kinds = [numKinds]kind{
 	KindBarrier:       {"barrier", []Alg{Dissemination}},
 	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
 	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
-	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast}},
+	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear}},
 	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring}},
 	KindAlltoall:      {"alltoall", []Alg{Linear, Pairwise}},
 	KindGather:        {"gather", []Alg{Binomial, Linear}},
