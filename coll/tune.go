@@ -185,7 +185,8 @@ type rule struct {
 // allgather on powers of two, binomial trees for small broadcasts and
 // pipelines for large ones — with the thresholds measured on one node
 // over shared memory (bench/compare-ompi.sh), where a message costs a
-// copy rather than a wire and the ranks often outnumber the cores. The
+// copy rather than a wire and the ranks often outnumber the cores — and,
+// for small allreduces, one round where Open MPI takes log2 n. The
 // message size is the whole vector for bcast, reduce and allreduce, one
 // rank's block for the others.
 var table = [numKinds][]rule{
@@ -212,6 +213,16 @@ var table = [numKinds][]rule{
 		{alg: Binary, seg: 64 << 10},
 	},
 	KindAllreduce: {
+		// A vector of a few hundred words on up to 16 ranks: every vector
+		// to every rank in one round, where Open MPI recurses (log2 n
+		// rounds). With more ranks than cores each round is a wait for
+		// ranks that are not running; 8 B on 2 CPUs, alternating with
+		// Open MPI (load 8-13): 4 ranks 18-20 µs against recursive
+		// doubling's 20-22 and Open MPI's 34-44; 8 ranks 42-50 against
+		// 55-59 and 38-48; 16 ranks 159-268 against 194-571 and
+		// 171-827; 1 KiB on 8 ranks 47-165 against 239-355, with a third
+		// to a half of the context switches.
+		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
 		{alg: Rabenseifner},
 	},

@@ -4,8 +4,9 @@ import "testing"
 
 // The decision picks what Open MPI 4.1's coll/tuned picks on the job
 // sizes and messages the targets speak of (coll_tuned_decision_fixed.c:
-// recursive doubling allreduce below 8 KiB and Rabenseifner above it from
-// 4 to 16 ranks; recursive doubling allgather on powers of two below 32
+// recursive doubling allreduce below 8 KiB — here only from 2 KiB, or on
+// more than 16 ranks: below, one round of every vector to every rank —
+// and Rabenseifner above it from 4 to 16 ranks; recursive doubling allgather on powers of two below 32
 // ranks; a linear broadcast of large messages from 8 to 15 ranks, taken
 // here from 4 to 31), and keeps the ring where recursive doubling would
 // need Bruck's extra rotation of large blocks.
@@ -15,8 +16,12 @@ func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
 		n, bytes int
 		want     Alg
 	}{
-		{KindAllreduce, 4, 8, RecursiveDoubling},
-		{KindAllreduce, 16, 8, RecursiveDoubling},
+		{KindAllreduce, 4, 8, Linear},
+		{KindAllreduce, 3, 8, Linear},
+		{KindAllreduce, 16, 8, Linear},
+		{KindAllreduce, 16, 1 << 10, Linear},
+		{KindAllreduce, 17, 8, RecursiveDoubling},
+		{KindAllreduce, 4, 2 << 10, RecursiveDoubling},
 		{KindAllreduce, 4, 1 << 20, Rabenseifner},
 		{KindAllreduce, 8, 1 << 20, Rabenseifner},
 		{KindAllreduce, 16, 1 << 20, Rabenseifner},
