@@ -61,7 +61,7 @@ const (
 	// Bruck: ⌈log2 n⌉ steps sending to rank−2^k, then a local rotation;
 	// any n.
 	Bruck
-	// Linear: every message posted at once (alltoall, bcast; allreduce:
+	// Linear: every message posted at once (alltoall, bcast, barrier; allreduce:
 	// every rank's vector to every rank, folded in rank order in one
 	// round), or the root talks to every rank in turn (gather, scatter).
 	Linear
@@ -97,7 +97,7 @@ type kind struct {
 }
 
 var kinds = [numKinds]kind{
-	KindBarrier:       {"barrier", []Alg{Dissemination}},
+	KindBarrier:       {"barrier", []Alg{Dissemination, Linear}},
 	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
 	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
 	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear}},
@@ -190,7 +190,16 @@ type rule struct {
 // message size is the whole vector for bcast, reduce and allreduce, one
 // rank's block for the others.
 var table = [numKinds][]rule{
-	KindBarrier: {{alg: Dissemination}},
+	KindBarrier: {
+		// One round up to 16 ranks, as the small allreduce (Open MPI's
+		// linear barrier from 4 to 7 ranks takes two: in to rank 0, out
+		// from it). On 2 CPUs, alternating (load 8-19), context switches
+		// per barrier: 8 ranks 16-69 against dissemination's 33-221, 16
+		// ranks 76-108 against 181-320; 4 ranks 14-20 against 12-19, a
+		// draw.
+		{ranks: 17, alg: Linear},
+		{alg: Dissemination},
+	},
 	KindBcast: {
 		{bytes: 16 << 10, alg: Binomial},
 		// Rendezvous sizes below 32 ranks: straight from the root, as Open
