@@ -50,6 +50,8 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 		return s, nil
 	}
 	switch alg {
+	case Linear:
+		allreduceLinear(s, n, me, send, recv)
 	case Rabenseifner:
 		allreduceRabenseifner(s, n, me, send, recv)
 	case Ring:
@@ -249,6 +251,34 @@ func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
 		}
 	}
 	foldOut(s, n, me, acc)
+}
+
+// allreduceLinear: every rank sends its vector to every other one and
+// folds the n vectors itself, in rank order — x0 ∘ x1 ∘ … ∘ xn−1, the
+// serial fold, the same bits on every rank — in one round. It moves n−1
+// vectors in and out of each rank where recursive doubling moves log2 n,
+// but waits once instead of log2 n times (⌈log2 n⌉+2 with a fold): with
+// more ranks than cores a round is a wait for ranks that are not running,
+// and a rank scheduled once sends everything it has to send at once, so
+// for a vector of a few words the rounds, not the messages, are the cost.
+func allreduceLinear(s *schedule, n, me int, send, acc []byte) {
+	l := len(acc)
+	in := s.tmp(n * l) // rank r's vector at in[r*l:]
+	slot := func(r int) []byte { return in[r*l : (r+1)*l] }
+	for i := 1; i < n; i++ {
+		r := (me - i + n) % n
+		s.recv(r, slot(r))
+	}
+	for i := 1; i < n; i++ {
+		s.send((me+i)%n, send)
+	}
+	// send may be acc: this rank's vector keeps its slot until the fold.
+	s.copy(slot(me), send)
+	s.wait()
+	s.copy(acc, slot(0))
+	for r := 1; r < n; r++ {
+		s.reduce(acc, slot(r))
+	}
 }
 
 // allreduceRing: n blocks go round the ring twice — first combined hop by

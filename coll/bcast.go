@@ -18,6 +18,18 @@ func (c *Comm) barrier() *schedule {
 	n, me := c.Size(), c.Rank()
 	alg, _ := c.t.decide(KindBarrier, n, 0)
 	s := c.begin(KindBarrier, alg)
+	if alg == Linear {
+		// Every rank tells every other one, and waits once: one round
+		// instead of ⌈log2 n⌉ (see allreduceLinear).
+		for i := 1; i < n; i++ {
+			s.recv((me-i+n)%n, nil)
+		}
+		for i := 1; i < n; i++ {
+			s.send((me+i)%n, nil)
+		}
+		s.wait()
+		return s
+	}
 	// Dissemination: after round k a rank has heard, directly or not, from
 	// the 2^(k+1)−1 ranks before it. The rounds' peers all differ, so
 	// every receive is posted at once, before the first send (see

@@ -34,30 +34,36 @@ func algs(kind string) []string {
 const seg = 1000 // small segments: long vectors cut into many
 
 func TestBarrierHoldsEveryRankUntilAllArrive(t *testing.T) {
-	for _, n := range ranks {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			// The ranks are goroutines of this process: a counter they
-			// share says whether a rank left a barrier before every rank
-			// had entered it.
-			var entered atomic.Int64
-			withJob(t, n, nil, func(c *coll.Comm) error {
-				for round := range 5 {
-					entered.Add(1)
-					if err := c.Barrier(bg); err != nil {
-						return err
-					}
-					if got := entered.Load(); got < int64(n*(round+1)) {
-						return fmt.Errorf("round %d: left the barrier when %d of %d entries were made", round, got, n*(round+1))
-					}
-					// and nobody enters the next round before all left this one
-					if err := c.Barrier(bg); err != nil {
-						return err
-					}
-				}
-				return nil
+	for _, alg := range algs("barrier") {
+		for _, n := range ranks {
+			t.Run(fmt.Sprintf("%s/%d", alg, n), func(t *testing.T) {
+				barrierHolds(t, n, forced("barrier", alg, 0))
 			})
-		})
+		}
 	}
+}
+
+func barrierHolds(t *testing.T, n int, tu *coll.Tuning) {
+	// The ranks are goroutines of this process: a counter they share
+	// says whether a rank left a barrier before every rank had entered
+	// it.
+	var entered atomic.Int64
+	withJob(t, n, tu, func(c *coll.Comm) error {
+		for round := range 5 {
+			entered.Add(1)
+			if err := c.Barrier(bg); err != nil {
+				return err
+			}
+			if got := entered.Load(); got < int64(n*(round+1)) {
+				return fmt.Errorf("round %d: left the barrier when %d of %d entries were made", round, got, n*(round+1))
+			}
+			// and nobody enters the next round before all left this one
+			if err := c.Barrier(bg); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func TestBcastFromEveryRootMatchesTheRoot(t *testing.T) {

@@ -50,6 +50,7 @@
 // contributions are combined depends only on the job size, the vector
 // length and the algorithm — never on timing — so a floating-point
 // reduction gives the same bits from run to run, and on every rank:
+// the linear allreduce folds the n vectors in rank order, x0∘x1∘…∘xn−1;
 // recursive doubling combines the halves lower rank first, as a balanced
 // tree ((x0+x1)+(x2+x3))+…, the folded ranks of a job that is not a power
 // of two first; Rabenseifner and the ring reduce each block on one rank,

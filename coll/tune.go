@@ -61,8 +61,9 @@ const (
 	// Bruck: ⌈log2 n⌉ steps sending to rank−2^k, then a local rotation;
 	// any n.
 	Bruck
-	// Linear: every message posted at once (alltoall, bcast), or the root
-	// talks to every rank in turn (gather, scatter).
+	// Linear: every message posted at once (alltoall, bcast, barrier; allreduce:
+	// every rank's vector to every rank, folded in rank order in one
+	// round), or the root talks to every rank in turn (gather, scatter).
 	Linear
 	// Pairwise: in step i send to rank+i and receive from rank−i.
 	Pairwise
@@ -96,10 +97,10 @@ type kind struct {
 }
 
 var kinds = [numKinds]kind{
-	KindBarrier:       {"barrier", []Alg{Dissemination}},
+	KindBarrier:       {"barrier", []Alg{Dissemination, Linear}},
 	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
 	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
-	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast}},
+	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear}},
 	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring}},
 	KindAlltoall:      {"alltoall", []Alg{Linear, Pairwise}},
 	KindGather:        {"gather", []Alg{Binomial, Linear}},
@@ -184,11 +185,21 @@ type rule struct {
 // allgather on powers of two, binomial trees for small broadcasts and
 // pipelines for large ones — with the thresholds measured on one node
 // over shared memory (bench/compare-ompi.sh), where a message costs a
-// copy rather than a wire and the ranks often outnumber the cores. The
+// copy rather than a wire and the ranks often outnumber the cores — and,
+// for small allreduces, one round where Open MPI takes log2 n. The
 // message size is the whole vector for bcast, reduce and allreduce, one
 // rank's block for the others.
 var table = [numKinds][]rule{
-	KindBarrier: {{alg: Dissemination}},
+	KindBarrier: {
+		// One round up to 16 ranks, as the small allreduce (Open MPI's
+		// linear barrier from 4 to 7 ranks takes two: in to rank 0, out
+		// from it). On 2 CPUs, alternating (load 8-19), context switches
+		// per barrier: 8 ranks 16-69 against dissemination's 33-221, 16
+		// ranks 76-108 against 181-320; 4 ranks 14-20 against 12-19, a
+		// draw.
+		{ranks: 17, alg: Linear},
+		{alg: Dissemination},
+	},
 	KindBcast: {
 		{bytes: 16 << 10, alg: Binomial},
 		// Rendezvous sizes below 32 ranks: straight from the root, as Open
@@ -211,6 +222,16 @@ var table = [numKinds][]rule{
 		{alg: Binary, seg: 64 << 10},
 	},
 	KindAllreduce: {
+		// A vector of a few hundred words on up to 16 ranks: every vector
+		// to every rank in one round, where Open MPI recurses (log2 n
+		// rounds). With more ranks than cores each round is a wait for
+		// ranks that are not running; 8 B on 2 CPUs, alternating with
+		// Open MPI (load 8-13): 4 ranks 18-20 µs against recursive
+		// doubling's 20-22 and Open MPI's 34-44; 8 ranks 42-50 against
+		// 55-59 and 38-48; 16 ranks 159-268 against 194-571 and
+		// 171-827; 1 KiB on 8 ranks 47-165 against 239-355, with a third
+		// to a half of the context switches.
+		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
 		{alg: Rabenseifner},
 	},

@@ -24,10 +24,10 @@ var collAlgs = []struct {
 	algs []string
 	doc  string
 }{
-	{"barrier", []string{"dissemination"}, "barrier algorithm"},
+	{"barrier", []string{"dissemination", "linear"}, "barrier: dissemination, or every rank to every rank in one round"},
 	{"bcast", []string{"binomial", "binary", "pipeline", "scatter_allgather", "linear"}, "broadcast: binomial tree, pipelined binary tree, pipelined chain, scatter + ring allgather, or straight from the root"},
 	{"reduce", []string{"binomial", "binary"}, "reduce: binomial tree or pipelined binary tree (commutative operations)"},
-	{"allreduce", []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast"}, "allreduce: recursive doubling, reduce-scatter + allgather (Rabenseifner), ring, or reduce then broadcast"},
+	{"allreduce", []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "linear"}, "allreduce: recursive doubling, reduce-scatter + allgather (Rabenseifner), ring, reduce then broadcast, or every vector to every rank in one round"},
 	{"allgather", []string{"bruck", "recursive_doubling", "ring"}, "allgather: Bruck, recursive doubling (powers of two), or ring"},
 	{"alltoall", []string{"linear", "pairwise"}, "alltoall and alltoallv: every message at once, or one exchange per step"},
 	{"gather", []string{"binomial", "linear"}, "gather: binomial tree or straight to the root"},
