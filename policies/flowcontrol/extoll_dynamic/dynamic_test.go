@@ -251,6 +251,31 @@ func (e *lagged) step(lag int, monitored ...int) {
 	}
 }
 
+// run moves the activity between random sets of at most maxBusy senders,
+// phases times, for minSteps to minSteps+59 steps each; at each step
+// each busy sender reaches a point with probability 1/every, and the
+// decisions are up to maxLag-1 steps late. after, if set, runs after
+// every step.
+func (e *lagged) run(rng *rand.Rand, phases, maxBusy, minSteps, every, maxLag int, after func()) {
+	e.t.Helper()
+	n := len(e.quota)
+	for range phases {
+		busy := rng.Perm(n)[:1+rng.IntN(maxBusy)]
+		for range minSteps + rng.IntN(60) {
+			var mon []int
+			for _, s := range busy {
+				if rng.IntN(every) == 0 {
+					mon = append(mon, s)
+				}
+			}
+			e.step(rng.IntN(maxLag), mon...)
+			if after != nil {
+				after()
+			}
+		}
+	}
+}
+
 // settle applies everything in flight and delivers the answers; the policy
 // must then agree with the engine.
 func (e *lagged) settle() {
@@ -301,18 +326,7 @@ func TestDecisionsInFlightNeverOverPromiseThePool(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		n := 2 + rng.IntN(7)
 		e := newLagged(t, n, 16+rng.IntN(48), 1+rng.IntN(3))
-		for range 6 {
-			busy := rng.Perm(n)[:1+rng.IntN(n)]
-			for range 20 + rng.IntN(60) {
-				var mon []int
-				for _, s := range busy {
-					if rng.IntN(3) == 0 {
-						mon = append(mon, s)
-					}
-				}
-				e.step(rng.IntN(5), mon...)
-			}
-		}
+		e.run(rng, 6, n, 20, 3, 5, nil)
 		e.settle()
 		if e.sum() != e.data {
 			t.Fatalf("seed %d: %d of %d data slots assigned after %d decisions", seed, e.sum(), e.data, e.applied)
@@ -431,19 +445,7 @@ func TestAQuietMonitoringPointChangesNothing(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		n := 2 + rng.IntN(5)
 		e := newLagged(t, n, 16+rng.IntN(48), 1+rng.IntN(3))
-		for range 8 {
-			busy := rng.Perm(n)[:1+rng.IntN(min(n, 2))]
-			for range 10 + rng.IntN(60) {
-				var mon []int
-				for _, s := range busy {
-					if rng.IntN(2) == 0 {
-						mon = append(mon, s)
-					}
-				}
-				e.step(rng.IntN(3), mon...)
-				check(seed, e)
-			}
-		}
+		e.run(rng, 8, min(n, 2), 10, 2, 3, func() { check(seed, e) })
 	}
 	e := newLagged(t, 2, 58, 2)
 	before := stated
