@@ -150,6 +150,17 @@ const (
 	// The engine sends the request only if Peer holds more than its quota
 	// and has no request outstanding.
 	FlowReclaim
+	// FlowQuiet asks for nothing: it states that Peer's monitoring points
+	// (FlowMonitor) reporting Value as its quota would neither change the
+	// policy's state nor make it propose anything, given the events it has
+	// seen — and stay so while the engine reports nothing but such
+	// monitoring points (of Peer, or of another peer stated quiet in the
+	// same Observe). It is the validity window of the decisions made so
+	// far: a plugin host need not send those monitoring points, so a policy
+	// that has settled costs no round trip (plugins/proxy.go). A policy
+	// stating it must not depend on a quiet point's Value or At; an engine
+	// ignores it.
+	FlowQuiet
 )
 
 // FlowDecision is a proposal the credit engine checks and applies.

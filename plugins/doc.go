@@ -18,7 +18,12 @@
 // bidirectional stream per policy (several in flight; Observe calls that
 // come while the plugin is busy coalesce into one batch), a receiver
 // goroutine collects the plugin's answers. Observe never blocks, never
-// makes an RPC, and allocates nothing once its buffers have grown.
+// makes an RPC, and allocates nothing once its buffers have grown. A
+// policy that has settled says which events would change nothing
+// (core.FlowQuiet, with the answer to a batch); the host keeps those from
+// the plugin until another event comes, so a settled policy costs no round
+// trip however long the run (extoll_dynamic on two ranks: about 20 events
+// and 15 round trips per rank per run instead of 3,700 and 300).
 //
 // Crash safety. The plugin answers every batch; a batch unanswered past
 // Options.Deadline, a broken stream or an exited process (SIGKILL, a

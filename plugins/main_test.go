@@ -16,7 +16,7 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	mptest.Main(m, map[string]func() int{"host": hostMain}, func() (cleanup func(), err error) {
-		binDir, cleanup, err = mptest.BuildTemp("", "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto")
+		binDir, cleanup, err = mptest.BuildTemp("", "./internal/testplugins/testpolicy", "./internal/testplugins/notplugin", "./internal/testplugins/wrongproto", "./extoll_dynamic")
 		return cleanup, err
 	})
 }

@@ -156,9 +156,9 @@ type proxyParams struct {
 }
 
 var kinds = map[core.Kind]kindOps{
-	core.KindFlowControl: kindOf(wire.Flow, flowFallback),
-	core.KindRecvBuf:     kindOf(wire.Recv, recvFallback),
-	core.KindSched:       kindOf(wire.Sched, schedFallback),
+	core.KindFlowControl: kindOf(wire.Flow, flowFallback, flowStill),
+	core.KindRecvBuf:     kindOf(wire.Recv, recvFallback, nil),
+	core.KindSched:       kindOf(wire.Sched, schedFallback, nil),
 }
 
 // kindClient is the generated client of a kind's service.
@@ -168,9 +168,10 @@ type kindClient[IM, RM, EM, DM any] interface {
 }
 
 // kindOf opens a kind's plugin-backed policy through its codec; fallback
-// picks the built-in that takes over when the plugin fails.
+// picks the built-in that takes over when the plugin fails, still reads
+// the kind's statements of events that change nothing (nil: none).
 func kindOf[I, S, E, D, IM, RM, EM, DM any](c wire.Codec[I, S, E, D, IM, RM, EM, DM],
-	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error)) kindOps {
+	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error), still *stillOps[E, D]) kindOps {
 	return kindOps{open: func(pc *proc, pp proxyParams) (any, func(), func(), error) {
 		raw, err := pc.dispense(c.Kind)
 		if err != nil {
@@ -191,7 +192,7 @@ func kindOf[I, S, E, D, IM, RM, EM, DM any](c wire.Codec[I, S, E, D, IM, RM, EM,
 			}
 			return s, err
 		}
-		return openKind(pp, cl.Observe, c.PutEvents, c.GetDecisions, setup, fallback)
+		return openKind(pp, cl.Observe, c.PutEvents, c.GetDecisions, setup, fallback, still)
 	}}
 }
 
@@ -202,6 +203,7 @@ func openKind[I, S, E, D, EM, DM any](pp proxyParams,
 	get func(*DM, []D) (uint64, []D, error),
 	rpcSetup func(context.Context, I) (S, error),
 	fallback func([]I, []S) (core.Policy[I, S, E, D], string, error),
+	still *stillOps[E, D],
 ) (any, func(), func(), error) {
 	l := &streamLink[E, D, EM, DM]{out: new(EM), in: new(DM), put: put, get: get}
 	px := newProxy[E, D](pp.what, pp.o.Log, pp.o.Deadline, pp.abort, l, pp.stats)
@@ -211,7 +213,7 @@ func openKind[I, S, E, D, EM, DM any](pp proxyParams,
 		return nil, nil, nil, fmt.Errorf("opening the event stream: %w", err)
 	}
 	l.st = st
-	px.onFail, px.explain = pp.onFail, pp.explain
+	px.onFail, px.explain, px.stillOps = pp.onFail, pp.explain, still
 	pol := newPluginPolicy(px, pp.setupTimeout, rpcSetup, fallback)
 	px.run()
 	return pol, pol.close, px.wait, nil

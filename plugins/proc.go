@@ -140,6 +140,7 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		// extoll_dynamic's process: most samples in the Go scheduler's
 		// findRunnable, stopm and sysmon, few in gRPC or the policy).
 		"GOMAXPROCS=1",
+		wire.EnvQuiet + "=1",
 	}
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,

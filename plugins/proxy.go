@@ -110,6 +110,12 @@ type proxy[E, D any] struct {
 	// many of the plugin's last answers in a row held no decision.
 	lingering atomic.Bool
 	quiet     atomic.Int32
+	// still are the events the plugin's latest answer stated change
+	// nothing (core.FlowQuiet), while they hold: Observe drops those until
+	// an event of another sort arrives. stillOps is nil for kinds without
+	// such statements.
+	still    []E
+	stillOps *stillOps[E, D]
 
 	// Receiver to caller.
 	dmu   sync.Mutex
@@ -129,9 +135,58 @@ type proxy[E, D any] struct {
 	wg     sync.WaitGroup
 }
 
+// stillOps are a kind's statements that some events would change nothing
+// in its policy (core.FlowQuiet): the decisions made so far stand while
+// only such events happen, so the host keeps them from the plugin — a
+// settled policy then costs no round trip, however long the run.
+type stillOps[E, D any] struct {
+	// template gives the event a decision states changes nothing, if it
+	// is such a statement.
+	template func(d *D) (E, bool)
+	// matches reports whether e is an event template names.
+	matches func(template, e *E) bool
+}
+
+// flowStill: extoll_dynamic's settled monitoring points.
+var flowStill = &stillOps[core.FlowEvent, core.FlowDecision]{
+	template: func(d *core.FlowDecision) (core.FlowEvent, bool) {
+		return core.FlowEvent{Kind: core.FlowMonitor, Peer: d.Peer, Quota: int32(d.Value)}, d.Kind == core.FlowQuiet
+	},
+	matches: func(t, e *core.FlowEvent) bool { return e.Kind == t.Kind && e.Peer == t.Peer && e.Quota == t.Quota },
+}
+
+// split moves the statements out of ds into still, keeping the order of
+// the rest.
+func (o *stillOps[E, D]) split(ds []D, still []E) ([]D, []E) {
+	k := 0
+	for i := range ds {
+		if e, ok := o.template(&ds[i]); ok {
+			still = append(still, e)
+			continue
+		}
+		ds[k] = ds[i]
+		k++
+	}
+	clear(ds[k:])
+	return ds[:k], still
+}
+
+// covers reports whether one of still names e.
+func (o *stillOps[E, D]) covers(still []E, e *E) bool {
+	for i := range still {
+		if o.matches(&still[i], e) {
+			return true
+		}
+	}
+	return false
+}
+
 // proxyStats are a plugin policy's counters.
 type proxyStats struct {
 	events, decisions, batches, dropped, failures *core.Counter
+	// stilled counts the events kept from the plugin because it stated
+	// they change nothing.
+	stilled *core.Counter
 }
 
 func newProxyStats(m *core.Metrics, plugin string) *proxyStats {
@@ -141,7 +196,7 @@ func newProxyStats(m *core.Metrics, plugin string) *proxyStats {
 		}
 		return m.Counter(core.MetricName("plugin", plugin, n))
 	}
-	return &proxyStats{events: c("events"), decisions: c("decisions"), batches: c("batches"), dropped: c("events_dropped"), failures: c("failures")}
+	return &proxyStats{events: c("events"), decisions: c("decisions"), batches: c("batches"), dropped: c("events_dropped"), failures: c("failures"), stilled: c("events_still")}
 }
 
 func newProxy[E, D any](what string, log zerolog.Logger, deadline time.Duration, abort bool, l link[E, D], stats *proxyStats) *proxy[E, D] {
@@ -174,7 +229,11 @@ func (p *proxy[E, D]) Observe(events []E, out []D) []D {
 			return out
 		}
 		p.mu.Lock()
+		if len(p.still) > 0 {
+			events = p.unstill(events)
+		}
 		switch {
+		case len(events) == 0:
 		case p.closed:
 			p.replay = append(p.replay, events...)
 		case len(p.pend)+len(events) > maxPending:
@@ -185,7 +244,7 @@ func (p *proxy[E, D]) Observe(events []E, out []D) []D {
 		// Wake the sender only when it will send (see sendLoop); else the
 		// answer in flight wakes it. A wake-up is a futex call and a
 		// thread the ranks' cores could have used.
-		send := len(p.pend) >= fullBatch || p.lastSeq == p.ackedSeq.Load() && !p.lingering.Load()
+		send := len(events) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == p.ackedSeq.Load() && !p.lingering.Load())
 		p.mu.Unlock()
 		if send {
 			select {
@@ -208,6 +267,54 @@ func (p *proxy[E, D]) Observe(events []E, out []D) []D {
 		return p.fb.Observe(events, out)
 	}
 	return out
+}
+
+// unstill drops the leading events the plugin stated change nothing and
+// returns the rest; the first other event ends the statements, since the
+// policy's state may change from it on. p.mu is held.
+func (p *proxy[E, D]) unstill(events []E) []E {
+	i := 0
+	for i < len(events) && p.stillOps.covers(p.still, &events[i]) {
+		i++
+	}
+	if i > 0 {
+		p.stats.stilled.Add(int64(i))
+	}
+	if i < len(events) {
+		p.still = p.still[:0]
+	}
+	return events[i:]
+}
+
+// setStill takes the statements of the answer to batch ack: they hold only
+// if every event queued since that batch is one they name (the policy made
+// them before seeing those). Then the pending events, all of them
+// changing nothing, need not go either. An answer without statements ends
+// those in force. p.mu is held.
+func (p *proxy[E, D]) setStill(ack uint64, still []E) {
+	p.still = p.still[:0]
+	if len(still) == 0 || p.closed {
+		return
+	}
+	for i := 0; i < p.n; i++ {
+		b := &p.ring[(p.head+i)%maxInflight]
+		if b.seq <= ack {
+			continue
+		}
+		for j := range b.events {
+			if !p.stillOps.covers(still, &b.events[j]) {
+				return
+			}
+		}
+	}
+	for j := range p.pend {
+		if !p.stillOps.covers(still, &p.pend[j]) {
+			return
+		}
+	}
+	p.stats.stilled.Add(int64(len(p.pend)))
+	p.pend = p.pend[:0]
+	p.still = append(p.still, still...)
 }
 
 func (p *proxy[E, D]) takeDecisions(out []D) []D {
@@ -333,6 +440,7 @@ func (p *proxy[E, D]) sendLoop() {
 func (p *proxy[E, D]) recvLoop() {
 	defer p.wg.Done()
 	var buf []D
+	var still []E
 	var prev uint64
 	for {
 		ack, ds, err := p.link.recv(buf[:0])
@@ -341,10 +449,17 @@ func (p *proxy[E, D]) recvLoop() {
 			return
 		}
 		buf = ds
+		if p.stillOps != nil {
+			ds, still = p.stillOps.split(ds, still[:0])
+		}
 		p.mu.Lock()
 		sent := p.lastSeq
+		ok := ack == prev+1 && ack <= sent
+		if ok && p.stillOps != nil {
+			p.setStill(ack, still)
+		}
 		p.mu.Unlock()
-		if ack != prev+1 || ack > sent {
+		if !ok {
 			p.fail(fmt.Errorf("protocol error: answer for batch %d, expected %d", ack, prev+1))
 			return
 		}

@@ -225,6 +225,12 @@ func (st *flowState) apply(ds []core.FlowDecision, v *violations) {
 			if d.Peer < 0 || int(d.Peer) >= st.info.Ranks {
 				v.add("reclaim from peer %d of %d", d.Peer, st.info.Ranks)
 			}
+		case core.FlowQuiet:
+			// A statement the host acts on (plugins keeps the points it
+			// names from the plugin); a host passing it on asks nothing.
+			if d.Peer < 0 || int(d.Peer) >= st.info.Ranks {
+				v.add("quiet statement for peer %d of %d", d.Peer, st.info.Ranks)
+			}
 		default:
 			v.add("unknown flow decision kind %d", d.Kind)
 		}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 
 	"github.com/gobtl/gobtl/core"
@@ -93,13 +95,24 @@ func (s *server) configure(kind core.Kind, values *pb.Values) (err error) {
 func (s *server) registerFunc(k core.Kind) func(*grpc.Server) {
 	switch k {
 	case core.KindFlowControl:
-		return func(g *grpc.Server) { pb.RegisterFlowControlServer(g, &flowService{service: newService(s, wire.Flow)}) }
+		fs := newFlowService(s)
+		return func(g *grpc.Server) { pb.RegisterFlowControlServer(g, fs) }
 	case core.KindRecvBuf:
 		return func(g *grpc.Server) { pb.RegisterRecvBuffersServer(g, &recvService{service: newService(s, wire.Recv)}) }
 	case core.KindSched:
 		return func(g *grpc.Server) { pb.RegisterSchedulerServer(g, &schedService{service: newService(s, wire.Sched)}) }
 	}
 	panic("sdk: no service for kind " + string(k))
+}
+
+// newFlowService serves flow control; for a host that does not take
+// FlowQuiet statements (wire.EnvQuiet unset) it drops them from answers.
+func newFlowService(s *server) *flowService {
+	fs := &flowService{service: newService(s, wire.Flow)}
+	if os.Getenv(wire.EnvQuiet) == "" {
+		fs.filter = dropQuiet
+	}
+	return fs
 }
 
 type pluginService struct {
@@ -175,6 +188,15 @@ func (o *observer[E, D, EM, DM]) serve(st grpc.BidiStreamingServer[EM, DM]) erro
 type service[I, S, E, D, IM, RM, EM, DM any] struct {
 	s *server
 	c wire.Codec[I, S, E, D, IM, RM, EM, DM]
+	// filter, if set, edits each answer before it goes: what an older
+	// host could not take out.
+	filter func([]D) []D
+}
+
+// dropQuiet removes the core.FlowQuiet statements, for a host that does
+// not take them (wire.EnvQuiet).
+func dropQuiet(ds []core.FlowDecision) []core.FlowDecision {
+	return slices.DeleteFunc(ds, func(d core.FlowDecision) bool { return d.Kind == core.FlowQuiet })
 }
 
 func (v *service[I, S, E, D, IM, RM, EM, DM]) Setup(_ context.Context, m *IM) (*RM, error) {
@@ -188,14 +210,21 @@ func (v *service[I, S, E, D, IM, RM, EM, DM]) Setup(_ context.Context, m *IM) (*
 
 func (v *service[I, S, E, D, IM, RM, EM, DM]) Observe(st grpc.BidiStreamingServer[EM, DM]) error {
 	o := observer[E, D, EM, DM]{s: v.s, kind: v.c.Kind, decode: v.c.GetEvents, encode: v.c.PutDecisions,
-		observe: func(pol any, es []E, out []D) []D {
-			return pol.(core.Policy[I, S, E, D]).Observe(es, out)
-		}}
+		observe: v.answer}
 	return o.serve(st)
 }
 
+// answer is the policy's answer to a batch, as it goes to the host.
+func (v *service[I, S, E, D, IM, RM, EM, DM]) answer(pol any, es []E, out []D) []D {
+	out = pol.(core.Policy[I, S, E, D]).Observe(es, out)
+	if v.filter != nil {
+		out = v.filter(out)
+	}
+	return out
+}
+
 func newService[I, S, E, D, IM, RM, EM, DM any](s *server, c wire.Codec[I, S, E, D, IM, RM, EM, DM]) service[I, S, E, D, IM, RM, EM, DM] {
-	return service[I, S, E, D, IM, RM, EM, DM]{s, c}
+	return service[I, S, E, D, IM, RM, EM, DM]{s: s, c: c}
 }
 
 // The registered services: a kind's service, with the generated

@@ -2,6 +2,7 @@ package velo
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -601,4 +602,25 @@ func (carelessPolicy) Setup(core.FlowInfo) (core.FlowSetup, error) {
 
 func (carelessPolicy) Observe(_ []core.FlowEvent, out []core.FlowDecision) []core.FlowDecision {
 	return out
+}
+
+// A FlowQuiet asks the engine for nothing (core.FlowQuiet is for a plugin
+// host): applied as such, it moves no quota, raises no event and sends no
+// request — and the engine keeps reporting the monitoring points it names.
+func TestAQuietStatementAsksTheEngineForNothing(t *testing.T) {
+	cl, err := newCluster(clusterOpts{n: 2, slots: 2 * 58, scheme: schemeDynamic, creditSlots: 2, backlog: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := creditsOf(cl.eng[1])
+	rx, unassigned, waiting := slices.Clone(cr.rx), cr.unassigned, len(cr.policy.Waiting())
+	for _, d := range []core.FlowDecision{{Kind: core.FlowQuiet, Peer: 0, Value: 100}, {Kind: core.FlowQuiet, Peer: 1, Value: 2}} {
+		if v := cr.apply(d); v != policy.Applied {
+			t.Fatalf("%+v: verdict %v, want applied", d, v)
+		}
+	}
+	if !reflect.DeepEqual(cr.rx, rx) || cr.unassigned != unassigned || len(cr.policy.Waiting()) != waiting || cl.eng[1].tx[0].wantReq {
+		t.Fatalf("a statement changed the engine: rx %+v -> %+v, unassigned %d -> %d, events %d -> %d",
+			rx, cr.rx, unassigned, cr.unassigned, waiting, len(cr.policy.Waiting()))
+	}
 }

@@ -52,3 +52,10 @@ const SocketDirPrefix = "gobtl-plugin-"
 // EnvLogLevel carries the host's log level to the plugin, so that a plugin
 // does not format debug lines the host would drop.
 const EnvLogLevel = "GOBTL_PLUGIN_LOG_LEVEL"
+
+// EnvQuiet tells a plugin that its host takes core.FlowQuiet statements
+// (it keeps the monitoring points they name from the plugin). A host
+// without it would pass them to its engine as decisions, which reject
+// them, and would count every answer as holding one; so the SDK drops
+// them unless this is set.
+const EnvQuiet = "GOBTL_PLUGIN_QUIET"

@@ -56,6 +56,12 @@
 // fallback policy resyncing from a diverged engine) raises the next thief
 // by less, so the data region is never promised twice.
 //
+// Once one sender is left busy and the others are reduced to their static
+// slots (two ranks settle so within a few monitoring points), the busy
+// sender's monitoring points change nothing; the policy then says so with
+// a FlowQuiet after each batch, and a plugin host stops sending them until
+// something else happens — built in, the engine ignores the statement.
+//
 // Pure logic: no I/O, no goroutines, no clock.
 package extolldynamic
 
@@ -162,7 +168,27 @@ func (p *Policy) Observe(events []core.FlowEvent, out []core.FlowDecision) []cor
 			out = p.monitor(s, out)
 		}
 	}
+	if len(events) > 0 {
+		out = p.quiet(out)
+	}
 	return out
+}
+
+// quiet states (core.FlowQuiet) the monitoring points that change
+// nothing: once every sender but m is in the null list and m is in the
+// high list with no proposal unanswered, m's monitoring point shifts three
+// empty-but-for-m lists back to where they were, finds no victim and
+// resyncs m's quota to itself. That is where two ranks settle, and where a
+// job with one busy sender settles; a plugin host then stops sending the
+// busy sender's monitoring points until something else happens.
+func (p *Policy) quiet(out []core.FlowDecision) []core.FlowDecision {
+	high := p.list(High)
+	m := p.ends[front][high]
+	if m < 0 || p.ends[back][high] != m || p.ends[front][p.list(Medium)] >= 0 ||
+		p.ends[front][p.list(Low)] >= 0 || p.unanswered[m] != 0 {
+		return out
+	}
+	return append(out, core.FlowDecision{Kind: core.FlowQuiet, Peer: m, Value: int64(p.intended[m])})
 }
 
 // resync takes the engine's quota of s as the copy if nothing proposed

@@ -195,6 +195,7 @@ type lagged struct {
 	inflight       [][]core.FlowDecision
 	events         []core.FlowEvent
 	steps, applied int
+	last           []core.FlowDecision // the policy's answer to the last step
 }
 
 func newLagged(t *testing.T, n, perPeer, k int) *lagged {
@@ -242,10 +243,36 @@ func (e *lagged) step(lag int, monitored ...int) {
 	}
 	out := e.p.Observe(e.events, nil)
 	e.events = e.events[:0]
+	e.last = out
 	e.inflight = append(e.inflight, out)
 	for len(e.inflight) > lag {
 		e.apply(e.inflight[0])
 		e.inflight = e.inflight[1:]
+	}
+}
+
+// run moves the activity between random sets of at most maxBusy senders,
+// phases times, for minSteps to minSteps+59 steps each; at each step
+// each busy sender reaches a point with probability 1/every, and the
+// decisions are up to maxLag-1 steps late. after, if set, runs after
+// every step.
+func (e *lagged) run(rng *rand.Rand, phases, maxBusy, minSteps, every, maxLag int, after func()) {
+	e.t.Helper()
+	n := len(e.quota)
+	for range phases {
+		busy := rng.Perm(n)[:1+rng.IntN(maxBusy)]
+		for range minSteps + rng.IntN(60) {
+			var mon []int
+			for _, s := range busy {
+				if rng.IntN(every) == 0 {
+					mon = append(mon, s)
+				}
+			}
+			e.step(rng.IntN(maxLag), mon...)
+			if after != nil {
+				after()
+			}
+		}
 	}
 }
 
@@ -299,18 +326,7 @@ func TestDecisionsInFlightNeverOverPromiseThePool(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		n := 2 + rng.IntN(7)
 		e := newLagged(t, n, 16+rng.IntN(48), 1+rng.IntN(3))
-		for range 6 {
-			busy := rng.Perm(n)[:1+rng.IntN(n)]
-			for range 20 + rng.IntN(60) {
-				var mon []int
-				for _, s := range busy {
-					if rng.IntN(3) == 0 {
-						mon = append(mon, s)
-					}
-				}
-				e.step(rng.IntN(5), mon...)
-			}
-		}
+		e.run(rng, 6, n, 20, 3, 5, nil)
 		e.settle()
 		if e.sum() != e.data {
 			t.Fatalf("seed %d: %d of %d data slots assigned after %d decisions", seed, e.sum(), e.data, e.applied)
@@ -361,4 +377,84 @@ func TestACopyCountingTooMuchRaisesTheThiefByLess(t *testing.T) {
 	if p.Intended(0) != 110 || p.Intended(1) != 2 {
 		t.Fatalf("copy %d/%d, want 110/2", p.Intended(0), p.Intended(1))
 	}
+}
+
+// state is a policy's logical state: who is in which role in which order,
+// the quota copies and the counts. Which physical list plays which role is
+// left out — a shift of empty lists changes it and nothing else.
+type state struct {
+	members                 [lists][]int
+	intended                []int
+	unanswered              []int32
+	sum                     int
+	steals, stolen, reclaim int
+}
+
+func stateOf(p *Policy) state {
+	s := state{intended: slices.Clone(p.intended), unanswered: slices.Clone(p.unanswered), sum: p.sum,
+		steals: p.Steals, stolen: p.Stolen, reclaim: p.Reclaims}
+	for r := range lists {
+		s.members[r] = p.Members(r)
+	}
+	return s
+}
+
+func clonePolicy(p *Policy) *Policy {
+	q := *p
+	q.intended, q.unanswered, q.in = slices.Clone(p.intended), slices.Clone(p.unanswered), slices.Clone(p.in)
+	q.link = [2][]int32{slices.Clone(p.link[0]), slices.Clone(p.link[1])}
+	return &q
+}
+
+// A FlowQuiet is a promise a plugin host acts on by not sending the
+// monitoring points it names (core.FlowQuiet): each one stated in random
+// streams, with decisions in flight, is checked on a copy of the policy —
+// its monitoring points, any number of them, must propose nothing and
+// leave the logical state as it was. And two ranks, where one sender is
+// busy, must come to state it, or hosts would send every point forever.
+func TestAQuietMonitoringPointChangesNothing(t *testing.T) {
+	stated := 0
+	check := func(seed uint64, e *lagged) {
+		t.Helper()
+		var quiet []core.FlowEvent
+		for _, d := range e.last {
+			if d.Kind == core.FlowQuiet {
+				quiet = append(quiet, core.FlowEvent{Kind: core.FlowMonitor, Peer: d.Peer, Quota: int32(d.Value), Value: int64(stated % 7)})
+			}
+		}
+		if len(quiet) == 0 {
+			return
+		}
+		stated++
+		q := clonePolicy(e.p)
+		before := stateOf(q)
+		for range 3 {
+			for _, ev := range quiet {
+				for _, d := range q.Observe([]core.FlowEvent{ev}, nil) {
+					if d.Kind != core.FlowQuiet {
+						t.Fatalf("seed %d step %d: quiet point %+v proposed %+v", seed, e.steps, ev, d)
+					}
+				}
+			}
+		}
+		if after := stateOf(q); !reflect.DeepEqual(before, after) {
+			t.Fatalf("seed %d step %d: quiet points %v changed the state\n%+v\n%+v", seed, e.steps, quiet, before, after)
+		}
+	}
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		n := 2 + rng.IntN(5)
+		e := newLagged(t, n, 16+rng.IntN(48), 1+rng.IntN(3))
+		e.run(rng, 8, min(n, 2), 10, 2, 3, func() { check(seed, e) })
+	}
+	e := newLagged(t, 2, 58, 2)
+	before := stated
+	for range 40 {
+		e.step(1, 0)
+		check(0, e)
+	}
+	if stated == before || e.last[len(e.last)-1] != (core.FlowDecision{Kind: core.FlowQuiet, Peer: 0, Value: int64(e.data - e.static)}) {
+		t.Fatalf("two ranks, sender 0 busy: last answer %v, want a FlowQuiet for sender 0 at %d slots", e.last, e.data-e.static)
+	}
+	t.Logf("%d quiet statements checked", stated)
 }
