@@ -172,9 +172,9 @@ func tuneSocket(fd int) {
 // link's own bursts: a softrc link carrying 1 MiB read responses settled
 // at 34.6 Gb/s (ss -ti), at which a 1 MiB packet takes 243 µs to leave —
 // Open MPI's ob1/tcp moves 1 MiB one way in 124. Between two sockets of
-// one host, 207-458 of 3,000 1 MiB writes under BBR left 100-650 KB in
-// the socket unsent (SIOCOUTQNSD right after the write), under cubic or
-// reno none but the first. Loopback has no queue to protect and no loss
+// one host, 207-458 of 3,000 1 MiB writes under BBR left 230-600 KB
+// each in the socket unsent (SIOCOUTQNSD right after the write), under
+// cubic or reno none but the first (the initial window). Loopback has no queue to protect and no loss
 // to avoid; unpaced, a write hands its bytes to the receiving socket in
 // the same system call. Between hosts the administrator's choice stands.
 var nopacing = []string{"cubic", "reno"}
