@@ -254,6 +254,9 @@ func (m *module) housekeeping(now time.Duration) {
 		m.dev.epolls.Set(s.Epolls)
 		m.dev.staged.Set(s.StagedBytes)
 		m.dev.nicWakeups.Set(s.NICWakeups)
+		m.dev.blocked.Set(s.WritesBlocked)
+		m.dev.acks.Set(s.AcksSent)
+		m.dev.acksPiggybacked.Set(s.AcksPiggybacked)
 		if s.LinksRejected > 0 && m.h.noteRejected(s.LinksRejected) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")

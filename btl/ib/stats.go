@@ -29,7 +29,8 @@ type devMetrics struct {
 	rejected, foreign                                           *core.Gauge
 	// the system calls of the wire and the bytes copied on the way in,
 	// which say what a message costs whatever the load
-	writes, wireReads, emptyReads, epolls, staged, nicWakeups *core.Gauge
+	writes, wireReads, emptyReads, epolls, staged, nicWakeups, blocked *core.Gauge
+	acks, acksPiggybacked                                              *core.Gauge
 }
 
 func (m *module) metric(parts ...any) string {
@@ -55,7 +56,8 @@ func (m *module) initMetrics() {
 			bytesSent: d("wire_bytes_sent"), bytesRecv: d("wire_bytes_received"), reads: d("reads_outstanding"), nic: d("nic_engagements"),
 			rejected: d("links_rejected"), foreign: d("foreign_packets"),
 			writes: d("wire_writes"), wireReads: d("wire_reads"), emptyReads: d("wire_empty_reads"), epolls: d("epolls"),
-			staged: d("staged_bytes"), nicWakeups: d("nic_wakeups")}
+			staged: d("staged_bytes"), nicWakeups: d("nic_wakeups"), blocked: d("writes_blocked"),
+			acks: d("acks_sent"), acksPiggybacked: d("acks_piggybacked")}
 	}
 }
 

@@ -121,7 +121,19 @@ func BenchmarkPingPongIdleAfter(b *testing.B) {
 // rdma_read protocol runs it: x reads y's buffer while y polls its CQ, as
 // a sender waiting for the FIN does. It reports the writes the responder's
 // socket took only in part, and how many polls x made per read.
-func BenchmarkRead1MiB(b *testing.B) {
+func BenchmarkRead1MiB(b *testing.B) { benchRead1MiB(b) }
+
+// BenchmarkRead1MiBHostCC is BenchmarkRead1MiB on sockets left with the
+// host's congestion control (see nopacing): on a host whose default is BBR,
+// the pacing that costs.
+func BenchmarkRead1MiBHostCC(b *testing.B) {
+	saved := nopacing
+	nopacing = nil
+	defer func() { nopacing = saved }()
+	benchRead1MiB(b)
+}
+
+func benchRead1MiB(b *testing.B) {
 	const size = 1 << 20
 	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
 	connect(b, x, y, defaultRC())
