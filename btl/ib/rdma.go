@@ -63,6 +63,19 @@ func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
 		wr.SG = m.sg[:1]
 	}
 	wr.RemoteAddr, wr.RKey = op.Remote.Addr+op.Offset, uint32(op.Remote.Key)
+	if op.Solicited && m.armed && m.armSolicitedOnly {
+		// Verbs raise solicited events for receives only: a CQ armed for
+		// them would sleep through this completion. Re-armed before the
+		// post, not after: the operation may complete (on the device's
+		// own thread) before PostSend returns, and an arm after its
+		// completion waits for the next one — a progress thread asleep on
+		// the CQ then never woke (the conformance suite's solicited RDMA
+		// notification, 3 in 360 race runs).
+		m.armSolicitedOnly = false
+		if err := m.cq.ReqNotify(false); err != nil {
+			m.log.Warn().Err(err).Msg("re-arm CQ")
+		}
+	}
 	if err := e.qps[0].PostSend(wr); err != nil {
 		m.freeOp(slot)
 		return fmt.Errorf("ib %s: post RDMA to peer %d: %w", m.id, e.rank, err)
@@ -70,14 +83,6 @@ func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
 	e.out[0]++
 	if op.Solicited {
 		m.solicitedOps++
-		if m.armed && m.armSolicitedOnly {
-			// Verbs raise solicited events for receives only: a CQ armed
-			// for them would sleep through this completion.
-			m.armSolicitedOnly = false
-			if err := m.cq.ReqNotify(false); err != nil {
-				m.log.Warn().Err(err).Msg("re-arm CQ")
-			}
-		}
 	}
 	if put {
 		m.puts.Inc()
