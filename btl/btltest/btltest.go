@@ -753,16 +753,27 @@ func testNotify(t *testing.T, cfg Config) {
 
 	// One Arm, one notification: without a new Arm, solicited frames do not
 	// notify again (interrupt suppression), and the frames still arrive.
-	for range 3 {
-		if err := ep.Send(core.Header{Type: frameType, Src: int32(tx)}, []byte("quiet"), nil, core.SendSolicited); err != nil {
-			t.Fatal(err)
+	// An Arm that found work only when it looked again after arming the
+	// CQ (the arm-then-poll race of ibv_req_notify_cq) notified its
+	// waiter itself and left the CQ armed: that arm may still fire once,
+	// at the next solicited completion — verbs cannot take an arm back. So
+	// the first round of quiet frames may bring one notification (the
+	// conformance run saw it 1 time in 15, with explicit credit messages
+	// completing on the receiver's CQ); the second may bring none.
+	for round := range 2 {
+		for range 3 {
+			if err := ep.Send(core.Header{Type: frameType, Src: int32(tx)}, []byte("quiet"), nil, core.SendSolicited); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	j.until("the quiet frames", func() bool { return len(got[rx]) == 5 })
-	select {
-	case <-ch:
-		t.Error("a notification came without an Arm")
-	default:
+		j.until("the quiet frames", func() bool { return len(got[rx]) == 5+3*round })
+		select {
+		case <-ch:
+			if round == 1 {
+				t.Error("a notification came without an Arm")
+			}
+		default:
+		}
 	}
 
 	// A solicited RDMA completion notifies its initiator.
