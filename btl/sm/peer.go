@@ -22,7 +22,7 @@ type peer struct {
 	cma       bool
 	dead      error // set once sends to it must fail
 	// The receive side's state of the peer's box for us (Module.in,
-	// expect, rxDead), at hand for Peek and Consume.
+	// expect, rxDead), at hand for RecvEager.
 	in     *inBox
 	expect *uint32
 	rxDead *bool
@@ -138,32 +138,37 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	return nil
 }
 
-var _ core.Peeker = (*peer)(nil)
+var _ core.EagerReceiver = (*peer)(nil)
 
-// Peek shows the next frame from the peer if it waits in the peer's fast
-// box and is the next in the pair's order (core.Peeker); a frame in the
-// FIFO, a lost peer or a call from a handler returns false and is left
-// to Progress.
-func (p *peer) Peek() ([]byte, bool) {
+// RecvEager takes the next frame from the peer if it waits in the peer's
+// fast box, is the next in the pair's order and is the plain EAGER
+// message the receive asks for (core.EagerReceiver): it copies the
+// payload out and gives the slot back to the sender at once. A frame in
+// the FIFO, a lost peer or a call from a handler is EagerNone, left to
+// Progress.
+func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
 	m := p.m
 	if m.inProgress || m.closed || *p.rxDead {
-		return nil, false
+		return 0, 0, core.EagerNone
 	}
-	frame, seq, ok, bad := p.in.peek()
-	if !ok || bad || seq != *p.expect {
-		return nil, false
-	}
-	return frame, true
-}
-
-// Consume takes the frame Peek returned and gives its space back to the
-// sender at once (core.Peeker).
-func (p *peer) Consume(frame []byte) {
 	in := p.in
+	frame, seq, ok, bad := in.peek()
+	if !ok || bad || seq != *p.expect {
+		return 0, 0, core.EagerNone
+	}
+	fctx, htag, fpsn, n, ok := core.EagerHeader((*[core.HeaderSize]byte)(frame), int32(p.rank), len(frame))
+	if !ok || fpsn != psn || fctx != ctx {
+		return 0, 0, core.EagerOther
+	}
+	if htag != tag && !anyTag || n > len(buf) {
+		return htag, n, core.EagerKept
+	}
+	copy(buf, frame[core.HeaderSize:core.HeaderSize+n])
 	in.advance(len(frame))
 	in.publish()
 	*p.expect++
-	p.m.st.fboxRecvs++
+	m.st.fboxRecvs++
+	return htag, n, core.EagerTaken
 }
 
 var _ core.FragCounter = (*peer)(nil)
