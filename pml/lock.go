@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
 )
 
 // engineLock serialises the engine. Most programs drive a communicator
