@@ -203,3 +203,59 @@ func TestFusedRecvLeavesTruncationToTheGeneralPath(t *testing.T) {
 		t.Fatalf("got %v, %d bytes %q", err, st.Count, buf)
 	}
 }
+
+// A Wait offers each frame to the first receive posted for its source;
+// a frame of another tag goes to the first later receive that matches
+// it, and a wildcard source posted first takes what it matches first.
+func TestFusedWaitGivesEachFrameToTheFirstReceiveThatMatchesIt(t *testing.T) {
+	c := twoRanks(t)
+	bufs := make([][]byte, 3)
+	for i := range bufs {
+		bufs[i] = make([]byte, 8)
+	}
+	send(t, c[0], "warm", 1, 9) // the first frame to a peer takes the general path
+	if got := recvString(t, c[1], 0, 9); got != "warm" {
+		t.Fatalf("tag 9 got %q", got)
+	}
+	any5, _ := c[1].Irecv(bufs[0], pml.AnySource, 5)
+	from7, _ := c[1].Irecv(bufs[1], 0, 7)
+	from5, _ := c[1].Irecv(bufs[2], 0, 5)
+	send(t, c[0], "a", 1, 5)
+	send(t, c[0], "b", 1, 5)
+	send(t, c[0], "c", 1, 7)
+	before := fused(c[1])
+	want := []struct {
+		r    *pml.Request
+		buf  []byte
+		body string
+	}{{from5, bufs[2], "b"}, {from7, bufs[1], "c"}, {any5, bufs[0], "a"}}
+	for _, w := range want {
+		st, err := c[1].Wait(w.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(w.buf[:st.Count]); got != w.body {
+			t.Fatalf("receive got %q, want %q", got, w.body)
+		}
+	}
+	if got := fused(c[1]) - before; got != 3 {
+		t.Fatalf("%d frames took the fused path, want 3", got)
+	}
+}
+
+// A Wait whose message is too long for the receive's buffer leaves it
+// to the general path, which truncates it.
+func TestFusedWaitLeavesTruncationToTheGeneralPath(t *testing.T) {
+	c := twoRanks(t)
+	send(t, c[0], "warm", 1, 9)
+	if got := recvString(t, c[1], 0, 9); got != "warm" {
+		t.Fatalf("tag 9 got %q", got)
+	}
+	buf := make([]byte, 4)
+	r, _ := c[1].Irecv(buf, 0, 5)
+	send(t, c[0], "longer than four", 1, 5)
+	st, err := c[1].Wait(r)
+	if !errors.Is(err, core.ErrTruncated) || st.Count != 4 || string(buf) != "long" {
+		t.Fatalf("got %v, %d bytes %q", err, st.Count, buf)
+	}
+}

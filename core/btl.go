@@ -282,30 +282,43 @@ type Credited interface {
 	PreferRendezvous() bool
 }
 
-// Peeker is implemented by endpoints whose module can show the PML the
-// next frame from the peer in place, for the PML's fused receive path: a
-// blocking receive from one peer polls that peer's channel alone, matches
-// the frame inline and copies the payload straight into the user's buffer,
-// without a handler call, a decoded header or a copy to an unexpected
-// queue. Peek and Consume are serialized with the module's other calls
-// like Send and Progress.
-type Peeker interface {
-	// Peek returns the next frame the peer sent this rank — header and
-	// payload as encoded — if it has arrived and is the next one the
-	// connection delivers. It returns false when nothing has arrived, when
-	// the next frame comes another way (Progress delivers it), when the
-	// peer is lost and when called from a handler. The frame stays valid
-	// until Consume or Progress.
-	Peek() ([]byte, bool)
-	// Consume takes the frame Peek returned, as Progress does once the
-	// frame's handler returned.
-	Consume(frame []byte)
+// EagerReceiver is implemented by endpoints whose module can hand the
+// PML the next frame from the peer in place, for the PML's fused receive
+// path: a receive from one peer polls that peer's channel alone and, when
+// the next frame is the plain EAGER message it takes, gets its payload
+// copied straight into the user's buffer in the same call, without a
+// handler call, a decoded header or a copy to an unexpected queue. It is
+// the mirror of EagerSender. RecvEager is serialized with the module's
+// other calls like Send and Progress.
+type EagerReceiver interface {
+	// RecvEager looks at the next frame the peer sent this rank. It
+	// returns EagerNone when nothing has arrived, when the next frame
+	// comes another way (Progress delivers it), when the peer is lost and
+	// when called from a handler; EagerOther when the next frame is not a
+	// plain EAGER frame (EagerHeader) on context ctx with PSN psn. For
+	// such a frame it returns its tag and payload length n, and takes it
+	// — copies the payload into buf and consumes the frame, as Progress
+	// does once a handler returned — when its tag is tag (any tag when
+	// anyTag) and buf holds it: EagerTaken; otherwise the frame stays
+	// where it is: EagerKept.
+	RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (htag int32, n int, res EagerResult)
 }
+
+// EagerResult is what EagerReceiver.RecvEager found.
+type EagerResult uint8
+
+// The results of RecvEager.
+const (
+	EagerNone  EagerResult = iota // nothing by the direct way: look again later
+	EagerTaken                    // the payload is in buf and the frame consumed
+	EagerKept                     // the next message, but not for this receive: it stays
+	EagerOther                    // a frame RecvEager does not take: Progress delivers it
+)
 
 // EagerSender is implemented by endpoints that can take a plain EAGER
 // frame as its match fields and payload and write it straight into the
 // peer's receive space — sm's fast box — for the PML's fused send path,
-// the mirror of Peeker: a send that fits leaves without a Header built
+// the mirror of EagerReceiver: a send that fits leaves without a Header built
 // and passed by value (EagerWords), and without the module's general
 // Send. SendEager is serialized with the module's other calls.
 type EagerSender interface {

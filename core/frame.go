@@ -131,7 +131,7 @@ func (h *Header) Words() [4]uint64 {
 // EagerWords returns the Words of Header{Type: TypeEager, Src: src,
 // Context: ctx, Tag: tag, PSN: psn, Length: n} — no flags, no credits —
 // without a Header built: a transport's direct eager path (EagerSender).
-// EagerFields reads them back.
+// EagerHeader reads them back.
 func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
 	return [4]uint64{
 		HeaderVersion | uint64(TypeEager)<<8 | uint64(uint32(src))<<32,
@@ -151,25 +151,23 @@ func PutWords(b []byte, w [4]uint64) {
 	binary.LittleEndian.PutUint64(b[24:], w[3])
 }
 
-// EagerFields reads what matching needs from frame, which holds a header
-// and its payload, if it is a plain EAGER frame from src: version, type,
-// source, no flags, no credits, zero reserved bytes and a length within
-// frame, checked on three words instead of a decoded Header. ok is false
-// for any other frame; the caller then leaves it to Decode and the
-// handlers, which name what is wrong with a bad one.
-func EagerFields(frame []byte, src int32) (ctx uint32, tag int32, psn uint32, payload []byte, ok bool) {
-	if len(frame) < HeaderSize {
-		return 0, 0, 0, nil, false
+// EagerHeader reads what matching needs from h, the header of a frame of
+// frameLen bytes, if it is a plain EAGER frame from src: version, type,
+// source, no flags, no credits, zero reserved bytes and a payload of n
+// bytes within the frame, checked on four words instead of a decoded
+// Header. ok is false for any other frame; the caller then leaves it to
+// Decode and the handlers, which name what is wrong with a bad one.
+// EagerWords writes what it reads.
+func EagerHeader(h *[HeaderSize]byte, src int32, frameLen int) (ctx uint32, tag int32, psn uint32, n int, ok bool) {
+	w0 := binary.LittleEndian.Uint64(h[0:])
+	w2 := binary.LittleEndian.Uint64(h[offPSN:])
+	w3 := binary.LittleEndian.Uint64(h[offCredits:])
+	n = int(w2 >> 32)
+	if w0 != HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 || w3 != 0 || n > frameLen-HeaderSize {
+		return 0, 0, 0, 0, false
 	}
-	w0 := binary.LittleEndian.Uint64(frame)
-	w2 := binary.LittleEndian.Uint64(frame[offPSN:])
-	w3 := binary.LittleEndian.Uint64(frame[offCredits:])
-	n := w2 >> 32
-	if w0 != HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 || w3 != 0 || n > uint64(len(frame)-HeaderSize) {
-		return 0, 0, 0, nil, false
-	}
-	w1 := binary.LittleEndian.Uint64(frame[offContext:])
-	return uint32(w1), int32(w1 >> 32), uint32(w2), frame[HeaderSize : HeaderSize+n], true
+	w1 := binary.LittleEndian.Uint64(h[offContext:])
+	return uint32(w1), int32(w1 >> 32), uint32(w2), n, true
 }
 
 // FrameLimits bound what Decode accepts.

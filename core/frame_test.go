@@ -20,7 +20,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 }
 
 // EagerWords encode the very bytes Encode writes for the same EAGER
-// header, over bytes that held another frame, and EagerFields reads the
+// header, over bytes that held another frame, and EagerHeader reads the
 // fields back; Encode, which goes through Words, decodes to what it was
 // given (TestHeaderRoundTrip) and puts each field at its offset.
 func TestEagerWordsEncodeWhatEncodeWrites(t *testing.T) {
@@ -43,9 +43,12 @@ func TestEagerWordsEncodeWhatEncodeWrites(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("EagerWords(%+v) = %x, Encode = %x", h, got, want)
 		}
-		ctx, tag, psn, payload, ok := EagerFields(got, h.Src)
-		if !ok || ctx != h.Context || tag != h.Tag || psn != h.PSN || len(payload) != int(h.Length) {
-			t.Fatalf("EagerFields = %d %d %d %d %v, want %+v", ctx, tag, psn, len(payload), ok, h)
+		ctx, tag, psn, n, ok := EagerHeader((*[HeaderSize]byte)(got), h.Src, len(got))
+		if !ok || ctx != h.Context || tag != h.Tag || psn != h.PSN || n != int(h.Length) {
+			t.Fatalf("EagerHeader = %d %d %d %d %v, want %+v", ctx, tag, psn, n, ok, h)
+		}
+		if _, _, _, _, ok := EagerHeader((*[HeaderSize]byte)(got), h.Src, len(got)-1); ok {
+			t.Fatalf("EagerHeader accepted %+v in a frame one byte short of its payload", h)
 		}
 	}
 }

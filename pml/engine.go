@@ -162,10 +162,10 @@ type sub struct {
 	ep       core.Endpoint
 	rdma     core.RDMA
 	credited core.Credited
-	peek     core.Peeker      // the endpoint shows frames in place: the fused receive path
-	put      core.EagerSender // the endpoint writes EAGER frames in place: the fused send path
-	eager    int              // effective eager limit
-	inline   int              // effective rendezvous inline limit
+	take     core.EagerReceiver // the endpoint hands EAGER frames over in place: the fused receive path
+	put      core.EagerSender   // the endpoint writes EAGER frames in place: the fused send path
+	eager    int                // effective eager limit
+	inline   int                // effective rendezvous inline limit
 	maxRDMA  int64
 
 	out        list.List[outFrame] // frames that met ErrNoResources, in order
@@ -185,9 +185,10 @@ type peer struct {
 	ooo   []*oooFrame // sorted by PSN
 	lost  error
 	sched schedState
-	// direct is the endpoint of the only subchannel when it shows frames
-	// in place (core.Peeker): the fused receive path may poll it alone.
-	direct core.Peeker
+	// direct is the endpoint of the only subchannel when it hands EAGER
+	// frames over in place (core.EagerReceiver): the fused receive path
+	// may poll it alone.
+	direct core.EagerReceiver
 	// directOut is that endpoint when it also writes EAGER frames in
 	// place (core.EagerSender) and runs no credit flow control: the fused
 	// send path, up to directEager bytes.
@@ -493,8 +494,8 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 	}
 	if len(p.subs) == 1 {
 		s := p.subs[0]
-		p.direct = s.peek
-		if s.peek != nil && s.put != nil && s.credited == nil {
+		p.direct = s.take
+		if s.take != nil && s.put != nil && s.credited == nil {
 			p.directOut, p.directEager = s.put, s.eager
 		}
 	}
@@ -513,7 +514,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 		s.rdma, _ = ep.(core.RDMA)
 	}
 	s.credited, _ = ep.(core.Credited)
-	s.peek, _ = ep.(core.Peeker)
+	s.take, _ = ep.(core.EagerReceiver)
 	s.put, _ = ep.(core.EagerSender)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l

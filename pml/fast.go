@@ -9,10 +9,10 @@ import "github.com/gobtl/gobtl/core"
 // the whole header, a handler call, the PSN and context look-ups, a
 // request, and — for Recv — a trip through the posted list. When the
 // channel to the peer is one subchannel whose endpoint can show its next
-// frame in place (core.Peeker: sm's fast box), the fused path looks at
-// that frame alone, checks in three words that it is the next in-order
-// EAGER frame of the right context and tag, copies its payload into the
-// user's buffer and consumes it.
+// frame in place (core.EagerReceiver: sm's fast box), the fused path looks
+// at that frame alone: in one call the endpoint checks in four words
+// that it is the next in-order EAGER frame of the right context and tag,
+// copies its payload into the user's buffer and consumes it.
 //
 // MPI's order holds because the path steps aside whenever the general
 // one could decide differently: a message kept as unexpected or a
@@ -67,23 +67,9 @@ func (e *engine) direct(src int) bool {
 	return p != nil && p.direct != nil
 }
 
-// peekEager returns p's next frame if it is the in-order EAGER frame on
-// context ctx, with its tag and payload (lock held).
-func peekEager(p *peer, ctx uint32) (frame []byte, tag int32, payload []byte, res fastResult) {
-	frame, ok := p.direct.Peek()
-	if !ok {
-		return nil, 0, nil, fastEmpty
-	}
-	fctx, tag, psn, payload, ok := core.EagerFields(frame, int32(p.rank))
-	if !ok || psn != p.esn || fctx != ctx {
-		return nil, 0, nil, fastNo
-	}
-	return frame, tag, payload, fastDone
-}
-
-// consumed takes a frame the fused path delivered (lock held).
-func (e *engine) consumed(p *peer, frame []byte, n int) {
-	p.direct.Consume(frame)
+// consumed counts a frame the fused path delivered, n bytes of it to the
+// user (lock held).
+func (e *engine) consumed(p *peer, n int) {
 	p.esn++
 	e.events++
 	e.hot.bytesRecv += int64(n)
@@ -110,16 +96,15 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 // communicator of group g (lock held). The caller has made sure that no
 // message kept as unexpected and no receive posted earlier comes first.
 func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (Status, fastResult) {
-	frame, htag, payload, res := peekEager(p, ctx)
-	if res != fastDone {
-		return Status{}, res
+	htag, n, res := p.direct.RecvEager(ctx, p.esn, int32(tag), tag == AnyTag, buf)
+	switch res {
+	case core.EagerTaken:
+		e.consumed(p, n)
+		return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
+	case core.EagerNone:
+		return Status{}, fastEmpty
 	}
-	if tag != AnyTag && int(htag) != tag || len(payload) > len(buf) {
-		return Status{}, fastNo
-	}
-	n := copy(buf, payload)
-	e.consumed(p, frame, n)
-	return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
+	return Status{}, fastNo // another tag, a short buffer: the general path
 }
 
 // irecvFast completes r, a receive from one peer about to be posted on
@@ -191,6 +176,10 @@ func (c *Comm) recvDirect(buf []byte, src, tag int) (Status, int, bool) {
 // batch, past r's own: a window of receives (Waitall) thus completes in
 // one call, as a Progress that delivers a batch would. It returns how
 // many frames it delivered, and fastDone if r completed.
+//
+// It offers each frame to the first receive posted for the peer, which
+// takes it unless its tag differs (or its buffer is short); then the
+// frame, still in place, goes to the first receive that matches its tag.
 func (e *engine) waitFast(r *Request) (int, fastResult) {
 	p := e.fastPeer(r.peer)
 	if p == nil {
@@ -199,23 +188,33 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 	cx := e.context(r.ctx)
 	n := 0
 	for n < fastBatch {
-		frame, htag, payload, res := peekEager(p, r.ctx)
-		if res == fastEmpty && r.done {
+		q := cx.firstFrom(p.rank)
+		if q == nil {
+			break // r is done: a receive of r's would come first
+		}
+		htag, k, res := p.direct.RecvEager(r.ctx, p.esn, int32(q.tag), q.tag == AnyTag, q.buf)
+		if res == core.EagerKept {
+			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
+				if r.done {
+					break
+				}
+				return n, fastNo // Progress keeps it as unexpected
+			}
+			htag, k, res = p.direct.RecvEager(r.ctx, p.esn, htag, false, q.buf)
+		}
+		if res == core.EagerNone && r.done {
 			break
 		}
-		if res != fastDone {
-			return n, res
-		}
-		q := cx.matchPosted(p.rank, int(htag))
-		if q == nil {
-			if r.done {
-				break
-			}
-			return n, fastNo // Progress keeps it as unexpected
+		switch res {
+		case core.EagerNone:
+			return n, fastEmpty
+		case core.EagerKept, core.EagerOther:
+			return n, fastNo // a short buffer is Progress's to truncate
 		}
 		cx.posted.Remove(&q.link)
-		e.recvEagerFrom(q, p.rank, htag, payload) // counts the bytes
-		e.consumed(p, frame, 0)
+		q.matched(p.rank, htag, k)
+		e.eagerDone(q) // counts the bytes
+		e.consumed(p, 0)
 		n++
 	}
 	if !r.done {

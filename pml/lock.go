@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"github.com/gobtl/gobtl/internal/release"
 )
 
 // engineLock serialises the engine. Most programs drive a communicator
@@ -31,32 +29,33 @@ import (
 // fence) or would be revoked at once (the rdma_read_async progress
 // thread), the lock is the plain mutex.
 type engineLock struct {
-	// owner, inside and revoke come first: biasEnter (assembly) reads
-	// them at offsets 0, 8 and 12.
+	// owner, inside, revoke and fast come first: lockFast and unlockFast
+	// (assembly) use them at offsets 0, 8, 12 and 16.
 
 	// owner is the g of the goroutine the lock is biased to, 0 before the
 	// first Lock.
 	owner  uintptr
 	inside uint32 // the owner holds the lock without mu
 	revoke uint32 // another goroutine took the lock: the bias is over
+	fast   uint32 // the holder took the lock without mu (the holder's own)
 	mu     sync.Mutex
-	fast   bool // the holder took the lock without mu (the holder's own)
 	off    bool // never bias
 }
 
-// Lock takes the lock.
-func (l *engineLock) Lock() {
-	if biasEnter(l) {
-		l.fast = true
-		return
-	}
-	l.lockSlow()
-}
+// Lock takes the lock. It is inlined into its callers: one call to
+// lockFast, which takes the lock of the goroutine it is biased to with
+// plain loads and stores and leaves anything else to lockSlow.
+func (l *engineLock) Lock() { lockFast(l) }
+
+// Unlock releases the lock: inlined, one call to unlockFast, which
+// leaves the biased lock with a release store and a mutex to
+// unlockSlow.
+func (l *engineLock) Unlock() { unlockFast(l) }
 
 // lockSlow takes the mutex and, the first time, biases the lock to the
 // caller; the first time another goroutine comes, it revokes the bias and
 // waits until the owner has left its critical section.
-func (l *engineLock) lockSlow() {
+func lockSlow(l *engineLock) {
 	l.mu.Lock()
 	if l.off {
 		return
@@ -71,7 +70,7 @@ func (l *engineLock) lockSlow() {
 			}
 			atomic.StoreUintptr(&l.owner, g)
 			return
-		case o == g: // not reached: the owner's biasEnter succeeds
+		case o == g: // not reached: the owner's lockFast succeeds
 			return
 		}
 		l.revokeBias()
@@ -109,15 +108,8 @@ func (l *engineLock) TryLock() bool {
 	return true
 }
 
-// Unlock releases the lock.
-func (l *engineLock) Unlock() {
-	if l.fast {
-		l.fast = false
-		release.Store32(&l.inside, 0)
-		return
-	}
-	l.mu.Unlock()
-}
+// unlockSlow releases the mutex.
+func unlockSlow(l *engineLock) { l.mu.Unlock() }
 
 // disable keeps the lock a plain mutex; call it before the engine is
 // shared between goroutines.

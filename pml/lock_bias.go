@@ -32,13 +32,21 @@ func membarrier() {
 	}
 }
 
-// biasEnter is the owner's side of the lock: if the running goroutine
+// lockFast is the owner's side of the lock: if the running goroutine
 // owns the lock, it stores inside and then, if revoke is still clear,
-// reports true (the lock is held); otherwise it clears inside again and
-// reports false. One call, plain loads and stores.
+// sets fast (the lock is held); otherwise it clears inside again and
+// goes on in lockSlow. Plain loads and stores, and no Go frame.
 //
 //go:noescape
-func biasEnter(l *engineLock) bool
+func lockFast(l *engineLock)
+
+// unlockFast clears fast and then inside — a plain store, a release on
+// amd64 (TSO), which the call keeps the compiler from moving stores of
+// the critical section across — if the lock was taken by lockFast, and
+// otherwise goes on in unlockSlow.
+//
+//go:noescape
+func unlockFast(l *engineLock)
 
 // getg returns the running goroutine's g pointer: an identity that stays
 // the goroutine's while it lives.

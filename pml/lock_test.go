@@ -69,12 +69,13 @@ func TestEngineLockExcludesLateGoroutines(t *testing.T) {
 	}
 }
 
-// TestEngineLockLayout pins the offsets biasEnter's assembly uses.
+// TestEngineLockLayout pins the offsets lockFast's and unlockFast's
+// assembly uses.
 func TestEngineLockLayout(t *testing.T) {
 	var l engineLock
-	if unsafe.Offsetof(l.owner) != 0 || unsafe.Offsetof(l.inside) != 8 || unsafe.Offsetof(l.revoke) != 12 {
-		t.Fatalf("engineLock fields at %d, %d, %d; biasEnter reads 0, 8, 12",
-			unsafe.Offsetof(l.owner), unsafe.Offsetof(l.inside), unsafe.Offsetof(l.revoke))
+	if unsafe.Offsetof(l.owner) != 0 || unsafe.Offsetof(l.inside) != 8 || unsafe.Offsetof(l.revoke) != 12 || unsafe.Offsetof(l.fast) != 16 {
+		t.Fatalf("engineLock fields at %d, %d, %d, %d; the assembly uses 0, 8, 12, 16",
+			unsafe.Offsetof(l.owner), unsafe.Offsetof(l.inside), unsafe.Offsetof(l.revoke), unsafe.Offsetof(l.fast))
 	}
 }
 
@@ -87,7 +88,7 @@ func TestEngineLockBiasesToOneDriver(t *testing.T) {
 	l.Lock()
 	l.Unlock()
 	l.Lock()
-	fast := l.fast
+	fast := l.fast != 0
 	l.Unlock()
 	if !fast {
 		t.Fatal("the second Lock of the only goroutine took the mutex")

@@ -82,6 +82,17 @@ func (c *context) matchPosted(src, tag int) *Request {
 	return nil
 }
 
+// firstFrom returns the first posted receive that could take a message
+// from job rank src, whatever its tag.
+func (c *context) firstFrom(src int) *Request {
+	for k := c.posted.Front(); k != nil; k = k.Next() {
+		if r := k.Value(); r.peer == src || r.peer == AnySource {
+			return r
+		}
+	}
+	return nil
+}
+
 func (c *context) matchUnexpected(src, tag int) *unexpected {
 	for k := c.unexpected.Front(); k != nil; k = k.Next() {
 		if u := k.Value(); matches(src, tag, u.src, u.tag) {

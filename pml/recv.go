@@ -144,6 +144,11 @@ func (e *engine) recvEager(r *Request, h *core.Header, payload []byte) {
 func (e *engine) recvEagerFrom(r *Request, src int, tag int32, payload []byte) {
 	r.matched(src, tag, len(payload))
 	copy(r.buf[:r.accept], payload)
+	e.eagerDone(r)
+}
+
+// eagerDone completes r, matched, once its eager payload is in its buffer.
+func (e *engine) eagerDone(r *Request) {
 	r.status.Count = r.accept
 	e.hot.bytesRecv += int64(r.accept)
 	e.complete(r, e.truncErr(r))

@@ -169,7 +169,9 @@ func (e *engine) complete(r *Request, err error) {
 	if r.kind == reqRecv {
 		e.pendingRecvs--
 	}
-	e.maybeRecycle(r)
+	if r.refs == 0 && (r.x != nil || r.released) { // else maybeRecycle has nothing to do
+		e.maybeRecycle(r)
+	}
 }
 
 // release hands r back after the user saw its completion (lock held).

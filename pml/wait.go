@@ -173,30 +173,18 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
 	var first error
-	// Requests that are done already (a window of eager sends, receives
-	// the first wait delivered) are released under one lock, not one
-	// wait each.
 	e := c.e
-	locked := false
-	for i, r := range rs {
-		if r == nil {
-			continue
+	for i := 0; ; i++ {
+		// Requests that are done already (a window of eager sends,
+		// receives the first wait delivered) are released under one
+		// lock, not one wait each.
+		e.mu.Lock()
+		i = e.takeDoneRun(rs, sts, i, &first)
+		e.mu.Unlock()
+		if i == len(rs) {
+			return first
 		}
-		if r.e == e {
-			if !locked {
-				e.mu.Lock()
-				locked = true
-			}
-			if r.done && !r.released {
-				e.takeDone(rs, sts, i, &first)
-				continue
-			}
-		}
-		if locked {
-			e.mu.Unlock()
-			locked = false
-		}
-		st, err, released := c.wait(ctx, r, 0)
+		st, err, released := c.wait(ctx, rs[i], 0)
 		if !released {
 			if ctx.Err() != nil && err == ctx.Err() {
 				return err
@@ -214,10 +202,37 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 			first = err
 		}
 	}
-	if locked {
-		e.mu.Unlock()
+}
+
+// takeDoneRun releases the requests of rs from index i on that are done,
+// up to the first that is not — pending, released or of another engine —
+// whose index it returns, or len(rs) (lock held). A released request's
+// entry becomes nil, its status goes to sts[i] when sts is not nil, and
+// its error to *first unless an earlier one is there.
+func (e *engine) takeDoneRun(rs []*Request, sts []Status, i int, first *error) int {
+	for ; i < len(rs); i++ {
+		r := rs[i]
+		if r == nil {
+			continue
+		}
+		if r.e != e || !r.done || r.released {
+			return i
+		}
+		rs[i] = nil
+		if sts != nil {
+			sts[i] = r.status
+		}
+		if err := r.status.Err; err != nil && *first == nil {
+			*first = err
+		}
+		if r.refs == 0 && r.x == nil { // release's common case, without a call
+			r.released = true
+			e.recycle(r)
+		} else {
+			e.release(r)
+		}
 	}
-	return first
+	return i
 }
 
 // Testall makes progress once and reports whether every non-nil request
@@ -247,27 +262,8 @@ func (c *Comm) Testall(rs []*Request, sts []Status) (bool, error) {
 		}
 	}
 	var first error
-	for i, r := range rs {
-		if r != nil {
-			e.takeDone(rs, sts, i, &first)
-		}
-	}
+	e.takeDoneRun(rs, sts, 0, &first) // all of them: each is done
 	return true, first
-}
-
-// takeDone releases rs[i], which is done (lock held): its entry becomes
-// nil, its status goes to sts[i] when sts is not nil, and its error to
-// *first unless an earlier one is there.
-func (e *engine) takeDone(rs []*Request, sts []Status, i int, first *error) {
-	st := rs[i].status
-	e.release(rs[i])
-	rs[i] = nil
-	if sts != nil {
-		sts[i] = st
-	}
-	if st.Err != nil && *first == nil {
-		*first = st.Err
-	}
 }
 
 // Testany makes progress once and, if one of the non-nil requests has

@@ -149,7 +149,7 @@ func (in *inBox) init(seg *segment, sender, maxFrame int) {
 func (in *inBox) peek() (frame []byte, seq uint32, ok, bad bool) {
 	for {
 		idx := in.head & in.mask
-		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&in.ring[idx])))
+		w := in.word(idx)
 		if w == 0 {
 			return nil, 0, false, false
 		}
@@ -163,6 +163,11 @@ func (in *inBox) peek() (frame []byte, seq uint32, ok, bad bool) {
 		}
 		return in.ring[idx+slotHdr : idx+slotHdr+uint64(n)], uint32(w >> 32), true, false
 	}
+}
+
+// word reads the header word of the slot at index idx.
+func (in *inBox) word(idx uint64) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&in.ring[idx])))
 }
 
 // advance consumes the frame returned by peek.

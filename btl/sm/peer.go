@@ -3,6 +3,7 @@ package sm
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -22,7 +23,7 @@ type peer struct {
 	cma       bool
 	dead      error // set once sends to it must fail
 	// The receive side's state of the peer's box for us (Module.in,
-	// expect, rxDead), at hand for Peek and Consume.
+	// expect, rxDead), at hand for RecvEager.
 	in     *inBox
 	expect *uint32
 	rxDead *bool
@@ -138,32 +139,53 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	return nil
 }
 
-var _ core.Peeker = (*peer)(nil)
+var _ core.EagerReceiver = (*peer)(nil)
 
-// Peek shows the next frame from the peer if it waits in the peer's fast
-// box and is the next in the pair's order (core.Peeker); a frame in the
-// FIFO, a lost peer or a call from a handler returns false and is left
-// to Progress.
-func (p *peer) Peek() ([]byte, bool) {
+// RecvEager takes the next frame from the peer if it waits in the peer's
+// fast box, is the next in the pair's order and is the plain EAGER
+// message the receive asks for (core.EagerReceiver): it copies the
+// payload out and gives the slot back to the sender at once. A frame in
+// the FIFO, a lost peer or a call from a handler is EagerNone, left to
+// Progress.
+func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
 	m := p.m
 	if m.inProgress || m.closed || *p.rxDead {
-		return nil, false
+		return 0, 0, core.EagerNone
 	}
-	frame, seq, ok, bad := p.in.peek()
-	if !ok || bad || seq != *p.expect {
-		return nil, false
-	}
-	return frame, true
-}
-
-// Consume takes the frame Peek returned and gives its space back to the
-// sender at once (core.Peeker).
-func (p *peer) Consume(frame []byte) {
 	in := p.in
-	in.advance(len(frame))
+	// peek's common case inline, without a call: a slot that is not a
+	// frame — the end-of-ring marker, which peek moves past, or a bad
+	// one — goes through peek.
+	idx := in.head & in.mask
+	w := in.word(idx)
+	if w == 0 {
+		return 0, 0, core.EagerNone
+	}
+	if fl := uint32(w); fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size {
+		if _, _, ok, _ := in.peek(); !ok {
+			return 0, 0, core.EagerNone
+		}
+		idx = in.head & in.mask
+		w = in.word(idx)
+	}
+	fl := uint32(w)
+	if uint32(w>>32) != *p.expect {
+		return 0, 0, core.EagerNone // the FIFO's turn
+	}
+	f := unsafe.Pointer(&in.ring[idx+slotHdr])
+	fctx, htag, fpsn, n, ok := core.EagerHeader((*[core.HeaderSize]byte)(f), int32(p.rank), int(fl))
+	if !ok || fpsn != psn || fctx != ctx {
+		return 0, 0, core.EagerOther
+	}
+	if htag != tag && !anyTag || n > len(buf) {
+		return htag, n, core.EagerKept
+	}
+	copy(buf, unsafe.Slice((*byte)(unsafe.Add(f, core.HeaderSize)), n))
+	in.advance(int(fl))
 	in.publish()
 	*p.expect++
-	p.m.st.fboxRecvs++
+	m.st.fboxRecvs++
+	return htag, n, core.EagerTaken
 }
 
 var _ core.FragCounter = (*peer)(nil)

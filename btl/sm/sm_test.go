@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -361,4 +362,58 @@ func TestSendEagerDeliversWhatSendWouldInOrder(t *testing.T) {
 	if es.SendEager(1, 2, 0, []byte("x")) {
 		t.Fatal("SendEager sent to a dead peer")
 	}
+}
+
+// RecvEager takes the pair's next frame from the fast box when it is the
+// in-order EAGER frame asked for, all the way round the ring and past its
+// end-of-ring markers; it keeps in place a frame of another tag or too
+// long for the buffer, and leaves another context, another PSN and a
+// frame of the FIFO's turn to Progress.
+func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	delivered := 0
+	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
+	ep, _ := mods[0].Endpoint(1)
+	es := ep.(core.EagerSender)
+	back, _ := mods[1].Endpoint(0)
+	er := back.(core.EagerReceiver)
+	buf := make([]byte, 64)
+	if _, _, res := er.RecvEager(1, 0, 2, false, buf); res != core.EagerNone {
+		t.Fatalf("RecvEager from an empty box = %v", res)
+	}
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1, Tag: 2}, nil, []byte("first"), 0)
+	if _, _, res := er.RecvEager(1, 0, 2, false, buf); res != core.EagerTaken || string(buf[:5]) != "first" {
+		t.Fatalf("RecvEager of the first frame = %v %q", res, buf[:5])
+	}
+	psn := uint32(1)
+	for i := range 3 * int(mods[1].in[0].size) / 64 { // several times round the ring, slots of 48 to 80 bytes
+		msg := bytes.Repeat([]byte{byte(i)}, 8+i%33)
+		if !es.SendEager(1, int32(i%5), psn, msg) {
+			t.Fatalf("SendEager %d declined", i)
+		}
+		if tag, n, res := er.RecvEager(1, psn, 7, false, buf); res != core.EagerKept || tag != int32(i%5) || n != len(msg) {
+			t.Fatalf("RecvEager for another tag = %d %d %v, want %d %d kept", tag, n, res, i%5, len(msg))
+		}
+		if _, n, res := er.RecvEager(1, psn, 0, true, buf[:len(msg)-1]); res != core.EagerKept || n != len(msg) {
+			t.Fatalf("RecvEager into a short buffer = %d %v", n, res)
+		}
+		if tag, n, res := er.RecvEager(1, psn, 0, true, buf); res != core.EagerTaken || tag != int32(i%5) || !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("RecvEager %d = %d %q %v, want %q", i, tag, buf[:n], res, msg)
+		}
+		psn++
+	}
+	es.SendEager(2, 0, psn, []byte("ctx"))
+	if _, _, res := er.RecvEager(1, psn, 0, true, buf); res != core.EagerOther {
+		t.Fatalf("RecvEager of another context = %v", res)
+	}
+	if _, _, res := er.RecvEager(2, psn+1, 0, true, buf); res != core.EagerOther {
+		t.Fatalf("RecvEager of another PSN = %v", res)
+	}
+	mods[1].Progress()
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1, PSN: psn + 1}, nil, make([]byte, mods[0].fboxMax), 0) // a fragment on the FIFO
+	es.SendEager(1, 0, psn+2, []byte("after"))
+	if _, _, res := er.RecvEager(1, psn+2, 0, true, buf); res != core.EagerNone {
+		t.Fatalf("RecvEager of a frame behind one in the FIFO = %v", res)
+	}
+	progressUntil(t, mods, func() bool { return delivered == 3 })
 }
