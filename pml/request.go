@@ -169,25 +169,31 @@ func (e *engine) complete(r *Request, err error) {
 	if r.kind == reqRecv {
 		e.pendingRecvs--
 	}
-	if r.refs == 0 && (r.x != nil || r.released) { // else maybeRecycle has nothing to do
-		e.maybeRecycle(r)
-	}
+	e.maybeRecycle(r)
 }
 
 // release hands r back after the user saw its completion (lock held).
 func (e *engine) release(r *Request) {
 	r.released = true
 	if r.done && r.refs == 0 && r.x == nil {
-		e.recycle(r) // an eager message: maybeRecycle's last step alone
+		e.recycle(r) // an eager message: recycleNow's last step alone
 		return
 	}
 	e.maybeRecycle(r)
 }
 
+// maybeRecycle frees what r holds once nothing uses it: its RDMA state
+// once it is done and no stripe refers to it, and r itself once the user
+// has released it too. The test is inlined into its callers (complete and
+// release on every message), the work is not.
 func (e *engine) maybeRecycle(r *Request) {
-	if r.refs > 0 || !r.done {
-		return
+	if r.refs == 0 && r.done && (r.x != nil || r.released) {
+		e.recycleNow(r)
 	}
+}
+
+// recycleNow is maybeRecycle's work.
+func (e *engine) recycleNow(r *Request) {
 	if x := r.x; x != nil {
 		for i := range x.regs {
 			if x.regs[i] != nil {
