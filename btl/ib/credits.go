@@ -355,10 +355,18 @@ func (m *module) returnCredits() {
 
 // applyFlow checks and applies one of the policy's decisions: buffers only
 // for a connected peer, within [initial, max] of each per-peer queue (a
-// clamp is reported back to the policy); a threshold of at least one.
+// clamp is reported back to the policy); a threshold of at least one; a
+// quiet statement about one of the job's ranks, which asks for nothing.
 // Anything else is rejected.
 func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
 	switch d.Kind {
+	case core.FlowQuiet:
+		// For a plugin host, which keeps the points it names from the
+		// plugin (core.FlowQuiet); the module reports them all the same.
+		if d.Peer < 0 || int(d.Peer) >= len(m.eps) {
+			return policy.Rejected
+		}
+		return policy.Applied
 	case core.FlowSetQuota:
 		e := m.flowPeer(d.Peer)
 		if e == nil || !m.fc.credits {

@@ -449,13 +449,16 @@ func TestTheMechanismChecksEveryDecision(t *testing.T) {
 		{Kind: core.FlowSetQuota, Peer: 9, Value: 4},   // no such rank
 		{Kind: core.FlowSetThreshold, Value: 0},        // below one
 		{Kind: core.FlowReclaim, Peer: 1},              // EXTOLL's, not ib's
+		{Kind: core.FlowQuiet, Peer: 9},                // no such rank
 		{Kind: core.FlowSetQuota, Peer: 1, Value: 100}, // clamped to max
+		{Kind: core.FlowQuiet, Peer: 2, Value: 7},      // asks for nothing
+		{Kind: core.FlowQuiet, Peer: 1, Value: 1},      // asks for nothing
 	})
-	if r := m.rejected.Load(); r != 4 {
-		t.Fatalf("%d decisions rejected, want 4", r)
+	if r := m.rejected.Load(); r != 5 {
+		t.Fatalf("%d decisions rejected, want 5", r)
 	}
-	if ev := m.flow.Waiting(); e.cred[0].posted != 4 || m.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Quota != 4 {
-		t.Fatalf("posted %d, clamped %d, events %+v", e.cred[0].posted, m.clamped.Load(), ev)
+	if ev := m.flow.Waiting(); e.cred[0].posted != 4 || e.cred[0].target != 4 || m.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Quota != 4 {
+		t.Fatalf("posted %d, target %d, clamped %d, events %+v", e.cred[0].posted, e.cred[0].target, m.clamped.Load(), ev)
 	}
 	m.flow.Dispose([]core.FlowDecision{{Kind: core.FlowSetQuota, Peer: 1, Value: 0}}) // clamped to initial
 	if e.cred[0].target != 2 {
