@@ -26,6 +26,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +42,10 @@ const EnvRole = "GOBTL_MPTEST_ROLE"
 // program: a process started as a rank (EnvRole set) plays its role and
 // exits with the role's status. Otherwise Main runs setup, if not nil
 // (building what the tests start, say), then the tests, then the cleanup
-// setup returned, and removes what the harness built.
+// setup returned, and removes what the harness built. An interrupt or a
+// termination (Ctrl-C, a kill of the test run) does the same cleanup before
+// the binary dies of the signal, so a stopped run leaves no build behind in
+// the temporary directory.
 func Main(m *testing.M, roles map[string]func() int, setup func() (cleanup func(), err error)) {
 	if role := os.Getenv(EnvRole); role != "" {
 		f, ok := roles[role]
@@ -58,11 +64,29 @@ func Main(m *testing.M, roles map[string]func() int, setup func() (cleanup func(
 		}
 		cleanup = c
 	}
-	code := m.Run()
-	cleanup()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+	var once sync.Once
+	tidy := func() {
+		once.Do(func() {
+			cleanup()
+			// A Do of its own orders this read after Gobtl's build, or
+			// stops one from starting now.
+			built.once.Do(func() {})
+			if built.dir != "" {
+				os.RemoveAll(built.dir)
+			}
+		})
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := (<-sig).(syscall.Signal)
+		tidy()
+		signal.Reset(s)
+		syscall.Kill(os.Getpid(), s)
+	}()
+	code := m.Run()
+	signal.Stop(sig)
+	tidy()
 	os.Exit(code)
 }
 
