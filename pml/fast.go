@@ -56,8 +56,7 @@ func (e *engine) fastPeer(src int) *peer {
 // fastOK reports whether nothing turns the fused paths off for p, a
 // channel that could take them (lock held).
 func (e *engine) fastOK(p *peer) bool {
-	return p.lost == nil && len(p.ooo) == 0 &&
-		e.async == nil && !e.virtual && !e.closed && e.pendingWork == 0 && e.opts.Scheduler == nil && e.nops.Load() == 0
+	return p.lost == nil && len(p.ooo) == 0 && !e.unfused && e.pendingWork == 0 && e.nops.Load() == 0
 }
 
 // direct reports whether the channel to job rank src could take the
@@ -239,7 +238,7 @@ func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
 		!p.directOut.SendEager(ctx, int32(tag), p.psn, buf) {
 		return false
 	}
-	p.subs[0].mod.armed = true
+	p.directMod.armed = true
 	p.psn++
 	e.hot.eagerSends++
 	e.hot.bytesSent += int64(len(buf))
