@@ -75,6 +75,22 @@ func (e *engine) consumed(p *peer, n int) {
 	e.hot.fused++
 }
 
+// tookEager completes q, a receive taken off the posted list, with the
+// n-byte message from p with tag that RecvEager placed whole in q's
+// buffer (lock held): matched, eagerDone, complete and consumed for the
+// one case that needs none of their tests — no truncation (RecvEager
+// keeps a frame too long for the buffer), no protocol state, no error
+// (a posted receive has none).
+func (e *engine) tookEager(q *Request, p *peer, tag int32, n int) {
+	q.src, q.total, q.accept = p.rank, n, n
+	q.status.Source, q.status.Tag, q.status.Count = q.g.toLocal(p.rank), int(tag), n
+	q.done = true
+	e.pendingRecvs--
+	e.hot.bytesRecv += int64(n)
+	e.consumed(p, 0)
+	e.maybeRecycle(q) // freed while posted
+}
+
 // recvFast is one look of a blocking Recv of a message from job rank src
 // with tag (not a wildcard source) into buf (lock held).
 func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
@@ -211,9 +227,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 			return n, fastNo // a short buffer is Progress's to truncate
 		}
 		cx.posted.Remove(&q.link)
-		q.matched(p.rank, htag, k)
-		e.eagerDone(q) // counts the bytes
-		e.consumed(p, 0)
+		e.tookEager(q, p, htag, k)
 		n++
 	}
 	if !r.done {
