@@ -193,7 +193,7 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 			e.complete(r, err)
 			return r, nil
 		}
-		if e.irecvFast(r, cx) {
+		if cx.posted.Empty() && e.irecvFast(r) {
 			return r, nil
 		}
 	}

@@ -123,14 +123,13 @@ func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (S
 }
 
 // irecvFast completes r, a receive from one peer about to be posted on
-// cx, at once when its message has arrived in order in the peer's fast
-// box and no receive posted before it could take that message first — a
-// receiver behind its sender pays no posted list, no later look and no
-// Wait for it. It reports whether r completed (lock held).
-func (e *engine) irecvFast(r *Request, cx *context) bool {
-	if !cx.posted.Empty() {
-		return false
-	}
+// a context with no receive posted before it, at once when its message
+// has arrived in order in the peer's fast box — a receiver behind its
+// sender pays no posted list, no later look and no Wait for it. The
+// caller tests the posted list (inlined, so that a window of receives
+// pays no call each to learn that one was posted before). It reports
+// whether r completed (lock held).
+func (e *engine) irecvFast(r *Request) bool {
 	p := e.fastPeer(r.peer)
 	if p == nil {
 		return false
