@@ -87,16 +87,19 @@ func (o *outBox) put(hw *[4]uint64, pre, data []byte, seq uint32) bool {
 		}
 	}
 	slot := unsafe.Add(o.base, idx)
-	f := unsafe.Add(slot, slotHdr)
-	core.PutWords(unsafe.Slice((*byte)(f), core.HeaderSize), *hw)
+	f := (*[core.HeaderSize]byte)(unsafe.Add(slot, slotHdr))
+	binary.LittleEndian.PutUint64(f[0:], hw[0]) // word by word: PutWords would copy *hw to the stack first
+	binary.LittleEndian.PutUint64(f[8:], hw[1])
+	binary.LittleEndian.PutUint64(f[16:], hw[2])
+	binary.LittleEndian.PutUint64(f[24:], hw[3])
 	k := 0
 	if len(pre) > 0 { // an eager frame has none: no memmove call for nothing
-		k = copy(unsafe.Slice((*byte)(unsafe.Add(f, core.HeaderSize)), len(pre)), pre)
+		k = copy(unsafe.Slice((*byte)(unsafe.Add(slot, slotHdr+core.HeaderSize)), len(pre)), pre)
 	}
-	copy(unsafe.Slice((*byte)(unsafe.Add(f, core.HeaderSize+k)), len(data)), data)
+	putPayload(unsafe.Add(slot, slotHdr+core.HeaderSize+k), data)
 	*(*uint64)(unsafe.Add(o.base, (idx+need)&o.mask)) = 0
-	release.Store64((*uint64)(slot), uint64(n)|uint64(seq)<<32)
 	o.tail += need
+	release.Store64((*uint64)(slot), uint64(n)|uint64(seq)<<32)
 	return true
 }
 
