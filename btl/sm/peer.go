@@ -169,9 +169,14 @@ var _ core.EagerReceiver = (*peer)(nil)
 // RecvEager takes the next frame from the peer if it waits in the peer's
 // fast box, is the next in the pair's order and is the plain EAGER
 // message the receive asks for (core.EagerReceiver): it copies the
-// payload out and gives the slot back to the sender at once. A frame in
-// the FIFO, a lost peer or a call from a handler is EagerNone, left to
-// Progress.
+// payload out and consumes the slot. A frame in the FIFO, a lost peer or
+// a call from a handler is EagerNone, left to Progress.
+//
+// The slots it consumes go back to the sender (publish) once a quarter
+// of the ring has been consumed, and whenever it finds nothing to take —
+// a receiver that waits has always given everything back — not after
+// every frame: a window of messages pays one release store, not one
+// each. Progress gives them back too.
 func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
 	m := p.m
 	if m.inProgress || m.closed || *p.rxDead {
@@ -184,6 +189,7 @@ func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (i
 	idx := in.head & in.mask
 	w := in.word(idx)
 	if w == 0 {
+		in.publish()
 		return 0, 0, core.EagerNone
 	}
 	fl := uint32(w)
@@ -191,6 +197,7 @@ func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (i
 		return p.recvEagerPeek(ctx, psn, tag, anyTag, buf)
 	}
 	if uint32(w>>32) != *p.expect {
+		in.publish()
 		return 0, 0, core.EagerNone // the FIFO's turn
 	}
 	f := unsafe.Pointer(&in.ring[idx+slotHdr])
@@ -205,7 +212,9 @@ func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (i
 	in.head += slotBytes(int(fl))
 	*p.expect++
 	m.st.fboxRecvs++
-	in.publish()
+	if in.head-in.published >= in.size/4 {
+		in.publish()
+	}
 	return htag, n, core.EagerTaken
 }
 
@@ -214,6 +223,7 @@ func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (i
 // it; a bad slot is left to Progress, which fails the peer.
 func (p *peer) recvEagerPeek(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
 	if _, _, ok, _ := p.in.peek(); !ok {
+		p.in.publish()
 		return 0, 0, core.EagerNone
 	}
 	return p.RecvEager(ctx, psn, tag, anyTag, buf)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gobtl/gobtl/boot"
@@ -477,4 +478,58 @@ func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 		t.Fatalf("RecvEager of a frame behind one in the FIFO = %v", res)
 	}
 	progressUntil(t, mods, func() bool { return delivered == 3 })
+}
+
+// RecvEager gives consumed slots back to the sender lazily: not after
+// every frame, but once a quarter of the ring is consumed, and whenever
+// it finds nothing to take, so a receiver that waits has given back all.
+func TestRecvEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	ep, _ := mods[0].Endpoint(1)
+	es := ep.(core.EagerSender)
+	back, _ := mods[1].Endpoint(0)
+	er := back.(core.EagerReceiver)
+	in := &mods[1].in[0]
+	published := func() uint64 { return atomic.LoadUint64(in.headp) }
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
+	buf := make([]byte, 64)
+	psn := uint32(0)
+	take := func() {
+		t.Helper()
+		if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerTaken {
+			t.Fatalf("RecvEager of frame %d = %v", psn, res)
+		}
+		psn++
+	}
+	take()
+	start := published()
+	for i := range 3 {
+		if !es.SendEager(1, 0, psn+uint32(i), []byte("12345678")) {
+			t.Fatalf("SendEager %d declined", i)
+		}
+	}
+	for range 3 {
+		take()
+	}
+	if got := published(); got != start {
+		t.Fatalf("three frames consumed: published position moved from %d to %d, want it kept", start, got)
+	}
+	if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerNone {
+		t.Fatalf("RecvEager of an empty box = %v", res)
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("after a look that found nothing the published position is %d, want the read position %d", got, in.head)
+	}
+	// Without a look that finds nothing, a quarter of the ring consumed
+	// is given back.
+	mark := published()
+	for in.head-mark < in.size/4 {
+		if !es.SendEager(1, 0, psn, []byte("12345678")) {
+			t.Fatalf("SendEager %d declined", psn)
+		}
+		take()
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
+	}
 }
