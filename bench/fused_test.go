@@ -259,3 +259,65 @@ func TestFusedWaitLeavesTruncationToTheGeneralPath(t *testing.T) {
 		t.Fatalf("got %v, %d bytes %q", err, st.Count, buf)
 	}
 }
+
+// A window completed by the fused Wait reports each receive's source,
+// tag (a wildcard's included) and count, as the general path would.
+func TestFusedWaitallReportsEachReceivesStatus(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	const n = 8
+	bufs := make([][]byte, n)
+	rs := make([]*pml.Request, n)
+	for i := range n {
+		bufs[i] = make([]byte, 16)
+		tag := 10 + i
+		if i%2 == 1 {
+			tag = pml.AnyTag
+		}
+		rs[i], _ = c[1].Irecv(bufs[i], 0, tag)
+	}
+	for i := range n {
+		send(t, c[0], string(bytes.Repeat([]byte{'a' + byte(i)}, i+1)), 1, 10+i)
+	}
+	before := fused(c[1])
+	sts := make([]pml.Status, n)
+	if err := c[1].Waitall(rs, sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := fused(c[1]) - before; got != n {
+		t.Fatalf("%d of %d receives took the fused path", got, n)
+	}
+	for i, st := range sts {
+		want := pml.Status{Source: 0, Tag: 10 + i, Count: i + 1}
+		if st != want || string(bufs[i][:st.Count]) != string(bytes.Repeat([]byte{'a' + byte(i)}, i+1)) {
+			t.Fatalf("receive %d: %+v %q, want %+v", i, st, bufs[i][:st.Count], want)
+		}
+	}
+}
+
+// A receive freed while posted still takes its message, first in posted
+// order, when the fused Wait of a later receive delivers it — and then
+// goes back to the pool: a round of them allocates nothing.
+func TestFusedWaitRecyclesAReceiveFreedWhilePosted(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	freed, later := make([]byte, 8), make([]byte, 8)
+	first, second := []byte("first"), []byte("second")
+	round := func() {
+		r, _ := c[1].Irecv(freed, 0, 3)
+		if err := c[1].Free(r); err != nil {
+			t.Fatal(err)
+		}
+		w, _ := c[1].Irecv(later, 0, 3)
+		c[0].Send(first, 1, 3)
+		c[0].Send(second, 1, 3)
+		if st, err := c[1].Wait(w); err != nil || string(later[:st.Count]) != "second" {
+			t.Fatalf("Wait = %+v %v %q, want second", st, err, later[:st.Count])
+		}
+		if string(freed[:5]) != "first" {
+			t.Fatalf("the freed receive got %q, want first", freed[:5])
+		}
+		clear(freed)
+	}
+	takesPathAllocatingNothing(t, round, func() int64 { return fused(c[1]) }, "Wait behind a freed receive")
+}

@@ -295,7 +295,7 @@ type EagerReceiver interface {
 	// returns EagerNone when nothing has arrived, when the next frame
 	// comes another way (Progress delivers it), when the peer is lost and
 	// when called from a handler; EagerOther when the next frame is not a
-	// plain EAGER frame (EagerHeader) on context ctx with PSN psn. For
+	// plain EAGER frame (EagerMatch) on context ctx with PSN psn. For
 	// such a frame it returns its tag and payload length n, and takes it
 	// — copies the payload into buf and consumes the frame, as Progress
 	// does once a handler returned — when its tag is tag (any tag when

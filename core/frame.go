@@ -131,7 +131,7 @@ func (h *Header) Words() [4]uint64 {
 // EagerWords returns the Words of Header{Type: TypeEager, Src: src,
 // Context: ctx, Tag: tag, PSN: psn, Length: n} — no flags, no credits —
 // without a Header built: a transport's direct eager path (EagerSender).
-// EagerHeader reads them back.
+// EagerMatch reads them back.
 func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
 	return [4]uint64{
 		HeaderVersion | uint64(TypeEager)<<8 | uint64(uint32(src))<<32,
@@ -139,6 +139,16 @@ func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
 		uint64(psn) | uint64(uint32(n))<<32,
 		0,
 	}
+}
+
+// PutEagerHeader writes the header EagerWords describes into h, four
+// stores without the words passed through memory as an array (a
+// transport's direct eager path, EagerSender).
+func PutEagerHeader(h *[HeaderSize]byte, src int32, ctx uint32, tag int32, psn uint32, n int) {
+	binary.LittleEndian.PutUint64(h[0:], HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32)
+	binary.LittleEndian.PutUint64(h[offContext:], uint64(ctx)|uint64(uint32(tag))<<32)
+	binary.LittleEndian.PutUint64(h[offPSN:], uint64(psn)|uint64(uint32(n))<<32)
+	binary.LittleEndian.PutUint64(h[offCredits:], 0)
 }
 
 // PutWords writes a header's words into b, which must hold HeaderSize
@@ -151,23 +161,23 @@ func PutWords(b []byte, w [4]uint64) {
 	binary.LittleEndian.PutUint64(b[24:], w[3])
 }
 
-// EagerHeader reads what matching needs from h, the header of a frame of
-// frameLen bytes, if it is a plain EAGER frame from src: version, type,
-// source, no flags, no credits, zero reserved bytes and a payload of n
-// bytes within the frame, checked on four words instead of a decoded
-// Header. ok is false for any other frame; the caller then leaves it to
-// Decode and the handlers, which name what is wrong with a bad one.
-// EagerWords writes what it reads.
-func EagerHeader(h *[HeaderSize]byte, src int32, frameLen int) (ctx uint32, tag int32, psn uint32, n int, ok bool) {
+// EagerMatch reports whether h, the header of a frame of frameLen bytes,
+// is a plain EAGER frame from src on context ctx with PSN psn — version,
+// type, source, no flags, no credits, zero reserved bytes and a payload
+// of n bytes within the frame — checked on four words instead of a
+// decoded Header, and returns its tag and n (meaningless when ok is
+// false). The caller leaves any other frame to Decode and the handlers,
+// which name what is wrong with a bad one. EagerWords and PutEagerHeader
+// write what it reads.
+func EagerMatch(h *[HeaderSize]byte, src int32, ctx, psn uint32, frameLen int) (tag int32, n int, ok bool) {
 	w0 := binary.LittleEndian.Uint64(h[0:])
+	w1 := binary.LittleEndian.Uint64(h[offContext:])
 	w2 := binary.LittleEndian.Uint64(h[offPSN:])
 	w3 := binary.LittleEndian.Uint64(h[offCredits:])
 	n = int(w2 >> 32)
-	if w0 != HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 || w3 != 0 || n > frameLen-HeaderSize {
-		return 0, 0, 0, 0, false
-	}
-	w1 := binary.LittleEndian.Uint64(h[offContext:])
-	return uint32(w1), int32(w1 >> 32), uint32(w2), n, true
+	ok = w0 == HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32 && uint32(w1) == ctx && uint32(w2) == psn &&
+		w3 == 0 && n <= frameLen-HeaderSize
+	return int32(w1 >> 32), n, ok
 }
 
 // FrameLimits bound what Decode accepts.

@@ -20,8 +20,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 }
 
 // EagerWords encode the very bytes Encode writes for the same EAGER
-// header, over bytes that held another frame, and EagerHeader reads the
-// fields back; Encode, which goes through Words, decodes to what it was
+// header, over bytes that held another frame, as PutEagerHeader does, and
+// EagerMatch reads the fields back; Encode, which goes through Words, decodes to what it was
 // given (TestHeaderRoundTrip) and puts each field at its offset.
 func TestEagerWordsEncodeWhatEncodeWrites(t *testing.T) {
 	for _, h := range []Header{
@@ -43,12 +43,41 @@ func TestEagerWordsEncodeWhatEncodeWrites(t *testing.T) {
 		if string(got) != string(want) {
 			t.Fatalf("EagerWords(%+v) = %x, Encode = %x", h, got, want)
 		}
-		ctx, tag, psn, n, ok := EagerHeader((*[HeaderSize]byte)(got), h.Src, len(got))
-		if !ok || ctx != h.Context || tag != h.Tag || psn != h.PSN || n != int(h.Length) {
-			t.Fatalf("EagerHeader = %d %d %d %d %v, want %+v", ctx, tag, psn, n, ok, h)
+		direct := make([]byte, len(want))
+		for i := range direct {
+			direct[i] = 0xA5
 		}
-		if _, _, _, _, ok := EagerHeader((*[HeaderSize]byte)(got), h.Src, len(got)-1); ok {
-			t.Fatalf("EagerHeader accepted %+v in a frame one byte short of its payload", h)
+		clear(direct[HeaderSize:])
+		PutEagerHeader((*[HeaderSize]byte)(direct), h.Src, h.Context, h.Tag, h.PSN, int(h.Length))
+		if string(direct) != string(want) {
+			t.Fatalf("PutEagerHeader(%+v) = %x, Encode = %x", h, direct, want)
+		}
+		hb := (*[HeaderSize]byte)(got)
+		tag, n, ok := EagerMatch(hb, h.Src, h.Context, h.PSN, len(got))
+		if !ok || tag != h.Tag || n != int(h.Length) {
+			t.Fatalf("EagerMatch = %d %d %v, want %+v", tag, n, ok, h)
+		}
+		for _, c := range []struct {
+			what     string
+			src      int32
+			ctx, psn uint32
+			frameLen int
+		}{
+			{"a frame one byte short of its payload", h.Src, h.Context, h.PSN, len(got) - 1},
+			{"another source", h.Src + 1, h.Context, h.PSN, len(got)},
+			{"another context", h.Src, h.Context + 1, h.PSN, len(got)},
+			{"another PSN", h.Src, h.Context, h.PSN + 1, len(got)},
+		} {
+			if _, _, ok := EagerMatch(hb, c.src, c.ctx, c.psn, c.frameLen); ok {
+				t.Fatalf("EagerMatch accepted %+v for %s", h, c.what)
+			}
+		}
+		for _, o := range []int{offType, offFlags, offCredits, offCredits + 2} {
+			bad := append([]byte(nil), got...)
+			bad[o]++
+			if _, _, ok := EagerMatch((*[HeaderSize]byte)(bad), h.Src, h.Context, h.PSN, len(bad)); ok {
+				t.Fatalf("EagerMatch accepted %+v with byte %d changed", h, o)
+			}
 		}
 	}
 }

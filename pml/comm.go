@@ -66,35 +66,31 @@ func (c *Comm) checkSlow(rank, tag int, wild bool) error {
 
 // Isend starts sending buf to dest with tag. buf must not change until the
 // request completes.
+//
+// Isend and Irecv each take the lock themselves rather than through one
+// function for both: what is kept across the lock's call (the arguments,
+// spilled to the stack) is then only what the call needs.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
-	return c.start(reqSend, c.ctx, buf, dest, tag)
-}
-
-// start checks a call's arguments and then, under the engine lock, starts
-// a send or posts a receive on context ctx.
-func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Request, error) {
-	if err := c.check(peer, tag, kind == reqRecv); err != nil {
+	if err := c.check(dest, tag, false); err != nil {
 		return nil, err
 	}
 	e := c.e
 	e.mu.Lock()
-	var r *Request
-	var err error
-	if kind == reqSend {
-		r, err = e.isend(c.g, ctx, buf, c.g.toWorld(peer), tag)
-	} else {
-		r, err = e.irecv(c.g, ctx, buf, c.g.toWorld(peer), tag)
+	w := c.g.toWorld(dest)
+	if e.sendDirect(c.ctx, buf, w, tag) {
+		r := e.sentRequest(c.g, c.ctx, w, tag, len(buf))
+		e.mu.Unlock()
+		return r, nil
 	}
+	r, err := e.isend(c.g, c.ctx, buf, w, tag)
 	e.mu.Unlock()
 	return r, err
 }
 
-// isend starts a send to job rank dest on a communicator of group g (lock
+// isend starts a send to job rank dest on a communicator of group g by
+// the general path, the fused one (sendDirect) having declined it (lock
 // held).
 func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Request, error) {
-	if e.sendDirect(ctx, buf, dest, tag) {
-		return e.sentRequest(g, ctx, dest, tag, len(buf)), nil
-	}
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -158,7 +154,14 @@ func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
 // Irecv starts receiving into buf a message from source (or AnySource)
 // with tag (or AnyTag).
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
-	return c.start(reqRecv, c.ctx, buf, source, tag)
+	if err := c.check(source, tag, true); err != nil {
+		return nil, err
+	}
+	e := c.e
+	e.mu.Lock()
+	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
+	e.mu.Unlock()
+	return r, err
 }
 
 // irecv posts a receive from job rank source (or AnySource) on a
@@ -190,7 +193,7 @@ func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Requ
 			e.complete(r, err)
 			return r, nil
 		}
-		if e.irecvFast(r, cx) {
+		if cx.posted.Empty() && e.irecvFast(r) {
 			return r, nil
 		}
 	}
@@ -338,7 +341,7 @@ func (c *Comm) Close() error {
 		errs = append(errs, c.finalize()) // an aborted job has no one to meet
 	}
 	e.mu.Lock()
-	e.closed = true
+	e.closed, e.unfused = true, true
 	e.flushMetrics()
 	a := e.async
 	e.mu.Unlock()

@@ -194,6 +194,7 @@ type peer struct {
 	// send path, up to directEager bytes.
 	directOut   core.EagerSender
 	directEager int
+	directMod   *module // the subchannel's module, which a fused send arms
 	// rndvOut counts the rendezvous sends to this rank not yet complete:
 	// the queue depth a module's mechanism table (core.MechRule) weighs
 	// against a single copy.
@@ -270,6 +271,10 @@ type engine struct {
 	lost   []int
 	async  *asyncProgress
 	closed bool
+	// unfused: a progress thread, virtual time, a scheduler policy or
+	// Close turned the fused paths off for good — fastOK's test of all
+	// four in one (set with them: New, Close).
+	unfused bool
 	// virtual: the clock is a simulator's (core.IdleClock), and a waiter
 	// must hand it the processor instead of polling on the fused path.
 	virtual bool
@@ -386,6 +391,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
 	}
+	e.unfused = e.async != nil || e.virtual || opts.Scheduler != nil
 	c := e.newComm(0, nil, rank, size)
 	c.owner = true
 	return c, nil
@@ -496,7 +502,7 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 		s := p.subs[0]
 		p.direct = s.take
 		if s.take != nil && s.put != nil && s.credited == nil {
-			p.directOut, p.directEager = s.put, s.eager
+			p.directOut, p.directEager, p.directMod = s.put, s.eager, s.mod
 		}
 	}
 	if len(p.subs) > 0 {

@@ -56,8 +56,7 @@ func (e *engine) fastPeer(src int) *peer {
 // fastOK reports whether nothing turns the fused paths off for p, a
 // channel that could take them (lock held).
 func (e *engine) fastOK(p *peer) bool {
-	return p.lost == nil && len(p.ooo) == 0 &&
-		e.async == nil && !e.virtual && !e.closed && e.pendingWork == 0 && e.opts.Scheduler == nil && e.nops.Load() == 0
+	return p.lost == nil && len(p.ooo) == 0 && !e.unfused && e.pendingWork == 0 && e.nops.Load() == 0
 }
 
 // direct reports whether the channel to job rank src could take the
@@ -74,6 +73,22 @@ func (e *engine) consumed(p *peer, n int) {
 	e.events++
 	e.hot.bytesRecv += int64(n)
 	e.hot.fused++
+}
+
+// tookEager completes q, a receive taken off the posted list, with the
+// n-byte message from p with tag that RecvEager placed whole in q's
+// buffer (lock held): matched, eagerDone, complete and consumed for the
+// one case that needs none of their tests — no truncation (RecvEager
+// keeps a frame too long for the buffer), no protocol state, no error
+// (a posted receive has none).
+func (e *engine) tookEager(q *Request, p *peer, tag int32, n int) {
+	q.src, q.total, q.accept = p.rank, n, n
+	q.status.Source, q.status.Tag, q.status.Count = q.g.toLocal(p.rank), int(tag), n
+	q.done = true
+	e.pendingRecvs--
+	e.hot.bytesRecv += int64(n)
+	e.consumed(p, 0)
+	e.maybeRecycle(q) // freed while posted
 }
 
 // recvFast is one look of a blocking Recv of a message from job rank src
@@ -108,14 +123,13 @@ func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (S
 }
 
 // irecvFast completes r, a receive from one peer about to be posted on
-// cx, at once when its message has arrived in order in the peer's fast
-// box and no receive posted before it could take that message first — a
-// receiver behind its sender pays no posted list, no later look and no
-// Wait for it. It reports whether r completed (lock held).
-func (e *engine) irecvFast(r *Request, cx *context) bool {
-	if !cx.posted.Empty() {
-		return false
-	}
+// a context with no receive posted before it, at once when its message
+// has arrived in order in the peer's fast box — a receiver behind its
+// sender pays no posted list, no later look and no Wait for it. The
+// caller tests the posted list (inlined, so that a window of receives
+// pays no call each to learn that one was posted before). It reports
+// whether r completed (lock held).
+func (e *engine) irecvFast(r *Request) bool {
 	p := e.fastPeer(r.peer)
 	if p == nil {
 		return false
@@ -212,9 +226,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 			return n, fastNo // a short buffer is Progress's to truncate
 		}
 		cx.posted.Remove(&q.link)
-		q.matched(p.rank, htag, k)
-		e.eagerDone(q) // counts the bytes
-		e.consumed(p, 0)
+		e.tookEager(q, p, htag, k)
 		n++
 	}
 	if !r.done {
@@ -239,7 +251,7 @@ func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
 		!p.directOut.SendEager(ctx, int32(tag), p.psn, buf) {
 		return false
 	}
-	p.subs[0].mod.armed = true
+	p.directMod.armed = true
 	p.psn++
 	e.hot.eagerSends++
 	e.hot.bytesSent += int64(len(buf))

@@ -47,29 +47,46 @@ func junk(t *testing.T, v reflect.Value) {
 	}
 }
 
-// A recycled request must come out of newRequest exactly as a new one
-// would: newRequest resets field by field, so a field added to Request
-// and forgotten there keeps the previous message's value.
+// A recycled request must come out of newRequest and sentRequest
+// exactly as a new one would: they reset field by field, so a field added
+// to Request and forgotten there keeps the previous message's value.
+// What recycle guarantees (takeRequest) is all they may leave alone.
 func TestNewRequestResetsEveryField(t *testing.T) {
 	w := newWorld(t, 2, oneRail, Options{})
 	e := w.comms[0].e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := e.newRequest(reqSend, 0, nil, 1, 0, nil)
-	idx := r.idx
-	junk(t, reflect.ValueOf(r).Elem())
-	// What maybeRecycle leaves: no rendezvous state, off every list, the
-	// slot of the table it was given.
-	r.x, r.link, r.idx, r.gen = nil, list.Link[Request]{}, idx, 41
-	e.free.reqs.Put(r)
-	g := &group{}
+	g := &group{world: []int{1, 0}, local: []int32{1, 0}} // this rank is 1 in it
 	buf := make([]byte, 3)
-	got := e.newRequest(reqRecv, 5, g, 1, 9, buf)
-	if got != r {
-		t.Fatal("newRequest did not take the recycled request")
-	}
-	want := Request{e: e, kind: reqRecv, idx: idx, gen: 42, ctx: 5, g: g, peer: 1, tag: 9, buf: buf}
-	if !reflect.DeepEqual(*got, want) {
-		t.Errorf("recycled request\n got %+v\nwant %+v", *got, want)
+	for _, c := range []struct {
+		name string
+		make func() *Request
+		want func(r *Request) Request
+	}{
+		{"newRequest", func() *Request { return e.newRequest(reqRecv, 5, g, 1, 9, buf) },
+			func(r *Request) Request {
+				return Request{e: e, kind: reqRecv, idx: r.idx, gen: 42, ctx: 5, g: g, peer: 1, tag: 9, buf: buf}
+			}},
+		{"sentRequest", func() *Request { return e.sentRequest(g, 5, 1, 9, 3) },
+			func(r *Request) Request {
+				return Request{e: e, kind: reqSend, idx: r.idx, gen: 42, done: true, ctx: 5, g: g, peer: 1, tag: 9,
+					status: Status{Source: 1, Tag: 9, Count: 3}}
+			}},
+	} {
+		r := e.newRequest(reqSend, 0, nil, 1, 0, nil)
+		idx := r.idx
+		junk(t, reflect.ValueOf(r).Elem())
+		// What recycle leaves: this engine's, no references, no
+		// rendezvous state, off every list, no buffer, the slot of the
+		// table it was given.
+		r.e, r.refs, r.x, r.link, r.buf, r.idx, r.gen = e, 0, nil, list.Link[Request]{}, nil, idx, 41
+		e.free.reqs.Put(r)
+		got := c.make()
+		if got != r {
+			t.Fatalf("%s did not take the recycled request", c.name)
+		}
+		if want := c.want(r); !reflect.DeepEqual(*got, want) {
+			t.Errorf("%s: recycled request\n got %+v\nwant %+v", c.name, *got, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/release"
 )
 
 // peer is the endpoint of one rank: our side of its fast box for us, its
@@ -78,19 +79,43 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 var _ core.EagerSender = (*peer)(nil)
 
 // SendEager writes an EAGER frame straight into the peer's fast box
-// (core.EagerSender): Send's first case without a header passed by
-// value and adjusted. The first frame to a peer, one too
-// long for the box or one that finds the box full goes by Send.
+// (core.EagerSender): Send's first case without a header passed by value
+// and adjusted, and — when the slot fits before the end of the ring and
+// the read position last seen leaves room — put's work done in place,
+// without its call, its copy of the header words or a memmove for a
+// payload of 8 to 16 bytes. The first frame to a peer, one too long for
+// the box or one that finds the box full goes by Send.
 func (p *peer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool {
-	m := p.m
-	if p.dead != nil || !p.announced || core.HeaderSize+len(data) > m.fboxMax {
+	m, o := p.m, &p.out
+	n := core.HeaderSize + len(data)
+	if p.dead != nil || !p.announced || n > m.fboxMax {
 		return false
 	}
-	if hw := core.EagerWords(int32(m.rank), ctx, tag, psn, len(data)); !p.out.put(&hw, nil, data, p.seq) {
+	need := slotBytes(n)
+	idx := o.tail & o.mask
+	if idx+need > o.size || o.size-(o.tail-o.head) < need+cacheLine {
+		return p.sendEagerRoom(ctx, tag, psn, data) // put's slow case
+	}
+	slot := unsafe.Add(o.base, idx)
+	core.PutEagerHeader((*[core.HeaderSize]byte)(unsafe.Add(slot, slotHdr)), int32(m.rank), ctx, tag, psn, len(data))
+	putPayload(unsafe.Add(slot, slotHdr+core.HeaderSize), data)
+	*(*uint64)(unsafe.Add(o.base, (idx+need)&o.mask)) = 0
+	o.tail += need
+	seq := p.seq
+	p.seq++
+	m.st.fboxSends++
+	release.Store64((*uint64)(slot), uint64(n)|uint64(seq)<<32)
+	return true
+}
+
+// sendEagerRoom is SendEager through put, for a slot that may not fit:
+// put finds the room or declines.
+func (p *peer) sendEagerRoom(ctx uint32, tag int32, psn uint32, data []byte) bool {
+	if hw := core.EagerWords(int32(p.m.rank), ctx, tag, psn, len(data)); !p.out.put(&hw, nil, data, p.seq) {
 		return false
 	}
 	p.seq++
-	m.st.fboxSends++
+	p.m.st.fboxSends++
 	return true
 }
 
@@ -144,48 +169,64 @@ var _ core.EagerReceiver = (*peer)(nil)
 // RecvEager takes the next frame from the peer if it waits in the peer's
 // fast box, is the next in the pair's order and is the plain EAGER
 // message the receive asks for (core.EagerReceiver): it copies the
-// payload out and gives the slot back to the sender at once. A frame in
-// the FIFO, a lost peer or a call from a handler is EagerNone, left to
-// Progress.
+// payload out and consumes the slot. A frame in the FIFO, a lost peer or
+// a call from a handler is EagerNone, left to Progress.
+//
+// The slots it consumes go back to the sender (publish) once a quarter
+// of the ring has been consumed, and whenever it finds nothing to take —
+// a receiver that waits has always given everything back — not after
+// every frame: a window of messages pays one release store, not one
+// each. Progress gives them back too.
 func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
 	m := p.m
 	if m.inProgress || m.closed || *p.rxDead {
 		return 0, 0, core.EagerNone
 	}
 	in := p.in
-	// peek's common case inline, without a call: a slot that is not a
-	// frame — the end-of-ring marker, which peek moves past, or a bad
-	// one — goes through peek.
+	// peek's common case inline: a slot that is not a frame — the
+	// end-of-ring marker, which peek moves past, or a bad one — goes
+	// through recvEagerPeek, so that nothing here is kept across a call.
 	idx := in.head & in.mask
 	w := in.word(idx)
 	if w == 0 {
+		in.publish()
 		return 0, 0, core.EagerNone
 	}
-	if fl := uint32(w); fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size {
-		if _, _, ok, _ := in.peek(); !ok {
-			return 0, 0, core.EagerNone
-		}
-		idx = in.head & in.mask
-		w = in.word(idx)
-	}
 	fl := uint32(w)
+	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size {
+		return p.recvEagerPeek(ctx, psn, tag, anyTag, buf)
+	}
 	if uint32(w>>32) != *p.expect {
+		in.publish()
 		return 0, 0, core.EagerNone // the FIFO's turn
 	}
 	f := unsafe.Pointer(&in.ring[idx+slotHdr])
-	fctx, htag, fpsn, n, ok := core.EagerHeader((*[core.HeaderSize]byte)(f), int32(p.rank), int(fl))
-	if !ok || fpsn != psn || fctx != ctx {
+	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(f), int32(p.rank), ctx, psn, int(fl))
+	if !ok {
 		return 0, 0, core.EagerOther
 	}
 	if htag != tag && !anyTag || n > len(buf) {
 		return htag, n, core.EagerKept
 	}
-	copy(buf, unsafe.Slice((*byte)(unsafe.Add(f, core.HeaderSize)), n))
-	in.advance(int(fl))
-	in.publish()
+	getPayload(buf[:n], unsafe.Add(f, core.HeaderSize))
+	in.head += slotBytes(int(fl))
 	*p.expect++
 	m.st.fboxRecvs++
+	if in.head-in.published >= in.size/4 {
+		in.publish()
+	}
 	return htag, n, core.EagerTaken
+}
+
+// recvEagerPeek is RecvEager at a slot that is not a frame: peek moves
+// past the end-of-ring marker, and RecvEager looks at the frame behind
+// it; a bad slot is left to Progress, which fails the peer.
+func (p *peer) recvEagerPeek(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
+	if _, _, ok, _ := p.in.peek(); !ok {
+		p.in.publish()
+		return 0, 0, core.EagerNone
+	}
+	return p.RecvEager(ctx, psn, tag, anyTag, buf)
 }
 
 var _ core.FragCounter = (*peer)(nil)

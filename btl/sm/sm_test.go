@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gobtl/gobtl/boot"
@@ -364,6 +365,64 @@ func TestSendEagerDeliversWhatSendWouldInOrder(t *testing.T) {
 	}
 }
 
+// SendEager's write in place leaves the ring as Send's put does — the
+// header, a payload of every length around the two-word copy, the zeroed
+// header after the slot — and so does its way through put when the slot
+// does not fit before the end of the ring or the read position it last
+// saw leaves too little room. Both ways are taken.
+func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
+	viaSend, _ := openRanks(t, 2, nil)
+	viaEager, _ := openRanks(t, 2, nil)
+	var got [2]int
+	for i, mods := range [][]*Module{viaSend, viaEager} {
+		mods[1].Register(core.TypeEager, func(*core.Header, []byte) { got[i]++ })
+	}
+	epS, _ := viaSend[0].Endpoint(1)
+	epE, _ := viaEager[0].Endpoint(1)
+	es := epE.(core.EagerSender)
+	first := core.Header{Type: core.TypeEager, Context: 1}
+	epS.Send(first, nil, nil, 0) // announces the sender, as SendEager needs
+	epE.Send(first, nil, nil, 0)
+	o := &viaEager[0].peers[1].out
+	inPlace, viaPut := 0, 0
+	for i := 1; i < 4*int(o.size)/64; i++ {
+		msg := make([]byte, i%41)
+		for j := range msg {
+			msg[j] = byte(i*7 + j)
+		}
+		need := slotBytes(core.HeaderSize + len(msg))
+		if o.tail&o.mask+need <= o.size && o.size-(o.tail-o.head) >= need+cacheLine {
+			inPlace++
+		} else {
+			viaPut++
+		}
+		h := core.Header{Type: core.TypeEager, Context: 1, Tag: int32(i % 5), PSN: uint32(i)}
+		if err := epS.Send(h, nil, msg, 0); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+		if !es.SendEager(1, h.Tag, h.PSN, msg) {
+			t.Fatalf("SendEager %d declined", i)
+		}
+		if a, b := viaSend[1].in[0].ring, viaEager[1].in[0].ring; !bytes.Equal(a, b) {
+			k := 0
+			for a[k] == b[k] {
+				k++
+			}
+			t.Fatalf("frame %d of %d bytes: the rings differ from byte %d", i, len(msg), k)
+		}
+		if i%3 == 0 { // the receivers lag, so that the senders' read positions go stale
+			viaSend[1].Progress()
+			viaEager[1].Progress()
+			if got[0] != got[1] {
+				t.Fatalf("frame %d: %d frames delivered from Send, %d from SendEager", i, got[0], got[1])
+			}
+		}
+	}
+	if inPlace == 0 || viaPut == 0 {
+		t.Fatalf("%d frames written in place, %d through put: want both ways taken", inPlace, viaPut)
+	}
+}
+
 // RecvEager takes the pair's next frame from the fast box when it is the
 // in-order EAGER frame asked for, all the way round the ring and past its
 // end-of-ring markers; it keeps in place a frame of another tag or too
@@ -387,7 +446,10 @@ func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 	}
 	psn := uint32(1)
 	for i := range 3 * int(mods[1].in[0].size) / 64 { // several times round the ring, slots of 48 to 80 bytes
-		msg := bytes.Repeat([]byte{byte(i)}, 8+i%33)
+		msg := make([]byte, 1+i%40) // every length around the two-word copy's 8 to 16
+		for j := range msg {
+			msg[j] = byte(i*7 + j)
+		}
 		if !es.SendEager(1, int32(i%5), psn, msg) {
 			t.Fatalf("SendEager %d declined", i)
 		}
@@ -416,4 +478,58 @@ func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 		t.Fatalf("RecvEager of a frame behind one in the FIFO = %v", res)
 	}
 	progressUntil(t, mods, func() bool { return delivered == 3 })
+}
+
+// RecvEager gives consumed slots back to the sender lazily: not after
+// every frame, but once a quarter of the ring is consumed, and whenever
+// it finds nothing to take, so a receiver that waits has given back all.
+func TestRecvEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	ep, _ := mods[0].Endpoint(1)
+	es := ep.(core.EagerSender)
+	back, _ := mods[1].Endpoint(0)
+	er := back.(core.EagerReceiver)
+	in := &mods[1].in[0]
+	published := func() uint64 { return atomic.LoadUint64(in.headp) }
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
+	buf := make([]byte, 64)
+	psn := uint32(0)
+	take := func() {
+		t.Helper()
+		if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerTaken {
+			t.Fatalf("RecvEager of frame %d = %v", psn, res)
+		}
+		psn++
+	}
+	take()
+	start := published()
+	for i := range 3 {
+		if !es.SendEager(1, 0, psn+uint32(i), []byte("12345678")) {
+			t.Fatalf("SendEager %d declined", i)
+		}
+	}
+	for range 3 {
+		take()
+	}
+	if got := published(); got != start {
+		t.Fatalf("three frames consumed: published position moved from %d to %d, want it kept", start, got)
+	}
+	if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerNone {
+		t.Fatalf("RecvEager of an empty box = %v", res)
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("after a look that found nothing the published position is %d, want the read position %d", got, in.head)
+	}
+	// Without a look that finds nothing, a quarter of the ring consumed
+	// is given back.
+	mark := published()
+	for in.head-mark < in.size/4 {
+		if !es.SendEager(1, 0, psn, []byte("12345678")) {
+			t.Fatalf("SendEager %d declined", psn)
+		}
+		take()
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
+	}
 }
