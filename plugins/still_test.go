@@ -36,7 +36,7 @@ func (l *handLink) recv(dst []core.FlowDecision) (uint64, []core.FlowDecision, e
 
 func (l *handLink) closeSend() {}
 
-func (l *handLink) next(t *testing.T) []core.FlowEvent {
+func (l *handLink) next(t testing.TB) []core.FlowEvent {
 	t.Helper()
 	select {
 	case b := <-l.sent:
