@@ -187,12 +187,7 @@ func BenchmarkSettledPoint(b *testing.B) {
 	})
 	b.Run("plugin", func(b *testing.B) {
 		_, pt, quiet := settled(b)
-		l := &handLink{sent: make(chan []core.FlowEvent, maxInflight), answers: make(chan []core.FlowDecision)}
-		stats := newProxyStats(nil, "b")
-		px := newProxy[core.FlowEvent, core.FlowDecision]("bench", zerolog.Nop(), time.Hour, false, l, stats)
-		px.stillOps = flowStill
-		px.run()
-		defer func() { px.close(); close(l.answers); px.wait() }()
+		px, l, stats := newStillProxy(b)
 		pts := []core.FlowEvent{pt}
 		px.Observe(pts, nil)
 		l.next(b)
