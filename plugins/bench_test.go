@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 	"github.com/rs/zerolog"
 )
 
@@ -135,4 +136,71 @@ func BenchmarkThroughput(b *testing.B) {
 		answered += len(out)
 	}
 	b.ReportMetric(float64(answered)/time.Since(start).Seconds()/1e6, "Mevents/s")
+}
+
+// BenchmarkSettledPoint is what a rank pays for a monitoring point once
+// extoll_dynamic has settled on two ranks (sender 0 holds the pool, sender
+// 1 its static slots) — nearly every point of a message-rate run: built
+// in, the policy runs Figure 12 and states the point quiet; as a plugin,
+// the host drops the point its plugin stated quiet, with no round trip.
+// A plugin costing the rank more here than the built-in would show in the
+// plugin/built-in message-rate ratio; it costs less.
+func BenchmarkSettledPoint(b *testing.B) {
+	info := core.FlowInfo{Resource: core.ResourceSlotPool, Ranks: 2, Senders: 2, BufferSize: 64, Buffers: 2 * 58}
+	// settled runs sender 0's points through a fresh policy, answering its
+	// proposals as the engine does, until it states them quiet.
+	settled := func(b *testing.B) (*extolldynamic.Policy, core.FlowEvent, core.FlowDecision) {
+		p := &extolldynamic.Policy{CreditSlots: 2}
+		if _, err := p.Setup(info); err != nil {
+			b.Fatal(err)
+		}
+		var answers []core.FlowEvent
+		for range 100 {
+			pt := core.FlowEvent{Kind: core.FlowMonitor, Peer: 0, Quota: int32(p.Intended(0))}
+			ds := p.Observe(append(answers, pt), nil)
+			answers = answers[:0]
+			for _, d := range ds {
+				switch d.Kind {
+				case core.FlowSetQuota:
+					answers = append(answers, core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(d.Value)})
+				case core.FlowQuiet:
+					if len(ds) == 1 {
+						return p, pt, d
+					}
+				}
+			}
+		}
+		b.Fatal("extoll_dynamic never settled on two ranks")
+		return nil, core.FlowEvent{}, core.FlowDecision{}
+	}
+	out := make([]core.FlowDecision, 0, 16)
+	b.Run("builtin", func(b *testing.B) {
+		p, pt, _ := settled(b)
+		pts := []core.FlowEvent{pt}
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			out = p.Observe(pts, out[:0])
+		}
+		if len(out) != 1 || out[0].Kind != core.FlowQuiet {
+			b.Fatalf("the settled policy answered %v, want its statement alone", out)
+		}
+	})
+	b.Run("plugin", func(b *testing.B) {
+		_, pt, quiet := settled(b)
+		px, l, stats := newStillProxy(b)
+		pts := []core.FlowEvent{pt}
+		px.Observe(pts, nil)
+		l.next(b)
+		l.answers <- []core.FlowDecision{quiet}
+		waitFor(b, "the statement", 20*time.Second, func() bool { return px.ackedSeq.Load() == 1 })
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			out = px.Observe(pts, out[:0])
+		}
+		b.StopTimer()
+		if n := stats.stilled.Load(); n != int64(b.N) || stats.batches.Load() != 1 {
+			b.Fatalf("%d of %d points kept from the plugin, %d batches sent: not the settled path", n, b.N, stats.batches.Load())
+		}
+	})
 }

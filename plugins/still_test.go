@@ -36,7 +36,7 @@ func (l *handLink) recv(dst []core.FlowDecision) (uint64, []core.FlowDecision, e
 
 func (l *handLink) closeSend() {}
 
-func (l *handLink) next(t *testing.T) []core.FlowEvent {
+func (l *handLink) next(t testing.TB) []core.FlowEvent {
 	t.Helper()
 	select {
 	case b := <-l.sent:
@@ -47,18 +47,25 @@ func (l *handLink) next(t *testing.T) []core.FlowEvent {
 	}
 }
 
+// newStillProxy runs a flow-control proxy that takes the plugin's quiet
+// statements, over a handLink; it stops when the test ends.
+func newStillProxy(t testing.TB) (*proxy[core.FlowEvent, core.FlowDecision], *handLink, *proxyStats) {
+	l := &handLink{sent: make(chan []core.FlowEvent, maxInflight), answers: make(chan []core.FlowDecision)}
+	stats := newProxyStats(nil, "t")
+	px := newProxy[core.FlowEvent, core.FlowDecision]("test policy", zerolog.Nop(), time.Hour, false, l, stats)
+	px.stillOps = flowStill
+	px.run()
+	t.Cleanup(func() { px.close(); close(l.answers); px.wait() })
+	return px, l, stats
+}
+
 // A FlowQuiet in the answer to a batch keeps the points it names from the
 // plugin — but only while nothing else has happened since that batch: an
 // event of another sort queued before the statement arrives, or after it,
 // ends it, and every event from then on goes. The statements are the
 // host's; the mechanism never sees them.
 func TestQuietPointsStayHomeUntilSomethingElseHappens(t *testing.T) {
-	l := &handLink{sent: make(chan []core.FlowEvent, maxInflight), answers: make(chan []core.FlowDecision)}
-	stats := newProxyStats(nil, "t")
-	px := newProxy[core.FlowEvent, core.FlowDecision]("test policy", zerolog.Nop(), time.Hour, false, l, stats)
-	px.stillOps = flowStill
-	px.run()
-	defer func() { px.close(); close(l.answers); px.wait() }()
+	px, l, stats := newStillProxy(t)
 
 	mon := core.FlowEvent{Kind: core.FlowMonitor, Peer: 1, Quota: 40}
 	other := core.FlowEvent{Kind: core.FlowMonitor, Peer: 0, Quota: 2}

@@ -14,7 +14,8 @@
 //     loopback; latency 8 B and 1 MiB, bandwidth 1 MiB.
 //   - plugin: one policy (-plugin-policy) as a plugin process against the
 //     same policy built in, on the same stack; message rate 8 B and
-//     bandwidth 1 MiB.
+//     bandwidth 1 MiB, and under each the ratios of every repetition's
+//     two runs, which ran back to back, with their spread.
 //   - coll: the collectives on 4 ranks (-np for 8, 16): gobtl bench
 //     allreduce, bcast and allgather against MPI_Allreduce, MPI_Bcast and
 //     MPI_Allgather as Open MPI's coll/tuned chooses them.
@@ -76,6 +77,13 @@ type group struct {
 	// the plots; plot names the group's curves there ("" draws none).
 	sweep map[string][]int
 	plot  string
+	// paired also prints, under each metric, the ratios of the runs of
+	// each repetition — they ran back to back, so load that drifts over
+	// the minutes of a compare run cancels in each — and their spread:
+	// for the plugin group, whose target is a few percent between two
+	// runs of one program on a machine whose load moves the message rate
+	// by more than that between minutes.
+	paired bool
 }
 
 // sweepSizes are the plots' sizes: 8 B to 4 MiB by factors of 8, and the
@@ -266,7 +274,7 @@ func groupsOf(set string, o *options) ([]*group, error) {
 			stacks[how] = path
 		}
 		return []*group{{name: "plugin", subject: o.gobtlRunner(o.pluginName+" plugin", 2, stacks["plugin"]),
-			refs: []runner{o.gobtlRunner(o.pluginName+" built in", 2, stacks["builtin"])}, metrics: pluginMetrics}}, nil
+			refs: []runner{o.gobtlRunner(o.pluginName+" built in", 2, stacks["builtin"])}, metrics: pluginMetrics, paired: true}}, nil
 	case "coll":
 		np := o.np
 		if np == 0 {
@@ -349,6 +357,19 @@ func (v values) median(group, runner string, m metric) float64 {
 	return median(v[key{group, runner, m.bench, m.size, m.field}])
 }
 
+// paired are the ratios subject / ref of a metric, one per repetition in
+// which both have a value.
+func (v values) paired(group, subject, ref string, m metric) []float64 {
+	s, r := v[key{group, subject, m.bench, m.size, m.field}], v[key{group, ref, m.bench, m.size, m.field}]
+	var rs []float64
+	for i := range min(len(s), len(r)) {
+		if r[i] > 0 {
+			rs = append(rs, s[i]/r[i])
+		}
+	}
+	return rs
+}
+
 // curve is the medians of a field of a bench over its sizes.
 func (v values) curve(group, runner, bench, field string) map[int]float64 {
 	c := map[int]float64{}
@@ -426,6 +447,9 @@ func printTable(w io.Writer, groups []*group, vals values) {
 			fmt.Fprintf(w, "%-7s %-22s %12s %12s %-22s %8.3f %4s%.2f %5v\n", g.name, m.label, num(gv), num(best), which, ratio, op, m.target, ok)
 			if len(others) > 1 {
 				fmt.Fprintf(w, "%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
+			}
+			if rs := vals.paired(g.name, g.subject.name, which, m); g.paired && len(rs) > 0 {
+				fmt.Fprintf(w, "%-7s %-22s %12s   paired by repetition: median %.3f, %.3f-%.3f over %d\n", "", "", "", median(rs), slices.Min(rs), slices.Max(rs), len(rs))
 			}
 		}
 	}
