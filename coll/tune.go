@@ -239,9 +239,13 @@ var table = [numKinds][]rule{
 		// 9-25 outside it; osu timing, medians of 5-15 alternating runs),
 		// 4 ranks 8 B: linear 14.4 µs, recursive doubling 16.5, reduce
 		// + bcast 19.0, Open MPI 10.6; 8 ranks: linear 32, recursive
-		// doubling 44, Open MPI 26. Linear also makes the fewest context
-		// switches (1.4-1.6 per rank and call, Open MPI 2.2-2.4): what is
-		// left of the gap is CPU per switch and per message, not waits.
+		// doubling 44, Open MPI 26. At a load of 3 (plain runs, 9 each):
+		// linear 8.8, recursive doubling 10.4 (10.7 with the
+		// dissemination barrier), reduce + bcast 15.6, Open MPI 7.1; the
+		// dissemination barrier under linear: 10.5. Linear also makes
+		// the fewest context switches (1.4-1.6 per rank and call, Open
+		// MPI 2.2-2.4): what is left of the gap is CPU per switch and per
+		// message, not waits.
 		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
 		{alg: Rabenseifner},
