@@ -39,3 +39,26 @@ func TestTheProgressBlockSaysWhatItSets(t *testing.T) {
 		t.Fatalf("progress %+v: want the spin set (7) and the yields not", p)
 	}
 }
+
+// A job that names no stack file runs the default stack, whose file
+// writes spin = 2000 out for show; that must not count as the stack
+// choosing it, or ranks that outnumber their node's CPUs would hold the
+// CPU 2000 polls long while the rank they wait for cannot run (a 4-rank
+// allreduce of 8 B on 2 CPUs: 396 µs against 29 µs, start.go).
+func TestWithoutAStackFileOversubscribedRanksYieldAtOnce(t *testing.T) {
+	t.Setenv(EnvConfig, "")
+	cfg, err := loadConfig(Options{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	po, err := pmlOptions(cfg.Job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po.Backoff.Spin != pml.DefaultBackoff.Spin {
+		t.Fatalf("the default stack spins %d polls, want pml's default %d", po.Backoff.Spin, pml.DefaultBackoff.Spin)
+	}
+	if b := oversubscribed(po.Backoff, cfg.Job.Progress, 4, 2); b.Spin != oversubscribedSpin || b.Yield != math.MaxInt32 {
+		t.Fatalf("4 ranks on 2 CPUs with no stack file: back-off %+v, want no spin and yields only", b)
+	}
+}

@@ -114,7 +114,7 @@ func (c *Comm) block(ctx context.Context, s *schedule) error {
 // start advances s once and, unless that finished it, hands it to the PML
 // as a request. A nil request with a nil error means s is done.
 func (c *Comm) start(s *schedule) (*pml.Request, error) {
-	done, err := s.Advance()
+	done, err := s.advance(true)
 	if done {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (c *Comm) start(s *schedule) (*pml.Request, error) {
 // nonblocking returns a request for s, one already completed when s
 // finished at once.
 func (c *Comm) nonblocking(s *schedule) (*pml.Request, error) {
-	done, err := s.Advance()
+	done, err := s.advance(true)
 	if !done {
 		return c.x.Start(s)
 	}

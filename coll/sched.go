@@ -163,12 +163,25 @@ func (s *schedule) tmpInts(n int) []int {
 // Advance runs the schedule as far as it can without blocking; it is the
 // schedule's pml.Op. A round whose messages are done is followed at once
 // by the next, so a collective whose messages have all arrived finishes
-// in one call.
-func (s *schedule) Advance() (bool, error) {
+// in one call. The PML calls it beside a poll of its own, so it only
+// looks at its messages (pml.Comm.Finished).
+func (s *schedule) Advance() (bool, error) { return s.advance(false) }
+
+// advance is Advance; poll makes it poll the PML for every round it
+// tests, as the first advance of a collective does (start, nonblocking):
+// the messages of the ranks that came first are then taken in and the
+// collective may be over before it needs a request.
+func (s *schedule) advance(poll bool) (bool, error) {
 	x := s.c.x
 	for {
 		if len(s.reqs) > 0 {
-			done, err := x.Testall(s.reqs, s.sts[:len(s.reqs)])
+			var done bool
+			var err error
+			if poll {
+				done, err = x.Testall(s.reqs, s.sts[:len(s.reqs)])
+			} else {
+				done, err = x.Finished(s.reqs, s.sts[:len(s.reqs)])
+			}
 			if !done {
 				// A member lost elsewhere may mean a message this round
 				// waits for will never come.

@@ -196,7 +196,11 @@ var table = [numKinds][]rule{
 		// from it). On 2 CPUs, alternating (load 8-19), context switches
 		// per barrier: 8 ranks 16-69 against dissemination's 33-221, 16
 		// ranks 76-108 against 181-320; 4 ranks 14-20 against 12-19, a
-		// draw.
+		// draw. Open MPI's fan in to rank 0 and out again moves half the
+		// messages but waits twice: nearer a quiet machine (see allreduce)
+		// a 4-rank barrier took 11.9 µs that way against 10.8 linear
+		// (Open MPI 10.0), and the osu allreduce it brackets was no faster
+		// (9.4 and 9.4 µs in two runs against 10.2 and 8.9).
 		{ranks: 17, alg: Linear},
 		{alg: Dissemination},
 	},
@@ -230,7 +234,18 @@ var table = [numKinds][]rule{
 		// doubling's 20-22 and Open MPI's 34-44; 8 ranks 42-50 against
 		// 55-59 and 38-48; 16 ranks 159-268 against 194-571 and
 		// 171-827; 1 KiB on 8 ranks 47-165 against 239-355, with a third
-		// to a half of the context switches.
+		// to a half of the context switches. Nearer a quiet machine (the
+		// job in a session of its own whose autogroup has nice -20, load
+		// 9-25 outside it; osu timing, medians of 5-15 alternating runs),
+		// 4 ranks 8 B: linear 14.4 µs, recursive doubling 16.5, reduce
+		// + bcast 19.0, Open MPI 10.6; 8 ranks: linear 32, recursive
+		// doubling 44, Open MPI 26. At a load of 3 (plain runs, 9 each):
+		// linear 8.8, recursive doubling 10.4 (10.7 with the
+		// dissemination barrier), reduce + bcast 15.6, Open MPI 7.1; the
+		// dissemination barrier under linear: 10.5. Linear also makes
+		// the fewest context switches (1.4-1.6 per rank and call, Open
+		// MPI 2.2-2.4): what is left of the gap is CPU per switch and per
+		// message, not waits.
 		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
 		{alg: Rabenseifner},

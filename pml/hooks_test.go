@@ -319,3 +319,34 @@ func TestAWaiterWhoseOperationsProgressDoesNotBackOff(t *testing.T) {
 		t.Fatalf("the waiter read the clock %d times: its backoff went past spinning while its operation progressed", n)
 	}
 }
+
+// Finished only looks (an Op's Advance, whose caller has just polled):
+// a message that has come but that no poll has taken in leaves its
+// receive pending; once one has, it releases every request as Testall
+// does.
+func TestFinishedLooksWithoutPolling(t *testing.T) {
+	w := newWorld(t, 2, oneRail, Options{})
+	c0, c1 := w.comms[0], w.comms[1]
+	in := make([]byte, 1)
+	r, err := c0.Irecv(in, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Send([]byte{7}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	rs, sts := []*Request{nil, r}, make([]Status, 2)
+	if ok, err := c0.Finished(rs, sts); ok || err != nil || rs[1] == nil {
+		t.Fatalf("finished before a poll took the message in: %v %v", ok, err)
+	}
+	if ok, err := c0.Finished(rs, sts[:1]); ok || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("finished with too few statuses: %v %v", ok, err)
+	}
+	c0.Progress()
+	if ok, err := c0.Finished(rs, sts); !ok || err != nil || rs[1] != nil || sts[1].Count != 1 || sts[1].Source != 1 || in[0] != 7 {
+		t.Fatalf("finished after the poll: %v %v %v %+v %v", ok, err, rs, sts[1], in)
+	}
+	if ok, err := c0.Finished([]*Request{r}, nil); ok || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("finished on a released request: %v %v", ok, err)
+	}
+}
