@@ -67,12 +67,22 @@ func (c *Comm) checkSlow(rank, tag int, wild bool) error {
 // Isend starts sending buf to dest with tag. buf must not change until the
 // request completes.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
-	return c.start(reqSend, c.ctx, buf, dest, tag)
+	return c.start(reqSend, c.ctx, buf, dest, tag, false)
+}
+
+// IsendExchange is Isend for one half of an exchange: dest sends a
+// message to this rank at the same time and each waits for the other's,
+// as in a collective's recursive halving or doubling step. A transport
+// may move such messages otherwise than one-way ones (core.Attrs'
+// MechExchange): shared memory with more ranks than cores takes its copy
+// pipeline, which needs both processes running, for exchanges only.
+func (c *Comm) IsendExchange(buf []byte, dest, tag int) (*Request, error) {
+	return c.start(reqSend, c.ctx, buf, dest, tag, true)
 }
 
 // start checks a call's arguments and then, under the engine lock, starts
-// a send or posts a receive on context ctx.
-func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Request, error) {
+// a send (an exchange's if exchange) or posts a receive on context ctx.
+func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int, exchange bool) (*Request, error) {
 	if err := c.check(peer, tag, kind == reqRecv); err != nil {
 		return nil, err
 	}
@@ -81,7 +91,7 @@ func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Requ
 	var r *Request
 	var err error
 	if kind == reqSend {
-		r, err = e.isend(c.g, ctx, buf, c.g.toWorld(peer), tag)
+		r, err = e.isend(c.g, ctx, buf, c.g.toWorld(peer), tag, exchange)
 	} else {
 		r, err = e.irecv(c.g, ctx, buf, c.g.toWorld(peer), tag)
 	}
@@ -90,8 +100,8 @@ func (c *Comm) start(kind reqKind, ctx uint32, buf []byte, peer, tag int) (*Requ
 }
 
 // isend starts a send to job rank dest on a communicator of group g (lock
-// held).
-func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Request, error) {
+// held); exchange: dest sends to this rank at the same time.
+func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int, exchange bool) (*Request, error) {
 	if e.sendDirect(ctx, buf, dest, tag) {
 		return e.sentRequest(g, ctx, dest, tag, len(buf)), nil
 	}
@@ -117,7 +127,7 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 		e.sendFrame(p, s, h, nil, buf, 0, r)
 		return r, nil
 	}
-	e.startRndv(r, p, s)
+	e.startRndv(r, p, s, exchange)
 	return r, nil
 }
 
@@ -158,7 +168,7 @@ func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
 // Irecv starts receiving into buf a message from source (or AnySource)
 // with tag (or AnyTag).
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
-	return c.start(reqRecv, c.ctx, buf, source, tag)
+	return c.start(reqRecv, c.ctx, buf, source, tag, false)
 }
 
 // irecv posts a receive from job rank source (or AnySource) on a
@@ -212,7 +222,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 		e.mu.Unlock()
 		return err
 	}
-	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag)
+	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag, false)
 	if err == nil && r.done { // an eager send is done at once: one lock
 		err = r.status.Err
 		e.release(r)

@@ -76,14 +76,15 @@ func (e *engine) keysFor(r *Request, p *peer, want core.Caps, acc core.Access, k
 	return n, nil
 }
 
-// startRndv sends RNDV_START for a message too large for eager on s.
-func (e *engine) startRndv(r *Request, p *peer, s *sub) {
+// startRndv sends RNDV_START for a message too large for eager on s;
+// exchange: the peer sends to this rank at the same time.
+func (e *engine) startRndv(r *Request, p *peer, s *sub, exchange bool) {
 	proto := e.opts.Protocol
 	var keys [maxSubchannels]keyRef
 	nkeys := 0
 	if want := proto.rdmaCaps(); want != 0 {
 		switch {
-		case !p.rdmaFits(want, len(r.buf), p.rndvOut):
+		case !p.rdmaFits(want, len(r.buf), p.rndvOut, exchange):
 			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
@@ -119,15 +120,20 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 // rdmaFits reports whether some subchannel can move size bytes by RDMA
 // with want and prefers to, with inflight other rendezvous sends to the
 // peer under way: by its mechanism table (Attrs.Mech) where it has one,
-// else by its Attrs.RDMAMin/RDMAMax window.
-func (p *peer) rdmaFits(want core.Caps, size, inflight int) bool {
+// else by its Attrs.RDMAMin/RDMAMax window; an exchange's message by its
+// MechExchange table where it has one.
+func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool {
 	for _, s := range p.subs {
 		a := &s.mod.attrs
 		if s.rdma == nil || !a.Caps.Has(want) {
 			continue
 		}
-		if a.Mech != nil {
-			if rule := a.Mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
+		mech := a.Mech
+		if exchange && a.MechExchange != nil {
+			mech = a.MechExchange
+		}
+		if mech != nil {
+			if rule := mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
 				return true
 			}
 			continue
