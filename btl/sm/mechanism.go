@@ -75,13 +75,15 @@ var oversubscribedMech = core.MechTable{
 // so the two run together whatever the mechanism — the reason for CMA
 // above does not hold — and the pipeline's two memmoves cost less than
 // one process_vm_readv (on this VM 43 µs a MiB each, 125 µs a MiB by CMA,
-// pinning every page). Up to 1 MiB, half the segment's fragments, so that
-// the sender's copy-in seldom waits for the receiver's copy-out. Allreduce
+// pinning every page). Up to 512 KiB, a quarter of the segment's
+// fragments, so that the sender's copy-in seldom waits for the receiver's
+// copy-out (with 1 MiB the 1 MiB exchanges of a 4 MiB allreduce went no
+// faster, within this machine's noise, and held half the fragments). Allreduce
 // of 1 MiB at 4 ranks on 2 CPUs (Rabenseifner: exchanges of 512 and
 // 256 KiB), 3 alternations at nice -15 (load 15): 567-1200 µs and
 // 1457-2814 µs of CPU a call against 1225-1520 µs and 3067-3613 µs by CMA.
 var oversubscribedExchangeMech = core.MechTable{
-	{Max: 1 << 20, RDMADepth: core.NoRDMA},
+	{Max: 512 << 10, RDMADepth: core.NoRDMA},
 	{RDMADepth: 65536},
 }
 

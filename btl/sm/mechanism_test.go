@@ -172,7 +172,7 @@ func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 // On a node with more ranks than CPUs the default table gives way to CMA
 // at every size above 16 KiB, whatever is in flight: the copy pipeline
 // needs both processes running at once — except for an exchange's
-// messages up to 1 MiB, where both run anyway. A stack's own table is
+// messages up to 512 KiB, where both run anyway. A stack's own table is
 // kept, for exchanges too.
 func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
 	got, x := nodeMech(defaultMech, true, 16, 2)
@@ -192,7 +192,7 @@ func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
 	for _, c := range []struct {
 		size int64
 		cma  bool
-	}{{16 << 10, false}, {512 << 10, false}, {1 << 20, false}, {1<<20 + 1, true}} {
+	}{{16 << 10, false}, {512 << 10, false}, {512<<10 + 1, true}, {1 << 20, true}} {
 		if got := oversubscribedExchangeMech.Lookup(c.size).UseRDMA(0); got != c.cma {
 			t.Errorf("oversubscribed exchange of %d bytes: CMA %v, want %v", c.size, got, c.cma)
 		}
