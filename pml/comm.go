@@ -127,7 +127,8 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int, exchange
 		e.sendFrame(p, s, h, nil, buf, 0, r)
 		return r, nil
 	}
-	e.startRndv(r, p, s, exchange)
+	r.exchange = exchange
+	e.startRndv(r, p, s)
 	return r, nil
 }
 

@@ -76,15 +76,14 @@ func (e *engine) keysFor(r *Request, p *peer, want core.Caps, acc core.Access, k
 	return n, nil
 }
 
-// startRndv sends RNDV_START for a message too large for eager on s;
-// exchange: the peer sends to this rank at the same time.
-func (e *engine) startRndv(r *Request, p *peer, s *sub, exchange bool) {
+// startRndv sends RNDV_START for a message too large for eager on s.
+func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	proto := e.opts.Protocol
 	var keys [maxSubchannels]keyRef
 	nkeys := 0
 	if want := proto.rdmaCaps(); want != 0 {
 		switch {
-		case !p.rdmaFits(want, len(r.buf), p.rndvOut, exchange):
+		case !p.rdmaFits(want, len(r.buf), p.rndvOut, r.exchange):
 			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
@@ -128,11 +127,7 @@ func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool 
 		if s.rdma == nil || !a.Caps.Has(want) {
 			continue
 		}
-		mech := a.Mech
-		if exchange && a.MechExchange != nil {
-			mech = a.MechExchange
-		}
-		if mech != nil {
+		if mech := mechOf(a, exchange); mech != nil {
 			if rule := mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
 				return true
 			}
@@ -143,6 +138,15 @@ func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool 
 		}
 	}
 	return false
+}
+
+// mechOf is a's mechanism table for a message one way or, if exchange,
+// for an exchange's.
+func mechOf(a *core.Attrs, exchange bool) core.MechTable {
+	if exchange && a.MechExchange != nil {
+		return a.MechExchange
+	}
+	return a.Mech
 }
 
 // sendFin sends a FIN naming the peer's request id on s (or any
@@ -458,7 +462,7 @@ func (e *engine) pump() int {
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
 			frag, depth := s.mod.attrs.MaxSendSize, 0
-			if rule := s.mod.attrs.Mech.Lookup(int64(r.accept)); rule != nil {
+			if rule := mechOf(&s.mod.attrs, r.exchange).Lookup(int64(r.accept)); rule != nil {
 				if rule.Frag > 0 {
 					frag = min(rule.Frag, frag)
 				}
