@@ -139,7 +139,7 @@ func allreduceRecursiveDoubling(s *schedule, n, me int, send, acc []byte) {
 			for mask := 1; mask < p; mask <<= 1 {
 				peer := real(v^mask, n, p)
 				s.recv(peer, tmp)
-				s.send(peer, acc)
+				s.exchange(peer, acc)
 				s.wait()
 				recursiveDoublingCombine(s, v, mask, acc, tmp)
 			}
@@ -171,7 +171,7 @@ func allreduceRecursiveDoubling(s *schedule, n, me int, send, acc []byte) {
 	for k := range steps {
 		mask := 1 << k
 		tmp = bufs[k*len(acc) : (k+1)*len(acc)]
-		s.send(real(v^mask, n, p), acc)
+		s.exchange(real(v^mask, n, p), acc)
 		s.await(hs[k])
 		s.wait()
 		recursiveDoublingCombine(s, v, mask, acc, tmp)
@@ -228,13 +228,13 @@ func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
 			}
 			if direct {
 				s.recv(peer, at(acc, keepLo, keepHi))
-				s.send(peer, at(send, giveLo, giveHi))
+				s.exchange(peer, at(send, giveLo, giveHi))
 				s.wait()
 				s.reduce(at(acc, keepLo, keepHi), at(send, keepLo, keepHi))
 				direct = false
 			} else {
 				s.recv(peer, at(tmp, keepLo, keepHi))
-				s.send(peer, at(acc, giveLo, giveHi))
+				s.exchange(peer, at(acc, giveLo, giveHi))
 				s.wait()
 				s.reduce(at(acc, keepLo, keepHi), at(tmp, keepLo, keepHi))
 			}
@@ -245,7 +245,7 @@ func allreduceRabenseifner(s *schedule, n, me int, send, acc []byte) {
 			w := hi - lo
 			plo := lo ^ w // the peer's window, as wide as ours
 			s.recv(peer, at(acc, plo, plo+w))
-			s.send(peer, at(acc, lo, hi))
+			s.exchange(peer, at(acc, lo, hi))
 			s.wait()
 			lo, hi = min(lo, plo), max(hi, plo+w)
 		}

@@ -45,7 +45,7 @@ func (c *Comm) ReduceScatterBlock(ctx context.Context, send, recv []byte, op Op)
 				keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
 			}
 			s.recv(me^mask, tmp[keepLo*b:keepHi*b])
-			s.send(me^mask, acc[giveLo*b:giveHi*b])
+			s.exchange(me^mask, acc[giveLo*b:giveHi*b])
 			s.wait()
 			s.reduce(acc[keepLo*b:keepHi*b], tmp[keepLo*b:keepHi*b])
 			lo, hi = keepLo, keepHi

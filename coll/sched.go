@@ -34,13 +34,14 @@ import (
 type stepKind uint8
 
 const (
-	stepSend    stepKind = iota + 1
-	stepRecv             // into a, expecting exactly len(a) bytes
-	stepReduce           // a = a ∘ b
-	stepCopy             // a = b
-	stepWait             // hold until every message of the round completes
-	stepPrepost          // post a receive into a now, held as early[idx]
-	stepAwait            // make early[idx] a message of the round
+	stepSend     stepKind = iota + 1
+	stepRecv              // into a, expecting exactly len(a) bytes
+	stepReduce            // a = a ∘ b
+	stepCopy              // a = b
+	stepWait              // hold until every message of the round completes
+	stepPrepost           // post a receive into a now, held as early[idx]
+	stepAwait             // make early[idx] a message of the round
+	stepExchange          // stepSend to a peer that sends to this rank in the same round
 )
 
 type step struct {
@@ -89,6 +90,15 @@ func (s *schedule) reset(c *Comm, tag int, k Kind, alg Alg) {
 
 func (s *schedule) send(peer int, buf []byte) {
 	s.steps = append(s.steps, step{kind: stepSend, peer: peer, a: buf})
+}
+
+// exchange is send to a peer that sends to this rank in the same round
+// and waits for this rank's message as this rank waits for its: the PML
+// may move it otherwise than a one-way message (pml.Comm.IsendExchange —
+// shared memory with more ranks than cores copies it through its
+// fragments, which needs both processes running, as they are here).
+func (s *schedule) exchange(peer int, buf []byte) {
+	s.steps = append(s.steps, step{kind: stepExchange, peer: peer, a: buf})
 }
 
 func (s *schedule) recv(peer int, buf []byte) {
@@ -216,13 +226,16 @@ func (s *schedule) run() error {
 		switch st.kind {
 		case stepWait:
 			return nil
-		case stepSend, stepRecv:
+		case stepSend, stepExchange, stepRecv:
 			var r *pml.Request
 			var err error
 			want := -1
-			if st.kind == stepSend {
+			switch st.kind {
+			case stepSend:
 				r, err = x.Isend(st.a, st.peer, s.tag)
-			} else {
+			case stepExchange:
+				r, err = x.IsendExchange(st.a, st.peer, s.tag)
+			default:
 				r, err = x.Irecv(st.a, st.peer, s.tag)
 				want = len(st.a)
 			}

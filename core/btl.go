@@ -75,6 +75,12 @@ type Attrs struct {
 	// the data moves by RDMA or by the pipeline, and the pipeline's
 	// fragment size and depth. The module proposes; the PML follows it.
 	Mech MechTable
+	// MechExchange, when set, is Mech for the messages of an exchange:
+	// a step in which the receiver sends to this rank at the same time
+	// (pml.Comm.IsendExchange, a collective's recursive halving or
+	// doubling), so that both processes wait for each other and run
+	// together whatever the transport does. nil: Mech.
+	MechExchange MechTable
 	// Bandwidth is the expected bandwidth in bytes per second.
 	Bandwidth float64
 	// Latency is the expected one-way latency of a small message.

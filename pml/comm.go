@@ -71,6 +71,21 @@ func (c *Comm) checkSlow(rank, tag int, wild bool) error {
 // function for both: what is kept across the lock's call (the arguments,
 // spilled to the stack) is then only what the call needs.
 func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend(buf, dest, tag, false)
+}
+
+// IsendExchange is Isend for one half of an exchange: dest sends a
+// message to this rank at the same time and each waits for the other's,
+// as in a collective's recursive halving or doubling step. A transport
+// may move such messages otherwise than one-way ones (core.Attrs'
+// MechExchange): shared memory with more ranks than cores takes its copy
+// pipeline, which needs both processes running, for exchanges only.
+func (c *Comm) IsendExchange(buf []byte, dest, tag int) (*Request, error) {
+	return c.isend(buf, dest, tag, true)
+}
+
+// isend is Isend, an exchange's if exchange.
+func (c *Comm) isend(buf []byte, dest, tag int, exchange bool) (*Request, error) {
 	if err := c.check(dest, tag, false); err != nil {
 		return nil, err
 	}
@@ -82,15 +97,15 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 		e.mu.Unlock()
 		return r, nil
 	}
-	r, err := e.isend(c.g, c.ctx, buf, w, tag)
+	r, err := e.isend(c.g, c.ctx, buf, w, tag, exchange)
 	e.mu.Unlock()
 	return r, err
 }
 
 // isend starts a send to job rank dest on a communicator of group g by
 // the general path, the fused one (sendDirect) having declined it (lock
-// held).
-func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Request, error) {
+// held); exchange: dest sends to this rank at the same time.
+func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int, exchange bool) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
@@ -113,6 +128,7 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int) (*Reques
 		e.sendFrame(p, s, h, nil, buf, 0, r)
 		return r, nil
 	}
+	r.exchange = exchange
 	e.startRndv(r, p, s)
 	return r, nil
 }
@@ -215,7 +231,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 		e.mu.Unlock()
 		return err
 	}
-	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag)
+	r, err := e.isend(c.g, c.ctx, buf, c.g.toWorld(dest), tag, false)
 	if err == nil && r.done { // an eager send is done at once: one lock
 		err = r.status.Err
 		e.release(r)

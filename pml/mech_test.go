@@ -191,3 +191,48 @@ func TestMechanismRuleShapesThePipeline(t *testing.T) {
 		})
 	}
 }
+
+// An exchange's message follows the module's exchange table, a one-way
+// message of the same size the plain one: here the plain table reads by
+// RDMA and the exchange table pipelines, and both ranks exchange a
+// message each way by IsendExchange after one by Isend.
+func TestExchangeTakesTheExchangeTable(t *testing.T) {
+	const n = 64 << 10
+	w := newWorld(t, 2, []inproc.RailOptions{{
+		Mech:         core.MechTable{{RDMADepth: 65536}},
+		MechExchange: core.MechTable{{RDMADepth: core.NoRDMA}},
+	}}, Options{})
+	w.run(t, func(c *Comm) error {
+		peer := 1 - c.Rank()
+		out, in := pattern(make([]byte, n), c.Rank()), make([]byte, n)
+		for _, exchange := range []bool{false, true} {
+			rdma0 := c.Metrics().Counter("pml.rndv_sends").Load()
+			pipe0 := c.Metrics().Counter("pml.pipeline_sends").Load()
+			r, err := c.Irecv(in, peer, 0)
+			if err != nil {
+				return err
+			}
+			var s *Request
+			if exchange {
+				s, err = c.IsendExchange(out, peer, 0)
+			} else {
+				s, err = c.Isend(out, peer, 0)
+			}
+			if err != nil {
+				return err
+			}
+			if err := c.Waitall([]*Request{r, s}, nil); err != nil {
+				return err
+			}
+			if !bytes.Equal(in, pattern(make([]byte, n), peer)) {
+				t.Errorf("rank %d, exchange %v: the message arrived corrupt", c.Rank(), exchange)
+			}
+			rdma := c.Metrics().Counter("pml.rndv_sends").Load() - rdma0
+			pipe := c.Metrics().Counter("pml.pipeline_sends").Load() - pipe0
+			if want := b2i(!exchange); rdma != want || pipe != 1-want {
+				t.Errorf("rank %d, exchange %v: %d by RDMA, %d by the pipeline", c.Rank(), exchange, rdma, pipe)
+			}
+		}
+		return nil
+	})
+}

@@ -83,7 +83,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	nkeys := 0
 	if want := proto.rdmaCaps(); want != 0 {
 		switch {
-		case !p.rdmaFits(want, len(r.buf), p.rndvOut):
+		case !p.rdmaFits(want, len(r.buf), p.rndvOut, r.exchange):
 			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
@@ -119,15 +119,16 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 // rdmaFits reports whether some subchannel can move size bytes by RDMA
 // with want and prefers to, with inflight other rendezvous sends to the
 // peer under way: by its mechanism table (Attrs.Mech) where it has one,
-// else by its Attrs.RDMAMin/RDMAMax window.
-func (p *peer) rdmaFits(want core.Caps, size, inflight int) bool {
+// else by its Attrs.RDMAMin/RDMAMax window; an exchange's message by its
+// MechExchange table where it has one.
+func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool {
 	for _, s := range p.subs {
 		a := &s.mod.attrs
 		if s.rdma == nil || !a.Caps.Has(want) {
 			continue
 		}
-		if a.Mech != nil {
-			if rule := a.Mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
+		if mech := mechOf(a, exchange); mech != nil {
+			if rule := mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
 				return true
 			}
 			continue
@@ -137,6 +138,15 @@ func (p *peer) rdmaFits(want core.Caps, size, inflight int) bool {
 		}
 	}
 	return false
+}
+
+// mechOf is a's mechanism table for a message one way or, if exchange,
+// for an exchange's.
+func mechOf(a *core.Attrs, exchange bool) core.MechTable {
+	if exchange && a.MechExchange != nil {
+		return a.MechExchange
+	}
+	return a.Mech
 }
 
 // sendFin sends a FIN naming the peer's request id on s (or any
@@ -452,7 +462,7 @@ func (e *engine) pump() int {
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
 			frag, depth := s.mod.attrs.MaxSendSize, 0
-			if rule := s.mod.attrs.Mech.Lookup(int64(r.accept)); rule != nil {
+			if rule := mechOf(&s.mod.attrs, r.exchange).Lookup(int64(r.accept)); rule != nil {
 				if rule.Frag > 0 {
 					frag = min(rule.Frag, frag)
 				}

@@ -59,12 +59,13 @@ type Request struct {
 	op     Op // reqOp: the operation, until it finishes
 
 	// Protocol state.
-	proto  Protocol
-	total  int    // message length
-	accept int    // bytes the receiver takes: min(total, receive buffer)
-	got    int    // receive: bytes placed; send: bytes handed over
-	remote uint64 // the peer's request id
-	x      *rdmaState
+	exchange bool // a send the peer answers with one of its own (IsendExchange)
+	proto    Protocol
+	total    int    // message length
+	accept   int    // bytes the receiver takes: min(total, receive buffer)
+	got      int    // receive: bytes placed; send: bytes handed over
+	remote   uint64 // the peer's request id
+	x        *rdmaState
 
 	// link puts a receive on its context's posted list until it matches,
 	// and a pipelined send on the engine's pump list while it pumps; a
@@ -120,7 +121,7 @@ func (e *engine) newRequest(kind reqKind, ctx uint32, g *group, peer, tag int, b
 	r.ctx, r.g, r.peer, r.tag, r.buf, r.src = ctx, g, peer, tag, buf, 0
 	r.status = Status{}
 	r.op = nil
-	r.proto, r.total, r.accept, r.got, r.remote = 0, 0, 0, 0, 0
+	r.proto, r.total, r.accept, r.got, r.remote, r.exchange = 0, 0, 0, 0, 0, false
 	return r
 }
 

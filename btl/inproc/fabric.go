@@ -39,6 +39,7 @@ type RailOptions struct {
 	MaxReads       int            // outstanding gets per endpoint; default 16
 	NoRDMA         bool           // no put/get: the PML uses its pipeline
 	Mech           core.MechTable // the mechanism table the module proposes (Attrs.Mech); nil: none
+	MechExchange   core.MechTable // its table for exchanges (Attrs.MechExchange); nil: Mech
 	Bandwidth      float64
 	Latency        time.Duration
 	Exclusivity    int

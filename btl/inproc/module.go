@@ -74,7 +74,7 @@ func newModule(f *Fabric, r *rail, railIdx, rank int) *Module {
 		Component: "inproc", Name: fmt.Sprintf("inproc:%s", r.name),
 		EagerLimit: o.EagerLimit, MaxSendSize: o.MaxSendSize, RndvEagerLimit: o.RndvEagerLimit,
 		MaxRDMA: o.MaxRDMA, MaxReads: o.MaxReads, Bandwidth: o.Bandwidth, Latency: o.Latency,
-		Exclusivity: o.Exclusivity, Caps: caps, Mech: o.Mech,
+		Exclusivity: o.Exclusivity, Caps: caps, Mech: o.Mech, MechExchange: o.MechExchange,
 	}
 	m.in = make([]*link, f.n)
 	m.eps = make([]*endpoint, f.n)

@@ -171,20 +171,34 @@ func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 
 // On a node with more ranks than CPUs the default table gives way to CMA
 // at every size above 16 KiB, whatever is in flight: the copy pipeline
-// needs both processes running at once. A stack's own table is kept.
+// needs both processes running at once — except for an exchange's
+// messages up to 512 KiB, where both run anyway. A stack's own table is
+// kept, for exchanges too.
 func TestAnOversubscribedNodeReadsByCMA(t *testing.T) {
-	if got := nodeMech(defaultMech, true, 16, 2); !reflect.DeepEqual(got, oversubscribedMech) {
-		t.Fatalf("16 ranks on 2 CPUs: %v, want %v", got, oversubscribedMech)
+	got, x := nodeMech(defaultMech, true, 16, 2)
+	if !reflect.DeepEqual(got, oversubscribedMech) || !reflect.DeepEqual(x, oversubscribedExchangeMech) {
+		t.Fatalf("16 ranks on 2 CPUs: %v and %v, want %v and %v", got, x, oversubscribedMech, oversubscribedExchangeMech)
 	}
-	if got := nodeMech(defaultMech, true, 2, 2); !reflect.DeepEqual(got, defaultMech) {
-		t.Fatalf("2 ranks on 2 CPUs: %v, want the default %v", got, defaultMech)
+	if got, x := nodeMech(defaultMech, true, 2, 2); !reflect.DeepEqual(got, defaultMech) || x != nil {
+		t.Fatalf("2 ranks on 2 CPUs: %v and %v, want the default %v for both", got, x, defaultMech)
 	}
 	own := core.MechTable{{RDMADepth: core.NoRDMA}}
-	if got := nodeMech(own, false, 16, 2); !reflect.DeepEqual(got, own) {
-		t.Fatalf("a stack's own table was replaced: %v", got)
+	if got, x := nodeMech(own, false, 16, 2); !reflect.DeepEqual(got, own) || x != nil {
+		t.Fatalf("a stack's own table was replaced: %v and %v", got, x)
 	}
 	if !oversubscribedMech.Lookup(1 << 20).UseRDMA(64) {
 		t.Fatal("oversubscribed: 1 MiB with 64 in flight does not go by CMA")
+	}
+	for _, c := range []struct {
+		size int64
+		cma  bool
+	}{{16 << 10, false}, {512 << 10, false}, {512<<10 + 1, true}, {1 << 20, true}} {
+		if got := oversubscribedExchangeMech.Lookup(c.size).UseRDMA(0); got != c.cma {
+			t.Errorf("oversubscribed exchange of %d bytes: CMA %v, want %v", c.size, got, c.cma)
+		}
+	}
+	if err := oversubscribedExchangeMech.Validate(64 << 10); err != nil {
+		t.Fatal(err)
 	}
 }
 

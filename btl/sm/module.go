@@ -197,7 +197,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.attrs = cfg.attrs
 	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
-	m.attrs.Mech = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), runtime.NumCPU())
+	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), runtime.NumCPU())
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
