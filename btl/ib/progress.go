@@ -257,6 +257,7 @@ func (m *module) housekeeping(now time.Duration) {
 		m.dev.blocked.Set(s.WritesBlocked)
 		m.dev.acks.Set(s.AcksSent)
 		m.dev.acksPiggybacked.Set(s.AcksPiggybacked)
+		m.dev.idleChecks.Set(s.NICIdleChecks)
 		if s.LinksRejected > 0 && m.h.noteRejected(s.LinksRejected) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")

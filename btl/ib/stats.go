@@ -31,6 +31,7 @@ type devMetrics struct {
 	// which say what a message costs whatever the load
 	writes, wireReads, emptyReads, epolls, staged, nicWakeups, blocked *core.Gauge
 	acks, acksPiggybacked                                              *core.Gauge
+	idleChecks                                                         *core.Gauge
 }
 
 func (m *module) metric(parts ...any) string {
@@ -57,7 +58,7 @@ func (m *module) initMetrics() {
 			rejected: d("links_rejected"), foreign: d("foreign_packets"),
 			writes: d("wire_writes"), wireReads: d("wire_reads"), emptyReads: d("wire_empty_reads"), epolls: d("epolls"),
 			staged: d("staged_bytes"), nicWakeups: d("nic_wakeups"), blocked: d("writes_blocked"),
-			acks: d("acks_sent"), acksPiggybacked: d("acks_piggybacked")}
+			acks: d("acks_sent"), acksPiggybacked: d("acks_piggybacked"), idleChecks: d("nic_idle_checks")}
 	}
 }
 

@@ -17,6 +17,28 @@ func BenchmarkPingPong(b *testing.B) {
 	run(b, x, y, 8)
 }
 
+// BenchmarkIdlePoll is what a waiting process pays per poll of a
+// connected device with nothing arriving: ns/op is one CQ poll, and
+// reads/op and epolls/op the system calls it made. Take it with
+// perf stat -e task-clock: it is CPU time, whatever the load.
+func BenchmarkIdlePoll(b *testing.B) {
+	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
+	connect(b, x, y, defaultRC())
+	var wc [16]verbs.WC
+	for range 100 {
+		y.cq.Poll(wc[:]) // take the wire from the device goroutine
+	}
+	s0 := y.dev.Stats()
+	b.ResetTimer()
+	for range b.N {
+		y.cq.Poll(wc[:])
+	}
+	b.StopTimer()
+	s1 := y.dev.Stats()
+	b.ReportMetric(float64(s1.EmptyReads-s0.EmptyReads+s1.Reads-s0.Reads)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(s1.Epolls-s0.Epolls)/float64(b.N), "epolls/op")
+}
+
 func BenchmarkPingPong4K(b *testing.B) {
 	x, y := newEnd(b, endOpts{}), newEnd(b, endOpts{})
 	connect(b, x, y, defaultRC())
@@ -144,6 +166,7 @@ func benchRead1MiB(b *testing.B) {
 	var wc [16]verbs.WC
 	polls := 0
 	blocked0 := y.dev.Stats().WritesBlocked
+	x0, y0 := x.dev.Stats(), y.dev.Stats()
 	b.SetBytes(size)
 	b.ResetTimer()
 	for range b.N {
@@ -168,6 +191,11 @@ func benchRead1MiB(b *testing.B) {
 	stop()
 	b.ReportMetric(float64(y.dev.Stats().WritesBlocked-blocked0)/float64(b.N), "blocked/op")
 	b.ReportMetric(float64(polls)/float64(b.N), "polls/op")
+	// The device goroutines' wake-ups: each is a third thread on the
+	// ranks' cores.
+	x1, y1 := x.dev.Stats(), y.dev.Stats()
+	b.ReportMetric(float64(x1.NICEngagements-x0.NICEngagements+y1.NICEngagements-y0.NICEngagements)/float64(b.N), "engage/op")
+	b.ReportMetric(float64(x1.NICIdleChecks-x0.NICIdleChecks+y1.NICIdleChecks-y0.NICIdleChecks)/float64(b.N), "idlechecks/op")
 }
 
 // pollInBackground polls e's CQ on a goroutine of its own, as the other

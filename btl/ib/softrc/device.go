@@ -149,9 +149,12 @@ type Stats struct {
 	// connected QP from a port or QP that is not its peer.
 	ForeignPackets int64
 	// NICEngagements counts how often the device goroutine took over the
-	// wire; NICWakeups how often it woke while in charge.
+	// wire; NICWakeups how often it woke while in charge; NICIdleChecks
+	// how often its idle timer woke it while the process still polled
+	// (a wake-up for nothing, which costs the ranks CPU).
 	NICEngagements int64
 	NICWakeups     int64
+	NICIdleChecks  int64
 	// WritesBlocked counts writes the socket took only in part (its
 	// buffer was full): the rest goes when epoll reports room.
 	WritesBlocked int64
@@ -578,6 +581,7 @@ func (d *Device) nic() {
 		}
 		now := nowNS()
 		if idle := now - d.lastPoll; idle < d.idleAfter {
+			d.stats.NICIdleChecks++
 			d.idleTimer.Reset(time.Duration(d.idleAfter - idle))
 			d.idleArmedAt = now
 			d.mu.Unlock()
