@@ -200,7 +200,7 @@ func TestDefaultFragmentsHold64KiB(t *testing.T) {
 		t.Fatalf("max_send_size %d, fragments %d; want 64 KiB and 32", c.attrs.MaxSendSize, c.frags)
 	}
 	lay := newLayout(2, c.fboxSize, c.frags, core.HeaderSize+c.attrs.MaxSendSize)
-	if frags := lay.total - lay.fragOff; frags > 2<<20+32*256 {
+	if frags := lay.coopOff - lay.fragOff; frags > 2<<20+32*256 {
 		t.Fatalf("the fragments take %d bytes of the segment, want about 2 MiB", frags)
 	}
 }
