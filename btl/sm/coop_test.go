@@ -238,8 +238,8 @@ func TestACMAReadFromBothEndsAllocatesNothing(t *testing.T) {
 
 func TestCoopChunk(t *testing.T) {
 	for _, c := range []struct{ n, want uint64 }{
-		{16 << 10, 64 << 10}, {64 << 10, 64 << 10}, {512 << 10, 64 << 10},
-		{1 << 20, 128 << 10}, {4 << 20, 256 << 10}, {64 << 20, 256 << 10},
+		{16 << 10, 64 << 10}, {64 << 10, 64 << 10}, {256 << 10, 64 << 10}, {512 << 10, 128 << 10},
+		{1 << 20, 256 << 10}, {4 << 20, 512 << 10}, {64 << 20, 512 << 10}, {1<<20 + 4096, 256 << 10},
 	} {
 		if got := coopChunk(c.n); got != c.want {
 			t.Errorf("coopChunk(%d) = %d, want %d", c.n, got, c.want)
