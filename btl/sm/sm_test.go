@@ -235,6 +235,20 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 		t.Errorf("a fragment send and delivery allocate %.2f times", a)
 	}
 
+	// With every fragment in flight the sender is refused, at every poll
+	// until the receiver hands one back: that costs no allocation either.
+	for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0) == nil {
+	}
+	full := func() {
+		if err := ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0); !errors.Is(err, core.ErrNoResources) {
+			t.Fatalf("send with every fragment in flight: %v", err)
+		}
+	}
+	if a := testing.AllocsPerRun(1000, full); a != 0 {
+		t.Errorf("a send refused for want of a fragment allocates %.2f times", a)
+	}
+	progressUntil(t, mods, func() bool { return mods[0].inflightN == 0 })
+
 	remote := make([]byte, 1<<20)
 	rg, _ := mods[1].RegisterMem(remote, core.AccessRemoteRead)
 	local := make([]byte, 1<<20)
