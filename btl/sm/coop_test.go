@@ -209,33 +209,6 @@ func TestManyGetsInFlightEachGetTheirBytes(t *testing.T) {
 	}
 }
 
-func TestACMAReadFromBothEndsAllocatesNothing(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts are not meaningful under the race detector")
-	}
-	const n = 1 << 20
-	mods, _, _, op, done := coopPair(t, n, nil)
-	ep, _ := mods[0].Endpoint(1)
-	rdma := ep.(core.RDMA)
-	get := func() {
-		want := done.n + 1
-		if err := rdma.Get(op); err != nil {
-			t.Fatal(err)
-		}
-		for done.n < want {
-			mods[0].Progress()
-			mods[1].Progress()
-		}
-	}
-	get()
-	if a := testing.AllocsPerRun(200, get); a != 0 {
-		t.Errorf("a get from both ends allocates %.2f times", a)
-	}
-	if mods[1].st.cmaHelpBytes == 0 {
-		t.Error("the sender never helped")
-	}
-}
-
 func TestCoopChunk(t *testing.T) {
 	for _, c := range []struct{ n, want uint64 }{
 		{16 << 10, 64 << 10}, {64 << 10, 64 << 10}, {256 << 10, 64 << 10}, {512 << 10, 128 << 10},

@@ -262,11 +262,15 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 		}
 		for done.n < want {
 			mods[0].Progress()
+			mods[1].Progress() // the owner writes its share (coop.go)
 		}
 	}
 	get()
 	if a := testing.AllocsPerRun(200, get); a != 0 {
 		t.Errorf("a CMA get allocates %.2f times", a)
+	}
+	if mods[1].st.cmaHelpBytes == 0 {
+		t.Error("the get went from one end only: the test does not count the other's allocations")
 	}
 	reg := func() {
 		r, _ := mods[0].RegisterMem(local, core.AccessLocalWrite)
