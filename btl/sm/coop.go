@@ -28,6 +28,8 @@ import (
 // generation in the top 16 bits, then the next chunk the sender takes
 // (lo) and one past the last the reader may take (hi), 24 bits each —
 // which both sides advance by CAS, and the bytes the sender has written.
+// A sender that cannot write a chunk it took says so (the fail word) and
+// the reader reads the sender's share again itself.
 // Line 1, written by the reader before it publishes the claim word: the
 // sender asked, its region (key and offset), the reader's address, the
 // length and the chunk size. The sender trusts none of it beyond the
@@ -155,11 +157,16 @@ func (m *Module) progressGets() int {
 			}
 			_, lo, hi = coopSplit(atomic.LoadUint64(claim))
 		}
-		if lo < hi || atomic.LoadUint64(m.seg.u64(g.rec+coopOffSent)) != min(lo*g.chunk, g.n) {
+		sent := min(lo*g.chunk, g.n)
+		if lo < hi || atomic.LoadUint64(m.seg.u64(g.rec+coopOffSent)) != sent {
 			continue
 		}
 		if atomic.LoadUint32(m.seg.u32(g.rec+coopOffFail)) != 0 && g.err == nil {
-			g.err = fmt.Errorf("sm: rank %d could not write its share of a cma read: %w", g.p.rank, core.ErrPeerLost)
+			// The sender could not write a chunk it took: read its share
+			// again rather than fail a read we can do alone.
+			if err := cmaRead(g.p.pid, g.op.Local[:sent], g.src); err != nil {
+				g.err = m.cmaErr(g.p, err)
+			}
 		}
 		m.coopDone(i, g.err)
 		n++
@@ -245,6 +252,7 @@ func (m *Module) progressHelps() int {
 			if err == syscall.ESRCH {
 				m.checkSoon = true
 			}
+			m.log.Debug().Err(err).Int("peer", h.s).Msg("cma write for a peer's read failed; it reads our share itself")
 		}
 		atomic.AddUint64(seg.u64(h.rec+coopOffSent), l)
 		m.st.cmaHelpBytes += l

@@ -170,6 +170,27 @@ func TestAGetWaitsForTheSendersClaimAndFailsWhenItIsLost(t *testing.T) {
 	}
 }
 
+// A sender that took a chunk and could not write it says so, and the
+// reader reads the sender's share itself: the get holds the sender's
+// bytes and succeeds.
+func TestAChunkTheSenderCouldNotWriteIsReadAgain(t *testing.T) {
+	const n = 1 << 20
+	mods, src, dst, op, done := coopPair(t, n, nil)
+	getOp(t, mods[0], 1, op)
+	g := mods[0].gets[0]
+	claim := mods[0].seg.u64(g.rec + coopOffClaim)
+	gen, lo, hi := coopSplit(atomic.LoadUint64(claim))
+	if !atomic.CompareAndSwapUint64(claim, coopWord(gen, lo, hi), coopWord(gen, lo+1, hi)) {
+		t.Fatal("claim word moved")
+	}
+	atomic.StoreUint32(mods[0].seg.u32(g.rec+coopOffFail), 1)
+	atomic.AddUint64(mods[0].seg.u64(g.rec+coopOffSent), g.chunk)
+	progressUntil(t, mods[:1], func() bool { return done.n == 1 })
+	if done.err != nil || !bytes.Equal(dst, src) {
+		t.Fatalf("get: %v, equal %v", done.err, bytes.Equal(dst, src))
+	}
+}
+
 // A descriptor naming a place among the records that is not a record is a
 // bad frame.
 func TestADescriptorBetweenRecordsIsBad(t *testing.T) {
