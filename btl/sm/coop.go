@@ -132,6 +132,23 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 	return true
 }
 
+// progressCoop is Progress's part in reads from both ends, behind one
+// test on the latency path: a chunk for a peer, a chunk of our own, and
+// the completions of reads that finished.
+func (m *Module) progressCoop() int {
+	n := 0
+	if len(m.helps) > 0 {
+		n += m.progressHelps()
+	}
+	if len(m.gets) > 0 {
+		n += m.progressGets()
+	}
+	if len(m.rdmaDone) > 0 {
+		n += m.completeRDMA()
+	}
+	return n
+}
+
 // progressGets reads one chunk of the newest Get that has one left —
 // the sender works from the oldest — and completes the Gets whose chunks
 // are all in.

@@ -392,14 +392,8 @@ func (m *Module) Progress() int {
 	if m.inflightN > 0 {
 		m.reclaim()
 	}
-	if len(m.helps) > 0 {
-		n += m.progressHelps()
-	}
-	if len(m.gets) > 0 {
-		n += m.progressGets()
-	}
-	if len(m.rdmaDone) > 0 {
-		n += m.completeRDMA()
+	if len(m.helps)+len(m.gets) > 0 {
+		n += m.progressCoop()
 	}
 	// Every 64th call looks at the clock (and publishes the counters):
 	// next to nothing while the caller spins, and timely when it sleeps
