@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/core"
 )
@@ -188,6 +189,24 @@ func TestAChunkTheSenderCouldNotWriteIsReadAgain(t *testing.T) {
 	progressUntil(t, mods[:1], func() bool { return done.n == 1 })
 	if done.err != nil || !bytes.Equal(dst, src) {
 		t.Fatalf("get: %v, equal %v", done.err, bytes.Equal(dst, src))
+	}
+}
+
+// A read from both ends moves only inside Progress, so a rank that arms
+// its notifier with one in flight is woken at once rather than left
+// asleep on a read that nothing advances.
+func TestArmWithAReadInFlightNotifiesAtOnce(t *testing.T) {
+	mods, _, _, op, _ := coopPair(t, 1<<20, nil)
+	ch := mods[0].Notify()
+	getOp(t, mods[0], 1, op)
+	if len(mods[0].gets) != 1 {
+		t.Fatalf("%d reads in flight, want 1", len(mods[0].gets))
+	}
+	mods[0].Arm()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification for a rank armed with a read in flight")
 	}
 }
 
