@@ -247,6 +247,9 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, full); a != 0 {
 		t.Errorf("a send refused for want of a fragment allocates %.2f times", a)
 	}
+	if mods[0].checkSoon {
+		t.Error("a send refused for want of a fragment asks for a liveness check (a system call at the next poll)")
+	}
 	progressUntil(t, mods, func() bool { return mods[0].inflightN == 0 })
 
 	remote := make([]byte, 1<<20)
