@@ -138,6 +138,7 @@ func (m *Module) RegisterMem(buf []byte, access core.Access) (core.Region, error
 	if len(buf) > 0 {
 		r.key.Addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
 	}
+	m.live = append(m.live, r)
 	return r, nil
 }
 
@@ -147,9 +148,27 @@ func (m *Module) DeregisterMem(rg core.Region) error {
 	if !ok || r.key.Aux != uint64(m.pid) {
 		return fmt.Errorf("sm: deregister: not a region of this module")
 	}
+	for i, l := range m.live {
+		if l == r {
+			m.live[i] = m.live[len(m.live)-1]
+			m.live[len(m.live)-1] = nil
+			m.live = m.live[:len(m.live)-1]
+			break
+		}
+	}
 	r.buf, r.key = nil, core.MemKey{}
 	m.regions = append(m.regions, r)
 	return nil
+}
+
+// cmaErr wraps an error of a CMA call with rank p: a peer that is gone
+// is lost, and the next Progress checks on it.
+func (m *Module) cmaErr(p *peer, err error) error {
+	if err == syscall.ESRCH {
+		m.checkSoon = true
+		return fmt.Errorf("sm: rank %d (pid %d) is gone: %w", p.rank, p.pid, core.ErrPeerLost)
+	}
+	return fmt.Errorf("sm: cma with rank %d: %w", p.rank, err)
 }
 
 // rdmaCompletion is a finished Put or Get waiting for Progress to report
@@ -182,6 +201,9 @@ func (p *peer) rdma(op *core.RDMAOp, put bool) error {
 	if op.Offset > k.Len || n > k.Len-op.Offset {
 		return fmt.Errorf("sm: %d bytes at offset %d outside the %d-byte region of rank %d", n, op.Offset, k.Len, p.rank)
 	}
+	if !put && p.coopStart(op) {
+		return nil // progressGets reads it, and the peer may help
+	}
 	var err error
 	if n > 0 {
 		if put {
@@ -198,11 +220,8 @@ func (p *peer) rdma(op *core.RDMAOp, put bool) error {
 			m.st.cmaGets++
 		}
 		m.st.cmaBytes += n
-	case err == syscall.ESRCH:
-		err = fmt.Errorf("sm: rank %d (pid %d) is gone: %w", p.rank, p.pid, core.ErrPeerLost)
-		m.checkSoon = true
 	default:
-		err = fmt.Errorf("sm: cma with rank %d: %w", p.rank, err)
+		err = m.cmaErr(p, err)
 	}
 	m.rdmaDone = append(m.rdmaDone, rdmaCompletion{op, err})
 	if op.Solicited {

@@ -39,6 +39,9 @@ var Params = []core.Param{
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
+	{Name: "single_copy_helper", Type: core.ParamBool, Default: "true",
+		Doc: "a large CMA read goes from both ends: the receiver reads chunks from the back while the sender, when it polls, writes them from the front " +
+			"(process_vm_writev); false: the receiver reads alone"},
 	{Name: "single_copy_min", Type: core.ParamSize, Default: "0",
 		Doc: "smallest message whose rendezvous data moves by CMA whatever else is in flight; smaller ones use the copy pipeline (Attrs.RDMAMin). " +
 			"Only without mechanism blocks, which choose by size and queue depth; both 0: the mechanism table"},
@@ -66,6 +69,7 @@ type config struct {
 	fboxMax      int
 	frags        int
 	singleCopy   string
+	helper       bool       // single_copy_helper
 	attrs        core.Attrs // the shared limits and performance model, RDMAMin and RDMAMax
 	mechDefault  bool       // attrs.Mech is sm's default table (no mechanism blocks, no window)
 	liveness     time.Duration
@@ -88,6 +92,7 @@ func configFrom(p core.Params) (config, error) {
 		fboxMax:      int(p.Size("fastbox_max")),
 		frags:        p.Int("fragments"),
 		singleCopy:   p.String("single_copy"),
+		helper:       p.Bool("single_copy_helper"),
 		attrs:        attrs,
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),

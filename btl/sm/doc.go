@@ -40,6 +40,10 @@
 // per peer; without it the module offers no RDMA and the PML's
 // copy-in/copy-out pipeline through the FIFO's fragments carries large
 // messages. The single_copy parameter chooses: "cma", "none" or "auto".
+// A large read goes from both ends (coop.go): the reader reads chunks from
+// the back while the sender, as long as it polls, writes chunks from the
+// front with process_vm_writev, so that both cores copy and every byte
+// moves once.
 //
 // Liveness: each peer's process is watched through a pidfd, polled from
 // Progress when it has been idle for a while, and a segment states whether

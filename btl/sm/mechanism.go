@@ -21,18 +21,28 @@ var MechParams = []core.Param{
 }
 
 // defaultMech is sm's table when the stack file gives none. On a 2-core
-// AMD EPYC (Zen 4) VM:
+// AMD EPYC (Zen 3, family 25 model 1) KVM guest:
 //
 //   - process_vm_readv moves about 11 GB/s at every size (64 KiB in
-//     6.4 us, 1 MiB in 90 us, 4 MiB in 384 us; the kernel pins and copies
-//     page by page), a cached memmove 23-47 GB/s: the copy pipeline, with
-//     the sender copying in while the receiver copies out, beats one CMA
-//     read once the message is large enough to fill it — 1 MiB and up;
+//     7 us, 1 MiB in 92 us, 4 MiB in 406 us; half of it pinning the
+//     peer's pages page by page), a cached memmove 26-50 GB/s;
+//   - the host moves the guest's two vCPUs, for tens of seconds at a
+//     time, between cores that share a last-level cache (a cache line's
+//     round trip 89-100 ns, 1 MiB of lines the other core wrote read in
+//     28-37 us) and cores that do not (210-240 ns, 67-85 us). The copy
+//     pipeline's second copy reads lines the other core just wrote, so a
+//     message alone of 1 MiB takes 42-60 us in the first state and
+//     150-250 us in the second (the bimodal latency of the compare
+//     runs); a CMA read takes the same 98-123 us in both, and a CMA read
+//     from both ends (coop.go: the sender writes chunks from the front
+//     while the receiver reads from the back) 62-92 us, the sender
+//     writing 38-50 % of it, and needs the sender only to go faster. So
+//     a rendezvous message alone goes by CMA from 16 KiB up, at any size;
 //   - up to 16 KiB a fragment or two cost less than CMA's system call;
-//   - between, a message alone went faster by CMA (the earlier sm.hcl
-//     window, 32-256 KiB, measured by latency), but with osu bw's window
-//     of 64 messages in flight the pipeline won at every size: there
-//     both processes copy at once. So CMA only for a message alone.
+//   - with osu bw's window of 64 messages in flight the pipeline's best
+//     windows carried 17-25 GB/s at 64 KiB and 4 MiB, CMA from both ends
+//     12-16 GB/s: there both processes copy at once anyway. So a message
+//     queued behind another goes through the pipeline.
 //
 // The pipeline's fragments are the module's max_send_size, 64 KiB, in
 // every range (fragment = 0): the PML cuts a medium message into
@@ -54,8 +64,7 @@ var MechParams = []core.Param{
 // the set in use stays small without one.
 var defaultMech = core.MechTable{
 	{Max: 16 << 10, RDMADepth: core.NoRDMA},
-	{Max: 256 << 10, RDMADepth: 0},
-	{RDMADepth: core.NoRDMA},
+	{RDMADepth: 0},
 }
 
 // oversubscribedMech is sm's default table on a node that runs more of

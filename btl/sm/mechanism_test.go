@@ -1,6 +1,8 @@
 package sm
 
 import (
+	"bytes"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,10 +23,11 @@ func smConfig(t *testing.T, body string) (config, error) {
 	return configFrom(c.BTLs[0].Params)
 }
 
-// The default table keeps a message alone on CMA from 16 KiB to 256 KiB
-// and sends any message queued behind another rendezvous to the same peer
-// through the copy pipeline: CMA by size alone made osu bw's window slower
-// than the pipeline alone.
+// The default table keeps a message alone on CMA from 16 KiB up, at any
+// size (read from both ends, it does not depend on the two cores sharing
+// a cache as the pipeline does), and sends any message queued behind
+// another rendezvous to the same peer through the copy pipeline: CMA by
+// size alone made osu bw's window slower than the pipeline alone.
 func TestTheDefaultTableUsesCMAOnlyForAMessageAlone(t *testing.T) {
 	c, err := smConfig(t, "")
 	if err != nil {
@@ -46,9 +49,11 @@ func TestTheDefaultTableUsesCMAOnlyForAMessageAlone(t *testing.T) {
 		{64 << 10, 1, false},
 		{64 << 10, 63, false},
 		{256 << 10, 0, true},
-		{256<<10 + 1, 0, false},
-		{1 << 20, 0, false},
+		{256<<10 + 1, 0, true},
+		{1 << 20, 0, true},
 		{1 << 20, 1, false},
+		{4 << 20, 0, true},
+		{4 << 20, 63, false},
 	} {
 		rule := mech.Lookup(tc.size)
 		if rule == nil {
@@ -214,7 +219,41 @@ func TestDefaultFragmentsHold64KiB(t *testing.T) {
 		t.Fatalf("max_send_size %d, fragments %d; want 64 KiB and 32", c.attrs.MaxSendSize, c.frags)
 	}
 	lay := newLayout(2, c.fboxSize, c.frags, core.HeaderSize+c.attrs.MaxSendSize)
-	if frags := lay.total - lay.fragOff; frags > 2<<20+32*256 {
+	if frags := lay.coopOff - lay.fragOff; frags > 2<<20+32*256 {
 		t.Fatalf("the fragments take %d bytes of the segment, want about 2 MiB", frags)
 	}
+}
+
+// conf/examples/sm.hcl spells out sm's defaults, and what its comments
+// say of them: its table is the default table, and the sender helps a
+// CMA read.
+func TestTheExampleStackSpellsOutTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("../../conf/examples/sm.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the sm block: this test binary has no other BTL compiled in.
+	i := bytes.Index(b, []byte("\nbtl \"sm\" \""))
+	j := bytes.Index(b[max(i, 0):], []byte("\n}\n"))
+	if i < 0 || j < 0 {
+		t.Fatal("sm.hcl has no btl \"sm\" block")
+	}
+	c, diags := conf.LoadSources(conf.Options{LookupEnv: func(string) (string, bool) { return "", false }}, conf.Source{Name: "sm.hcl", Bytes: b[i : i+j+3]})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for _, bl := range c.BTLs {
+		if bl.Kind != "sm" {
+			continue
+		}
+		cfg, err := configFrom(bl.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cfg.attrs.Mech, defaultMech) || !cfg.helper {
+			t.Fatalf("sm.hcl: table %v, helper %v; the defaults are %v, true", cfg.attrs.Mech, cfg.helper, defaultMech)
+		}
+		return
+	}
+	t.Fatal("sm.hcl has no btl \"sm\" block")
 }

@@ -68,7 +68,12 @@ type Module struct {
 	cma       cmaInfo
 	pid       int
 	regions   []*region // recycled registrations
+	live      []*region // registered now: what a peer's record may name (coop.go)
 	regGen    uint64
+	coopFree  []int32    // our free records (coop.go)
+	coopGen   uint64     // generation of the last record posted
+	gets      []coopGet  // our Gets with help in flight, oldest first
+	helps     []coopHelp // peers' records we were asked to help with, oldest first
 	rdmaDone  []rdmaCompletion
 	rdmaSpare []rdmaCompletion
 
@@ -190,6 +195,11 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		m.free = append(m.free, int32(i))
 	}
 	m.inflight = make([][]int32, m.size)
+	m.coopFree = make([]int32, 0, coopRecs)
+	for i := coopRecs - 1; i >= 0; i-- {
+		m.coopFree = append(m.coopFree, int32(i))
+	}
+	m.gets = make([]coopGet, 0, coopRecs)
 
 	caps := core.CapSend | core.CapLocalOnly | core.CapNotify
 	if m.cma.ok {
@@ -382,6 +392,9 @@ func (m *Module) Progress() int {
 	if m.inflightN > 0 {
 		m.reclaim()
 	}
+	if len(m.helps)+len(m.gets) > 0 {
+		n += m.progressCoop()
+	}
 	// Every 64th call looks at the clock (and publishes the counters):
 	// next to nothing while the caller spins, and timely when it sleeps
 	// between polls — at the PML's longest back-off sleep, 500 µs, that
@@ -466,6 +479,16 @@ func (m *Module) pollFifo() int {
 			}
 		}
 		lay := &p.seg.lay
+		if off >= lay.coopOff {
+			// Not a frame: a record of a cma read that s asks us to help with.
+			if (off-lay.coopOff)%coopRecSize != 0 || off+coopRecSize > lay.coopOff+coopRecs*coopRecSize {
+				m.failPeer(s, fmt.Errorf("sm: rank %d sent record offset %d outside its records: %w", s, off, core.ErrBadFrame))
+				continue
+			}
+			m.helps = append(m.helps, coopHelp{s, off})
+			n++
+			continue
+		}
 		if off < lay.fragOff || (off-lay.fragOff)%lay.fragStride != 0 || off+lay.fragStride > len(p.seg.mem) {
 			m.failPeer(s, fmt.Errorf("sm: rank %d sent fragment offset %d outside its fragments: %w", s, off, core.ErrBadFrame))
 			continue
@@ -553,6 +576,7 @@ func (m *Module) failPeer(s int, err error) {
 		p.dead = err
 	}
 	m.dropInflight(s)
+	m.failGets(s, err)
 	m.lost = append(m.lost, lostPeer{s, err})
 }
 

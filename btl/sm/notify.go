@@ -80,8 +80,8 @@ func (m *Module) Arm() {
 // does not tell solicited frames from others: a spurious notification
 // costs one drain, a missed one a hang.
 func (m *Module) pending() bool {
-	if len(m.rdmaDone) > 0 {
-		return true
+	if len(m.rdmaDone)+len(m.gets)+len(m.helps) > 0 {
+		return true // a read from both ends moves only inside Progress
 	}
 	if _, ok := m.fifo.peek(); ok {
 		return true

@@ -16,7 +16,7 @@ const cacheLine = 64
 
 const (
 	segMagic   = 0x316d736c74626f67 // "gobtlsm1"
-	segVersion = 1
+	segVersion = 2                  // 2: the records of coop.go after the fragments
 )
 
 // Segment states, as the owner announces them to its peers.
@@ -78,6 +78,7 @@ type layout struct {
 	fifoOff    int
 	fboxOff    int
 	fragOff    int
+	coopOff    int // coopRecs records of coop.go
 	total      int
 }
 
@@ -101,7 +102,8 @@ func newLayout(size, fboxSize, fragCount, maxFrame int) layout {
 	l.fifoOff = align(l.activeOff+4*size, cacheLine)
 	l.fboxOff = align(l.fifoOff+fifoCellSize*l.fifoCells, cacheLine)
 	l.fragOff = align(l.fboxOff+size*(cacheLine+fboxSize), cacheLine)
-	l.total = align(l.fragOff+fragCount*l.fragStride, 4096)
+	l.coopOff = align(l.fragOff+fragCount*l.fragStride, cacheLine)
+	l.total = align(l.coopOff+coopRecs*coopRecSize, 4096)
 	return l
 }
 
@@ -110,6 +112,8 @@ func newLayout(size, fboxSize, fragCount, maxFrame int) layout {
 func (l *layout) fbox(sender int) int { return l.fboxOff + sender*(cacheLine+l.fboxSize) }
 
 func (l *layout) frag(i int) int { return l.fragOff + i*l.fragStride }
+
+func (l *layout) coop(i int) int { return l.coopOff + i*coopRecSize }
 
 // segment is one mapped segment file, ours or a peer's.
 type segment struct {

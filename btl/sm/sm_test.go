@@ -236,6 +236,23 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 		t.Errorf("a fragment send and delivery allocate %.2f times", a)
 	}
 
+	// With every fragment in flight the sender is refused, at every poll
+	// until the receiver hands one back: that costs no allocation either.
+	for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0) == nil {
+	}
+	full := func() {
+		if err := ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0); !errors.Is(err, core.ErrNoResources) {
+			t.Fatalf("send with every fragment in flight: %v", err)
+		}
+	}
+	if a := testing.AllocsPerRun(1000, full); a != 0 {
+		t.Errorf("a send refused for want of a fragment allocates %.2f times", a)
+	}
+	if mods[0].checkSoon {
+		t.Error("a send refused for want of a fragment asks for a liveness check (a system call at the next poll)")
+	}
+	progressUntil(t, mods, func() bool { return mods[0].inflightN == 0 })
+
 	remote := make([]byte, 1<<20)
 	rg, _ := mods[1].RegisterMem(remote, core.AccessRemoteRead)
 	local := make([]byte, 1<<20)
@@ -249,11 +266,15 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 		}
 		for done.n < want {
 			mods[0].Progress()
+			mods[1].Progress() // the owner writes its share (coop.go)
 		}
 	}
 	get()
 	if a := testing.AllocsPerRun(200, get); a != 0 {
 		t.Errorf("a CMA get allocates %.2f times", a)
+	}
+	if mods[1].st.cmaHelpBytes == 0 {
+		t.Error("the get went from one end only: the test does not count the other's allocations")
 	}
 	reg := func() {
 		r, _ := mods[0].RegisterMem(local, core.AccessLocalWrite)

@@ -9,15 +9,16 @@ type stats struct {
 	fboxSends, fboxRecvs, fboxFull    uint64
 	fragSends, fifoRecvs, noResources uint64
 	cmaGets, cmaPuts, cmaBytes        uint64
+	cmaHelpBytes                      uint64 // written for a peer's cma read (coop.go)
 	badFrames, peersLost              uint64
-	published                         [11]uint64
-	counters                          [11]*core.Counter
+	published                         [12]uint64
+	counters                          [12]*core.Counter
 }
 
-var statNames = [11]string{
+var statNames = [12]string{
 	"fastbox_sends", "fastbox_recvs", "fastbox_full",
 	"fifo_sends", "fifo_recvs", "no_resources",
-	"cma_gets", "cma_puts", "cma_bytes",
+	"cma_gets", "cma_puts", "cma_bytes", "cma_help_bytes",
 	"bad_frames", "peers_lost",
 }
 
@@ -30,9 +31,9 @@ func (s *stats) init(m *core.Metrics, instance string) {
 	}
 }
 
-func (s *stats) values() [11]uint64 {
-	return [11]uint64{s.fboxSends, s.fboxRecvs, s.fboxFull, s.fragSends, s.fifoRecvs, s.noResources,
-		s.cmaGets, s.cmaPuts, s.cmaBytes, s.badFrames, s.peersLost}
+func (s *stats) values() [12]uint64 {
+	return [12]uint64{s.fboxSends, s.fboxRecvs, s.fboxFull, s.fragSends, s.fifoRecvs, s.noResources,
+		s.cmaGets, s.cmaPuts, s.cmaBytes, s.cmaHelpBytes, s.badFrames, s.peersLost}
 }
 
 // flush adds what changed since the last flush to the metrics.
