@@ -155,7 +155,7 @@ func (e *engine) sentRequest(g *group, ctx uint32, dest, tag, n int) *Request {
 	r.ctx, r.g, r.peer, r.tag, r.src = ctx, g, dest, tag, 0
 	r.status = Status{Source: g.toLocal(e.rank), Tag: tag, Count: n}
 	r.op = nil
-	r.proto, r.total, r.accept, r.got, r.remote = 0, 0, 0, 0, 0
+	r.proto, r.total, r.accept, r.got, r.remote, r.exchange = 0, 0, 0, 0, 0, false
 	return r
 }
 
