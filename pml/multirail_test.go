@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,8 +126,16 @@ func TestSubchannelFailureMidMessageFailsTheRequest(t *testing.T) {
 			w := newWorld(t, 2, []inproc.RailOptions{{}, {}}, Options{Protocol: proto, FinalizeTimeout: 100 * time.Millisecond},
 				func(_ int, o *Options) { o.Scheduler = schedPolicy(t, "even_striping", nil) })
 			w.noFinalize = true
-			// Rail 1's operations take long enough to drop it mid-message.
-			w.f.Delay(1, 0, 1, 50*time.Millisecond, true)
+			// Rail 1's operations take long enough to drop it mid-message:
+			// 20 ms after both ranks have started it, whatever the load.
+			w.f.Delay(1, 0, 1, 5*time.Second, true)
+			var started sync.WaitGroup
+			started.Add(2)
+			go func() {
+				started.Wait()
+				time.Sleep(20 * time.Millisecond)
+				w.f.Drop(1, 0, 1)
+			}()
 			w.run(t, func(c *Comm) error {
 				buf := make([]byte, 4<<20)
 				var r *Request
@@ -136,11 +145,9 @@ func TestSubchannelFailureMidMessageFailsTheRequest(t *testing.T) {
 				} else {
 					r, err = c.Irecv(buf, 0, 0)
 				}
+				started.Done()
 				if err != nil {
 					return err
-				}
-				if c.Rank() == 1 {
-					time.AfterFunc(20*time.Millisecond, func() { w.f.Drop(1, 0, 1) })
 				}
 				_, err = c.Wait(r)
 				if !errors.Is(err, core.ErrPeerLost) {
