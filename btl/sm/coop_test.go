@@ -142,6 +142,19 @@ func TestTheSenderHelpsOnlyFromALiveRegion(t *testing.T) {
 	}
 }
 
+// claimAsTheSender claims the front chunk of m's first get as the sender
+// would, without writing it, and returns the get.
+func claimAsTheSender(t *testing.T, m *Module) coopGet {
+	t.Helper()
+	g := m.gets[0]
+	claim := m.seg.u64(g.rec + coopOffClaim)
+	gen, lo, hi := coopSplit(atomic.LoadUint64(claim))
+	if !atomic.CompareAndSwapUint64(claim, coopWord(gen, lo, hi), coopWord(gen, lo+1, hi)) {
+		t.Fatal("claim word moved")
+	}
+	return g
+}
+
 // The reader completes a get only when the chunks the sender claimed are
 // written; if the sender is lost meanwhile, the get fails instead of
 // waiting for ever.
@@ -149,12 +162,7 @@ func TestAGetWaitsForTheSendersClaimAndFailsWhenItIsLost(t *testing.T) {
 	const n = 1 << 20
 	mods, _, _, op, done := coopPair(t, n, nil)
 	getOp(t, mods[0], 1, op)
-	g := mods[0].gets[0]
-	claim := mods[0].seg.u64(g.rec + coopOffClaim)
-	gen, lo, hi := coopSplit(atomic.LoadUint64(claim))
-	if !atomic.CompareAndSwapUint64(claim, coopWord(gen, lo, hi), coopWord(gen, lo+1, hi)) {
-		t.Fatal("claim word moved")
-	}
+	claimAsTheSender(t, mods[0])
 	for range 1000 {
 		mods[0].Progress()
 	}
@@ -178,12 +186,7 @@ func TestAChunkTheSenderCouldNotWriteIsReadAgain(t *testing.T) {
 	const n = 1 << 20
 	mods, src, dst, op, done := coopPair(t, n, nil)
 	getOp(t, mods[0], 1, op)
-	g := mods[0].gets[0]
-	claim := mods[0].seg.u64(g.rec + coopOffClaim)
-	gen, lo, hi := coopSplit(atomic.LoadUint64(claim))
-	if !atomic.CompareAndSwapUint64(claim, coopWord(gen, lo, hi), coopWord(gen, lo+1, hi)) {
-		t.Fatal("claim word moved")
-	}
+	g := claimAsTheSender(t, mods[0])
 	atomic.StoreUint32(mods[0].seg.u32(g.rec+coopOffFail), 1)
 	atomic.AddUint64(mods[0].seg.u64(g.rec+coopOffSent), g.chunk)
 	progressUntil(t, mods[:1], func() bool { return done.n == 1 })
