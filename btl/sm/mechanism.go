@@ -36,13 +36,22 @@ var MechParams = []core.Param{
 //     runs); a CMA read takes the same 98-123 us in both, and a CMA read
 //     from both ends (coop.go: the sender writes chunks from the front
 //     while the receiver reads from the back) 62-92 us, the sender
-//     writing 38-50 % of it, and needs the sender only to go faster. So
-//     a rendezvous message alone goes by CMA from 16 KiB up, at any size;
+//     writing 38-50 % of it, and needs the sender only to go faster;
+//   - but the states alternate within seconds, and over 1,209 alternating
+//     pairs of ping-pong runs (300 iterations each, idle machine, both
+//     states sampled) the pipeline's median beat CMA from both ends at
+//     every size: 64 KiB 12.0 us against 18.3, 256 KiB 17.7 against
+//     26.6, 1 MiB 50.3 against 86.9 (means 85 against 89; the pipeline's
+//     90th percentile 223 against 108, its runs in the second state). So
+//     a message goes through the pipeline at every size, alone or not;
 //   - up to 16 KiB a fragment or two cost less than CMA's system call;
 //   - with osu bw's window of 64 messages in flight the pipeline's best
 //     windows carried 17-25 GB/s at 64 KiB and 4 MiB, CMA from both ends
-//     12-16 GB/s: there both processes copy at once anyway. So a message
-//     queued behind another goes through the pipeline.
+//     12-16 GB/s: there both processes copy at once anyway.
+//
+// CMA stays the mechanism of a node with more ranks than CPUs
+// (oversubscribedMech), where a pipeline's partner is often off its CPU,
+// and of any stack whose mechanism blocks ask for it.
 //
 // The pipeline's fragments are the module's max_send_size, 64 KiB, in
 // every range (fragment = 0): the PML cuts a medium message into
@@ -63,8 +72,7 @@ var MechParams = []core.Param{
 // receiver keeps up the sender rewrites the few it just took back, and
 // the set in use stays small without one.
 var defaultMech = core.MechTable{
-	{Max: 16 << 10, RDMADepth: core.NoRDMA},
-	{RDMADepth: 0},
+	{RDMADepth: core.NoRDMA},
 }
 
 // oversubscribedMech is sm's default table on a node that runs more of

@@ -23,12 +23,11 @@ func smConfig(t *testing.T, body string) (config, error) {
 	return configFrom(c.BTLs[0].Params)
 }
 
-// The default table keeps a message alone on CMA from 16 KiB up, at any
-// size (read from both ends, it does not depend on the two cores sharing
-// a cache as the pipeline does), and sends any message queued behind
-// another rendezvous to the same peer through the copy pipeline: CMA by
-// size alone made osu bw's window slower than the pipeline alone.
-func TestTheDefaultTableUsesCMAOnlyForAMessageAlone(t *testing.T) {
+// The default table sends every message through the copy pipeline, alone
+// or not: over both of the VM's cache states the pipeline's median was
+// lower at every size (mechanism.go). CMA is for an oversubscribed node
+// and for stacks that ask for it.
+func TestTheDefaultTablePipelinesEveryMessage(t *testing.T) {
 	c, err := smConfig(t, "")
 	if err != nil {
 		t.Fatal(err)
@@ -44,16 +43,14 @@ func TestTheDefaultTableUsesCMAOnlyForAMessageAlone(t *testing.T) {
 	}{
 		{8 << 10, 0, false},
 		{16 << 10, 0, false},
-		{16<<10 + 1, 0, true},
-		{64 << 10, 0, true},
-		{64 << 10, 1, false},
+		{16<<10 + 1, 0, false},
+		{64 << 10, 0, false},
 		{64 << 10, 63, false},
-		{256 << 10, 0, true},
-		{256<<10 + 1, 0, true},
-		{1 << 20, 0, true},
+		{256 << 10, 0, false},
+		{1 << 20, 0, false},
 		{1 << 20, 1, false},
-		{4 << 20, 0, true},
-		{4 << 20, 63, false},
+		{4 << 20, 0, false},
+		{64 << 20, 0, false},
 	} {
 		rule := mech.Lookup(tc.size)
 		if rule == nil {

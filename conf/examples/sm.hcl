@@ -6,12 +6,11 @@
 #   gobtl run -np 4 -c conf/examples/sm.hcl -- ./prog
 
 job {
-  # Above the eager limit the PML reads the sender's buffer by CMA
-  # (process_vm_readv, helped by the sender's process_vm_writev) where
-  # sm's mechanism table (below) says CMA is the better mechanism for the
-  # size and the queue to the peer, and otherwise pipelines through sm's
-  # fragments: copy-in by the sender, copy-out by the receiver, both at
-  # once.
+  # Above the eager limit the PML pipelines through sm's fragments
+  # (copy-in by the sender, copy-out by the receiver, both at once), or
+  # reads the sender's buffer by CMA (process_vm_readv, helped by the
+  # sender's process_vm_writev) where sm's mechanism table (below) says
+  # CMA is the better mechanism for the size and the queue to the peer.
   protocol = "rdma_read"
 
   # No more ranks than cores: a waiting rank polls for a long time before
@@ -64,24 +63,20 @@ btl "sm" "sm" {
   # with fragments of `fragment` bytes (at most max_send_size; 0: all of
   # it) and at most `depth` fragments to the peer in flight (0: no bound).
   # These are sm's defaults, measured on a 2-core AMD EPYC (Zen 3) KVM
-  # guest whose host moves its two vCPUs, for tens of seconds at a time,
-  # between cores that share a last-level cache and cores that do not.
-  # The pipeline's second copy reads what the other core just wrote: a
-  # message alone of 1 MiB took 42-60 us in the first state and 150-250
-  # us in the second; by CMA from both ends 62-92 us in either. So a
-  # message alone goes by CMA from 16 KiB up. With osu bw's window of
-  # messages in flight, where both processes copy at once anyway, the
-  # pipeline's best windows carried 17-25 GB/s and CMA from both ends
-  # 12-16: a message queued behind another goes by the pipeline. Up to 16
-  # KiB a fragment or two cost less than CMA's system call. Leave the
-  # blocks out to get the defaults; single_copy_min/single_copy_max
-  # instead give the older window by size alone.
+  # guest whose host moves its two vCPUs, within seconds, between cores
+  # that share a last-level cache and cores that do not. The pipeline's
+  # second copy reads what the other core just wrote: a message alone of
+  # 1 MiB took 42-60 us in the first state and 150-250 us in the second;
+  # by CMA from both ends 62-123 us in either. Over 1,209 alternating
+  # ping-pong runs the pipeline's median was lower at every size (1 MiB
+  # 50 us against 87; 64 KiB 12 against 18), and with osu bw's window of
+  # messages in flight it carried 17-25 GB/s against CMA's 12-16. So every
+  # message goes through the pipeline; on a node with more ranks than
+  # CPUs the default becomes CMA, which needs only the receiver running.
+  # Leave the blocks out to get the defaults; single_copy_min/
+  # single_copy_max instead give the older window by size alone.
   mechanism {
-    max               = "16KiB"
     single_copy_depth = -1
-  }
-  mechanism {
-    single_copy_depth = 0
   }
 
   # How often a rank checks that the peers it talks to are alive.
