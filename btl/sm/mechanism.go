@@ -26,7 +26,7 @@ var MechParams = []core.Param{
 //   - process_vm_readv moves about 11 GB/s at every size (64 KiB in
 //     7 us, 1 MiB in 92 us, 4 MiB in 406 us; half of it pinning the
 //     peer's pages page by page), a cached memmove 26-50 GB/s;
-//   - the host moves the guest's two vCPUs, for tens of seconds at a
+//   - the host moves the guest's two vCPUs, for seconds to minutes at a
 //     time, between cores that share a last-level cache (a cache line's
 //     round trip 89-100 ns, 1 MiB of lines the other core wrote read in
 //     28-37 us) and cores that do not (210-240 ns, 67-85 us). The copy
@@ -37,10 +37,9 @@ var MechParams = []core.Param{
 //     from both ends (coop.go: the sender writes chunks from the front
 //     while the receiver reads from the back) 62-92 us, the sender
 //     writing 38-50 % of it, and needs the sender only to go faster;
-//   - but the states alternate within seconds, and over 1,209 alternating
-//     pairs of ping-pong runs (300 iterations each, idle machine, both
-//     states sampled) the pipeline's median beat CMA from both ends at
-//     every size: 64 KiB 12.0 us against 18.3, 256 KiB 17.7 against
+//   - over 1,209 alternating pairs of ping-pong runs (300 iterations
+//     each, idle machine, both states sampled) the pipeline's median beat
+//     CMA from both ends at every size: 64 KiB 12.0 us against 18.3, 256 KiB 17.7 against
 //     26.6, 1 MiB 50.3 against 86.9 (means 85 against 89; the pipeline's
 //     90th percentile 223 against 108, its runs in the second state). So
 //     a message goes through the pipeline at every size, alone or not;
