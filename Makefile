@@ -138,8 +138,8 @@ bench-osu: build
 # ib/softrc against ob1+tcp, extoll_dynamic as a plugin against built in;
 # the latency and bandwidth plots go to out/. Installs openmpi-bin and
 # libopenmpi-dev if missing. COMPARE_ARGS="-reps 9"; the collectives
-# (allreduce, bcast, allgather; issue 18) on 4 ranks after the
-# point-to-point set.
+# (allreduce, bcast, allgather, barrier; issue 18) on 4 ranks, on the
+# default stack, after the point-to-point set.
 compare-ompi:
 	bench/compare-ompi.sh -plots out $(COMPARE_ARGS)
 	bench/compare-ompi.sh -set coll $(COMPARE_ARGS)

@@ -29,6 +29,28 @@ func TestOversubscribedRanksYieldUnlessTheStackSaysOtherwise(t *testing.T) {
 	}
 }
 
+// A stack that spins long on a node with more ranks than CPUs is warned
+// about; one that spins briefly, yields at once or fits its CPUs is not.
+func TestALongSpinOnAnOversubscribedNodeIsWarnedAbout(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		p           conf.Progress
+		spin        int
+		ranks, cpus int
+		warn        bool
+	}{
+		{"sm.hcl's spin, 4 ranks on 2 CPUs", conf.Progress{SpinSet: true}, 200000, 4, 2, true},
+		{"the same on 4 CPUs", conf.Progress{SpinSet: true}, 200000, 4, 4, false},
+		{"a short spin", conf.Progress{SpinSet: true}, spinWarnPolls, 4, 2, false},
+		{"the default's spin, made 0", conf.Progress{}, oversubscribedSpin, 4, 2, false},
+	} {
+		b := oversubscribed(pml.Backoff{Spin: c.spin, Yield: 50}, c.p, c.ranks, c.cpus)
+		if w := spinWarning(b, c.p, c.ranks, c.cpus); (w != "") != c.warn {
+			t.Errorf("%s: warning %q, want one: %v", c.name, w, c.warn)
+		}
+	}
+}
+
 // The stack's own progress settings are told apart from the defaults.
 func TestTheProgressBlockSaysWhatItSets(t *testing.T) {
 	cfg, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "s.hcl", Bytes: []byte("job {\n progress { spin = 7 }\n}\n")})

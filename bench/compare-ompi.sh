@@ -6,7 +6,7 @@
 # as `gobtl bench`), gobtl and the plugins, then alternates the runs and
 # prints every ratio.
 #   bench/compare-ompi.sh [-set p2p|sm|softrc|plugin|coll] [-reps N] [-np N] [-iters N]
-#                         [-c stack.hcl] [-softrc-c stack.hcl] [-plots DIR]
+#                         [-c stack.hcl] [-softrc-c stack.hcl] [-coll-c stack.hcl] [-plots DIR]
 #                         [-plugin-kind K -plugin-policy P -plugin-btl 'btl "sm" "x" {}']
 #
 # Open MPI's commands are called by their full names: with MPICH installed
