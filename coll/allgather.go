@@ -25,6 +25,8 @@ func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
 		case RecursiveDoubling:
 			s.copy(mine, send)
 			allgatherRecursiveDoubling(s, n, me, b, recv)
+		case Linear:
+			allgatherLinear(s, n, me, send, recv)
 		default:
 			s.copy(mine, send)
 			off := s.tmpInts(n + 1)
@@ -45,9 +47,24 @@ func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
 		plo := lo ^ mask
 		peer := me ^ mask
 		s.recv(peer, recv[plo*b:(plo+mask)*b])
-		s.send(peer, recv[lo*b:(lo+mask)*b])
+		s.exchange(peer, recv[lo*b:(lo+mask)*b])
 		s.wait()
 	}
+}
+
+// allgatherLinear: every rank posts its block to every other rank and a
+// receive from each at once, in one round.
+func allgatherLinear(s *schedule, n, me int, send, recv []byte) {
+	b := len(send)
+	for i := 1; i < n; i++ {
+		r := (me - i + n) % n
+		s.recv(r, recv[r*b:(r+1)*b])
+	}
+	for i := 1; i < n; i++ {
+		s.send((me+i)%n, send)
+	}
+	s.copy(recv[me*b:(me+1)*b], send)
+	s.wait()
 }
 
 // allgatherBruck: a rank keeps the blocks of ranks r, r+1, … in that

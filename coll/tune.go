@@ -72,6 +72,11 @@ const (
 	RecursiveHalving
 	// ReduceScatterv: a reduce to rank 0, then a scatter.
 	ReduceScatterv
+	// Direct: allreduce as a reduce-scatter and an allgather of one round
+	// each — every rank sends block j of its vector straight to rank j,
+	// which folds the n blocks, then sends the result to every rank: the
+	// bytes Rabenseifner moves, in 2 rounds instead of 2·log2 n.
+	Direct
 	numAlgs
 )
 
@@ -80,6 +85,7 @@ var algNames = [numAlgs]string{
 	Pipeline: "pipeline", ScatterAllgather: "scatter_allgather", RecursiveDoubling: "recursive_doubling",
 	Rabenseifner: "rabenseifner", Ring: "ring", ReduceBcast: "reduce_bcast", Bruck: "bruck",
 	Linear: "linear", Pairwise: "pairwise", RecursiveHalving: "recursive_halving", ReduceScatterv: "reduce_scatter",
+	Direct: "direct",
 }
 
 func (a Alg) String() string {
@@ -100,8 +106,8 @@ var kinds = [numKinds]kind{
 	KindBarrier:       {"barrier", []Alg{Dissemination, Linear}},
 	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
 	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
-	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear}},
-	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring}},
+	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear, Direct}},
+	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring, Linear}},
 	KindAlltoall:      {"alltoall", []Alg{Linear, Pairwise}},
 	KindGather:        {"gather", []Alg{Binomial, Linear}},
 	KindScatter:       {"scatter", []Alg{Binomial, Linear}},
