@@ -254,11 +254,43 @@ var table = [numKinds][]rule{
 		// message, not waits.
 		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
+		// A large vector on up to 4 ranks: every block straight to its
+		// owner and back, 2 rounds where Rabenseifner takes 4, the same
+		// bytes and arithmetic. Rabenseifner's steps are exchanges, which
+		// sm on a node with more ranks than CPUs pipelines (up to 512 KiB)
+		// and so needs both ranks of a pair on a CPU at once — fast when
+		// they are, slow when the two share one (hence its 395 / 704 /
+		// 1014 µs at 1 MiB in session 9's runs); the direct algorithm's
+		// messages go one way, by CMA from both ends, which whichever rank
+		// runs moves. 1 MiB, 4 ranks on 2 CPUs under a load of 13-17
+		// (alternating runs, 6 pairs): 2322 µs median against
+		// Rabenseifner's 4816 (Open MPI 5631); CPU per call (the 4 ranks'
+		// task-clock) 2.0-2.8 ms against 3.8, context switches 38-176 per
+		// call against 313-328. At 256 KiB Rabenseifner was ahead (388
+		// against 659 µs, 4 pairs); at 8 and 16 ranks the two were within
+		// the noise (3 pairs each).
+		{ranks: 5, bytes: 512 << 10, alg: Rabenseifner},
+		{ranks: 5, alg: Direct},
 		{alg: Rabenseifner},
 	},
 	KindAllgather: {
 		{ranks: 3, alg: Ring},
 		{bytes: 64 << 10, alg: RecursiveDoubling}, // Bruck when not a power of two
+		// Large blocks on 4 ranks: every block to every rank in one round
+		// (Open MPI: recursive doubling). Recursive doubling's second step
+		// sends what its first brought, so a rank whose partner is off its
+		// CPU waits twice; the linear allgather's messages can all move as
+		// soon as both ends have called, by CMA from both ends, whichever
+		// of the two runs. 4 ranks on 2 CPUs under a load of 13-17: 1 MiB
+		// CPU per call 6.0-6.7 ms against 7.6-11.2, 274-554 context
+		// switches against 802-1284; 256 KiB 770 µs median against 876
+		// (recursive doubling's exchanges above 512 KiB by CMA, as before)
+		// and 1610 (pipelined as exchanges). At 64 KiB recursive doubling's
+		// pipelined exchanges were ahead (157 against 227 µs). At 8 ranks
+		// one linear run of three took 219 ms (the others 13-18), so larger
+		// jobs keep recursive doubling.
+		{ranks: 5, bytes: 128 << 10, alg: RecursiveDoubling},
+		{ranks: 5, alg: Linear},
 		// Large blocks: Open MPI's choice below 32 ranks. Recursive doubling
 		// moves the bytes the ring does in log2 n rounds instead of n−1, each
 		// a wait on a peer that, with more ranks than cores, may not be
