@@ -47,7 +47,7 @@ func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
 		plo := lo ^ mask
 		peer := me ^ mask
 		s.recv(peer, recv[plo*b:(plo+mask)*b])
-		s.exchange(peer, recv[lo*b:(lo+mask)*b])
+		s.send(peer, recv[lo*b:(lo+mask)*b])
 		s.wait()
 	}
 }

@@ -37,8 +37,8 @@
 // (pml.Comm.Collectives) with a tag of their own — the collective's place
 // in the sequence every rank follows — so they never match point-to-point
 // messages, nor those of another collective in flight. The sends of an
-// exchange step — recursive halving and doubling (allreduce, allgather,
-// reduce-scatter), where both ranks send and each waits for the other's
+// exchange step — recursive halving and doubling in allreduce and
+// reduce-scatter, where both ranks send and each waits for the other's
 // message — go by pml.Comm.IsendExchange, which lets the transport move
 // them as suits two processes that run together (shared memory with more
 // ranks than cores copies them through its fragments instead of reading
