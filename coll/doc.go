@@ -43,9 +43,9 @@
 // them as suits two processes that run together (shared memory with more
 // ranks than cores copies them through its fragments instead of reading
 // them by CMA). The one-round algorithms' messages (linear, direct) are
-// plain sends: a rank that runs can move them while their peers do not. A Comm reuses the
-// schedules and scratch buffers of finished collectives: a collective in
-// steady state allocates nothing.
+// plain sends: a rank that runs can move them while their peers do not.
+// A Comm reuses the schedules and scratch buffers of finished
+// collectives: a collective in steady state allocates nothing.
 //
 // # Reductions
 //
