@@ -254,23 +254,18 @@ var table = [numKinds][]rule{
 		// message, not waits.
 		{ranks: 17, bytes: 2 << 10, alg: Linear},
 		{bytes: 8 << 10, alg: RecursiveDoubling},
-		// A large vector on up to 4 ranks: every block straight to its
-		// owner and back, 2 rounds where Rabenseifner takes 4, the same
-		// bytes and arithmetic. Rabenseifner's steps are exchanges, which
-		// sm on a node with more ranks than CPUs pipelines (up to 512 KiB)
-		// and so needs both ranks of a pair on a CPU at once — fast when
-		// they are, slow when the two share one (hence its 395 / 704 /
-		// 1014 µs at 1 MiB in session 9's runs); the direct algorithm's
-		// messages go one way, by CMA from both ends, which whichever rank
-		// runs moves. 1 MiB, 4 ranks on 2 CPUs under a load of 13-17
-		// (alternating runs, 6 pairs): 2322 µs median against
-		// Rabenseifner's 4816 (Open MPI 5631); CPU per call (the 4 ranks'
-		// task-clock) 2.0-2.8 ms against 3.8, context switches 38-176 per
-		// call against 313-328. At 256 KiB Rabenseifner was ahead (388
-		// against 659 µs, 4 pairs); at 8 and 16 ranks the two were within
-		// the noise (3 pairs each).
-		{ranks: 5, bytes: 512 << 10, alg: Rabenseifner},
-		{ranks: 5, alg: Direct},
+		// Rabenseifner's steps are exchanges, which sm on a node with more
+		// ranks than CPUs pipelines up to 512 KiB: fast while both ranks of
+		// a pair are on a CPU, slow while they share one. The direct
+		// allreduce (2 rounds, the same bytes, one-way messages by CMA from
+		// both ends, whichever rank runs) was measured against it at 1 MiB
+		// on 4 ranks, 2 CPUs, under a load of 15-25, 6+8+8+6 alternating
+		// pairs: the median of mean latencies 2322 / 13179 / 10490 / 8559
+		// µs against Rabenseifner's 4816 / 8971 / 6720 / 4166; the fastest
+		// per-iteration medians ~1800 µs against Rabenseifner's ~1000 — so
+		// Rabenseifner stays. The direct one with its messages as exchanges
+		// (pipelined) did no better (7808 in the last batch). "direct" in
+		// the coll block chooses it.
 		{alg: Rabenseifner},
 	},
 	KindAllgather: {
