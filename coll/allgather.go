@@ -40,7 +40,11 @@ func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
 }
 
 // allgatherRecursiveDoubling (a power-of-two job): in step k rank r swaps
-// its window of 2^k blocks with r XOR 2^k, doubling it.
+// its window of 2^k blocks with r XOR 2^k, doubling it. The steps are
+// exchanges but go as plain sends: as exchanges sm pipelines them up to
+// 512 KiB on a node with more ranks than CPUs, and 8 ranks on 2 CPUs then
+// took 48 ms a call of 256 KiB blocks against 16 by CMA (4 alternating
+// pairs; 64 KiB: no difference).
 func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
 	for mask := 1; mask < n; mask <<= 1 {
 		lo := me &^ (mask - 1)

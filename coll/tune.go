@@ -276,15 +276,14 @@ var table = [numKinds][]rule{
 		// sends what its first brought, so a rank whose partner is off its
 		// CPU waits twice; the linear allgather's messages can all move as
 		// soon as both ends have called, by CMA from both ends, whichever
-		// of the two runs. 4 ranks on 2 CPUs under a load of 13-17: 1 MiB
-		// CPU per call 6.0-6.7 ms against 7.6-11.2, 274-554 context
-		// switches against 802-1284; 256 KiB 770 µs median against 876
-		// (recursive doubling's exchanges above 512 KiB by CMA, as before)
-		// and 1610 (pipelined as exchanges). At 64 KiB recursive doubling's
-		// pipelined exchanges were ahead (157 against 227 µs). At 8 ranks
+		// of the two runs. 4 ranks on 2 CPUs, 1 MiB, alternating with
+		// recursive doubling under a load of 19-25: the linear allgather
+		// was faster in 8 of 10 pairs (median of mean latencies 5104 µs
+		// against 8678, of per-iteration medians 2916 against 8056) and in
+		// 5 of 8 in another batch (6384 against 6561); 256 KiB: 770 µs
+		// against 876, 64 KiB: 227 against 271 (4 pairs each). At 8 ranks
 		// one linear run of three took 219 ms (the others 13-18), so larger
 		// jobs keep recursive doubling.
-		{ranks: 5, bytes: 128 << 10, alg: RecursiveDoubling},
 		{ranks: 5, alg: Linear},
 		// Large blocks: Open MPI's choice below 32 ranks. Recursive doubling
 		// moves the bytes the ring does in log2 n rounds instead of n−1, each
