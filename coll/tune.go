@@ -284,7 +284,7 @@ var table = [numKinds][]rule{
 		// against 876, 64 KiB: 227 against 271 (4 pairs each). At 8 ranks
 		// one linear run of three took 219 ms (the others 13-18), so larger
 		// jobs keep recursive doubling.
-		{ranks: 5, alg: Linear},
+		{ranks: 5, pow2: true, alg: Linear}, // 3 ranks (unmeasured) keep the ring
 		// Large blocks: Open MPI's choice below 32 ranks. Recursive doubling
 		// moves the bytes the ring does in log2 n rounds instead of n−1, each
 		// a wait on a peer that, with more ranks than cores, may not be

@@ -40,6 +40,7 @@ func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
 		{KindAllgather, 8, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 16, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 6, 1 << 20, Ring},
+		{KindAllgather, 3, 1 << 20, Ring},
 		{KindAllgather, 32, 1 << 20, Ring},
 		{KindAllgather, 6, 8, RecursiveDoubling}, // Bruck, as Allgather turns it
 	} {
