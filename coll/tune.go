@@ -279,9 +279,13 @@ var table = [numKinds][]rule{
 		// of the two runs. 4 ranks on 2 CPUs, 1 MiB, alternating with
 		// recursive doubling under a load of 19-25: the linear allgather
 		// was faster in 8 of 10 pairs (median of mean latencies 5104 µs
-		// against 8678, of per-iteration medians 2916 against 8056) and in
-		// 5 of 8 in another batch (6384 against 6561); 256 KiB: 770 µs
-		// against 876, 64 KiB: 227 against 271 (4 pairs each). At 8 ranks
+		// against 8678, of per-iteration medians 2916 against 8056), in 5
+		// of 8 in another batch (6384 against 6561) and 6 of 8 in a third
+		// (3792 against 4896), 19 of 26 in all; the CPU time per call (the
+		// 4 ranks' task-clock) was within this load's noise, 5.7-7.9 ms
+		// against 3.6-11.8, with the same 12 MiB read by CMA (44 % of it
+		// written by the senders), in 12 messages instead of 8. 256 KiB:
+		// 770 µs against 876, 64 KiB: 227 against 271 (4 pairs each). At 8 ranks
 		// one linear run of three took 219 ms (the others 13-18), so larger
 		// jobs keep recursive doubling.
 		{ranks: 5, pow2: true, alg: Linear}, // 3 ranks (unmeasured) keep the ring
