@@ -280,8 +280,10 @@ var table = [numKinds][]rule{
 		// recursive doubling under a load of 19-25: the linear allgather
 		// was faster in 8 of 10 pairs (median of mean latencies 5104 µs
 		// against 8678, of per-iteration medians 2916 against 8056), in 5
-		// of 8 in another batch (6384 against 6561) and 6 of 8 in a third
-		// (3792 against 4896), 19 of 26 in all; the CPU time per call (the
+		// of 8 in another batch (6384 against 6561), 6 of 8 in a third
+		// (3792 against 4896) and 4 of 8 in a fourth (8886 against 9412),
+		// 23 of 34 in all — where the same code against itself (allreduce)
+		// gave medians of 3084 and 4674; the CPU time per call (the
 		// 4 ranks' task-clock) was within this load's noise, 5.7-7.9 ms
 		// against 3.6-11.8, with the same 12 MiB read by CMA (44 % of it
 		// written by the senders), in 12 messages instead of 8. 256 KiB:
