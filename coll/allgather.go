@@ -25,6 +25,8 @@ func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
 		case RecursiveDoubling:
 			s.copy(mine, send)
 			allgatherRecursiveDoubling(s, n, me, b, recv)
+		case Linear:
+			allgatherLinear(s, n, me, send, recv)
 		default:
 			s.copy(mine, send)
 			off := s.tmpInts(n + 1)
@@ -38,7 +40,11 @@ func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
 }
 
 // allgatherRecursiveDoubling (a power-of-two job): in step k rank r swaps
-// its window of 2^k blocks with r XOR 2^k, doubling it.
+// its window of 2^k blocks with r XOR 2^k, doubling it. The steps are
+// exchanges but go as plain sends: as exchanges sm pipelines them up to
+// 512 KiB on a node with more ranks than CPUs, and 8 ranks on 2 CPUs then
+// took 48 ms a call of 256 KiB blocks against 16 by CMA (4 alternating
+// pairs; 64 KiB: no difference).
 func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
 	for mask := 1; mask < n; mask <<= 1 {
 		lo := me &^ (mask - 1)
@@ -48,6 +54,21 @@ func allgatherRecursiveDoubling(s *schedule, n, me, b int, recv []byte) {
 		s.send(peer, recv[lo*b:(lo+mask)*b])
 		s.wait()
 	}
+}
+
+// allgatherLinear: every rank posts its block to every other rank and a
+// receive from each at once, in one round.
+func allgatherLinear(s *schedule, n, me int, send, recv []byte) {
+	b := len(send)
+	for i := 1; i < n; i++ {
+		r := (me - i + n) % n
+		s.recv(r, recv[r*b:(r+1)*b])
+	}
+	for i := 1; i < n; i++ {
+		s.send((me+i)%n, send)
+	}
+	s.copy(recv[me*b:(me+1)*b], send)
+	s.wait()
 }
 
 // allgatherBruck: a rank keeps the blocks of ranks r, r+1, … in that

@@ -40,6 +40,7 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 	alg, seg := c.t.decide(KindAllreduce, n, len(send))
 	switch {
 	case alg == Ring && (!op.Commutative || count < n),
+		alg == Direct && count < n,
 		alg == Rabenseifner && (!op.Commutative || count < floorPow2(n)):
 		alg = RecursiveDoubling
 	}
@@ -56,6 +57,8 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 		allreduceRabenseifner(s, n, me, send, recv)
 	case Ring:
 		allreduceRing(s, n, me, send, recv)
+	case Direct:
+		allreduceDirect(s, n, me, send, recv)
 	case ReduceBcast:
 		var result []byte
 		if me == 0 {
@@ -298,4 +301,58 @@ func allreduceRing(s *schedule, n, me int, send, acc []byte) {
 		s.reduce(acc[off[rb]:off[rb+1]], t)
 	}
 	ringAllgather(s, n, me, 1, func(r int) int { return r }, off, acc)
+}
+
+// allreduceDirect: rank j owns block j. In the first round every rank
+// sends block j of its vector to rank j and receives block me from every
+// rank; it folds them in rank order, x0 ∘ x1 ∘ … ∘ xn−1 (so any operation,
+// and the same bits whatever the timing); in the second it sends the
+// folded block to every rank and receives every other block from its
+// owner. Every block is combined on one rank only. A rank that runs can
+// move all its messages of a round without waiting for any one peer to
+// finish a step first: with more ranks than cores, the rounds, not the
+// bytes, are what the ranks wait for.
+func allreduceDirect(s *schedule, n, me int, send, acc []byte) {
+	off := s.blocks(len(acc)/s.op.Size, s.op.Size, n)
+	blk := func(b []byte, j int) []byte { return b[off[j]:off[j+1]] }
+	w := off[1] - off[0] // the largest block
+	in := s.tmp(n * w)   // rank r's block me at in[r*w:], r > 0
+	slot := func(r int) []byte { return in[r*w : r*w+off[me+1]-off[me]] }
+	mine := blk(send, me)
+	if me != 0 && overlap(send, acc) {
+		// Rank 0's block lands where this rank's own part is (in place).
+		mine = s.tmp(len(mine))
+		s.copy(mine, blk(send, me))
+	}
+	for i := 1; i < n; i++ {
+		r := (me - i + n) % n
+		if r == 0 {
+			s.recv(r, blk(acc, me))
+		} else {
+			s.recv(r, slot(r))
+		}
+	}
+	for i := 1; i < n; i++ {
+		j := (me + i) % n
+		s.send(j, blk(send, j))
+	}
+	if me == 0 {
+		s.copy(blk(acc, 0), mine)
+	}
+	s.wait()
+	for r := 1; r < n; r++ {
+		if r == me {
+			s.reduce(blk(acc, me), mine)
+		} else {
+			s.reduce(blk(acc, me), slot(r))
+		}
+	}
+	for i := 1; i < n; i++ {
+		r := (me - i + n) % n
+		s.recv(r, blk(acc, r))
+	}
+	for i := 1; i < n; i++ {
+		s.send((me+i)%n, blk(acc, me))
+	}
+	s.wait()
 }

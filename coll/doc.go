@@ -12,8 +12,9 @@
 // broadcast, linear (straight from the root) and scatter+allgather (van
 // de Geijn) for large ones;
 // binomial and pipelined binary-tree reduce; recursive doubling allreduce
-// for small vectors, Rabenseifner's reduce-scatter+allgather or a ring
-// for large ones, reduce+broadcast; Bruck, recursive doubling and ring
+// for small vectors, Rabenseifner's reduce-scatter+allgather, a direct
+// one (every block to its owner and back, two rounds) or a ring for large
+// ones, reduce+broadcast; Bruck, recursive doubling, ring and linear
 // allgather; linear and pairwise alltoall(v); the dissemination barrier;
 // binomial and linear gather and scatter; ring, recursive halving and
 // reduce+scatter reduce-scatter; recursive doubling scan. A job that is
@@ -36,13 +37,15 @@
 // (pml.Comm.Collectives) with a tag of their own — the collective's place
 // in the sequence every rank follows — so they never match point-to-point
 // messages, nor those of another collective in flight. The sends of an
-// exchange step — recursive halving and doubling, where both ranks send
-// and each waits for the other's message — go by pml.Comm.IsendExchange,
-// which lets the transport move them as suits two processes that run
-// together (shared memory with more ranks than cores copies them through
-// its fragments instead of reading them by CMA). A Comm reuses the
-// schedules and scratch buffers of finished collectives: a collective in
-// steady state allocates nothing.
+// exchange step — recursive halving and doubling in allreduce and
+// reduce-scatter, where both ranks send and each waits for the other's
+// message — go by pml.Comm.IsendExchange, which lets the transport move
+// them as suits two processes that run together (shared memory with more
+// ranks than cores copies them through its fragments instead of reading
+// them by CMA). The one-round algorithms' messages (linear, direct) are
+// plain sends: a rank that runs can move them while their peers do not.
+// A Comm reuses the schedules and scratch buffers of finished
+// collectives: a collective in steady state allocates nothing.
 //
 // # Reductions
 //
@@ -55,7 +58,8 @@
 // contributions are combined depends only on the job size, the vector
 // length and the algorithm — never on timing — so a floating-point
 // reduction gives the same bits from run to run, and on every rank:
-// the linear allreduce folds the n vectors in rank order, x0∘x1∘…∘xn−1;
+// the linear allreduce folds the n vectors in rank order, x0∘x1∘…∘xn−1,
+// and the direct one each block, on its owner, in that order;
 // recursive doubling combines the halves lower rank first, as a balanced
 // tree ((x0+x1)+(x2+x3))+…, the folded ranks of a job that is not a power
 // of two first; Rabenseifner and the ring reduce each block on one rank,

@@ -34,10 +34,13 @@ func TestTheDecisionFollowsOpenMPIWhereTheTargetsAre(t *testing.T) {
 		{KindBcast, 4, 1 << 20, Linear},
 		{KindBcast, 8, 1 << 20, Linear},
 		{KindBcast, 16, 1 << 20, Linear},
-		{KindAllgather, 4, 1 << 20, RecursiveDoubling},
+		{KindAllgather, 4, 32 << 10, RecursiveDoubling},
+		{KindAllgather, 4, 64 << 10, Linear},
+		{KindAllgather, 4, 1 << 20, Linear},
 		{KindAllgather, 8, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 16, 1 << 20, RecursiveDoubling},
 		{KindAllgather, 6, 1 << 20, Ring},
+		{KindAllgather, 3, 1 << 20, Ring},
 		{KindAllgather, 32, 1 << 20, Ring},
 		{KindAllgather, 6, 8, RecursiveDoubling}, // Bruck, as Allgather turns it
 	} {

@@ -15,7 +15,7 @@ func TestTheCollBlockTunesAlgorithmsWithPositionedDiagnostics(t *testing.T) {
 	}{
 		{"a misspelt algorithm suggests the near one",
 			"coll {\n  allreduce = \"rign\"\n}\n",
-			[]string{`a.hcl:2:15: Invalid value for "allreduce"; "rign" is not one of "auto", "recursive_doubling", "rabenseifner", "ring", "reduce_bcast" and "linear". Did you mean "ring"?`}},
+			[]string{`a.hcl:2:15: Invalid value for "allreduce"; "rign" is not one of "auto", "recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "linear" and "direct". Did you mean "ring"?`}},
 		{"a misspelt collective suggests the near one",
 			"coll {\n  allreduc = \"ring\"\n}\n",
 			[]string{`a.hcl:2:3: Unsupported argument; An argument named "allreduc" is not expected here. Did you mean "allreduce"?`}},
