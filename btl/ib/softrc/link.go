@@ -53,16 +53,19 @@ const rxBufSize = 256 << 10
 // packets of any QPs; a QP that sends over it, or hears over it, fails
 // with it.
 type link struct {
-	d        *Device
-	port     *port
-	fd       int
-	dialed   bool
-	born     int64
-	peerGID  [16]byte // the dialed port, or the one the HELLO names
-	peerLID  uint16
-	dead     bool
-	err      error
-	pending  bool // on d.txPending
+	d       *Device
+	port    *port
+	fd      int
+	dialed  bool
+	born    int64
+	peerGID [16]byte // the dialed port, or the one the HELLO names
+	peerLID uint16
+	dead    bool
+	err     error
+	pending bool // on d.txPending
+	// spare: a second connection to the peer's port, which no QP here
+	// sends on; polls do not read it (port.markSpares)
+	spare    bool
 	outArmed bool // EPOLLOUT requested
 	delay    int64
 
@@ -610,6 +613,10 @@ func (d *Device) linkFailed(l *link, err error, now int64) {
 			d.links = append(d.links[:i], d.links[i+1:]...)
 			break
 		}
+	}
+	if l.auth == authDone {
+		// A spare link left alone to the peer is read by every poll again.
+		l.port.markSpares(l.peerGID, l.peerLID)
 	}
 	for l.txN > 0 {
 		l.pop()
