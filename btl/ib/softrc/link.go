@@ -53,21 +53,22 @@ const rxBufSize = 256 << 10
 // packets of any QPs; a QP that sends over it, or hears over it, fails
 // with it.
 type link struct {
-	d       *Device
-	port    *port
-	fd      int
-	dialed  bool
-	born    int64
-	peerGID [16]byte // the dialed port, or the one the HELLO names
-	peerLID uint16
-	dead    bool
-	err     error
-	pending bool // on d.txPending
-	// spare: a second connection to the peer's port, which no QP here
-	// sends on; polls do not read it (port.markSpares)
-	spare    bool
+	d        *Device
+	port     *port
+	fd       int
+	dialed   bool
+	born     int64
+	peerGID  [16]byte // the dialed port, or the one the HELLO names
+	peerLID  uint16
+	dead     bool
+	err      error
+	pending  bool // on d.txPending
 	outArmed bool // EPOLLOUT requested
 	delay    int64
+
+	// spare: a second connection to the peer's port, which no QP here
+	// sends on; polls do not read it (port.markSpares)
+	spare bool
 
 	// handshake of an accepted link (auth.go): the stage, both nonces,
 	// the CHALLENGE still to write and the payload being read
