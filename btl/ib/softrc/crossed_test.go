@@ -12,7 +12,7 @@ import (
 // crossed is two ends whose ports dialed each other at once, as two ranks
 // do when both have a first packet for the other (a barrier): each device
 // holds the connection it dialed and the one it accepted.
-func crossed(t *testing.T) (x, y *end) {
+func crossed(t testing.TB) (x, y *end) {
 	t.Helper()
 	x, y = newEnd(t, endOpts{}), newEnd(t, endOpts{})
 	var wg sync.WaitGroup
@@ -163,4 +163,21 @@ func repeat(v, n int) []int {
 		s[i] = v
 	}
 	return s
+}
+
+// BenchmarkPingPongCrossed is BenchmarkPingPong between two ports that
+// dialed each other at once.
+func BenchmarkPingPongCrossed(b *testing.B) {
+	x, y := crossed(b)
+	connect(b, x, y, defaultRC())
+	run(b, x, y, 8)
+}
+
+// BenchmarkIdlePollCrossed is BenchmarkIdlePoll between two ports that
+// dialed each other at once: reads/op says how many connections a poll
+// reads.
+func BenchmarkIdlePollCrossed(b *testing.B) {
+	x, y := crossed(b)
+	connect(b, x, y, defaultRC())
+	idlePoll(b, y)
 }
