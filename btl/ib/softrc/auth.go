@@ -233,6 +233,7 @@ func (l *link) authenticated() {
 	l.rhi = copy(b, l.rbuf[l.rlo:l.rhi])
 	l.rlo, l.rbuf = 0, b
 	l.tx = make([]txItem, 64)
+	l.port.markSpares(l.peerGID, l.peerLID)
 }
 
 // reject closes an accepted link that failed to prove it belongs to the

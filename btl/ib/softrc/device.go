@@ -384,7 +384,7 @@ func (d *Device) progress(now int64) {
 	if !spinOnEpoll && len(d.links) <= directLinks && d.polls%acceptEvery != 0 && !d.nicEngaged {
 		for i := 0; i < len(d.links); i++ {
 			l := d.links[i]
-			if !l.dead {
+			if !l.dead && !l.spare {
 				l.receive(now)
 			}
 		}

@@ -36,7 +36,9 @@
 // The wire: a port listens on TCP; its GID is its IP address
 // (IPv4-mapped) and its LID its TCP port, as RoCE derives GIDs from IP
 // addresses. Packets of all QPs between two ports share one TCP
-// connection (a link) and are demultiplexed by destination QP number;
+// connection (a link) and are demultiplexed by destination QP number
+// (two ports that dialed each other at once both send on the connection
+// the smaller address dialed, and polls do not read the other);
 // a link between two ports of one host runs an unpaced congestion
 // control whatever the host's default (BBR paces loopback, port.go). A
 // link carries nothing until both ends have proved they hold the job's

@@ -66,6 +66,10 @@ type link struct {
 	outArmed bool // EPOLLOUT requested
 	delay    int64
 
+	// spare: a second connection to the peer's port, which no QP here
+	// sends on; polls do not read it (port.markSpares)
+	spare bool
+
 	// handshake of an accepted link (auth.go): the stage, both nonces,
 	// the CHALLENGE still to write and the payload being read
 	auth           uint8
@@ -610,6 +614,10 @@ func (d *Device) linkFailed(l *link, err error, now int64) {
 			d.links = append(d.links[:i], d.links[i+1:]...)
 			break
 		}
+	}
+	if l.auth == authDone {
+		// A spare link left alone to the peer is read by every poll again.
+		l.port.markSpares(l.peerGID, l.peerLID)
 	}
 	for l.txN > 0 {
 		l.pop()

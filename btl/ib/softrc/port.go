@@ -1,6 +1,7 @@
 package softrc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -282,6 +283,12 @@ func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
 	if p.down {
 		return nil, fmt.Errorf("softrc: %s port %d is down", p.d.name, p.num)
 	}
+	return p.dialLink(gid, lid)
+}
+
+// dialLink connects p to (gid, lid) and proves the job's key. Called with
+// d.mu held, which it releases while it waits for the peer.
+func (p *port) dialLink(gid verbs.GID, lid uint16) (*link, error) {
 	d := p.d
 	d.mu.Unlock()
 	fd, err := dial(gid, lid)
@@ -308,14 +315,77 @@ func (p *port) linkTo(gid verbs.GID, lid uint16) (*link, error) {
 		return nil, err
 	}
 	l.peerGID, l.peerLID = gid, lid
+	p.markSpares(gid, lid)
 	return l, nil
 }
 
+// findLink returns a usable link from p to (gid, lid): the canonical one
+// when the two ports dialed each other at once, so that both ends send on
+// the same connection.
 func (p *port) findLink(gid verbs.GID, lid uint16) *link {
+	var first *link
 	for _, l := range p.d.links {
 		if l.port == p && l.usable() && l.peerLID == lid && l.peerGID == gid {
-			return l
+			if l.canonical() {
+				return l
+			}
+			if first == nil {
+				first = l
+			}
 		}
 	}
-	return nil
+	return first
+}
+
+// canonical says whether l is the connection two ports keep when each
+// dialed the other at once (both had a packet for the other before either
+// saw the other's connection — a barrier's first messages do it): the one
+// the smaller address dialed. Both ends decide it alone and agree. With
+// two connections each would carry one direction, every poll would read
+// both, and TCP could not ride its ACKs on the data going back: every few
+// messages a read would send a bare ACK, at the cost of a transmit and the
+// peer's receive inside the reader's read.
+func (l *link) canonical() bool {
+	return l.dialed == addrLess(l.port.gid, l.port.lid, l.peerGID, l.peerLID)
+}
+
+func addrLess(g1 verbs.GID, l1 uint16, g2 verbs.GID, l2 uint16) bool {
+	if c := bytes.Compare(g1[:], g2[:]); c != 0 {
+		return c < 0
+	}
+	return l1 < l2
+}
+
+// markSpares marks the links from p to (gid, lid) that a poll need not
+// read: those besides the canonical one that no QP of this device sends
+// on. Polls leave a spare link to epoll (every acceptEvery-th poll, and
+// the device goroutine), and an RC packet arriving on it makes it a link
+// like any other again (the peer's QP chose it before the canonical link
+// was there). A port's connection to itself has two ends, not two links,
+// and nothing is spare. Called with d.mu held whenever a link to the peer
+// is born or dies and when a QP picks its link.
+func (p *port) markSpares(gid verbs.GID, lid uint16) {
+	var keep *link
+	for _, l := range p.d.links {
+		if l.port == p && l.usable() && l.peerLID == lid && l.peerGID == gid && l.canonical() {
+			keep = l
+		}
+	}
+	self := gid == p.gid && lid == p.lid
+	for _, l := range p.d.links {
+		if l.port != p || l.peerLID != lid || l.peerGID != gid {
+			continue
+		}
+		l.spare = keep != nil && l != keep && !self && !l.dead && !p.d.sendsOn(l)
+	}
+}
+
+// sendsOn says whether a QP of d sends on l.
+func (d *Device) sendsOn(l *link) bool {
+	for _, q := range d.qps {
+		if q.out == l {
+			return true
+		}
+	}
+	return false
 }

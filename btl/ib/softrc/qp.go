@@ -186,6 +186,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		q.rqPSN, q.epsn = attr.RQPSN, attr.RQPSN
 		q.maxDestRd, q.minRNR = int(attr.MaxDestRdAtomic), attr.MinRNRTimer&31
 		q.out = l
+		q.port.markSpares(attr.AH.DGID, attr.AH.DLID)
 	case cur == verbs.QPRTR && next == verbs.QPRTS:
 		if q.typ == verbs.QPTypeUD {
 			if err := need(verbs.UDRTSMask); err != nil {

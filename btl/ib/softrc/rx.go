@@ -55,6 +55,10 @@ func (d *Device) begin(l *link, now int64) {
 		d.stats.ForeignPackets++
 		return
 	}
+	if l.spare {
+		// The peer's QP sends here: polls must read this link.
+		l.spare = false
+	}
 	if h.flags&pktAckValid != 0 {
 		q.onAck(h.ack, now)
 	}
