@@ -138,9 +138,9 @@ func (o *outBox) publish(slot unsafe.Pointer, need, hdr uint64) {
 // frame longer than that, or a frontier held back by a stale read
 // position) is a header word zeroed before the release store, as it
 // must be; otherwise the zeroing comes after, a few lines at a time, to
-// zeroAhead beyond the tail or as far as the space the receiver had given
-// back at the sender's last look allows: a header word is written only
-// once the receiver is done with its line. Not inlined, so that the
+// zeroAhead beyond the tail or as far as the space the receiver has given
+// back allows: a header word is written only once the receiver is done
+// with its line. Not inlined, so that the
 // common case stays small.
 //
 //go:noinline
@@ -150,7 +150,15 @@ func (o *outBox) publishNearFrontier(slot unsafe.Pointer, hdr uint64) {
 		o.clear = o.tail + cacheLine
 	}
 	release.Store64((*uint64)(slot), hdr)
-	c, end := o.clear, min(o.tail+zeroAhead, o.head+o.size-cacheLine+1)
+	end := o.tail + zeroAhead
+	if end > o.head+o.size-cacheLine+1 {
+		// Held back by the read position last seen: look again, now that
+		// the slot is out, rather than zero the next header before a
+		// release store once a lap.
+		o.head = atomic.LoadUint64(o.headp)
+		end = min(end, o.head+o.size-cacheLine+1)
+	}
+	c := o.clear
 	for ; c < end; c += cacheLine {
 		*(*uint64)(unsafe.Add(o.base, c&o.mask)) = 0
 	}
