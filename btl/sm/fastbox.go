@@ -150,16 +150,16 @@ func (o *outBox) publishNearFrontier(slot unsafe.Pointer, hdr uint64) {
 		o.clear = o.tail + cacheLine
 	}
 	release.Store64((*uint64)(slot), hdr)
-	end := o.tail + zeroAhead
-	if end > o.head+o.size-cacheLine+1 {
+	lim := o.head + o.size - cacheLine + 1 // header words below lim are in given-back lines
+	if lim < o.tail+zeroAhead/2 {
 		// Held back by the read position last seen: look again, now that
 		// the slot is out, rather than zero the next header before a
 		// release store once a lap.
 		o.head = atomic.LoadUint64(o.headp)
-		end = min(end, o.head+o.size-cacheLine+1)
+		lim = o.head + o.size - cacheLine + 1
 	}
 	c := o.clear
-	for ; c < end; c += cacheLine {
+	for end := min(o.tail+zeroAhead, lim); c < end; c += cacheLine {
 		*(*uint64)(unsafe.Add(o.base, c&o.mask)) = 0
 	}
 	o.clear = max(c, o.clear)
