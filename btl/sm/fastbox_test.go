@@ -27,7 +27,8 @@ func TestAnEagerFrameOfUpTo24BytesIsOneCacheLine(t *testing.T) {
 	}
 }
 
-// tiny is a box of 16 lines, no more than the distance kept zeroed.
+// tiny is a box of 16 lines, in which the space given back holds the
+// zeroed frontier back at almost every send.
 var tiny = map[string]string{"fastbox_size": "1KiB", "fastbox_max": "256B"}
 
 // ringSnap is a copy of a box's ring, for finding what one send wrote.
