@@ -11,13 +11,15 @@
 // unlinks its own (Unlink, as vader does), so that a job killed outright
 // leaves nothing in /dev/shm. A segment holds:
 //
-//   - a fast box per sender: a single-producer ring of 64-byte-aligned
-//     slots carrying small frames inline. The receiver polls the slot at
-//     its read position and nothing else, so an idle box costs one cache
-//     line that stays in the receiver's cache; the sender zeroes the next
-//     slot header before it publishes the current one, so a stale slot is
-//     never mistaken for a new one, and it reads the receiver's position
-//     only when its cached copy says the ring is full.
+//   - a fast box per sender: a single-producer ring of slots carrying
+//     small frames inline, each slot starting a cache line, so that a
+//     small message (up to 24 payload bytes) is one line. The receiver
+//     polls the slot at its read position and nothing else, so an idle box
+//     costs one cache line that stays in the receiver's cache. The sender
+//     keeps the header words of the lines ahead of its position zeroed,
+//     zeroing after it publishes, so a stale slot is never mistaken for a
+//     new one and publishing a small frame writes its line alone; it reads
+//     the receiver's position only when its cached copy holds it back.
 //   - a multi-producer FIFO of fragment descriptors: a bounded array queue
 //     (Vyukov's) in which senders claim cells with a CAS and the receiver
 //     reads the cell at its position. Frames too large for a fast box, or

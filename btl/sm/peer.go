@@ -99,11 +99,14 @@ func (p *peer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool {
 	slot := unsafe.Add(o.base, idx)
 	core.PutEagerHeader((*[core.HeaderSize]byte)(unsafe.Add(slot, slotHdr)), int32(m.rank), ctx, tag, psn, len(data))
 	putPayload(unsafe.Add(slot, slotHdr+core.HeaderSize), data)
-	*(*uint64)(unsafe.Add(o.base, (idx+need)&o.mask)) = 0
-	o.tail += need
 	seq := p.seq
 	p.seq++
 	m.st.fboxSends++
+	o.tail += need // publish, in place
+	if o.clear <= o.tail+zeroAhead/2 {
+		o.publishNearFrontier(slot, uint64(n)|uint64(seq)<<32)
+		return true
+	}
 	release.Store64((*uint64)(slot), uint64(n)|uint64(seq)<<32)
 	return true
 }

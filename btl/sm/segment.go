@@ -16,7 +16,7 @@ const cacheLine = 64
 
 const (
 	segMagic   = 0x316d736c74626f67 // "gobtlsm1"
-	segVersion = 2                  // 2: the records of coop.go after the fragments
+	segVersion = 3                  // 2: the records of coop.go after the fragments; 3: fast-box slots start on a cache line
 )
 
 // Segment states, as the owner announces them to its peers.

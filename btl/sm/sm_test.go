@@ -392,8 +392,9 @@ func TestSendEagerDeliversWhatSendWouldInOrder(t *testing.T) {
 // does not fit before the end of the ring or the read position it last
 // saw leaves too little room. Both ways are taken.
 func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
-	viaSend, _ := openRanks(t, 2, nil)
-	viaEager, _ := openRanks(t, 2, nil)
+	small := map[string]string{"fastbox_size": "4KiB", "fastbox_max": "1KiB"} // many ends of the ring
+	viaSend, _ := openRanks(t, 2, small)
+	viaEager, _ := openRanks(t, 2, small)
 	var got [2]int
 	for i, mods := range [][]*Module{viaSend, viaEager} {
 		mods[1].Register(core.TypeEager, func(*core.Header, []byte) { got[i]++ })
