@@ -99,16 +99,45 @@ func (c *Comm) put(s *schedule) {
 // ctx ends first: the collective then goes on in the background, as its
 // non-blocking form would (every rank must still take part), and its
 // buffers stay in use until it completes.
+//
+// It waits each round itself (pml.Comm.WaitRound) instead of handing the
+// schedule to the PML as an operation to wait on: a round's receives
+// then take the PML's fused path — a frame copied from the peer's fast
+// box straight into the receive, one look at one peer per round of the
+// wait — where an operation is advanced beside a poll of every module,
+// and while one is started the fused paths are off for the whole job.
+// A round that did not finish at the first look costs one wait, not a
+// request, a test of every message and an operation's queue.
 func (c *Comm) block(ctx context.Context, s *schedule) error {
-	r, err := c.start(s)
-	if err != nil || r == nil {
-		return err
+	x := c.x
+	for {
+		if len(s.reqs) > 0 {
+			err := x.WaitRound(ctx, s.reqs, s.sts[:len(s.reqs)])
+			if err != nil && ctx.Err() != nil && err == ctx.Err() {
+				// The rest goes on in the background; what completed
+				// is nil in s.reqs, its status in s.sts.
+				r, serr := x.Start(s)
+				if serr == nil {
+					_ = x.Free(r)
+				}
+				return err
+			}
+			if err == nil {
+				err = s.checkCounts()
+			}
+			if err != nil {
+				return s.fail(err)
+			}
+			s.reqs, s.want = s.reqs[:0], s.want[:0]
+		}
+		if s.pc == len(s.steps) {
+			c.put(s)
+			return nil
+		}
+		if err := s.run(); err != nil {
+			return s.fail(err)
+		}
 	}
-	_, err = c.x.WaitContext(ctx, r)
-	if err != nil && ctx.Err() != nil && err == ctx.Err() {
-		_ = c.x.Free(r)
-	}
-	return err
 }
 
 // start advances s once and, unless that finished it, hands it to the PML
@@ -128,8 +157,15 @@ func (c *Comm) nonblocking(s *schedule) (*pml.Request, error) {
 	if !done {
 		return c.x.Start(s)
 	}
+	if err == nil {
+		return c.x.Start(finishedOK)
+	}
 	return c.x.Start(finished{err})
 }
+
+// finishedOK is the finished operation without an error, made once: an
+// interface holding a struct with a field allocates.
+var finishedOK pml.Op = finished{}
 
 // finished is an operation that is over before its request exists.
 type finished struct{ err error }

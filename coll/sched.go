@@ -232,6 +232,14 @@ func (s *schedule) run() error {
 			want := -1
 			switch st.kind {
 			case stepSend:
+				// A message that leaves at once needs no request.
+				var sent bool
+				if sent, err = x.TrySend(st.a, st.peer, s.tag); sent {
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				r, err = x.Isend(st.a, st.peer, s.tag)
 			case stepExchange:
 				r, err = x.IsendExchange(st.a, st.peer, s.tag)
