@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/btl/sm"
@@ -108,6 +109,11 @@ func BenchmarkAllreduce8B4(b *testing.B) {
 	}
 }
 
+// oversubscribed is how a rank waits on a node with more ranks than CPUs
+// (gobtl.Init's choice there): no spin, a yield at every look that finds
+// nothing.
+var oversubscribed = pml.Backoff{Spin: 0, Yield: math.MaxInt32}
+
 // BenchmarkAllreduce8B4Blocking is osu_allreduce at 8 B on 4 ranks of one
 // node as the program calls it: each rank a goroutine on a thread of its
 // own, a blocking Allreduce then a Barrier per iteration, waiting as a
@@ -117,7 +123,7 @@ func BenchmarkAllreduce8B4(b *testing.B) {
 func BenchmarkAllreduce8B4Blocking(b *testing.B) {
 	const n = 4
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n)) // a thread per rank: a yield lets another rank run
-	comms := smJob(b, n, pml.Options{Backoff: pml.Backoff{Spin: 0, Yield: math.MaxInt32}})
+	comms := smJob(b, n, pml.Options{Backoff: oversubscribed})
 	sum := coll.Sum[float32]()
 	iters := b.N
 	b.ReportAllocs()
@@ -146,6 +152,98 @@ func BenchmarkAllreduce8B4Blocking(b *testing.B) {
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A blocking collective waits its rounds on the PML's fused receive path
+// (pml.Comm.WaitRound), not as a started operation, under which the
+// fused paths are off and messages are delivered by a poll of every
+// module. Rank 1 enters each allreduce first and waits for rank 0, which
+// comes a millisecond later: rank 0's message must reach rank 1's
+// receive by the fused path (pml.fused_recvs).
+func TestABlockingCollectiveWaitsOnTheFusedPath(t *testing.T) {
+	// Spinning, a waiter looks only at the peer's fast box, but for a
+	// poll of everything every 64th look.
+	comms := smJob(t, 2, pml.Options{Backoff: pml.Backoff{Spin: 1 << 30, Yield: 1}})
+	const iters = 20
+	sum := coll.Sum[int64]()
+	fused := func(c *coll.Comm) int64 { return c.PML().Metrics().Counter("pml.fused_recvs").Load() }
+	before := fused(comms[1])
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			v := []int64{int64(r + 1)}
+			for range iters {
+				if r == 0 {
+					time.Sleep(time.Millisecond)
+				}
+				if err := c.Allreduce(context.Background(), coll.Bytes(v), coll.Bytes(v), sum); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+			if want := int64(3) << (iters - 1); v[0] != want {
+				errs[r] = fmt.Errorf("rank %d: %d, want %d", r, v[0], want)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A message that lands between a look and the poll of every 64th
+	// goes the general way: allow a few.
+	if got := fused(comms[1]) - before; got < iters*3/4 {
+		t.Fatalf("rank 1 received %d of its %d allreduce messages by the fused path, want nearly all", got, iters)
+	}
+}
+
+// An 8-byte allreduce and a barrier over sm, blocking, allocate nothing
+// once warm, on any rank.
+func TestSmallBlockingCollectivesOverSMAllocateNothing(t *testing.T) {
+	const n = 4
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n)) // a yield lets another rank run
+	comms := smJob(t, n, pml.Options{Backoff: oversubscribed})
+	sum := coll.Sum[float32]()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Go(func() {
+			sbuf, rbuf := []float32{1, 2}, make([]float32, 2)
+			step := func() {
+				if err := c.Allreduce(context.Background(), coll.Bytes(sbuf), coll.Bytes(rbuf), sum); err != nil {
+					panic(err)
+				}
+				if err := c.Barrier(context.Background()); err != nil {
+					panic(err)
+				}
+			}
+			for range 50 {
+				step()
+			}
+			// Every rank runs the same count: AllocsPerRun runs one more.
+			// It sets GOMAXPROCS to 1, where a rank's yield does not let
+			// another goroutine run until the runtime preempts it (10 ms):
+			// a few runs only.
+			if r != 0 {
+				for range 21 {
+					step()
+				}
+				return
+			}
+			if a := testing.AllocsPerRun(20, step); a != 0 {
+				errs[r] = fmt.Errorf("an 8-byte allreduce and a barrier allocate %v times", a)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
