@@ -27,6 +27,9 @@ type Comm struct {
 	mu   sync.Mutex
 	seq  uint32      // collectives started: the tag of the next one
 	free []*schedule // finished schedules, for reuse
+	// warm keeps, per collective, the last finished schedule of a small
+	// one with its steps (see again).
+	warm [numKinds]*schedule
 	// calls counts the collectives by algorithm (coll.<kind>.<alg>).
 	calls [numKinds][numAlgs]*core.Counter
 }
@@ -73,21 +76,69 @@ func (c *Comm) begin(k Kind, alg Alg) *schedule {
 	} else {
 		s = &schedule{}
 	}
-	tag := tagBase | int(c.seq&(tagBase-1))
-	c.seq++
+	tag := c.nextTag()
 	c.mu.Unlock()
-	if ctr := c.calls[k][alg]; ctr != nil {
-		ctr.Inc()
-	}
+	c.count(k, alg)
 	s.reset(c, tag, k, alg)
 	return s
 }
 
-// put keeps a finished schedule for a later collective; the user buffers
-// its steps point to are dropped.
+// nextTag is the tag of the next collective (lock held).
+func (c *Comm) nextTag() int {
+	tag := tagBase | int(c.seq&(tagBase-1))
+	c.seq++
+	return tag
+}
+
+func (c *Comm) count(k Kind, alg Alg) {
+	if ctr := c.calls[k][alg]; ctr != nil {
+		ctr.Inc()
+	}
+}
+
+// again returns, ready to run under the next tag, the schedule of the
+// last collective of kind k if it ran algorithm alg between the same
+// buffers a and b (nil for none) — its steps are then those this call
+// would build — or nil. A small collective called over and over (the
+// residual's allreduce of an iterative solver, a barrier) so builds its
+// steps once: building them was as much work as posting its messages.
+// The Comm holds on to the buffers of one such schedule per collective
+// until the next call.
+func (c *Comm) again(k Kind, alg Alg, a, b []byte) *schedule {
+	c.mu.Lock()
+	s := c.warm[k]
+	if s == nil || s.alg != alg || !sameRef(s.wa, a) || !sameRef(s.wb, b) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.warm[k] = nil
+	s.tag = c.nextTag()
+	c.mu.Unlock()
+	c.count(k, alg)
+	s.pc = 0
+	return s
+}
+
+// keep marks s, just built, as one that again may give out once more:
+// its steps depend on nothing but its algorithm, the communicator and
+// the buffers a and b.
+func (s *schedule) keep(a, b []byte) { s.warm, s.wa, s.wb = true, a, b }
+
+// put keeps a finished schedule for a later collective: a warm one whole
+// for again, any other without its steps, whose user buffers are
+// dropped.
 func (c *Comm) put(s *schedule) {
+	if s.warm {
+		c.mu.Lock()
+		s, c.warm[s.kind] = c.warm[s.kind], s
+		c.mu.Unlock()
+		if s == nil {
+			return
+		}
+	}
 	clear(s.steps)
 	s.steps = s.steps[:0]
+	s.warm, s.wa, s.wb = false, nil, nil
 	c.mu.Lock()
 	if len(c.free) < 4 {
 		c.free = append(c.free, s)
