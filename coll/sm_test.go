@@ -83,9 +83,10 @@ func lockstep(t testing.TB, comms []*coll.Comm, reqs []*pml.Request, start func(
 }
 
 // BenchmarkAllreduce8B4 is what osu_allreduce at 8 B does on 4 ranks of
-// one node, per call: an allreduce of two float32s and the barrier after
-// it, over sm, the ranks run in turn from one goroutine so that the
-// instructions are the same from run to run (callgrind).
+// one node, per call — an allreduce of two float32s and the barrier after
+// it — and each of the two alone, over sm, the ranks run in turn from one
+// goroutine so that the instructions are the same from run to run
+// (callgrind).
 func BenchmarkAllreduce8B4(b *testing.B) {
 	const n = 4
 	comms := smJob(b, n, pml.Options{})
@@ -99,10 +100,22 @@ func BenchmarkAllreduce8B4(b *testing.B) {
 		return c.Iallreduce(coll.Bytes(sbuf[r]), coll.Bytes(rbuf[r]), sum)
 	}
 	barrier := func(_ int, c *coll.Comm) (*pml.Request, error) { return c.Ibarrier() }
-	b.ReportAllocs()
-	for b.Loop() {
-		lockstep(b, comms, reqs, allreduce)
-		lockstep(b, comms, reqs, barrier)
+	for _, bc := range []struct {
+		name string
+		ops  []func(r int, c *coll.Comm) (*pml.Request, error)
+	}{
+		{"osu", []func(r int, c *coll.Comm) (*pml.Request, error){allreduce, barrier}},
+		{"allreduce", []func(r int, c *coll.Comm) (*pml.Request, error){allreduce}},
+		{"barrier", []func(r int, c *coll.Comm) (*pml.Request, error){barrier}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, op := range bc.ops {
+					lockstep(b, comms, reqs, op)
+				}
+			}
+		})
 	}
 	if rbuf[0][0] != 6 || rbuf[3][1] != 4 {
 		b.Fatalf("allreduce gave %v on rank 0, %v on rank 3", rbuf[0], rbuf[3])
