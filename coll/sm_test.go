@@ -132,7 +132,10 @@ var oversubscribed = pml.Backoff{Spin: 0, Yield: math.MaxInt32}
 // own, a blocking Allreduce then a Barrier per iteration, waiting as a
 // rank with more ranks than CPUs does (no spin: every poll that finds
 // nothing yields the CPU). The instructions include the polls of the
-// waits, as in the real job.
+// waits, as in the real job. Callgrind's toggle-collect cannot follow the
+// ranks' goroutines (it flips once per thread that enters a function, and
+// loses it when the goroutine parks): count the whole binary at two
+// -test.benchtime counts and take the difference.
 func BenchmarkAllreduce8B4Blocking(b *testing.B) {
 	const n = 4
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n)) // a thread per rank: a yield lets another rank run
