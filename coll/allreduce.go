@@ -44,6 +44,12 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 		alg == Rabenseifner && (!op.Commutative || count < floorPow2(n)):
 		alg = RecursiveDoubling
 	}
+	if alg == Linear {
+		if s := c.again(KindAllreduce, alg, send, recv); s != nil {
+			s.op = op
+			return s, nil
+		}
+	}
 	s := c.begin(KindAllreduce, alg)
 	s.op = op
 	if n == 1 || count == 0 {
@@ -53,6 +59,7 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 	switch alg {
 	case Linear:
 		allreduceLinear(s, n, me, send, recv)
+		s.keep(send, recv)
 	case Rabenseifner:
 		allreduceRabenseifner(s, n, me, send, recv)
 	case Ring:

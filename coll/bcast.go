@@ -17,7 +17,11 @@ func (c *Comm) Ibarrier() (*pml.Request, error) { return c.nonblocking(c.barrier
 func (c *Comm) barrier() *schedule {
 	n, me := c.Size(), c.Rank()
 	alg, _ := c.t.decide(KindBarrier, n, 0)
+	if s := c.again(KindBarrier, alg, nil, nil); s != nil {
+		return s
+	}
 	s := c.begin(KindBarrier, alg)
+	s.keep(nil, nil) // a barrier's steps move no bytes
 	if alg == Linear {
 		// Every rank tells every other one, and waits once: one round
 		// instead of ⌈log2 n⌉ (see allreduceLinear).

@@ -27,6 +27,9 @@ type Comm struct {
 	mu   sync.Mutex
 	seq  uint32      // collectives started: the tag of the next one
 	free []*schedule // finished schedules, for reuse
+	// warm keeps, per collective, the last finished schedule of a small
+	// one with its steps (see again).
+	warm [numKinds]*schedule
 	// calls counts the collectives by algorithm (coll.<kind>.<alg>).
 	calls [numKinds][numAlgs]*core.Counter
 }
@@ -73,21 +76,69 @@ func (c *Comm) begin(k Kind, alg Alg) *schedule {
 	} else {
 		s = &schedule{}
 	}
-	tag := tagBase | int(c.seq&(tagBase-1))
-	c.seq++
+	tag := c.nextTag()
 	c.mu.Unlock()
-	if ctr := c.calls[k][alg]; ctr != nil {
-		ctr.Inc()
-	}
+	c.count(k, alg)
 	s.reset(c, tag, k, alg)
 	return s
 }
 
-// put keeps a finished schedule for a later collective; the user buffers
-// its steps point to are dropped.
+// nextTag is the tag of the next collective (lock held).
+func (c *Comm) nextTag() int {
+	tag := tagBase | int(c.seq&(tagBase-1))
+	c.seq++
+	return tag
+}
+
+func (c *Comm) count(k Kind, alg Alg) {
+	if ctr := c.calls[k][alg]; ctr != nil {
+		ctr.Inc()
+	}
+}
+
+// again returns, ready to run under the next tag, the schedule of the
+// last collective of kind k if it ran algorithm alg between the same
+// buffers a and b (nil for none) — its steps are then those this call
+// would build — or nil. A small collective called over and over (the
+// residual's allreduce of an iterative solver, a barrier) so builds its
+// steps once: building them was as much work as posting its messages.
+// The Comm holds on to the buffers of one such schedule per collective
+// until the next call.
+func (c *Comm) again(k Kind, alg Alg, a, b []byte) *schedule {
+	c.mu.Lock()
+	s := c.warm[k]
+	if s == nil || s.alg != alg || !sameRef(s.wa, a) || !sameRef(s.wb, b) {
+		c.mu.Unlock()
+		return nil
+	}
+	c.warm[k] = nil
+	s.tag = c.nextTag()
+	c.mu.Unlock()
+	c.count(k, alg)
+	s.pc = 0
+	return s
+}
+
+// keep marks s, just built, as one that again may give out once more:
+// its steps depend on nothing but its algorithm, the communicator and
+// the buffers a and b.
+func (s *schedule) keep(a, b []byte) { s.warm, s.wa, s.wb = true, a, b }
+
+// put keeps a finished schedule for a later collective: a warm one whole
+// for again, any other without its steps, whose user buffers are
+// dropped.
 func (c *Comm) put(s *schedule) {
+	if s.warm {
+		c.mu.Lock()
+		s, c.warm[s.kind] = c.warm[s.kind], s
+		c.mu.Unlock()
+		if s == nil {
+			return
+		}
+	}
 	clear(s.steps)
 	s.steps = s.steps[:0]
+	s.warm, s.wa, s.wb = false, nil, nil
 	c.mu.Lock()
 	if len(c.free) < 4 {
 		c.free = append(c.free, s)
@@ -99,16 +150,45 @@ func (c *Comm) put(s *schedule) {
 // ctx ends first: the collective then goes on in the background, as its
 // non-blocking form would (every rank must still take part), and its
 // buffers stay in use until it completes.
+//
+// It waits each round itself (pml.Comm.WaitRound) instead of handing the
+// schedule to the PML as an operation to wait on: a round's receives
+// then take the PML's fused path — a frame copied from the peer's fast
+// box straight into the receive, one look at one peer per round of the
+// wait — where an operation is advanced beside a poll of every module,
+// and while one is started the fused paths are off for the whole job.
+// A round that did not finish at the first look costs one wait, not a
+// request, a test of every message and an operation's queue.
 func (c *Comm) block(ctx context.Context, s *schedule) error {
-	r, err := c.start(s)
-	if err != nil || r == nil {
-		return err
+	x := c.x
+	for {
+		if len(s.reqs) > 0 {
+			err := x.WaitRound(ctx, s.reqs, s.sts[:len(s.reqs)])
+			if err != nil && ctx.Err() != nil && err == ctx.Err() {
+				// The rest goes on in the background; what completed
+				// is nil in s.reqs, its status in s.sts.
+				r, serr := x.Start(s)
+				if serr == nil {
+					_ = x.Free(r)
+				}
+				return err
+			}
+			if err == nil {
+				err = s.checkCounts()
+			}
+			if err != nil {
+				return s.fail(err)
+			}
+			s.reqs, s.want = s.reqs[:0], s.want[:0]
+		}
+		if s.pc == len(s.steps) {
+			c.put(s)
+			return nil
+		}
+		if err := s.run(); err != nil {
+			return s.fail(err)
+		}
 	}
-	_, err = c.x.WaitContext(ctx, r)
-	if err != nil && ctx.Err() != nil && err == ctx.Err() {
-		_ = c.x.Free(r)
-	}
-	return err
 }
 
 // start advances s once and, unless that finished it, hands it to the PML
@@ -128,8 +208,15 @@ func (c *Comm) nonblocking(s *schedule) (*pml.Request, error) {
 	if !done {
 		return c.x.Start(s)
 	}
+	if err == nil {
+		return c.x.Start(finishedOK)
+	}
 	return c.x.Start(finished{err})
 }
+
+// finishedOK is the finished operation without an error, made once: an
+// interface holding a struct with a field allocates.
+var finishedOK pml.Op = finished{}
 
 // finished is an operation that is over before its request exists.
 type finished struct{ err error }

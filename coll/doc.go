@@ -30,9 +30,14 @@
 // An algorithm builds a schedule (libnbc's idea): sends, receives, local
 // combines and copies, cut into rounds by wait marks, run by one executor
 // that posts a round's messages and moves on when they complete. The
-// blocking calls run it to the end; Ibarrier, Ibcast and Iallreduce hand
-// it to the PML as a request (pml.Comm.Start), which every wait and test
-// of the job advances and the usual Wait/Test family completes. A
+// blocking calls run it to the end, waiting each round with
+// pml.Comm.WaitRound — the PML's fused receive path, and a failure when a
+// member is lost; Ibarrier, Ibcast and Iallreduce hand it to the PML as a
+// request (pml.Comm.Start), which every wait and test of the job advances
+// and the usual Wait/Test family completes. A round's eager sends go by
+// pml.Comm.TrySend, with no request. A small linear allreduce or a
+// barrier called again between the same buffers reruns the steps built
+// for the last call. A
 // collective's messages go on the communicator's collective context
 // (pml.Comm.Collectives) with a tag of their own — the collective's place
 // in the sequence every rank follows — so they never match point-to-point

@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/gobtl/gobtl/pml"
 )
@@ -71,6 +72,10 @@ type schedule struct {
 	ioff   int
 	kind   Kind
 	alg    Alg
+	// warm: the steps may serve the next call between the buffers wa
+	// and wb (Comm.again).
+	warm   bool
+	wa, wb []byte
 }
 
 // early is a receive posted ahead of its round and the bytes it must
@@ -82,7 +87,7 @@ type early struct {
 
 // reset readies s for a new collective.
 func (s *schedule) reset(c *Comm, tag int, k Kind, alg Alg) {
-	clear(s.steps)
+	// put cleared the steps of a schedule from the free list.
 	s.c, s.tag, s.kind, s.alg = c, tag, k, alg
 	s.op = Op{}
 	s.steps, s.pc, s.off, s.ioff, s.nearly = s.steps[:0], 0, 0, 0, 0
@@ -232,6 +237,14 @@ func (s *schedule) run() error {
 			want := -1
 			switch st.kind {
 			case stepSend:
+				// A message that leaves at once needs no request.
+				var sent bool
+				if sent, err = x.TrySend(st.a, st.peer, s.tag); sent {
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				r, err = x.Isend(st.a, st.peer, s.tag)
 			case stepExchange:
 				r, err = x.IsendExchange(st.a, st.peer, s.tag)
@@ -308,6 +321,12 @@ func (s *schedule) fail(err error) error {
 	}
 	s.reqs, s.early = nil, nil
 	return fmt.Errorf("coll: %s %s: %w", s.kind, s.alg, err)
+}
+
+// sameRef reports whether a and b are the same slice: the same bytes,
+// or both nil.
+func sameRef(a, b []byte) bool {
+	return len(a) == len(b) && cap(a) == cap(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // same reports whether a and b are the same bytes.

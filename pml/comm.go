@@ -167,6 +167,24 @@ func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
 	return true, nil
 }
 
+// TrySend sends buf to dest with tag at once, with no request, when it
+// can go whole as one eager frame that leaves now (Open MPI's sendi): the
+// path of a blocking Send that needs no wait. It reports false, having
+// sent nothing, when the message needs a request — too long, no credit,
+// frames already waiting — and Isend must take it; true with an error
+// when the peer is lost. A collective sends the small messages of its
+// rounds so: a request would only be made, found done and recycled.
+func (c *Comm) TrySend(buf []byte, dest, tag int) (bool, error) {
+	if err := c.check(dest, tag, false); err != nil {
+		return true, err
+	}
+	e := c.e
+	e.mu.Lock()
+	sent, err := e.sendNow(c.ctx, buf, c.g.toWorld(dest), tag)
+	e.mu.Unlock()
+	return sent, err
+}
+
 // Irecv starts receiving into buf a message from source (or AnySource)
 // with tag (or AnyTag).
 func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {

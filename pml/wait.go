@@ -2,6 +2,7 @@ package pml
 
 import (
 	gocontext "context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,6 +50,12 @@ func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (
 // fused receive path): the back-off counts those rounds as its own, so
 // that the waiter does not spin twice as long before it yields.
 func (c *Comm) waitSpun(ctx gocontext.Context, r *Request, deadline time.Duration, spun int) (st Status, err error, released bool) {
+	return c.waitLive(ctx, r, deadline, spun, false)
+}
+
+// waitLive is waitSpun that, if live, also gives up — r pending — once a
+// member of c is lost (Lost): the wait of a collective's round.
+func (c *Comm) waitLive(ctx gocontext.Context, r *Request, deadline time.Duration, spun int, live bool) (st Status, err error, released bool) {
 	e := c.e
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
@@ -98,6 +105,11 @@ func (c *Comm) waitSpun(ctx gocontext.Context, r *Request, deadline time.Duratio
 		if !built {
 			b, built = e.newBackoff(), true
 			b.n = spun
+		}
+		if live && e.nlost.Load() != 0 {
+			if err := c.Lost(); err != nil {
+				return Status{}, err, false
+			}
 		}
 		if n > 0 || moved || opEvents {
 			b.reset()
@@ -169,6 +181,22 @@ func (c *Comm) Waitall(rs []*Request, sts []Status) error {
 // the requests that completed are released and nil, with their statuses
 // in sts; the others stay pending in rs.
 func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status) error {
+	return c.waitall(ctx, rs, sts, false)
+}
+
+// WaitRound is WaitallContext for the round of a collective, which may
+// wait on a member that is alive but will never send because it lost
+// another: it also returns, leaving the requests that are not done
+// pending, an error wrapping core.ErrPeerLost once a member of c is lost
+// (Lost). A blocking collective waits its rounds with it rather than as
+// an operation (Start): its receives then take the fused path, and no
+// operation turns that path off for the rest of the job meanwhile.
+func (c *Comm) WaitRound(ctx gocontext.Context, rs []*Request, sts []Status) error {
+	return c.waitall(ctx, rs, sts, true)
+}
+
+// waitall is WaitallContext, WaitRound's if live.
+func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, live bool) error {
 	if sts != nil && len(sts) < len(rs) {
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
@@ -184,9 +212,9 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 		if i == len(rs) {
 			return first
 		}
-		st, err, released := c.wait(ctx, rs[i], 0)
+		st, err, released := c.waitLive(ctx, rs[i], 0, 0, live)
 		if !released {
-			if ctx.Err() != nil && err == ctx.Err() {
+			if ctx.Err() != nil && err == ctx.Err() || live && errors.Is(err, core.ErrPeerLost) {
 				return err
 			}
 			if first == nil {
