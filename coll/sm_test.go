@@ -244,15 +244,23 @@ func TestSmallBlockingCollectivesOverSMAllocateNothing(t *testing.T) {
 			// Every rank runs the same count: AllocsPerRun runs one more.
 			// It sets GOMAXPROCS to 1, where a rank's yield does not let
 			// another goroutine run until the runtime preempts it (10 ms):
-			// a few runs only.
+			// a few runs only. It counts every goroutine's allocations, and
+			// the pml's pools still grow when ranks drift further apart
+			// than they have before (more unexpected messages at once), so
+			// the least of three measurements must be 0; an allocation in
+			// every call would show in all three.
 			if r != 0 {
-				for range 21 {
+				for range 3 * 21 {
 					step()
 				}
 				return
 			}
-			if a := testing.AllocsPerRun(20, step); a != 0 {
-				errs[r] = fmt.Errorf("an 8-byte allreduce and a barrier allocate %v times", a)
+			least := math.Inf(1)
+			for range 3 {
+				least = min(least, testing.AllocsPerRun(20, step))
+			}
+			if least != 0 {
+				errs[r] = fmt.Errorf("an 8-byte allreduce and a barrier allocate %v times", least)
 			}
 		})
 	}
