@@ -165,7 +165,7 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	b := m.seg.mem[off+fragHdr+pad : off+fragHdr+pad+n]
 	h.Encode(b)
 	k := copy(b[core.HeaderSize:], pre)
-	copyOut(b[core.HeaderSize+k:], data)
+	copyOut(b[core.HeaderSize+k:], data, m.cfg.stream)
 	*m.seg.u32(off + fragOffSeq) = p.seq
 	*m.seg.u32(off + fragOffLen) = uint32(n)
 	*m.seg.u32(off + fragOffFrame) = uint32(pad)
