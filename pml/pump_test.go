@@ -106,6 +106,9 @@ func TestARefusedFragmentWaitsForTheEndpointToReplenish(t *testing.T) {
 	if g.tries != 1 {
 		t.Fatalf("%d fragments offered to a closed endpoint over %d polls with %d sends waiting, want 1", g.tries, polls, sends)
 	}
+	if a := testing.AllocsPerRun(100, func() { poll(1) }); a != 0 {
+		t.Errorf("a poll with the pump blocked allocates %.2f times", a)
+	}
 	// Room, but the endpoint has not said so: nothing is offered.
 	perMsg := (n + fragChunk(16<<10, n) - 1) / fragChunk(16<<10, n)
 	g.budget = perMsg

@@ -606,3 +606,36 @@ func TestReplenishedMovesWhenAFragmentComesBack(t *testing.T) {
 		t.Fatalf("send after the fragments came back: %v", err)
 	}
 }
+
+// With copy_in = "stream" the sender writes fragments with non-temporal
+// stores, and the receiver reads every byte of them as sent.
+func TestStreamedFragmentsArriveWhole(t *testing.T) {
+	if !canStream {
+		t.Skip("no AVX2: copy_in = stream copies as cache does")
+	}
+	mods, _ := openRanks(t, 2, map[string]string{"copy_in": "stream"})
+	if !mods[0].cfg.stream {
+		t.Fatal("copy_in = stream did not reach the module")
+	}
+	var got [][]byte
+	mods[1].Register(core.TypeUserBase, func(_ *core.Header, p []byte) { got = append(got, bytes.Clone(p)) })
+	ep, _ := mods[0].Endpoint(1)
+	var sent [][]byte
+	for i, n := range []int{8 << 10, 32<<10 + 40, 60 << 10} {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(j*31 + i)
+		}
+		sent = append(sent, b)
+		for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, []byte("pre"), b, 0) != nil {
+			mods[0].Progress()
+			mods[1].Progress()
+		}
+	}
+	progressUntil(t, mods, func() bool { return len(got) == len(sent) })
+	for i := range sent {
+		if want := append([]byte("pre"), sent[i]...); !bytes.Equal(got[i], want) {
+			t.Errorf("fragment %d (%d bytes) arrived corrupt", i, len(sent[i]))
+		}
+	}
+}
