@@ -93,3 +93,15 @@ func (t MechTable) Validate(maxSend int) error {
 type FragCounter interface {
 	FragsInFlight() int
 }
+
+// Replenisher is implemented by endpoints that can tell when a send they
+// refused with ErrNoResources may succeed if tried again. Replenished is
+// a count that grows whenever the endpoint regains what a refused send
+// lacked (sm: a send fragment taken back from a receiver), and at any
+// refusal whose end the endpoint cannot watch; while it has not changed
+// since a refusal, the same send would be refused again. The PML's
+// pipeline pump retries a refused fragment only once it has changed,
+// instead of at every poll while the receiver copies.
+type Replenisher interface {
+	Replenished() uint64
+}

@@ -172,6 +172,14 @@ type sub struct {
 	readTokens int                 // RDMA reads that may still be issued
 	readQ      list.List[stripe]   // reads waiting for a token (FIFO)
 	rdmaQ      list.List[stripe]   // puts and gets that met ErrNoResources
+
+	// A pipeline fragment the endpoint refused (ErrNoResources) stops
+	// the pump on this subchannel: for the rest of that round, and after
+	// it until the endpoint's Replenished count moves (pumpReady).
+	repl         core.Replenisher
+	pumpBlocked  bool
+	blockedGen   uint64 // repl's count after the refusal
+	blockedRound uint64 // the pump round that last found it blocked
 }
 
 // peer is the virtual channel to one rank: its subchannels, the PSN it
@@ -264,7 +272,8 @@ type engine struct {
 	scratch [1024]byte
 
 	pendingWork  int                // frames, stripes and pumps waiting on resources
-	pumps        list.List[Request] // pipelined sends with fragments to go
+	pumps        list.List[Request] // pipelined sends with fragments to go, in the order their replies came
+	pumpRound    uint64             // pump calls so far (sub.pumpReady)
 	pendingRecvs int
 	// lost are the ranks found lost, in order (failPeer); contexts
 	// acknowledge a prefix of it.
@@ -522,6 +531,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 	s.credited, _ = ep.(core.Credited)
 	s.take, _ = ep.(core.EagerReceiver)
 	s.put, _ = ep.(core.EagerSender)
+	s.repl, _ = ep.(core.Replenisher)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}

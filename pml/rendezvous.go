@@ -444,23 +444,32 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 // startPump begins sending a pipeline's fragments. The pump list holds a
 // reference to r like a queued frame does: failPeer may complete r while
 // it waits there, and the user release it, and it must not be recycled
-// before pump lets go of it.
+// before pump lets go of it. Sends pump in the order their replies came,
+// so that the fragments a window of them waits for go to the oldest
+// first, which the user's Waitall waits on first.
 func (e *engine) startPump(r *Request) {
-	e.pumps.PushFront(&r.link, r)
+	e.pumps.PushBack(&r.link, r)
 	r.refs++
 	e.pendingWork++
 	e.pump()
 }
 
-// pump sends pipeline fragments until the modules push back.
+// pump sends pipeline fragments until the modules push back. A refusal
+// blocks its subchannel (pumpReady): the sends behind it on the list
+// would meet the same refusal, and so would the next poll's, until the
+// endpoint has taken a fragment back.
 func (e *engine) pump() int {
 	n := 0
+	e.pumpRound++
 	for k := e.pumps.Front(); k != nil; {
 		next := k.Next()
 		r := k.Value()
 		p := e.peer(r.peer)
 		for !r.done && r.got < r.accept && p.lost == nil {
 			s := p.pickSmall()
+			if !s.pumpReady(e.pumpRound) {
+				break
+			}
 			frag, depth := s.mod.attrs.MaxSendSize, 0
 			if rule := mechOf(&s.mod.attrs, r.exchange).Lookup(int64(r.accept)); rule != nil {
 				if rule.Frag > 0 {
@@ -480,6 +489,8 @@ func (e *engine) pump() int {
 			if err != nil {
 				if !errors.Is(err, core.ErrNoResources) {
 					e.failPeer(p, err)
+				} else {
+					s.pumpRefused(e.pumpRound)
 				}
 				break
 			}
@@ -500,6 +511,33 @@ func (e *engine) pump() int {
 		k = next
 	}
 	return n
+}
+
+// pumpReady reports whether the pump may offer s a fragment in this
+// round: not if s refused one earlier in the round, nor after that while
+// its endpoint's Replenished count stands where the refusal left it. An
+// endpoint that cannot tell (no core.Replenisher) is asked again at the
+// next round, that is, at the next poll.
+func (s *sub) pumpReady(round uint64) bool {
+	switch {
+	case !s.pumpBlocked:
+		return true
+	case s.blockedRound == round:
+		return false
+	case s.repl != nil && s.repl.Replenished() == s.blockedGen:
+		s.blockedRound = round
+		return false
+	}
+	s.pumpBlocked = false
+	return true
+}
+
+// pumpRefused notes that s refused a pipeline fragment in this round.
+func (s *sub) pumpRefused(round uint64) {
+	s.pumpBlocked, s.blockedRound = true, round
+	if s.repl != nil {
+		s.blockedGen = s.repl.Replenished()
+	}
 }
 
 // fragChunk is the data one pipeline fragment of a total-byte message

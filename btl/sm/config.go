@@ -7,6 +7,12 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
+// How the pipeline's sender writes fragments (the copy_in parameter).
+const (
+	copyInCache  = "cache"
+	copyInStream = "stream"
+)
+
 // Single-copy mechanisms (the single_copy parameter).
 const (
 	singleCopyAuto = "auto" // CMA if the host allows it, else none
@@ -36,6 +42,9 @@ var Params = []core.Param{
 	core.BTLParam("rndv_eager_limit", "0").WithRange("", "64MiB"),
 	{Name: "fragments", Type: core.ParamInt, Default: "32", Min: "2", Max: "65536",
 		Doc: "send fragments in a rank's segment, shared by all destinations"},
+	{Name: "copy_in", Type: core.ParamString, Default: copyInCache, Enum: []string{copyInCache, copyInStream},
+		Doc: "how the copy pipeline's sender writes a fragment: cache (REP MOVSB through the caches, the receiver reads from the sender's cache) or stream " +
+			"(non-temporal stores to memory, the receiver reads from memory: no line is taken from the receiver's cache, which costs most when the two cores share no cache)"},
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
@@ -70,6 +79,7 @@ type config struct {
 	frags        int
 	singleCopy   string
 	helper       bool       // single_copy_helper
+	stream       bool       // copy_in = "stream"
 	attrs        core.Attrs // the shared limits and performance model, RDMAMin and RDMAMax
 	mechDefault  bool       // attrs.Mech is sm's default table (no mechanism blocks, no window)
 	liveness     time.Duration
@@ -93,6 +103,7 @@ func configFrom(p core.Params) (config, error) {
 		frags:        p.Int("fragments"),
 		singleCopy:   p.String("single_copy"),
 		helper:       p.Bool("single_copy_helper"),
+		stream:       p.String("copy_in") == copyInStream,
 		attrs:        attrs,
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),

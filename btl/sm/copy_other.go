@@ -3,4 +3,4 @@
 package sm
 
 // copyOut copies src into dst.
-func copyOut(dst, src []byte) int { return copy(dst, src) }
+func copyOut(dst, src []byte, _ bool) int { return copy(dst, src) }

@@ -61,9 +61,10 @@ type Module struct {
 	active     []int
 
 	// Send side: fragments in our segment.
-	free      []int32
-	inflight  [][]int32 // by destination, oldest first
-	inflightN int
+	free        []int32
+	inflight    [][]int32 // by destination, oldest first
+	inflightN   int
+	replenished uint64 // fragments taken back, and refusals sm cannot watch (peer.Replenished)
 
 	cma       cmaInfo
 	pid       int
@@ -550,6 +551,7 @@ func (m *Module) reclaim() {
 			k++
 		}
 		if k > 0 {
+			m.replenished++
 			m.inflightN -= k
 			m.inflight[d] = append(q[:0], q[k:]...)
 		}
@@ -582,6 +584,7 @@ func (m *Module) failPeer(s int, err error) {
 
 // dropInflight gives back the fragments a lost receiver will never finish.
 func (m *Module) dropInflight(d int) {
+	m.replenished++ // and sends to it meet its loss now, not a refusal
 	m.free = append(m.free, m.inflight[d]...)
 	m.inflightN -= len(m.inflight[d])
 	m.inflight[d] = m.inflight[d][:0]

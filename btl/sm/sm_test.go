@@ -555,3 +555,88 @@ func TestRecvEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
 		t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
 	}
 }
+
+// A sender refused for want of a fragment learns that one came back from
+// Replenished (core.Replenisher): the count stands while every fragment
+// is in flight and the receiver has consumed none, and moves once the
+// sender has taken one back. A frame small enough for the fast box, whose
+// room the module does not watch, moves it at the refusal.
+func TestReplenishedMovesWhenAFragmentComesBack(t *testing.T) {
+	mods, _ := openRanks(t, 2, map[string]string{"fragments": "4"})
+	got := 0
+	mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+	ep, _ := mods[0].Endpoint(1)
+	repl := ep.(core.Replenisher)
+	big := make([]byte, 16<<10) // beyond fastbox_max: a fragment
+	sent := 0
+	for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0) == nil {
+		sent++
+	}
+	if sent != 4 {
+		t.Fatalf("%d fragments sent before the first refusal, want 4", sent)
+	}
+	at := repl.Replenished()
+	for range 10 {
+		if err := ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0); !errors.Is(err, core.ErrNoResources) {
+			t.Fatalf("send with every fragment in flight: %v", err)
+		}
+		mods[0].Progress()
+	}
+	if r := repl.Replenished(); r != at {
+		t.Fatalf("Replenished moved from %d to %d with no fragment back", at, r)
+	}
+	// Fill the fast box, so that a small frame is refused too.
+	small := make([]byte, 64)
+	for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, small, 0) == nil {
+	}
+	if r := repl.Replenished(); r == at {
+		t.Fatal("a refused frame that fits the fast box left Replenished where it was")
+	}
+	at = repl.Replenished()
+	for got < sent {
+		mods[1].Progress()
+	}
+	if r := repl.Replenished(); r != at {
+		t.Fatalf("Replenished moved before the sender took a fragment back")
+	}
+	mods[0].Progress()
+	if r := repl.Replenished(); r == at {
+		t.Fatal("the sender took its fragments back and Replenished stood still")
+	}
+	if err := ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0); err != nil {
+		t.Fatalf("send after the fragments came back: %v", err)
+	}
+}
+
+// With copy_in = "stream" the sender writes fragments with non-temporal
+// stores, and the receiver reads every byte of them as sent.
+func TestStreamedFragmentsArriveWhole(t *testing.T) {
+	if !canStream {
+		t.Skip("no AVX2: copy_in = stream copies as cache does")
+	}
+	mods, _ := openRanks(t, 2, map[string]string{"copy_in": "stream"})
+	if !mods[0].cfg.stream {
+		t.Fatal("copy_in = stream did not reach the module")
+	}
+	var got [][]byte
+	mods[1].Register(core.TypeUserBase, func(_ *core.Header, p []byte) { got = append(got, bytes.Clone(p)) })
+	ep, _ := mods[0].Endpoint(1)
+	var sent [][]byte
+	for i, n := range []int{8 << 10, 32<<10 + 40, 60 << 10} {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(j*31 + i)
+		}
+		sent = append(sent, b)
+		for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, []byte("pre"), b, 0) != nil {
+			mods[0].Progress()
+			mods[1].Progress()
+		}
+	}
+	progressUntil(t, mods, func() bool { return len(got) == len(sent) })
+	for i := range sent {
+		if want := append([]byte("pre"), sent[i]...); !bytes.Equal(got[i], want) {
+			t.Errorf("fragment %d (%d bytes) arrived corrupt", i, len(sent[i]))
+		}
+	}
+}
