@@ -75,6 +75,19 @@ btl "sm" "sm" {
   # CPUs the default becomes CMA, which needs only the receiver running.
   # Leave the blocks out to get the defaults; single_copy_min/
   # single_copy_max instead give the older window by size alone.
+  #
+  # choose_mechanism = true turns every block that allows CMA
+  # (single_copy_depth 0 and up) into a choice the receiver makes while
+  # the job runs: the sender offers CMA, and the receiver takes whichever
+  # of CMA and the pipeline delivered that power-of-two size class faster
+  # lately (an EWMA of bytes per microsecond, from the START to the last
+  # byte), and the other now and then (after 8 messages and 1 ms) so that
+  # it notices when the host's state changes. Without blocks it chooses
+  # for a message alone above 16 KiB. A node with more ranks than CPUs
+  # keeps its fixed default. false: the blocks alone decide. With the
+  # block below (never CMA) it has nothing to choose: leave the block out.
+  choose_mechanism = false
+
   mechanism {
     single_copy_depth = -1
   }
