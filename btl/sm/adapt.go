@@ -27,22 +27,34 @@ import (
 // the sender to pump (pml rendezvous.go).
 
 const (
-	// mechAlpha is the weight of a new observation in a mechanism's EWMA.
-	// The faster mechanism is observed with every message, so a state
+	// mechAlpha is the weight of a new observation of the faster
+	// mechanism in its EWMA. It is observed with every message, so a state
 	// change that slows it shows within about four messages; an EWMA of
 	// bytes per microsecond, not of time, lets one message the scheduler
 	// held for milliseconds cost the estimate at most a quarter.
 	mechAlpha = 0.25
-	// probeEvery and probeGap: the slower mechanism is taken once at
-	// least probeEvery messages of the class and probeGap went by since
-	// it was last. A probe costs one message the difference between the
-	// two; at 1 MiB ping-pong (20 messages a millisecond at 50 us) one
-	// probe per millisecond is one message in 20, 2-6 % of the time on
-	// average against the 2-4x the wrong mechanism costs, and a state that
-	// makes the slower one faster is seen within one or two probes, 1-2 ms.
-	// The message count bounds the probes of sizes that take longer.
-	probeEvery = 8
-	probeGap   = time.Millisecond
+	// probeAlpha is the weight of a probe's observation: probes are rare,
+	// so that one probe in the new state is enough to switch when the
+	// slower mechanism became clearly faster (1 MiB: the pipeline's 200 us
+	// becoming 50 against CMA's 90).
+	probeAlpha = 0.5
+	// probeEvery, probeGap and probeGapMax: the slower mechanism is taken
+	// once at least probeEvery messages of the class and the class's gap
+	// went by since it was last. The gap starts at probeGap and doubles
+	// with every probe, up to probeGapMax, while the same mechanism stays
+	// the faster; it starts again at probeGap when the faster changes. A
+	// probe costs one message the difference between the two (1 MiB: 40
+	// us when the pipeline is the faster, 110 when CMA is); one probe a
+	// millisecond would be one message in 10 of a 1 MiB ping-pong, 5-12 %
+	// of its time, one every 16 ms about one in 160. So a steady state
+	// costs well under 1 %, and a change that makes the slower mechanism
+	// faster is seen within 16 ms, a change that makes the faster slower at
+	// once (it is measured every message) — while the host's states last
+	// seconds to minutes. The message count bounds the probes of sizes
+	// that take longer than the gap.
+	probeEvery  = 8
+	probeGap    = time.Millisecond
+	probeGapMax = 16 * time.Millisecond
 )
 
 // mechClass is what a receiver knows of one size class of a sender's
@@ -52,9 +64,12 @@ type mechClass struct {
 	// by CMA [1]; 0: not measured yet.
 	rate [2]float64
 	// since counts the messages that took the faster mechanism since the
-	// last probe, at probed.
+	// last probe, at probed; gap is the time to the next one (0:
+	// probeGap), for best the faster then.
 	since  int
 	probed time.Duration
+	gap    time.Duration
+	best   int
 }
 
 // mechChoice is a receiver's choice between CMA and the pipeline for the
@@ -80,13 +95,16 @@ func (k *mechClass) faster() int {
 func (c *mechChoice) choose(size int, now time.Duration) bool {
 	k := c.of(size)
 	best := k.faster()
-	due := k.since >= probeEvery && now-k.probed >= probeGap
+	if best != k.best {
+		k.best, k.gap = best, probeGap
+	}
+	due := k.since >= probeEvery && now-k.probed >= max(k.gap, probeGap)
 	if k.rate[1-best] == 0 {
 		// Never measured: the second message of the class finds out.
 		due = k.since >= 1
 	}
 	if due {
-		k.since, k.probed = 0, now
+		k.since, k.probed, k.gap = 0, now, min(2*max(k.gap, probeGap), probeGapMax)
 		return best == 0
 	}
 	k.since++
@@ -107,7 +125,11 @@ func (c *mechChoice) done(size int, cma bool, d time.Duration) {
 		k.rate[m] = r
 		return
 	}
-	k.rate[m] += mechAlpha * (r - k.rate[m])
+	a := mechAlpha
+	if m != k.faster() {
+		a = probeAlpha
+	}
+	k.rate[m] += a * (r - k.rate[m])
 }
 
 var _ core.MechChooser = (*peer)(nil)

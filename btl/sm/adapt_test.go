@@ -27,16 +27,19 @@ func feed(c *mechChoice, now *time.Duration, n, size int, gap, pipe, cma time.Du
 }
 
 // The receiver takes the faster mechanism, and when the host's state
-// makes the other one faster it follows within a few messages: the faster
-// one is measured with every message, so its slowing shows at once; the
-// slower one's speeding up shows at its next probes. 1 MiB, a message
-// every 100 us: the pipeline 50 us against CMA's 90 (shared cache), then
-// 200 against 90 (no shared cache), then back.
+// makes the other one faster it follows: the faster one is measured with
+// every message, so its slowing shows within a few messages; the slower
+// one's speeding up shows at its next probe, at most probeGapMax (and
+// probeEvery messages) later. 1 MiB, a message every 100 us: the pipeline
+// 50 us against CMA's 90 (shared cache), then 200 against 90 (no shared
+// cache), then back, then CMA faster still. After the switch only probes
+// take the slower one.
 func TestTheChoiceFollowsTheFasterMechanism(t *testing.T) {
-	const size = 1 << 20
+	const size, n = 1 << 20, 400
 	var c mechChoice
 	var now time.Duration
 	gap := 100 * time.Microsecond
+	late := int(probeGapMax/gap) + probeEvery + 1
 	phases := []struct {
 		pipe, cma time.Duration
 		wantCMA   bool
@@ -44,32 +47,27 @@ func TestTheChoiceFollowsTheFasterMechanism(t *testing.T) {
 	}{
 		{50 * time.Microsecond, 90 * time.Microsecond, false, 2},
 		{200 * time.Microsecond, 90 * time.Microsecond, true, 6},
-		{50 * time.Microsecond, 90 * time.Microsecond, false, 15}, // two probes, 1 ms apart
-		{50 * time.Microsecond, 30 * time.Microsecond, true, 15},  // the slower one became faster
+		{50 * time.Microsecond, 90 * time.Microsecond, false, late},
+		{50 * time.Microsecond, 30 * time.Microsecond, true, late},
 	}
 	for i, ph := range phases {
-		_, ch := feed(&c, &now, 200, size, gap, ph.pipe, ph.cma)
-		last := -1 // the last message after settling that took the slower mechanism, probes aside
+		_, ch := feed(&c, &now, n, size, gap, ph.pipe, ph.cma)
+		sw := firstRun(ch, ph.wantCMA, 5)
+		if sw > ph.settle {
+			t.Errorf("phase %d (pipeline %v, CMA %v): switched only at message %d, want within %d", i, ph.pipe, ph.cma, sw, ph.settle)
+			continue
+		}
+		// Probes after the switch: gaps of 1, 2, 4, 8, 16 ms, then 16 ms
+		// apart, in the 40 ms of a phase.
 		wrong := 0
-		for j, rdma := range ch {
+		for _, rdma := range ch[sw:] {
 			if rdma != ph.wantCMA {
-				if j >= ph.settle {
-					wrong++
-				}
-				last = j
+				wrong++
 			}
 		}
-		// After settling, only probes take the slower one: one a millisecond
-		// (every 10th message here), so at most 200/10 + 1.
-		if wrong > 21 {
-			t.Errorf("phase %d (pipeline %v, CMA %v): %d of 200 messages after the first %d took the slower mechanism (the last at %d)",
-				i, ph.pipe, ph.cma, wrong, ph.settle, last)
-		}
-		if ch[len(ch)-1] != ph.wantCMA && ch[len(ch)-2] != ph.wantCMA {
-			t.Errorf("phase %d: the last two messages took the slower mechanism", i)
-		}
-		if first := firstRun(ch, ph.wantCMA, 5); first > ph.settle {
-			t.Errorf("phase %d (pipeline %v, CMA %v): switched only at message %d, want within %d", i, ph.pipe, ph.cma, first, ph.settle)
+		if wrong > 8 {
+			t.Errorf("phase %d (pipeline %v, CMA %v): %d of the %d messages after the switch took the slower mechanism",
+				i, ph.pipe, ph.cma, wrong, n-sw)
 		}
 	}
 }
@@ -90,37 +88,62 @@ func firstRun(ch []bool, want bool, n int) int {
 }
 
 // While one mechanism stays faster the other is still taken now and then,
-// to see a change of state: after at least probeEvery messages and at
-// least probeGap since the last probe, no more often. A message every 50
-// us (1 MiB ping-pong in the shared-cache state): one probe a
-// millisecond, every 20th message; a message every 1 ms (4 MiB under
-// load): every probeEvery-th message.
+// to see a change of state: never within probeEvery messages or probeGap
+// of the last probe, never more than probeGapMax (or probeEvery messages)
+// after it, the gaps growing from probeGap to probeGapMax. A message every
+// 50 us (1 MiB ping-pong in the shared-cache state): after the first few,
+// one probe every 16 ms, every 320th message; a message every 1 ms (4 MiB
+// under load): after the first few, every 16th.
 func TestTheChoiceProbesTheSlowerMechanism(t *testing.T) {
 	for _, tc := range []struct {
-		gap       time.Duration
-		wantEvery int
+		gap        time.Duration
+		lo, hi     int // probes in 10,000 messages
+		sparsestIn int // messages between two probes, at most
 	}{
-		{50 * time.Microsecond, 20},
-		{time.Millisecond, probeEvery + 1},
+		{50 * time.Microsecond, 10000/320 - 1, 10000/320 + 6, 320 + 1},
+		{time.Millisecond, 10000/16 - 1, 10000/16 + 6, 16 + 1},
 	} {
 		var c mechChoice
 		var now time.Duration
 		feed(&c, &now, 10, 1<<20, tc.gap, 50*time.Microsecond, 90*time.Microsecond) // both measured
-		_, ch := feed(&c, &now, 1000, 1<<20, tc.gap, 50*time.Microsecond, 90*time.Microsecond)
+		_, ch := feed(&c, &now, 10000, 1<<20, tc.gap, 50*time.Microsecond, 90*time.Microsecond)
 		var probes []int
 		for i, rdma := range ch {
 			if rdma {
 				probes = append(probes, i)
 			}
 		}
-		if n := len(probes); n < 1000/tc.wantEvery-2 || n > 1000/tc.wantEvery+2 {
-			t.Errorf("a message every %v: %d probes in 1000 messages, want about %d", tc.gap, n, 1000/tc.wantEvery)
+		if n := len(probes); n < tc.lo || n > tc.hi {
+			t.Errorf("a message every %v: %d probes in 10,000 messages, want %d to %d", tc.gap, n, tc.lo, tc.hi)
 		}
 		for i := 1; i < len(probes); i++ {
-			if d := probes[i] - probes[i-1]; d < probeEvery || time.Duration(d)*tc.gap < probeGap {
+			d := probes[i] - probes[i-1]
+			if d < probeEvery || time.Duration(d)*tc.gap < probeGap {
 				t.Fatalf("a message every %v: probes at %d and %d, closer than %d messages or %v", tc.gap, probes[i-1], probes[i], probeEvery, probeGap)
 			}
+			if d > tc.sparsestIn {
+				t.Fatalf("a message every %v: probes at %d and %d, more than %d messages apart", tc.gap, probes[i-1], probes[i], tc.sparsestIn)
+			}
 		}
+	}
+}
+
+// After a switch the probes start again at probeGap: the new state may
+// not last, and the mechanism just left is the likeliest to be faster
+// again soon.
+func TestTheProbesStartOverAfterASwitch(t *testing.T) {
+	var c mechChoice
+	var now time.Duration
+	gap := 100 * time.Microsecond
+	feed(&c, &now, 1000, 1<<20, gap, 50*time.Microsecond, 90*time.Microsecond) // 100 ms: gaps at their longest
+	_, ch := feed(&c, &now, 100, 1<<20, gap, 200*time.Microsecond, 90*time.Microsecond)
+	sw := firstRun(ch, true, 5)
+	next := sw
+	for next < len(ch) && ch[next] {
+		next++
+	}
+	if sw > 6 || next-sw > int(probeGap/gap)+probeEvery+1 {
+		t.Fatalf("switched to CMA at message %d, probed the pipeline next at %d; want within 6 and %v later", sw, next, probeGap)
 	}
 }
 

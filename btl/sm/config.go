@@ -50,7 +50,7 @@ var Params = []core.Param{
 			"Only without mechanism blocks; both 0: the mechanism table"},
 	{Name: "choose_mechanism", Type: core.ParamBool, Default: "false",
 		Doc: "where the mechanism table allows CMA (single_copy_depth 0 and up), the receiver chooses CMA or the copy pipeline message by message: " +
-			"the faster lately by bytes per microsecond in that power-of-two size class, the other now and then (adapt.go); " +
+			"the faster lately by bytes per microsecond in that power-of-two size class, the other every 1-16 ms (adapt.go); " +
 			"without mechanism blocks, a message alone above 16 KiB; not on a node with more ranks than CPUs, whose default table stays; " +
 			"false: the table alone decides"},
 	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,

@@ -81,8 +81,9 @@ btl "sm" "sm" {
   # the job runs: the sender offers CMA, and the receiver takes whichever
   # of CMA and the pipeline delivered that power-of-two size class faster
   # lately (an EWMA of bytes per microsecond, from the START to the last
-  # byte), and the other now and then (after 8 messages and 1 ms) so that
-  # it notices when the host's state changes. Without blocks it chooses
+  # byte), and the other now and then (after 8 messages and 1 ms, the
+  # gap doubling to 16 ms while the choice holds) so that it notices when
+  # the host's state changes. Without blocks it chooses
   # for a message alone above 16 KiB. A node with more ranks than CPUs
   # keeps its fixed default. false: the blocks alone decide. With the
   # block below (never CMA) it has nothing to choose: leave the block out.
