@@ -173,7 +173,7 @@ func TestTheChoiceKeepsSizeClassesApartAndShrugsOffAStall(t *testing.T) {
 }
 
 // choose_mechanism leaves to the receiver only what the table allows by
-// CMA: without mechanism blocks a message alone above 16 KiB; with
+// CMA: without mechanism blocks a message alone above 64 KiB; with
 // blocks, every rule with a single_copy_depth of 0 and up, never one of
 // -1; an oversubscribed node keeps its fixed tables; off, nothing changes.
 func TestChooseMechanismOnlyWhereTheTableAllowsCMA(t *testing.T) {
@@ -191,7 +191,7 @@ func TestChooseMechanismOnlyWhereTheTableAllowsCMA(t *testing.T) {
 		size     int64
 		inflight int
 		offer    bool
-	}{{16 << 10, 0, false}, {16<<10 + 1, 0, true}, {1 << 20, 0, true}, {1 << 20, 1, false}, {64 << 20, 0, true}} {
+	}{{16 << 10, 0, false}, {64 << 10, 0, false}, {64<<10 + 1, 0, true}, {1 << 20, 0, true}, {1 << 20, 1, false}, {64 << 20, 0, true}} {
 		r := c.attrs.Mech.Lookup(tc.size)
 		if got := r.UseRDMA(tc.inflight) && r.Choose; got != tc.offer {
 			t.Errorf("%s with %d in flight: offered to the receiver %v, want %v", core.FormatSize(tc.size), tc.inflight, got, tc.offer)

@@ -51,7 +51,7 @@ var Params = []core.Param{
 	{Name: "choose_mechanism", Type: core.ParamBool, Default: "false",
 		Doc: "where the mechanism table allows CMA (single_copy_depth 0 and up), the receiver chooses CMA or the copy pipeline message by message: " +
 			"the faster lately by bytes per microsecond in that power-of-two size class, the other every 1-16 ms (adapt.go); " +
-			"without mechanism blocks, a message alone above 16 KiB; not on a node with more ranks than CPUs, whose default table stays; " +
+			"without mechanism blocks, a message alone above 64 KiB; not on a node with more ranks than CPUs, whose default table stays; " +
 			"false: the table alone decides"},
 	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,
 		Doc: "one size range of the mechanism table (Attrs.Mech), by increasing max, the last without max: how rendezvous data of that size moves. " +

@@ -84,7 +84,7 @@ btl "sm" "sm" {
   # byte), and the other now and then (after 8 messages and 1 ms, the
   # gap doubling to 16 ms while the choice holds) so that it notices when
   # the host's state changes. Without blocks it chooses
-  # for a message alone above 16 KiB. A node with more ranks than CPUs
+  # for a message alone above 64 KiB. A node with more ranks than CPUs
   # keeps its fixed default. false: the blocks alone decide. With the
   # block below (never CMA) it has nothing to choose: leave the block out.
   choose_mechanism = false
