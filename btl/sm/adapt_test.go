@@ -177,7 +177,7 @@ func TestTheChoiceKeepsSizeClassesApartAndShrugsOffAStall(t *testing.T) {
 // blocks, every rule with a single_copy_depth of 0 and up, never one of
 // -1; an oversubscribed node keeps its fixed tables; off, nothing changes.
 func TestChooseMechanismOnlyWhereTheTableAllowsCMA(t *testing.T) {
-	c, err := smConfig(t, "choose_mechanism = true")
+	c, err := smConfig(t, "") // on by default
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ mechanism {
 		t.Fatalf("blocks: table %+v, want %+v", c.attrs.Mech, want)
 	}
 
-	c, err = smConfig(t, "")
+	c, err = smConfig(t, "choose_mechanism = false")
 	if err != nil {
 		t.Fatal(err)
 	}
