@@ -177,7 +177,7 @@ func TestTheChoiceKeepsSizeClassesApartAndShrugsOffAStall(t *testing.T) {
 // blocks, every rule with a single_copy_depth of 0 and up, never one of
 // -1; an oversubscribed node keeps its fixed tables; off, nothing changes.
 func TestChooseMechanismOnlyWhereTheTableAllowsCMA(t *testing.T) {
-	c, err := smConfig(t, "") // on by default
+	c, err := smConfig(t, "choose_mechanism = true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ mechanism {
 		t.Fatalf("blocks: table %+v, want %+v", c.attrs.Mech, want)
 	}
 
-	c, err = smConfig(t, "choose_mechanism = false")
+	c, err = smConfig(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}

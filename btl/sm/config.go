@@ -48,7 +48,7 @@ var Params = []core.Param{
 	{Name: "single_copy_max", Type: core.ParamSize, Default: "0",
 		Doc: "largest message whose rendezvous data moves by CMA whatever else is in flight, 0 for no limit; larger ones use the copy pipeline (Attrs.RDMAMax). " +
 			"Only without mechanism blocks; both 0: the mechanism table"},
-	{Name: "choose_mechanism", Type: core.ParamBool, Default: "true",
+	{Name: "choose_mechanism", Type: core.ParamBool, Default: "false",
 		Doc: "where the mechanism table allows CMA (single_copy_depth 0 and up), the receiver chooses CMA or the copy pipeline message by message: " +
 			"the faster lately by bytes per microsecond in that power-of-two size class, the other every 1-16 ms (adapt.go); " +
 			"without mechanism blocks, a message alone above 64 KiB; not on a node with more ranks than CPUs, whose default table stays; " +

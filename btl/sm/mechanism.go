@@ -20,10 +20,7 @@ var MechParams = []core.Param{
 		Doc: "the copy pipeline's fragments to the peer in flight at most before the sender waits for the receiver to copy out; 0: as many as there are"},
 }
 
-// defaultMech is sm's table when the stack file gives none and sets
-// choose_mechanism = false (with it, the default, chooseMech in adapt.go:
-// the same up to 64 KiB and behind other sends, the receiver's choice for
-// a larger message alone). On a 2-core
+// defaultMech is sm's table when the stack file gives none. On a 2-core
 // AMD EPYC (Zen 3, family 25 model 1) KVM guest:
 //
 //   - process_vm_readv moves about 11 GB/s at every size (64 KiB in

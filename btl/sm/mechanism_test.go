@@ -23,13 +23,12 @@ func smConfig(t *testing.T, body string) (config, error) {
 	return configFrom(c.BTLs[0].Params)
 }
 
-// Without choose_mechanism the default table sends every message through
-// the copy pipeline, alone or not: over both of the VM's cache states the
-// pipeline's median was lower at every size (mechanism.go). CMA is for an
-// oversubscribed node, for stacks that ask for it and for the receiver's
-// choice (adapt.go).
-func TestTheFixedDefaultTablePipelinesEveryMessage(t *testing.T) {
-	c, err := smConfig(t, "choose_mechanism = false")
+// The default table sends every message through the copy pipeline, alone
+// or not: over both of the VM's cache states the pipeline's median was
+// lower at every size (mechanism.go). CMA is for an oversubscribed node
+// and for stacks that ask for it.
+func TestTheDefaultTablePipelinesEveryMessage(t *testing.T) {
+	c, err := smConfig(t, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +65,6 @@ func TestTheFixedDefaultTablePipelinesEveryMessage(t *testing.T) {
 func TestMechanismBlocksBuildTheTable(t *testing.T) {
 	c, err := smConfig(t, `
   max_send_size = "64KiB"
-  choose_mechanism = false
   mechanism {
     max               = "32KiB"
     single_copy_depth = -1
@@ -160,7 +158,7 @@ func TestBadMechanismBlocksAreRefusedClearly(t *testing.T) {
 func TestAWindowAtZeroIsNoWindow(t *testing.T) {
 	c, err := smConfig(t, `single_copy_min = "0B"
   single_copy_max = "0B"`)
-	if err != nil || !reflect.DeepEqual(c.attrs.Mech, chooseMech) || !c.mechDefault {
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, defaultMech) || !c.mechDefault {
 		t.Fatalf("table %+v, default %v (%v), want the default", c.attrs.Mech, c.mechDefault, err)
 	}
 	c, err = smConfig(t, `single_copy_min = "0B"
@@ -168,7 +166,7 @@ func TestAWindowAtZeroIsNoWindow(t *testing.T) {
   mechanism {
     single_copy_depth = 3
   }`)
-	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3, Choose: true}}) || c.mechDefault {
+	if err != nil || !reflect.DeepEqual(c.attrs.Mech, core.MechTable{{RDMADepth: 3}}) || c.mechDefault {
 		t.Fatalf("table %+v, default %v (%v), want the block's, which an oversubscribed node keeps", c.attrs.Mech, c.mechDefault, err)
 	}
 }
@@ -224,8 +222,8 @@ func TestDefaultFragmentsHold64KiB(t *testing.T) {
 }
 
 // conf/examples/sm.hcl spells out sm's defaults, and what its comments
-// say of them: its table is the default table, the receiver's choice
-// above 64 KiB, and the sender helps a CMA read.
+// say of them: its table is the default table, and the sender helps a
+// CMA read.
 func TestTheExampleStackSpellsOutTheDefaults(t *testing.T) {
 	b, err := os.ReadFile("../../conf/examples/sm.hcl")
 	if err != nil {
@@ -249,8 +247,8 @@ func TestTheExampleStackSpellsOutTheDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(cfg.attrs.Mech, chooseMech) || !cfg.helper {
-			t.Fatalf("sm.hcl: table %v, helper %v; the defaults are %v, true", cfg.attrs.Mech, cfg.helper, chooseMech)
+		if !reflect.DeepEqual(cfg.attrs.Mech, defaultMech) || !cfg.helper {
+			t.Fatalf("sm.hcl: table %v, helper %v; the defaults are %v, true", cfg.attrs.Mech, cfg.helper, defaultMech)
 		}
 		return
 	}

@@ -68,17 +68,13 @@ btl "sm" "sm" {
   # second copy reads what the other core just wrote: a message alone of
   # 1 MiB took 42-60 us in the first state and 150-250 us in the second;
   # by CMA from both ends 62-123 us in either. Over 1,209 alternating
-  # idle ping-pong runs the pipeline's median was lower at every size
-  # (1 MiB 50 us against 87; 64 KiB 12 against 18), CMA's tail shorter
-  # from 256 KiB (1 MiB: 90th percentile 108 us against 223), and with
-  # osu bw's window of messages in flight the pipeline carried 17-25 GB/s
-  # against CMA's 12-16. So up to 64 KiB, and behind other sends to the
-  # peer, the pipeline; a larger message alone is offered by CMA and the
-  # receiver chooses (choose_mechanism, below). On a node with more ranks
-  # than CPUs the default (without blocks) becomes CMA, which needs only
-  # the receiver running. Leave the blocks out to get the defaults;
-  # single_copy_min/single_copy_max instead give the older window by
-  # size alone.
+  # ping-pong runs the pipeline's median was lower at every size (1 MiB
+  # 50 us against 87; 64 KiB 12 against 18), and with osu bw's window of
+  # messages in flight it carried 17-25 GB/s against CMA's 12-16. So every
+  # message goes through the pipeline; on a node with more ranks than
+  # CPUs the default becomes CMA, which needs only the receiver running.
+  # Leave the blocks out to get the defaults; single_copy_min/
+  # single_copy_max instead give the older window by size alone.
   #
   # choose_mechanism = true turns every block that allows CMA
   # (single_copy_depth 0 and up) into a choice the receiver makes while
@@ -89,20 +85,12 @@ btl "sm" "sm" {
   # gap doubling to 16 ms while the choice holds) so that it notices when
   # the host's state changes. Without blocks it chooses
   # for a message alone above 64 KiB. A node with more ranks than CPUs
-  # keeps its fixed default. false: the blocks alone decide (and without
-  # blocks every message takes the pipeline). Over 90 alternating pairs
-  # of ping-pong runs under load 15-22, both states sampled, against the
-  # pipeline for every message: 256 KiB median 560 us against 1528, 90th
-  # percentile 3194 against 5405; 1 MiB 2355 against 6188 and 7464
-  # against 12590 (osu's mean per run; the load's preemptions dominate).
-  choose_mechanism = true
+  # keeps its fixed default. false: the blocks alone decide. With the
+  # block below (never CMA) it has nothing to choose: leave the block out.
+  choose_mechanism = false
 
   mechanism {
-    max               = "64KiB"
     single_copy_depth = -1
-  }
-  mechanism {
-    single_copy_depth = 0
   }
 
   # How often a rank checks that the peers it talks to are alive.
