@@ -25,6 +25,13 @@ import (
 // other (a probe) so that a change of state is seen within a few
 // milliseconds. The PML carries the choice: a REPLY without keys tells
 // the sender to pump (pml rendezvous.go).
+//
+// It is off by default (config.go, sm.hcl): on a quiet machine in the
+// shared-cache state it took CMA for a large share of 1 MiB messages
+// (pml.rdma_declined against rndv_sends) and the ping-pong's median was
+// worse than the pipeline's, although under load it was far better. The
+// receiver's time from the START to the last byte apparently favours CMA
+// over what the ping-pong sees end to end; that is the next thing to find.
 
 const (
 	// mechAlpha is the weight of a new observation of the faster

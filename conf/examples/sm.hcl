@@ -87,6 +87,13 @@ btl "sm" "sm" {
   # for a message alone above 64 KiB. A node with more ranks than CPUs
   # keeps its fixed default. false: the blocks alone decide. With the
   # block below (never CMA) it has nothing to choose: leave the block out.
+  # Off by default: against the pipeline for every message, alternating
+  # ping-pong pairs under load 15-22 (90 pairs) had it far ahead at 256
+  # KiB and 1 MiB (medians of osu's per-run mean 560 us against 1528, 2355
+  # against 6188), but 40 pairs as the machine went quiet, the shared-cache
+  # state in 36, had it behind (256 KiB 25.1 us against 17.9, 1 MiB 71.7
+  # against 53.4): there the receivers took CMA for a large share of the
+  # messages although the pipeline delivered sooner end to end.
   choose_mechanism = false
 
   mechanism {
