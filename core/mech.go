@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // MechRule is what a module proposes for the rendezvous data of messages
@@ -29,6 +30,11 @@ type MechRule struct {
 	// not yet consumed by the receiver), for endpoints that count them
 	// (FragCounter); 0: as many as the module takes.
 	Depth int
+	// Choose lets the receiver's endpoint, where it is a MechChooser,
+	// turn a message the rule would move by RDMA into a pipelined one,
+	// message by message, by what earlier messages took. The rule still
+	// decides where RDMA is allowed at all; the pipeline is always.
+	Choose bool
 }
 
 // NoRDMA as a MechRule's RDMADepth keeps its sizes on the copy pipeline.
@@ -83,6 +89,26 @@ func (t MechTable) Validate(maxSend int) error {
 		}
 	}
 	return nil
+}
+
+// MechChooser is implemented by endpoints that choose, while the job
+// runs, between RDMA and the copy pipeline for the messages their rule
+// lets them choose for (MechRule.Choose): when the best mechanism depends
+// on a state that changes within seconds (which cores the host runs the
+// two processes on, what else shares them), no table fixed at start-up
+// can follow it. The receiver chooses, because only it sees when either
+// mechanism has delivered the whole message; the sender offers RDMA and
+// learns the answer from the receiver's reply. The PML calls both methods
+// only for such messages, never on the eager path, and reads its clock
+// for them alone.
+type MechChooser interface {
+	// ChooseRDMA reports whether a message of size bytes, which the
+	// sender offered by RDMA, moves by RDMA (else by the pipeline); now
+	// is the PML clock's reading.
+	ChooseRDMA(size int, now time.Duration) bool
+	// MechDone reports that the data of a message of size bytes arrived
+	// by RDMA (rdma) or by the pipeline d after ChooseRDMA chose for it.
+	MechDone(size int, rdma bool, d time.Duration)
 }
 
 // FragCounter is implemented by endpoints that know how many of their

@@ -164,6 +164,7 @@ type sub struct {
 	credited core.Credited
 	take     core.EagerReceiver // the endpoint hands EAGER frames over in place: the fused receive path
 	put      core.EagerSender   // the endpoint writes EAGER frames in place: the fused send path
+	choose   core.MechChooser   // the endpoint chooses RDMA or the pipeline by measurement (MechRule.Choose)
 	eager    int                // effective eager limit
 	inline   int                // effective rendezvous inline limit
 	maxRDMA  int64
@@ -332,6 +333,7 @@ type metrics struct {
 	retries, peersLost, truncated        *core.Counter
 	policyDropped                        *core.Counter
 	fused, fusedSends                    *core.Counter
+	declined                             *core.Counter
 }
 
 func newMetrics(m *core.Metrics) metrics {
@@ -342,6 +344,7 @@ func newMetrics(m *core.Metrics) metrics {
 		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
 		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
 		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"), fusedSends: c("fused_sends"),
+		declined: c("rdma_declined"),
 	}
 }
 
@@ -532,6 +535,7 @@ func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 	s.take, _ = ep.(core.EagerReceiver)
 	s.put, _ = ep.(core.EagerSender)
 	s.repl, _ = ep.(core.Replenisher)
+	s.choose, _ = ep.(core.MechChooser)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}

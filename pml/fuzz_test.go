@@ -15,7 +15,7 @@ import (
 func FuzzRendezvousBodies(f *testing.F) {
 	keys := []keyRef{{sub: 0, key: core.MemKey{Addr: 1 << 30, Len: 1 << 20, Key: 0xabc, Aux: 7}}, {sub: 3, key: core.MemKey{Len: 5}}}
 	b := make([]byte, startFixed+maxSubchannels*keyEntry+64)
-	n := encodeStart(b, 1<<20, 42, ProtoRead, keys, 16)
+	n := encodeStart(b, 1<<20, 42, ProtoRead, keys, 16, startChoose)
 	f.Add(append(b[:n:n], make([]byte, 16)...))
 	f.Add(b[:encodeReply(b, 42, 43, 1<<20, keys)])
 	f.Add(b[:encodeFin(b, 43, 1<<20, finOK)])
@@ -35,11 +35,16 @@ func FuzzRendezvousBodies(f *testing.F) {
 			if s.nkeys > maxSubchannels || uint64(len(s.inline)) > s.total || s.proto == 0 || s.proto >= protoEnd {
 				t.Fatalf("start out of bounds: %+v", s)
 			}
-			n := encodeStart(out, s.total, s.sreq, s.proto, s.keys[:s.nkeys], len(s.inline))
+			var flags byte
+			if s.choose {
+				flags = startChoose
+			}
+			n := encodeStart(out, s.total, s.sreq, s.proto, s.keys[:s.nkeys], len(s.inline), flags)
 			n += copy(out[n:], s.inline)
-			// Bytes 18-19 and each key's 7 pad bytes are reserved: the
-			// encoder writes zeros where a peer may have sent anything.
-			if n != len(p) || !bytes.Equal(out[:18], p[:18]) || !bytes.Equal(out[n-len(s.inline):n], s.inline) {
+			// Byte 18's other bits, byte 19 and each key's 7 pad bytes are
+			// reserved: the encoder writes zeros where a peer may have sent
+			// anything.
+			if n != len(p) || !bytes.Equal(out[:18], p[:18]) || out[18] != p[18]&startChoose || !bytes.Equal(out[n-len(s.inline):n], s.inline) {
 				t.Fatalf("start does not round-trip: %x -> %+v -> %x", p, s, out[:n])
 			}
 		}

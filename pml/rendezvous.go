@@ -81,9 +81,11 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	proto := e.opts.Protocol
 	var keys [maxSubchannels]keyRef
 	nkeys := 0
+	var startFlags byte
 	if want := proto.rdmaCaps(); want != 0 {
+		fits, choose := p.rdmaFits(want, len(r.buf), p.rndvOut, r.exchange)
 		switch {
-		case !p.rdmaFits(want, len(r.buf), p.rndvOut, r.exchange):
+		case !fits:
 			// No subchannel moves this size better by RDMA (or at all).
 			proto = ProtoPipeline
 		case proto != ProtoWrite:
@@ -93,6 +95,11 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 			if nkeys, err = e.keysFor(r, p, want, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
 				e.log.Debug().Err(err).Msg("registration failed; using the pipeline")
 				proto, nkeys = ProtoPipeline, 0
+			} else if choose && proto == ProtoRead {
+				// The receiver's endpoint takes RDMA or the pipeline
+				// (core.MechChooser); a REPLY says it took the pipeline.
+				startFlags = startChoose
+				e.rdma(r).offered = true
 			}
 		}
 	}
@@ -108,7 +115,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	}
 	h := core.Header{Type: core.TypeRndvStart, Context: r.ctx, Tag: int32(r.tag), PSN: p.psn}
 	p.psn++
-	n := encodeStart(e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline)
+	n := encodeStart(e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline, startFlags)
 	var flags core.SendFlags
 	if proto == ProtoReadAsync {
 		flags = core.SendSolicited
@@ -120,8 +127,11 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 // with want and prefers to, with inflight other rendezvous sends to the
 // peer under way: by its mechanism table (Attrs.Mech) where it has one,
 // else by its Attrs.RDMAMin/RDMAMax window; an exchange's message by its
-// MechExchange table where it has one.
-func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool {
+// MechExchange table where it has one. choose: the rule that allows RDMA
+// lets the receiver choose the pipeline instead (core.MechRule.Choose),
+// and the peer is reached by one subchannel alone, so that one endpoint
+// has seen every message it chooses for.
+func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) (fits, choose bool) {
 	for _, s := range p.subs {
 		a := &s.mod.attrs
 		if s.rdma == nil || !a.Caps.Has(want) {
@@ -129,15 +139,15 @@ func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) bool 
 		}
 		if mech := mechOf(a, exchange); mech != nil {
 			if rule := mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
-				return true
+				return true, rule.Choose && len(p.subs) == 1
 			}
 			continue
 		}
 		if int64(size) >= a.RDMAMin && (a.RDMAMax == 0 || int64(size) <= a.RDMAMax) {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, false
 }
 
 // mechOf is a's mechanism table for a message one way or, if exchange,
@@ -171,6 +181,10 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 		e.sendFin(p, nil, r.remote, uint64(r.got), finOK)
 		e.finishRecv(r, nil)
 		return
+	}
+	if m.choose && m.proto == ProtoRead && !e.chooseRDMA(r, p) {
+		r.proto = ProtoPipeline
+		m.proto = ProtoPipeline
 	}
 	switch m.proto {
 	case ProtoRead, ProtoReadAsync:
@@ -215,7 +229,24 @@ func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubcha
 	return have, true
 }
 
+// chooseRDMA asks the endpoint of p's only subchannel whether r, offered
+// by rdma_read or the pipeline, moves by RDMA, and notes when, for
+// finishRecv to tell it how long the data took. Without a chooser (a
+// stack that differs from the sender's) the offer stands.
+func (e *engine) chooseRDMA(r *Request, p *peer) bool {
+	if len(p.subs) != 1 || p.subs[0].choose == nil {
+		return true
+	}
+	x := e.rdma(r)
+	x.chooser, x.chosen = p.subs[0].choose, e.opts.Clock.Now()
+	return x.chooser.ChooseRDMA(r.accept, x.chosen)
+}
+
 func (e *engine) finishRecv(r *Request, err error) {
+	if x := r.x; x != nil && x.chooser != nil && err == nil {
+		x.chooser.MechDone(r.accept, r.proto != ProtoPipeline, e.opts.Clock.Now()-x.chosen)
+		x.chooser = nil
+	}
 	r.status.Count = r.got
 	e.m.bytesRecv.Add(int64(r.got))
 	if err == nil {
@@ -365,6 +396,13 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 		return
 	}
 	r.remote, r.accept = m.rreq, int(m.accept)
+	if r.proto == ProtoRead && r.x != nil && r.x.offered && m.nkeys == 0 {
+		// The receiver chose the pipeline over the offered read.
+		r.proto = ProtoPipeline
+		e.m.rndvSends.Add(-1)
+		e.m.pipelineSends.Inc()
+		e.m.declined.Inc()
+	}
 	switch r.proto {
 	case ProtoWrite:
 		var keys [maxSubchannels]core.MemKey

@@ -93,6 +93,12 @@ type rdmaState struct {
 	started  uint8
 	subStart [maxSubchannels]time.Duration
 	subEnd   [maxSubchannels]time.Duration
+	// A choice of mechanism (core.MechChooser). The sender: it offered
+	// the receiver RDMA or the pipeline. The receiver: the endpoint that
+	// chose, and when, for telling it how long the data took.
+	offered bool
+	chooser core.MechChooser
+	chosen  time.Duration
 }
 
 // rdma returns r's rendezvous state, taking it from the pool on first use.

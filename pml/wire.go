@@ -104,10 +104,16 @@ type keyRef struct {
 	key core.MemKey
 }
 
+// startChoose, in a RNDV_START's flags, offers the receiver the pipeline
+// instead of the rdma_read the START names (core.MechRule.Choose): it may
+// answer with a RNDV_REPLY without keys, and the sender pumps.
+const startChoose = 1
+
 type startMsg struct {
 	total   uint64
 	sreq    uint64
 	proto   Protocol
+	choose  bool // startChoose
 	nkeys   int
 	keys    [maxSubchannels]keyRef
 	inline  []byte
@@ -154,6 +160,7 @@ func (m *startMsg) decode(src int32, p []byte) error {
 	m.sreq = binary.LittleEndian.Uint64(p[8:])
 	m.proto = Protocol(p[16])
 	m.nkeys = int(p[17])
+	m.choose = p[18]&startChoose != 0
 	inl := binary.LittleEndian.Uint32(p[20:])
 	if m.proto == 0 || m.proto >= protoEnd {
 		return badFrame(src, "start.protocol", uint64(p[16]), "unknown protocol")
@@ -169,12 +176,12 @@ func (m *startMsg) decode(src int32, p []byte) error {
 	return nil
 }
 
-func encodeStart(b []byte, total, sreq uint64, proto Protocol, keys []keyRef, inline int) int {
+func encodeStart(b []byte, total, sreq uint64, proto Protocol, keys []keyRef, inline int, flags byte) int {
 	binary.LittleEndian.PutUint64(b[0:], total)
 	binary.LittleEndian.PutUint64(b[8:], sreq)
 	b[16] = byte(proto)
 	b[17] = byte(len(keys))
-	binary.LittleEndian.PutUint16(b[18:], 0)
+	b[18], b[19] = flags, 0
 	binary.LittleEndian.PutUint32(b[20:], uint32(inline))
 	return startFixed + encodeKeys(b[startFixed:], keys)
 }

@@ -57,6 +57,11 @@ var Params = []core.Param{
 	{Name: "single_copy_max", Type: core.ParamSize, Default: "0",
 		Doc: "largest message whose rendezvous data moves by CMA whatever else is in flight, 0 for no limit; larger ones use the copy pipeline (Attrs.RDMAMax). " +
 			"Only without mechanism blocks; both 0: the mechanism table"},
+	{Name: "choose_mechanism", Type: core.ParamBool, Default: "false",
+		Doc: "where the mechanism table allows CMA (single_copy_depth 0 and up), the receiver chooses CMA or the copy pipeline message by message: " +
+			"the faster lately by bytes per microsecond in that power-of-two size class, the other every 1-16 ms (adapt.go); " +
+			"without mechanism blocks, a message alone above 64 KiB; not on a node with more ranks than CPUs, whose default table stays; " +
+			"false: the table alone decides"},
 	{Name: "mechanism", Type: core.ParamBlock, Repeat: true,
 		Doc: "one size range of the mechanism table (Attrs.Mech), by increasing max, the last without max: how rendezvous data of that size moves. " +
 			"Without any, sm's measured default table applies (mechanism.go)",
@@ -96,6 +101,10 @@ func configFrom(p core.Params) (config, error) {
 	if attrs.Mech, err = mechTable(p, attrs.MaxSendSize); err != nil {
 		return config{}, err
 	}
+	isDefault := len(p.Blocks("mechanism")) == 0 && attrs.Mech != nil
+	if p.Bool("choose_mechanism") && attrs.Mech != nil {
+		attrs.Mech = chooseIn(attrs.Mech, isDefault)
+	}
 	c := config{
 		dir:          p.String("dir"),
 		fboxSize:     int(p.Size("fastbox_size")),
@@ -108,7 +117,7 @@ func configFrom(p core.Params) (config, error) {
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),
 		nodeSize:     p.Int("node_size"),
-		mechDefault:  len(p.Blocks("mechanism")) == 0 && attrs.Mech != nil,
+		mechDefault:  isDefault,
 	}
 	// A fast-box slot must leave room for the reserve line and for a wrap.
 	if lim := c.fboxSize/2 - cacheLine - slotHdr - core.HeaderSize; c.fboxMax > lim {

@@ -45,7 +45,9 @@
 // A large read goes from both ends (coop.go): the reader reads chunks from
 // the back while the sender, as long as it polls, writes chunks from the
 // front with process_vm_writev, so that both cores copy and every byte
-// moves once.
+// moves once. Which of CMA and the pipeline a message takes is the
+// mechanism table's (mechanism.go), or with choose_mechanism the
+// receiver's, by what each delivered lately (adapt.go).
 //
 // Liveness: each peer's process is watched through a pidfd, polled from
 // Progress when it has been idle for a while, and a segment states whether

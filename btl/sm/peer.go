@@ -28,6 +28,10 @@ type peer struct {
 	in     *inBox
 	expect *uint32
 	rxDead *bool
+	// choice is the receiver's choice between CMA and the pipeline for
+	// this peer's messages (adapt.go); last, away from what every
+	// message touches.
+	choice mechChoice
 }
 
 var (

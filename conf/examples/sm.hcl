@@ -75,6 +75,27 @@ btl "sm" "sm" {
   # CPUs the default becomes CMA, which needs only the receiver running.
   # Leave the blocks out to get the defaults; single_copy_min/
   # single_copy_max instead give the older window by size alone.
+  #
+  # choose_mechanism = true turns every block that allows CMA
+  # (single_copy_depth 0 and up) into a choice the receiver makes while
+  # the job runs: the sender offers CMA, and the receiver takes whichever
+  # of CMA and the pipeline delivered that power-of-two size class faster
+  # lately (an EWMA of bytes per microsecond, from the START to the last
+  # byte), and the other now and then (after 8 messages and 1 ms, the
+  # gap doubling to 16 ms while the choice holds) so that it notices when
+  # the host's state changes. Without blocks it chooses
+  # for a message alone above 64 KiB. A node with more ranks than CPUs
+  # keeps its fixed default. false: the blocks alone decide. With the
+  # block below (never CMA) it has nothing to choose: leave the block out.
+  # Off by default: against the pipeline for every message, alternating
+  # ping-pong pairs under load 15-22 (90 pairs) had it far ahead at 256
+  # KiB and 1 MiB (medians of osu's per-run mean 560 us against 1528, 2355
+  # against 6188), but 40 pairs as the machine went quiet, the shared-cache
+  # state in 36, had it behind (256 KiB 25.1 us against 17.9, 1 MiB 71.7
+  # against 53.4): there the receivers took CMA for a large share of the
+  # messages although the pipeline delivered sooner end to end.
+  choose_mechanism = false
+
   mechanism {
     single_copy_depth = -1
   }
