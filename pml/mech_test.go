@@ -45,20 +45,8 @@ func TestMechanismTableChoosesBySizeAndQueueDepth(t *testing.T) {
 							t.Errorf("%d bytes alone arrived corrupt", n)
 						}
 					}
-					reqs := make([]*Request, window)
-					for i := range reqs {
-						var err error
-						if reqs[i], err = c.Irecv(bufs[i], 0, 1); err != nil {
-							return err
-						}
-					}
-					if err := c.Waitall(reqs, nil); err != nil {
+					if err := recvWindow(t, c, bufs); err != nil {
 						return err
-					}
-					for i := range bufs {
-						if !bytes.Equal(bufs[i], pattern(make([]byte, big), i)) {
-							t.Errorf("message %d of the window arrived corrupt", i)
-						}
 					}
 					_, err := c.Recv(bufs[0], 0, 2)
 					return err
@@ -75,14 +63,7 @@ func TestMechanismTableChoosesBySizeAndQueueDepth(t *testing.T) {
 					}
 				}
 				r0, p0 := counts(c)
-				reqs := make([]*Request, window)
-				for i := range reqs {
-					var err error
-					if reqs[i], err = c.Isend(pattern(bufs[i], i), 1, 1); err != nil {
-						return err
-					}
-				}
-				if err := c.Waitall(reqs, nil); err != nil {
+				if err := sendWindow(c, bufs); err != nil {
 					return err
 				}
 				r1, p1 := counts(c)
@@ -235,4 +216,39 @@ func TestExchangeTakesTheExchangeTable(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// recvWindow receives a window of messages tagged 1 from rank 0, posted
+// at once, into bufs, and checks message i against pattern i.
+func recvWindow(t *testing.T, c *Comm, bufs [][]byte) error {
+	t.Helper()
+	reqs := make([]*Request, len(bufs))
+	for i := range reqs {
+		var err error
+		if reqs[i], err = c.Irecv(bufs[i], 0, 1); err != nil {
+			return err
+		}
+	}
+	if err := c.Waitall(reqs, nil); err != nil {
+		return err
+	}
+	for i, b := range bufs {
+		if !bytes.Equal(b, pattern(make([]byte, len(b)), i)) {
+			t.Errorf("message %d of the window arrived corrupt", i)
+		}
+	}
+	return nil
+}
+
+// sendWindow sends bufs to rank 1 with tag 1, message i filled with
+// pattern i, all posted at once: recvWindow's other end.
+func sendWindow(c *Comm, bufs [][]byte) error {
+	reqs := make([]*Request, len(bufs))
+	for i := range reqs {
+		var err error
+		if reqs[i], err = c.Isend(pattern(bufs[i], i), 1, 1); err != nil {
+			return err
+		}
+	}
+	return c.Waitall(reqs, nil)
 }
