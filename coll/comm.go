@@ -163,7 +163,7 @@ func (c *Comm) block(ctx context.Context, s *schedule) error {
 	x := c.x
 	for {
 		if len(s.reqs) > 0 {
-			err := x.WaitRound(ctx, s.reqs, s.sts[:len(s.reqs)])
+			err := x.WaitRound(ctx, s.reqs, s.sts[:len(s.reqs)], s)
 			if err != nil && ctx.Err() != nil && err == ctx.Err() {
 				// The rest goes on in the background; what completed
 				// is nil in s.reqs, its status in s.sts.

@@ -218,6 +218,9 @@ type oooFrame struct {
 // engine is the state shared by a communicator and its duplicates.
 type engine struct {
 	mu engineLock
+	// round is the collective whose round a goroutine waits in WaitRound
+	// (the latest, when several do), for the state reports.
+	round fmt.Stringer
 	// abort, once set by Comm.Abort (from any goroutine), is what every
 	// blocking call returns instead of waiting on.
 	abort atomic.Pointer[error]

@@ -71,7 +71,7 @@ func TestWaitRoundGivesUpWhenAnotherMemberIsLost(t *testing.T) {
 	w.f.Drop(0, 0, 2)
 	ctx, cancel = gocontext.WithTimeout(gocontext.Background(), 10*time.Second) // a hang fails, not waits
 	defer cancel()
-	if err := a.WaitRound(ctx, rs, sts); !errors.Is(err, core.ErrPeerLost) {
+	if err := a.WaitRound(ctx, rs, sts, roundName("test round")); !errors.Is(err, core.ErrPeerLost) {
 		t.Fatalf("WaitRound with rank 2 lost: %v, want ErrPeerLost", err)
 	}
 	if rs[0] != r {
@@ -82,3 +82,41 @@ func TestWaitRoundGivesUpWhenAnotherMemberIsLost(t *testing.T) {
 		t.Fatalf("the receive after Cancel: %v", err)
 	}
 }
+
+// While a goroutine waits in WaitRound, the state reports name its
+// collective as an operation in progress; once it has returned, they do
+// not.
+func TestTheStateNamesTheCollectiveWaitingItsRound(t *testing.T) {
+	w := newWorld(t, 2, []inproc.RailOptions{{}}, Options{})
+	a, b := w.comms[0], w.comms[1]
+	r, _ := a.Irecv(make([]byte, 8), 1, 2)
+	rs := []*Request{r}
+	done := make(chan error, 1)
+	go func() { done <- a.WaitRound(gocontext.Background(), rs, nil, roundName("allreduce (linear)")) }()
+	const want = "allreduce (linear) in progress"
+	var saw bool
+	for end := time.Now().Add(10 * time.Second); !saw && time.Now().Before(end); time.Sleep(time.Millisecond) {
+		for _, q := range a.State(time.Second).Requests {
+			saw = saw || q.Kind == "operation" && q.Phase == want
+		}
+	}
+	if !saw {
+		t.Fatalf("the state never showed %q while the round waited", want)
+	}
+	if err := b.Send(make([]byte, 8), 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range a.State(time.Second).Requests {
+		if q.Kind == "operation" {
+			t.Fatalf("after the round the state still shows %q", q.Phase)
+		}
+	}
+}
+
+// roundName names a test's round in the state reports.
+type roundName string
+
+func (n roundName) String() string { return string(n) }

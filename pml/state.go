@@ -111,6 +111,11 @@ func (c *Comm) State(wait time.Duration) State {
 		time.Sleep(time.Millisecond)
 	}
 	defer e.mu.Unlock()
+	if e.round != nil {
+		// A blocking collective waits its rounds without an operation
+		// request (WaitRound).
+		st.Requests = append(st.Requests, RequestState{Kind: "operation", Peer: -1, Phase: e.round.String() + " in progress"})
+	}
 	for _, r := range e.reqs {
 		if r.gen == 0 || r.done || r.released {
 			continue

@@ -181,7 +181,7 @@ func (c *Comm) Waitall(rs []*Request, sts []Status) error {
 // the requests that completed are released and nil, with their statuses
 // in sts; the others stay pending in rs.
 func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status) error {
-	return c.waitall(ctx, rs, sts, false)
+	return c.waitall(ctx, rs, sts, nil)
 }
 
 // WaitRound is WaitallContext for the round of a collective, which may
@@ -191,23 +191,35 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 // (Lost). A blocking collective waits its rounds with it rather than as
 // an operation (Start): its receives then take the fused path, and no
 // operation turns that path off for the rest of the job meanwhile.
-func (c *Comm) WaitRound(ctx gocontext.Context, rs []*Request, sts []Status) error {
-	return c.waitall(ctx, rs, sts, true)
+//
+// op names the collective in the state reports (State) while the round
+// waits; it must not change until WaitRound returns.
+func (c *Comm) WaitRound(ctx gocontext.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
+	return c.waitall(ctx, rs, sts, op)
 }
 
-// waitall is WaitallContext, WaitRound's if live.
-func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, live bool) error {
+// waitall is WaitallContext or, with op, WaitRound: live, and op shown as
+// the engine's round (lock held to set and clear it).
+func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
 	if sts != nil && len(sts) < len(rs) {
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
 	var first error
 	e := c.e
+	live := op != nil
 	for i := 0; ; i++ {
 		// Requests that are done already (a window of eager sends,
 		// receives the first wait delivered) are released under one
 		// lock, not one wait each.
 		e.mu.Lock()
 		i = e.takeDoneRun(rs, sts, i, &first)
+		if live {
+			if i == len(rs) {
+				e.endRound(op)
+			} else {
+				e.round = op
+			}
+		}
 		e.mu.Unlock()
 		if i == len(rs) {
 			return first
@@ -215,6 +227,11 @@ func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, live 
 		st, err, released := c.waitLive(ctx, rs[i], 0, 0, live)
 		if !released {
 			if ctx.Err() != nil && err == ctx.Err() || live && errors.Is(err, core.ErrPeerLost) {
+				if live {
+					e.mu.Lock()
+					e.endRound(op)
+					e.mu.Unlock()
+				}
 				return err
 			}
 			if first == nil {
@@ -229,6 +246,14 @@ func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, live 
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+}
+
+// endRound clears the round that op's WaitRound set, unless another
+// goroutine's round has replaced it (lock held).
+func (e *engine) endRound(op fmt.Stringer) {
+	if e.round == op {
+		e.round = nil
 	}
 }
 
