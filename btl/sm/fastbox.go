@@ -128,12 +128,20 @@ func (o *outBox) put(hw *[4]uint64, pre, data []byte, seq uint32) bool {
 // alone, and the slot's line is the only one written (SendEager does the
 // same in place).
 func (o *outBox) publish(slot unsafe.Pointer, need, hdr uint64) {
-	o.tail += need
-	if o.clear <= o.tail+zeroAhead/2 {
+	if o.advance(need) {
 		o.publishNearFrontier(slot, hdr)
 		return
 	}
 	release.Store64((*uint64)(slot), hdr)
+}
+
+// advance moves the tail past a slot of need bytes and reports whether
+// the new tail is near enough the zeroed frontier that publishing must
+// go through publishNearFrontier. Small enough to inline, so that
+// SendEager, which publishes in place, shares the rule without a call.
+func (o *outBox) advance(need uint64) (nearFrontier bool) {
+	o.tail += need
+	return o.clear <= o.tail+zeroAhead/2
 }
 
 // publishNearFrontier is publish once the new tail is within half of

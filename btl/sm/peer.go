@@ -111,8 +111,7 @@ func (p *peer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool {
 	seq := p.seq
 	p.seq++
 	m.st.fboxSends++
-	o.tail += need // publish, in place
-	if o.clear <= o.tail+zeroAhead/2 {
+	if o.advance(need) { // publish, in place
 		o.publishNearFrontier(slot, uint64(n)|uint64(seq)<<32)
 		return true
 	}
