@@ -98,6 +98,7 @@ type Device struct {
 	paceCh chan struct{}
 
 	iov     []unix.Iovec
+	msg     unix.Msghdr // sendvNB's header
 	evs     []unix.EpollEvent
 	nicEvs  []unix.EpollEvent // the device goroutine's, used without d.mu
 	trash   []byte
