@@ -210,7 +210,7 @@ func (l *link) cancel(q *qp, reqOnly bool) {
 	}
 }
 
-// flush writes queued packets with one writev per batch, as far as the
+// flush writes queued packets with one sendmsg per batch, as far as the
 // socket, the port's token bucket and any injected delay allow.
 func (l *link) flush(now int64) {
 	d := l.d
@@ -285,7 +285,7 @@ func (l *link) flush(now int64) {
 			return
 		}
 		// Before the write: a reader may see the bytes before this thread
-		// returns from writev.
+		// returns from sendmsg.
 		wireWritten()
 		var n int
 		var e unix.Errno
@@ -529,7 +529,7 @@ func (l *link) receive(now int64) {
 	}
 }
 
-// read does one non-blocking read; ok is false when nothing came (or the
+// read does one non-blocking receive; ok is false when nothing came (or the
 // link failed).
 func (l *link) read(b []byte, now int64) (int, bool) {
 	if len(b) == 0 {
