@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -206,10 +205,10 @@ func (l *link) sendHandshake(op uint8, payload []byte) {
 func (l *link) flushHandshake(now int64) bool {
 	for l.hsOff < l.hsLen {
 		b := l.hs[l.hsOff:l.hsLen]
-		r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		r, e := sendNB(l.fd, b)
 		switch e {
 		case 0:
-			l.hsOff += int(r)
+			l.hsOff += r
 			l.d.stats.BytesSent += int64(r)
 		case unix.EINTR:
 		case unix.EAGAIN:

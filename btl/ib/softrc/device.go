@@ -98,6 +98,7 @@ type Device struct {
 	paceCh chan struct{}
 
 	iov     []unix.Iovec
+	msg     unix.Msghdr // sendvNB's header
 	evs     []unix.EpollEvent
 	nicEvs  []unix.EpollEvent // the device goroutine's, used without d.mu
 	trash   []byte
@@ -158,7 +159,7 @@ type Stats struct {
 	// WritesBlocked counts writes the socket took only in part (its
 	// buffer was full): the rest goes when epoll reports room.
 	WritesBlocked int64
-	// Writes counts write and writev calls that moved bytes;
+	// Writes counts send calls (sendto, sendmsg) that moved bytes;
 	// SendsBatched the sends PostSend left for the next poll to write
 	// with others.
 	Writes, SendsBatched int64
@@ -481,7 +482,7 @@ func (d *Device) flushAll(now int64) {
 	for i := 0; i < len(d.txPending); {
 		l := d.txPending[i]
 		// A link whose socket was full waits for epoll to report it
-		// writable instead of retrying a writev on every poll.
+		// writable instead of retrying a write on every poll.
 		if !l.dead && !l.outArmed {
 			l.flush(now)
 		}

@@ -43,9 +43,10 @@
 // control whatever the host's default (BBR paces loopback, port.go). A
 // link carries nothing until both ends have proved they hold the job's
 // key (auth.go), and a QP takes packets only from its peer's port and QP.
-// Payloads go from registered memory to the socket with writev and from
-// the socket into registered memory with read: no intermediate copy for
-// large messages.
+// Payloads go from registered memory to the socket with sendmsg and from
+// the socket into registered memory with recvfrom: no intermediate copy
+// for large messages. The wire's calls are raw (the scheduler never sees
+// them) and non-blocking by their own MSG_DONTWAIT (syscall.go).
 //
 // Who does the NIC's work: two facts measured on this project's machines
 // decide it. A wake-up through Go's netpoller across cores costs ~37 µs,

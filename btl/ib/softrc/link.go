@@ -210,7 +210,7 @@ func (l *link) cancel(q *qp, reqOnly bool) {
 	}
 }
 
-// flush writes queued packets with one writev per batch, as far as the
+// flush writes queued packets with one sendmsg per batch, as far as the
 // socket, the port's token bucket and any injected delay allow.
 func (l *link) flush(now int64) {
 	d := l.d
@@ -285,15 +285,15 @@ func (l *link) flush(now int64) {
 			return
 		}
 		// Before the write: a reader may see the bytes before this thread
-		// returns from writev.
+		// returns from sendmsg.
 		wireWritten()
-		var r uintptr
+		var n int
 		var e unix.Errno
 		if len(iov) == 1 {
-			// One contiguous packet (an inline send): write is cheaper.
-			r, _, e = unix.RawSyscall(unix.SYS_WRITE, uintptr(l.fd), uintptr(unsafe.Pointer(iov[0].Base)), uintptr(iov[0].Len))
+			// One contiguous packet (an inline send): sendto is cheaper.
+			n, e = sendNB(l.fd, unsafe.Slice(iov[0].Base, iov[0].Len))
 		} else {
-			r, _, e = unix.RawSyscall(unix.SYS_WRITEV, uintptr(l.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+			n, e = sendvNB(l.fd, &d.msg, iov)
 		}
 		for i := range iov {
 			iov[i].Base = nil
@@ -310,7 +310,6 @@ func (l *link) flush(now int64) {
 			d.linkFailed(l, fmt.Errorf("write: %w", e), now)
 			return
 		}
-		n := int(r)
 		l.wroteAt = d.polls
 		d.stats.Writes++
 		d.stats.BytesSent += int64(n)
@@ -530,13 +529,13 @@ func (l *link) receive(now int64) {
 	}
 }
 
-// read does one non-blocking read; ok is false when nothing came (or the
+// read does one non-blocking receive; ok is false when nothing came (or the
 // link failed).
 func (l *link) read(b []byte, now int64) (int, bool) {
 	if len(b) == 0 {
 		return 0, true
 	}
-	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	r, e := recvNB(l.fd, b)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		l.d.stats.EmptyReads++
 		return 0, false
@@ -552,7 +551,7 @@ func (l *link) read(b []byte, now int64) (int, bool) {
 	wireRead()
 	l.d.stats.Reads++
 	l.d.stats.BytesReceived += int64(r)
-	return int(r), true
+	return r, true
 }
 
 // setSink points the current packet's payload at pre, then segs.
