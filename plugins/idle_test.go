@@ -16,7 +16,7 @@ import (
 // out so far, voluntarily or not: a thread that sleeps in one blocking
 // call is switched out once, a thread woken four times a second four
 // times a second.
-func switches(t *testing.T, pid int) int {
+func switches(t testing.TB, pid int) int {
 	t.Helper()
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
 	if err != nil || len(tasks) == 0 {
@@ -36,6 +36,27 @@ func switches(t *testing.T, pid int) int {
 		}
 	}
 	return n
+}
+
+// cpuTime is the CPU time the threads of process pid have run so far
+// (the first field of each thread's schedstat, in nanoseconds).
+func cpuTime(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("the threads of process %d: %v", pid, err)
+	}
+	var ns int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64); err == nil {
+			ns += v
+		}
+	}
+	return time.Duration(ns)
 }
 
 // A plugin whose policy has nothing to do costs the ranks' cores nothing:
