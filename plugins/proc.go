@@ -58,6 +58,9 @@ type proc struct {
 	info    Info
 	sockDir string
 	stderr  *tailBuffer
+	// hostEnd is the write end of the plugin's wire.EnvHostFD pipe: the
+	// plugin exits when it closes, with this process or in kill.
+	hostEnd *os.File
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // go-plugin starts it; its Process is the plugin
@@ -125,11 +128,19 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
-	p := &proc{path: path, sockDir: sockDir, stderr: &tailBuffer{max: 4096}}
+	// The plugin waits for this process's end by reading a pipe only this
+	// process writes to (wire.EnvHostFD), instead of polling for it.
+	pluginEnd, hostEnd, err := os.Pipe()
+	if err != nil {
+		_ = os.RemoveAll(sockDir)
+		return nil, fmt.Errorf("host pipe: %w", err)
+	}
+	p := &proc{path: path, sockDir: sockDir, stderr: &tailBuffer{max: 4096}, hostEnd: hostEnd}
 	p.cmd = exec.Command(abs)
 	// The plugin leads a process group of its own, so that a plugin that
 	// misses its handshake or its deadline goes with whatever it started.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.ExtraFiles = []*os.File{pluginEnd} // descriptor 3
 	p.cmd.Env = []string{
 		plugin.EnvUnixSocketDir + "=" + sockDir,
 		wire.EnvLogLevel + "=" + levelToHclog(o.log.GetLevel()).String(),
@@ -141,6 +152,7 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		// findRunnable, stopm and sysmon, few in gRPC or the policy).
 		"GOMAXPROCS=1",
 		wire.EnvQuiet + "=1",
+		wire.EnvHostFD + "=3",
 	}
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
@@ -157,6 +169,9 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 			grpc.MaxCallRecvMsgSize(wire.MaxMessage), grpc.MaxCallSendMsgSize(wire.MaxMessage))},
 	})
 	rpc, err := p.client.Client()
+	// Started or not, the plugin's end is the plugin's alone now: were it
+	// left open here, the plugin would never read end of file.
+	pluginEnd.Close()
 	if err != nil {
 		// At the handshake deadline the plugin is not asked to stop: it
 		// has shown it does not listen.
@@ -256,6 +271,7 @@ func (p *proc) kill() {
 			p.hardKill()
 			<-done
 		}
+		p.hostEnd.Close()
 		_ = os.RemoveAll(p.sockDir)
 	})
 }

@@ -87,7 +87,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
@@ -249,17 +251,45 @@ func newLogger(name string) hclog.Logger {
 // SIGKILL, holding its socket open forever. A host that went that way
 // (or by a SIGTERM it does not handle, as a rank the launcher stops) did
 // not remove the directory it made for the socket, so the plugin does.
+//
+// A host that passes wire.EnvHostFD is waited for in one read, which
+// returns at the host's end and costs nothing until then: an idle plugin
+// makes no system call and wakes no thread. An older host is polled for,
+// by its pid, four times a second.
 func exitWithParent(log hclog.Logger) {
-	parent := os.Getppid()
-	for range time.Tick(250 * time.Millisecond) {
-		if os.Getppid() != parent {
-			// Clean up before the log line: its write to the dead
-			// host's pipe may end the process (SIGPIPE).
-			removeSocketDir(os.Getenv(plugin.EnvUnixSocketDir))
-			log.Warn("host process is gone; exiting")
-			os.Exit(0)
+	if host := hostPipe(); host != nil {
+		var b [1]byte
+		for {
+			if _, err := host.Read(b[:]); err != nil {
+				break // end of file: no process holds the write end
+			}
+		}
+	} else {
+		parent := os.Getppid()
+		for range time.Tick(250 * time.Millisecond) {
+			if os.Getppid() != parent {
+				break
+			}
 		}
 	}
+	// Clean up before the log line: its write to the dead host's pipe may
+	// end the process (SIGPIPE).
+	removeSocketDir(os.Getenv(plugin.EnvUnixSocketDir))
+	log.Warn("host process is gone; exiting")
+	os.Exit(0)
+}
+
+// hostPipe is the descriptor wire.EnvHostFD names, if it is a pipe.
+func hostPipe() *os.File {
+	fd, err := strconv.Atoi(os.Getenv(wire.EnvHostFD))
+	if err != nil || fd < 3 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "host")
 }
 
 // removeSocketDir removes dir, the socket directory the host named, if it

@@ -59,3 +59,12 @@ const EnvLogLevel = "GOBTL_PLUGIN_LOG_LEVEL"
 // them, and would count every answer as holding one; so the SDK drops
 // them unless this is set.
 const EnvQuiet = "GOBTL_PLUGIN_QUIET"
+
+// EnvHostFD names, in a plugin's environment, a descriptor it inherited:
+// the read end of a pipe whose write end only its host holds. A read of
+// it returns end of file once the host is gone, however it went (SIGKILL
+// included), so a plugin waits for that in one blocking read, where
+// without it (an older host) it has to poll its parent's pid — a wake-up
+// of an otherwise idle process, several times a second, on cores the
+// ranks are busy on.
+const EnvHostFD = "GOBTL_PLUGIN_HOST_FD"
