@@ -99,3 +99,32 @@ func TestAnIdlePluginProcessWakesNoThread(t *testing.T) {
 		t.Errorf("the idle plugin process's threads were switched %d times in 1s, want at most 1", woke)
 	}
 }
+
+// A plugin runs with the environment the host sets for it, whatever the
+// rank's own: a rank started with GOMAXPROCS=3 (or a log level of its
+// own) still gets plugins of one P, and every other variable of the
+// host's reaches them as it is.
+func TestThePluginsVariablesWinOverTheHosts(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "3")
+	t.Setenv("GOBTL_TEST_PASSED_THROUGH", "yes")
+	log, _ := testLogger()
+	p := openTest(t, core.KindFlowControl, nil, "", Options{Log: log, Metrics: core.NewMetrics()})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []string
+	through := false
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			procs = append(procs, v)
+		}
+		through = through || kv == "GOBTL_TEST_PASSED_THROUGH=yes"
+	}
+	if len(procs) != 1 || procs[0] != "1" {
+		t.Errorf("the plugin's GOMAXPROCS: %q, want only \"1\"", procs)
+	}
+	if !through {
+		t.Error("a variable of the host's did not reach the plugin")
+	}
+}

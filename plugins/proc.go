@@ -141,9 +141,13 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	// misses its handshake or its deadline goes with whatever it started.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.ExtraFiles = []*os.File{pluginEnd} // descriptor 3
-	p.cmd.Env = []string{
-		plugin.EnvUnixSocketDir + "=" + sockDir,
-		wire.EnvLogLevel + "=" + levelToHclog(o.log.GetLevel()).String(),
+	// The host's environment first, ours after it: os/exec keeps the last
+	// of duplicate keys, and go-plugin, left to add the host's itself
+	// (SkipHostEnv false), would add it after ours, so that a rank started
+	// with a GOMAXPROCS of its own would hand that to its plugins.
+	p.cmd.Env = append(os.Environ(),
+		plugin.EnvUnixSocketDir+"="+sockDir,
+		wire.EnvLogLevel+"="+levelToHclog(o.log.GetLevel()).String(),
 		// One P: a plugin answers one stream of batches at a time. With
 		// more, every batch that wakes a goroutine also wakes a second
 		// thread to spin for work, and on a node whose cores the ranks
@@ -151,14 +155,15 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		// extoll_dynamic's process: most samples in the Go scheduler's
 		// findRunnable, stopm and sysmon, few in gRPC or the policy).
 		"GOMAXPROCS=1",
-		wire.EnvQuiet + "=1",
-		wire.EnvHostFD + "=3",
-	}
+		wire.EnvQuiet+"=1",
+		wire.EnvHostFD+"=3",
+	)
 	p.client = plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: hostPluginSets(),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Cmd:              p.cmd,
+		SkipHostEnv:      true, // in p.cmd.Env already, under ours
 		SecureConfig:     secure,
 		StartTimeout:     o.startTimeout,
 		Logger:           newZlog(o.log, filepath.Base(path)),
