@@ -23,6 +23,10 @@ type Comm struct {
 	g          *group
 	rank, size int
 	coll       *Comm // c on its collective context (Collectives)
+	// sent is the request every eager Isend on c that left at once
+	// returns while its status fits (sharedSend): one shared, done request
+	// instead of one taken, set, released and recycled per message.
+	sent *Request
 }
 
 // ErrInvalid reports a bad argument (rank out of range, negative tag).
@@ -93,7 +97,16 @@ func (c *Comm) isend(buf []byte, dest, tag int, exchange bool) (*Request, error)
 	e.mu.Lock()
 	w := c.g.toWorld(dest)
 	if e.sendDirect(c.ctx, buf, w, tag) {
-		r := e.sentRequest(c.g, c.ctx, w, tag, len(buf))
+		// c's shared done send (sharedSend), written out here: as a
+		// function it does not inline.
+		r := c.sent
+		if r.holders != 0 && (r.status.Tag != tag || r.status.Count != len(buf)) {
+			r = c.ownSend(w, tag, len(buf))
+		} else {
+			r.status.Tag, r.status.Count = tag, len(buf)
+			r.holders++
+			r.released = false
+		}
 		e.mu.Unlock()
 		return r, nil
 	}

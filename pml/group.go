@@ -109,6 +109,7 @@ func (e *engine) newComm(ctx uint32, g *group, rank, size int) *Comm {
 	c := &Comm{e: e, ctx: ctx, g: g, rank: rank, size: size}
 	c.coll = &Comm{e: e, ctx: ctx + 1, g: g, rank: rank, size: size}
 	c.coll.coll = c.coll
+	c.sent, c.coll.sent = e.sharedSend(c), e.sharedSend(c.coll)
 	return c
 }
 

@@ -281,6 +281,9 @@ func (e *engine) takeDoneRun(rs []*Request, sts []Status, i int, first *error) i
 		if r.refs == 0 && r.x == nil { // release's common case, without a call
 			r.released = true
 			e.recycle(r)
+		} else if r.shared { // a window of eager sends: release's shared case
+			r.holders--
+			r.released = r.holders == 0
 		} else {
 			e.release(r)
 		}
