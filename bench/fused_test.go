@@ -321,3 +321,96 @@ func TestFusedWaitRecyclesAReceiveFreedWhilePosted(t *testing.T) {
 	}
 	takesPathAllocatingNothing(t, round, func() int64 { return fused(c[1]) }, "Wait behind a freed receive")
 }
+
+func fusedReleased(c *pml.Comm) int64 {
+	return c.Metrics().Counter("pml.fused_released").Load()
+}
+
+// A Waitall on a window of receives whose messages have arrived takes
+// them into the receives and releases each at once (takeFastRun): the
+// statuses are those a Wait would report, the handles are released, and
+// a round of windows allocates nothing.
+func TestWaitallTakesAnArrivedWindowAndReleasesIt(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	const n = 8
+	bufs := make([][]byte, n)
+	rs := make([]*pml.Request, n)
+	for i := range n {
+		bufs[i] = make([]byte, 16)
+		rs[i], _ = c[1].Irecv(bufs[i], 0, 4)
+	}
+	old := rs[0]
+	for i := range n {
+		send(t, c[0], string(bytes.Repeat([]byte{'a' + byte(i)}, i+1)), 1, 4)
+	}
+	before := fusedReleased(c[1])
+	sts := make([]pml.Status, n)
+	if err := c[1].Waitall(rs, sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := fusedReleased(c[1]) - before; got != n {
+		t.Fatalf("Waitall took %d of %d arrived receives at once", got, n)
+	}
+	for i, st := range sts {
+		want := pml.Status{Source: 0, Tag: 4, Count: i + 1}
+		if rs[i] != nil || st != want || string(bufs[i][:st.Count]) != string(bytes.Repeat([]byte{'a' + byte(i)}, i+1)) {
+			t.Fatalf("receive %d: %v %+v %q, want released with %+v", i, rs[i], st, bufs[i][:st.Count], want)
+		}
+	}
+	if _, err := c[1].Wait(old); !errors.Is(err, pml.ErrInvalid) {
+		t.Fatalf("Wait on a receive Waitall released: %v, want ErrInvalid", err)
+	}
+	buf := make([]byte, 8)
+	round := func() {
+		for i := range rs {
+			rs[i], _ = c[1].Irecv(buf, 0, 2)
+		}
+		for range rs {
+			c[0].Send(buf, 1, 2)
+		}
+		c[1].Waitall(rs, nil)
+	}
+	takesPathAllocatingNothing(t, round, func() int64 { return fusedReleased(c[1]) }, "Waitall's arrived window")
+}
+
+// Waitall takes a frame into its window's receive only when that receive
+// is the one MPI's order gives it to: a wildcard receive posted earlier
+// gets the first message, a frame of another tag or too long for the
+// buffer is left to the general path, and the rest of the window still
+// gets what it should.
+func TestWaitallTakesAFrameOnlyIntoTheReceiveFirstInLine(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	early := make([]byte, 8)
+	any, _ := c[1].Irecv(early, pml.AnySource, 5)
+	bufs := [][]byte{make([]byte, 8), make([]byte, 8), make([]byte, 2), make([]byte, 8)}
+	tags := []int{5, 6, 5, 5}
+	rs := make([]*pml.Request, len(bufs))
+	for i := range rs {
+		rs[i], _ = c[1].Irecv(bufs[i], 0, tags[i])
+	}
+	// any takes "first"; rs[0] "second"; rs[1] (tag 6) waits for "sixth",
+	// sent after "long", which rs[2] truncates; rs[3] gets "last".
+	for _, m := range []struct {
+		s   string
+		tag int
+	}{{"first", 5}, {"second", 5}, {"long", 5}, {"last", 5}, {"sixth", 6}} {
+		send(t, c[0], m.s, 1, m.tag)
+	}
+	sts := make([]pml.Status, len(rs))
+	err := c[1].Waitall(rs, sts)
+	if !errors.Is(err, core.ErrTruncated) {
+		t.Fatalf("Waitall = %v, want the truncation of the short receive", err)
+	}
+	want := []string{"second", "sixth", "lo", "last"}
+	for i, w := range want {
+		if got := string(bufs[i][:sts[i].Count]); got != w {
+			t.Fatalf("receive %d got %q, want %q", i, got, w)
+		}
+	}
+	st, err := c[1].Wait(any)
+	if err != nil || string(early[:st.Count]) != "first" {
+		t.Fatalf("the earlier wildcard receive got %q (%v), want first", early[:st.Count], err)
+	}
+}

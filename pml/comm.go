@@ -23,6 +23,9 @@ type Comm struct {
 	g          *group
 	rank, size int
 	coll       *Comm // c on its collective context (Collectives)
+	// cx is ctx's matching state, looked up once: contexts are never
+	// replaced (engine.context).
+	cx *context
 	// sent is the request every eager Isend on c that left at once
 	// returns while its status fits (sharedSend): one shared, done request
 	// instead of one taken, set, released and recycled per message.
@@ -206,21 +209,22 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	}
 	e := c.e
 	e.mu.Lock()
-	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
+	r, err := e.irecv(c, buf, c.g.toWorld(source), tag)
 	e.mu.Unlock()
 	return r, err
 }
 
-// irecv posts a receive from job rank source (or AnySource) on a
-// communicator of group g (lock held).
-func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Request, error) {
+// irecv posts a receive from job rank source (or AnySource) on c (lock
+// held).
+func (e *engine) irecv(c *Comm, buf []byte, source, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
-	r := e.newRequest(reqRecv, ctx, g, source, tag, buf)
+	g := c.g
+	r := e.newRequest(reqRecv, c.ctx, g, source, tag, buf)
 	r.src = -1
 	e.pendingRecvs++
-	cx := e.context(ctx)
+	cx := c.cx
 	if source == AnySource {
 		// ULFM: a wildcard could be waiting for the lost peer, so until
 		// the loss is acknowledged it fails, even if a message of a live
@@ -292,7 +296,7 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 		spun = n
 	}
 	e.mu.Lock()
-	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
+	r, err := e.irecv(c, buf, c.g.toWorld(source), tag)
 	if err == nil && !r.done {
 		e.progress()
 	}

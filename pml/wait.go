@@ -213,6 +213,10 @@ func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, op fm
 		// lock, not one wait each.
 		e.mu.Lock()
 		i = e.takeDoneRun(rs, sts, i, &first)
+		if i < len(rs) {
+			i = e.takeFastRun(rs, sts, i)
+			i = e.takeDoneRun(rs, sts, i, &first)
+		}
 		if live {
 			if i == len(rs) {
 				e.endRound(op)
