@@ -279,13 +279,18 @@ func TestFusedWaitallReportsEachReceivesStatus(t *testing.T) {
 	for i := range n {
 		send(t, c[0], string(bytes.Repeat([]byte{'a' + byte(i)}, i+1)), 1, 10+i)
 	}
-	before := fused(c[1])
+	before, released := fused(c[1]), fusedReleased(c[1])
 	sts := make([]pml.Status, n)
 	if err := c[1].Waitall(rs, sts); err != nil {
 		t.Fatal(err)
 	}
 	if got := fused(c[1]) - before; got != n {
 		t.Fatalf("%d of %d receives took the fused path", got, n)
+	}
+	// The window had arrived: Waitall took it and released it at once
+	// (takeFastRun).
+	if got := fusedReleased(c[1]) - released; got != n {
+		t.Fatalf("Waitall took %d of %d arrived receives at once", got, n)
 	}
 	for i, st := range sts {
 		want := pml.Status{Source: 0, Tag: 10 + i, Count: i + 1}
@@ -320,4 +325,81 @@ func TestFusedWaitRecyclesAReceiveFreedWhilePosted(t *testing.T) {
 		clear(freed)
 	}
 	takesPathAllocatingNothing(t, round, func() int64 { return fused(c[1]) }, "Wait behind a freed receive")
+}
+
+func fusedReleased(c *pml.Comm) int64 {
+	return c.Metrics().Counter("pml.fused_released").Load()
+}
+
+// A receive Waitall took and released at once (takeFastRun) is released:
+// its entry is nil, a Test of the old handle is an error, and a round of
+// windows allocates nothing.
+func TestWaitallReleasesTheArrivedWindowItTakes(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	buf := make([]byte, 8)
+	rs := make([]*pml.Request, 8)
+	round := func() {
+		for i := range rs {
+			rs[i], _ = c[1].Irecv(buf, 0, 2)
+		}
+		for range rs {
+			c[0].Send(buf, 1, 2)
+		}
+		c[1].Waitall(rs, nil)
+	}
+	round()
+	rs[0], _ = c[1].Irecv(buf, 0, 2)
+	old := rs[0]
+	c[0].Send(buf, 1, 2)
+	rs[1], _ = c[1].Irecv(buf, 0, 2) // behind rs[0]: no fused Irecv
+	c[0].Send(buf, 1, 2)
+	if err := c[1].Waitall(rs[:2], nil); err != nil || rs[0] != nil || rs[1] != nil {
+		t.Fatalf("Waitall = %v, entries %v", err, rs[:2])
+	}
+	if _, _, err := c[1].Test(old); !errors.Is(err, pml.ErrInvalid) {
+		t.Fatalf("Test of a receive Waitall released: %v, want ErrInvalid", err)
+	}
+	takesPathAllocatingNothing(t, round, func() int64 { return fusedReleased(c[1]) }, "Waitall's arrived window")
+}
+
+// Waitall takes a frame into its window's receive only when that receive
+// is the one MPI's order gives it to: a wildcard receive posted earlier
+// gets the first message, a frame of another tag or too long for the
+// buffer is left to the general path, and the rest of the window still
+// gets what it should.
+func TestWaitallTakesAFrameOnlyIntoTheReceiveFirstInLine(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	early := make([]byte, 8)
+	any, _ := c[1].Irecv(early, pml.AnySource, 5)
+	bufs := [][]byte{make([]byte, 8), make([]byte, 8), make([]byte, 2), make([]byte, 8)}
+	tags := []int{5, 6, 5, 5}
+	rs := make([]*pml.Request, len(bufs))
+	for i := range rs {
+		rs[i], _ = c[1].Irecv(bufs[i], 0, tags[i])
+	}
+	// any takes "first"; rs[0] "second"; rs[1] (tag 6) waits for "sixth",
+	// sent after "long", which rs[2] truncates; rs[3] gets "last".
+	for _, m := range []struct {
+		s   string
+		tag int
+	}{{"first", 5}, {"second", 5}, {"long", 5}, {"last", 5}, {"sixth", 6}} {
+		send(t, c[0], m.s, 1, m.tag)
+	}
+	sts := make([]pml.Status, len(rs))
+	err := c[1].Waitall(rs, sts)
+	if !errors.Is(err, core.ErrTruncated) {
+		t.Fatalf("Waitall = %v, want the truncation of the short receive", err)
+	}
+	want := []string{"second", "sixth", "lo", "last"}
+	for i, w := range want {
+		if got := string(bufs[i][:sts[i].Count]); got != w {
+			t.Fatalf("receive %d got %q, want %q", i, got, w)
+		}
+	}
+	st, err := c[1].Wait(any)
+	if err != nil || string(early[:st.Count]) != "first" {
+		t.Fatalf("the earlier wildcard receive got %q (%v), want first", early[:st.Count], err)
+	}
 }

@@ -234,3 +234,69 @@ func TestFusedIrecvTakesAnArrivedMessage(t *testing.T) {
 	}
 	takesPathAllocatingNothing(t, round, func() int64 { return fused(c[1]) }, "Irecvs of arrived messages")
 }
+
+// Eager Isends that leave at once share one done request while their
+// status (tag, count) is the same; another status while handles are out
+// gets a request of its own; the shared request takes a new status once
+// every handle is released, is never recycled into another request, and
+// a handle used again once none is out is reported as released.
+func TestFusedIsendsShareOneDoneRequest(t *testing.T) {
+	c := twoRanks(t)
+	warm(t, c)
+	isend := func(s string, tag int) *pml.Request {
+		t.Helper()
+		r, err := c[0].Isend([]byte(s), 1, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := isend("aa", 4), isend("bb", 4)
+	if a != b {
+		t.Fatal("two eager Isends of one tag and count returned two requests")
+	}
+	other, longer := isend("cc", 5), isend("ddd", 4)
+	if other == a || longer == a || other == longer {
+		t.Fatal("an Isend of another tag or count returned the shared request while it was held")
+	}
+	rs := []*pml.Request{a, b, other, longer}
+	sts := make([]pml.Status, len(rs))
+	if err := c[0].Waitall(rs, sts); err != nil {
+		t.Fatal(err)
+	}
+	want := []pml.Status{{Tag: 4, Count: 2}, {Tag: 4, Count: 2}, {Tag: 5, Count: 2}, {Tag: 4, Count: 3}}
+	for i := range want {
+		if sts[i] != want[i] {
+			t.Fatalf("status %d = %+v, want %+v", i, sts[i], want[i])
+		}
+	}
+	if _, _, err := c[0].Test(a); !errors.Is(err, pml.ErrInvalid) {
+		t.Fatalf("Test of the shared request with no handle out: %v, want ErrInvalid", err)
+	}
+	// Released by all, it takes the next status.
+	if r := isend("eeeee", 6); r != a {
+		t.Fatal("the shared request was not handed out again once released")
+	} else if st, err := c[0].Wait(r); err != nil || st != (pml.Status{Tag: 6, Count: 5}) {
+		t.Fatalf("Wait = %+v %v, want tag 6, count 5", st, err)
+	}
+	// It was not recycled: a receive takes a request of its own.
+	rr, err := c[0].Irecv(make([]byte, 8), 1, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr == a {
+		t.Fatal("the shared send was recycled into a receive")
+	}
+	c[1].Send([]byte("x"), 0, 9)
+	if _, err := c[0].Wait(rr); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		s   string
+		tag int
+	}{{"aa", 4}, {"bb", 4}, {"cc", 5}, {"ddd", 4}, {"eeeee", 6}} {
+		if got := recvString(t, c[1], 0, w.tag); got != w.s {
+			t.Fatalf("got %q, want %q", got, w.s)
+		}
+	}
+}

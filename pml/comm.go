@@ -23,6 +23,13 @@ type Comm struct {
 	g          *group
 	rank, size int
 	coll       *Comm // c on its collective context (Collectives)
+	// cx is ctx's matching state, looked up once: contexts are never
+	// replaced (engine.context).
+	cx *context
+	// sent is the request every eager Isend on c that left at once
+	// returns while its status fits (sharedSend): one shared, done request
+	// instead of one taken, set, released and recycled per message.
+	sent *Request
 }
 
 // ErrInvalid reports a bad argument (rank out of range, negative tag).
@@ -93,7 +100,16 @@ func (c *Comm) isend(buf []byte, dest, tag int, exchange bool) (*Request, error)
 	e.mu.Lock()
 	w := c.g.toWorld(dest)
 	if e.sendDirect(c.ctx, buf, w, tag) {
-		r := e.sentRequest(c.g, c.ctx, w, tag, len(buf))
+		// c's shared done send (sharedSend), written out here: as a
+		// function it does not inline.
+		r := c.sent
+		if r.holders != 0 && (r.status.Tag != tag || r.status.Count != len(buf)) {
+			r = c.ownSend(w, tag, len(buf))
+		} else {
+			r.status.Tag, r.status.Count = tag, len(buf)
+			r.holders++
+			r.released = false
+		}
 		e.mu.Unlock()
 		return r, nil
 	}
@@ -193,21 +209,34 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	}
 	e := c.e
 	e.mu.Lock()
-	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
+	w, cx := c.g.toWorld(source), c.cx
+	if w >= 0 && !cx.posted.Empty() && cx.unexpected.Empty() && !e.closed && e.async == nil && e.lostErr(w) == nil {
+		// irecv's common case in a window, written out here to save
+		// its call: behind a receive posted earlier (so not the fused
+		// path's), with nothing kept as unexpected, from a live peer.
+		r := e.newRequest(reqRecv, c.ctx, c.g, w, tag, buf)
+		r.src = -1
+		e.pendingRecvs++
+		cx.posted.PushBack(&r.link, r)
+		e.mu.Unlock()
+		return r, nil
+	}
+	r, err := e.irecv(c, buf, w, tag)
 	e.mu.Unlock()
 	return r, err
 }
 
-// irecv posts a receive from job rank source (or AnySource) on a
-// communicator of group g (lock held).
-func (e *engine) irecv(g *group, ctx uint32, buf []byte, source, tag int) (*Request, error) {
+// irecv posts a receive from job rank source (or AnySource) on c (lock
+// held).
+func (e *engine) irecv(c *Comm, buf []byte, source, tag int) (*Request, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: receive: %w", core.ErrClosed)
 	}
-	r := e.newRequest(reqRecv, ctx, g, source, tag, buf)
+	g := c.g
+	r := e.newRequest(reqRecv, c.ctx, g, source, tag, buf)
 	r.src = -1
 	e.pendingRecvs++
-	cx := e.context(ctx)
+	cx := c.cx
 	if source == AnySource {
 		// ULFM: a wildcard could be waiting for the lost peer, so until
 		// the loss is acknowledged it fails, even if a message of a live
@@ -279,7 +308,7 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 		spun = n
 	}
 	e.mu.Lock()
-	r, err := e.irecv(c.g, c.ctx, buf, c.g.toWorld(source), tag)
+	r, err := e.irecv(c, buf, c.g.toWorld(source), tag)
 	if err == nil && !r.done {
 		e.progress()
 	}

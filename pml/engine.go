@@ -300,6 +300,7 @@ type engine struct {
 		eagerSends, bytesSent, bytesRecv int64
 		fused                            int64 // receives the fused path completed
 		fusedSends                       int64 // sends the fused path wrote
+		fusedReleased                    int64 // of fused, those Waitall released at once (takeFastRun)
 		polls                            uint32
 	}
 }
@@ -327,6 +328,10 @@ func (e *engine) flushMetrics() {
 		e.m.fusedSends.Add(h.fusedSends)
 		h.fusedSends = 0
 	}
+	if h.fusedReleased != 0 {
+		e.m.fusedReleased.Add(h.fusedReleased)
+		h.fusedReleased = 0
+	}
 }
 
 type metrics struct {
@@ -335,7 +340,7 @@ type metrics struct {
 	unexpected, ooo, badFrames, stripes  *core.Counter
 	retries, peersLost, truncated        *core.Counter
 	policyDropped                        *core.Counter
-	fused, fusedSends                    *core.Counter
+	fused, fusedSends, fusedReleased     *core.Counter
 	declined                             *core.Counter
 }
 
@@ -347,7 +352,7 @@ func newMetrics(m *core.Metrics) metrics {
 		unexpected: c("unexpected"), ooo: c("out_of_order"), badFrames: c("bad_frames"), stripes: c("stripes"),
 		retries: c("resource_retries"), peersLost: c("peers_lost"), truncated: c("truncated"),
 		policyDropped: c("policy_decisions_dropped"), fused: c("fused_recvs"), fusedSends: c("fused_sends"),
-		declined: c("rdma_declined"),
+		fusedReleased: c("fused_released"), declined: c("rdma_declined"),
 	}
 }
 

@@ -235,9 +235,62 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 	return n, fastDone
 }
 
-// fastBatch bounds the frames waitFast delivers in one call, as the
-// modules bound theirs per Progress.
+// fastBatch bounds the frames waitFast and takeFastRun deliver in one
+// call, as the modules bound theirs per Progress.
 const fastBatch = 64
+
+// takeFastRun is waitFast for a Waitall whose requests from rs[i] on are
+// the receives first in line for one peer's frames, in order: a window
+// of Irecvs. It delivers the peer's next in-order EAGER frames into them
+// and releases each at once, as takeDoneRun would when the wait is over —
+// a receive that Waitall releases the moment it completes need not be
+// completed first (its status set, its done flag read back) and then
+// released; its status goes to sts[i] when sts is not nil. It stops, up
+// to a batch, at the first request it cannot so take — not a receive
+// posted for that peer, not the one the peer's next frame goes to (the
+// first posted receive that may match it, as waitFast chooses), or a
+// frame that is not there, not in order, of another tag or too long —
+// and returns its index for takeDoneRun and waitLive (lock held).
+func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
+	r := rs[i]
+	if r.e != e || !r.posted() || r.peer == AnySource {
+		return i
+	}
+	p := e.fastPeer(r.peer)
+	if p == nil {
+		return i
+	}
+	ctx := r.ctx
+	cx := e.context(ctx)
+	for end := min(len(rs), i+fastBatch); i < end; i++ {
+		q := rs[i]
+		if q == nil {
+			continue
+		}
+		// The first receive posted on ctx that may take p's frames is
+		// ours, posted (so without protocol state or references) and
+		// on ctx; a released one (freed while posted) is Wait's error.
+		if cx.firstFrom(p.rank) != q || q.released {
+			return i
+		}
+		htag, n, res := p.direct.RecvEager(ctx, p.esn, int32(q.tag), q.tag == AnyTag, q.buf)
+		if res != core.EagerTaken {
+			return i
+		}
+		cx.posted.Remove(&q.link)
+		e.pendingRecvs--
+		e.hot.bytesRecv += int64(n)
+		e.consumed(p, 0)
+		e.hot.fusedReleased++
+		if sts != nil {
+			sts[i] = Status{Source: q.g.toLocal(p.rank), Tag: int(htag), Count: n}
+		}
+		q.released = true // a handle used again is Wait's error
+		e.recycle(q)
+		rs[i] = nil
+	}
+	return i
+}
 
 // sendDirect sends buf to job rank dest as an EAGER frame on context ctx
 // by the fused send path — written straight into the peer's memory by

@@ -104,11 +104,10 @@ func isIdentity(w []int) bool {
 // newComm builds a communicator on ctx (lock held) with its view on the
 // collective context ctx+1.
 func (e *engine) newComm(ctx uint32, g *group, rank, size int) *Comm {
-	e.context(ctx)
-	e.context(ctx + 1)
-	c := &Comm{e: e, ctx: ctx, g: g, rank: rank, size: size}
-	c.coll = &Comm{e: e, ctx: ctx + 1, g: g, rank: rank, size: size}
+	c := &Comm{e: e, ctx: ctx, cx: e.context(ctx), g: g, rank: rank, size: size}
+	c.coll = &Comm{e: e, ctx: ctx + 1, cx: e.context(ctx + 1), g: g, rank: rank, size: size}
 	c.coll.coll = c.coll
+	c.sent, c.coll.sent = e.sharedSend(c), e.sharedSend(c.coll)
 	return c
 }
 

@@ -669,3 +669,43 @@ func TestALossOutsideACommunicatorConcernsNoWildcardOfIt(t *testing.T) {
 		return nil
 	})
 }
+
+// An Irecv from a lost peer fails at once also behind a receive posted
+// earlier (Irecv's inline case for a window must not post it, where it
+// would wait for ever).
+func TestAnIrecvBehindAPostedReceiveFailsForALostPeer(t *testing.T) {
+	w := newWorld(t, 3, oneRail, Options{FinalizeTimeout: 100 * time.Millisecond})
+	w.noFinalize = true
+	w.run(t, func(c *Comm) error {
+		switch c.Rank() {
+		case 0:
+			lost, _ := c.Irecv(make([]byte, 8), 1, 0)
+			from2, _ := c.Irecv(make([]byte, 8), 2, 7)
+			if err := c.Send(nil, 2, 1); err != nil { // tell rank 2 to drop 0-1
+				return err
+			}
+			if _, err := c.Wait(lost); !errors.Is(err, core.ErrPeerLost) {
+				return fmt.Errorf("receive from the lost peer: %v, want ErrPeerLost", err)
+			}
+			r, _ := c.Irecv(make([]byte, 8), 1, 0) // behind from2
+			if ok, _, err := c.Test(r); !ok || !errors.Is(err, core.ErrPeerLost) {
+				return fmt.Errorf("Irecv from the lost peer behind a posted receive: done %v, %v; want done, ErrPeerLost", ok, err)
+			}
+			if err := c.Send(nil, 2, 2); err != nil { // rank 2 may send now
+				return err
+			}
+			_, err := c.Wait(from2)
+			return err
+		case 2:
+			if _, err := c.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			w.f.Drop(0, 0, 1)
+			if _, err := c.Recv(nil, 0, 2); err != nil {
+				return err
+			}
+			return c.Send([]byte("ok"), 0, 7)
+		}
+		return nil
+	})
+}

@@ -37,7 +37,9 @@ const (
 // completion, by the all/any/some forms and by Free; a released request
 // must not be used again (it is recycled, as MPI sets a handle to
 // MPI_REQUEST_NULL). Any goroutine may wait on or test a request, but only
-// one at a time.
+// one at a time. Eager Isends that completed at once may return the same
+// request, shared (as Open MPI's ob1 returns ompi_request_empty for a
+// send that went inline): each handle is still waited for or freed once.
 type Request struct {
 	e    *engine
 	kind reqKind
@@ -57,6 +59,11 @@ type Request struct {
 
 	status Status
 	op     Op // reqOp: the operation, until it finishes
+
+	// shared marks a communicator's shared done send (sharedSend),
+	// which holders handles refer to; it is released when none does.
+	shared  bool
+	holders int
 
 	// Protocol state.
 	exchange bool // a send the peer answers with one of its own (IsendExchange)
@@ -134,7 +141,9 @@ func (e *engine) newRequest(kind reqKind, ctx uint32, g *group, peer, tag int, b
 // takeRequest returns a request from the free list, or a new one with a
 // slot in the table (lock held). A recycled request is as recycle left
 // it: this engine's (e), no stripe or queued frame pointing at it (refs
-// 0), no rendezvous state (x nil), off every list and without a buffer.
+// 0), no rendezvous state (x nil), off every list and without a buffer;
+// and never a communicator's shared done send, which its reference keeps
+// from being recycled (shared false, holders 0).
 func (e *engine) takeRequest() *Request {
 	if r := e.free.reqs.Take(); r != nil {
 		return r
@@ -163,6 +172,29 @@ func (e *engine) sentRequest(g *group, ctx uint32, dest, tag, n int) *Request {
 	r.op = nil
 	r.proto, r.total, r.accept, r.got, r.remote, r.exchange = 0, 0, 0, 0, 0, false
 	return r
+}
+
+// An eager send that has left already (Isend's fused path) can only be
+// waited for, tested or freed, and every such request reports the same
+// thing. So, as Open MPI's ob1 returns ompi_request_empty for a send that
+// went inline, a communicator hands out one shared done send (Comm.sent,
+// sharedSend) as long as its status fits: its tag and count, which it
+// takes on whenever no handle refers to it (holders 0). A window of 64
+// 8-byte Isends then takes, sets, releases and recycles no request.
+//
+// What a program sees is the same but for two things only a program
+// breaking Request's rules could notice: the Isends return the same
+// pointer, and using a released handle again while another still refers
+// to the shared request is not reported as ErrInvalid (it is once none
+// does, as for any request). Another tag or count while handles are out
+// takes a request of its own (ownSend).
+//
+// sharedSend makes c's shared done send (Comm.sent). It is in no table
+// (gen 0: no peer refers to it, no state report lists it), and its one
+// ref, c's, keeps it from ever being recycled.
+func (e *engine) sharedSend(c *Comm) *Request {
+	return &Request{e: e, kind: reqSend, done: true, released: true, shared: true, refs: 1,
+		ctx: c.ctx, g: c.g, peer: -1, status: Status{Source: c.rank}}
 }
 
 // lookup resolves a peer's reference to one of our requests. A stale or
@@ -205,6 +237,11 @@ func (e *engine) release(r *Request) {
 		e.recycle(r) // an eager message: recycleNow's last step alone
 		return
 	}
+	if r.shared {
+		r.holders--
+		r.released = r.holders == 0
+		return
+	}
 	e.maybeRecycle(r)
 }
 
@@ -241,4 +278,11 @@ func (e *engine) recycle(r *Request) {
 	r.buf = nil
 	r.gen++ // invalidate remote references at once
 	e.free.reqs.Put(r)
+}
+
+// ownSend is the request of an eager send on c to job rank dest that
+// has left already and that c's shared done send cannot stand for (lock
+// held); a call apart, so that Isend's common case keeps its registers.
+func (c *Comm) ownSend(dest, tag, n int) *Request {
+	return c.e.sentRequest(c.g, c.ctx, dest, tag, n)
 }

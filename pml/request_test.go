@@ -78,8 +78,10 @@ func TestNewRequestResetsEveryField(t *testing.T) {
 		junk(t, reflect.ValueOf(r).Elem())
 		// What recycle leaves: this engine's, no references, no
 		// rendezvous state, off every list, no buffer, the slot of the
-		// table it was given.
+		// table it was given, and not a shared done send (those are never
+		// recycled: the communicator's reference stays).
 		r.e, r.refs, r.x, r.link, r.buf, r.idx, r.gen = e, 0, nil, list.Link[Request]{}, nil, idx, 41
+		r.shared, r.holders = false, 0
 		e.free.reqs.Put(r)
 		got := c.make()
 		if got != r {

@@ -213,6 +213,10 @@ func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, op fm
 		// lock, not one wait each.
 		e.mu.Lock()
 		i = e.takeDoneRun(rs, sts, i, &first)
+		if i < len(rs) {
+			i = e.takeFastRun(rs, sts, i)
+			i = e.takeDoneRun(rs, sts, i, &first)
+		}
 		if live {
 			if i == len(rs) {
 				e.endRound(op)
@@ -281,6 +285,9 @@ func (e *engine) takeDoneRun(rs []*Request, sts []Status, i int, first *error) i
 		if r.refs == 0 && r.x == nil { // release's common case, without a call
 			r.released = true
 			e.recycle(r)
+		} else if r.shared { // a window of eager sends: release's shared case
+			r.holders--
+			r.released = r.holders == 0
 		} else {
 			e.release(r)
 		}
