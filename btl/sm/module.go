@@ -64,7 +64,7 @@ type Module struct {
 	free        []int32
 	inflight    [][]int32 // by destination, oldest first
 	inflightN   int
-	replenished uint64 // fragments taken back, and refusals sm cannot watch (peer.Replenished)
+	replenished uint64     // fragments taken back, and refusals sm cannot watch (peer.Replenished)
 	copyIn      copyChoice // copy_in = "auto": how fragments are written (copyin.go)
 
 	cma       cmaInfo
