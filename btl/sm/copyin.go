@@ -27,18 +27,24 @@ import (
 // It times a fragment only around a decision: the copySamples fragments
 // before a probe in the mode it uses and the copySamples fragments of the
 // probe in the other mode (two clock reads each, ~20 ns against 1-5 us a
-// copy); the fragments between go untimed. The gap between probes starts
-// at probeFragsMin fragments and doubles up to probeFragsMax while the
-// choice holds, so a probe of the slower mode (5 fragments up to ~4 us
-// slower each) costs a steady state well under 1 % of its copy time, and
-// a change of state is seen within probeFragsMax fragments (5-20 ms).
+// copy); the fragments between go untimed. A probe first writes as many
+// fragments as the segment has in the other mode untimed (settle): a
+// cached copy into a fragment last streamed, whose lines the receiver
+// then read from memory into its own cache, took 2.4-2.7 us in the shared
+// state against 1.3-1.5 for a fragment last cached, and with the
+// pipeline full every fragment of the segment comes round before one
+// comes back. The gap between probes starts at probeFragsMin fragments
+// and doubles up to probeFragsMax while the choice holds, so probing the
+// slower mode (37 fragments of 32 KiB up to ~4 us slower each) costs a
+// steady state under 1 % of its copy time, and a change of state is seen
+// within probeFragsMax fragments (20-80 ms).
 const (
 	copySamples   = 5
-	probeFragsMin = 64
-	probeFragsMax = 4096
+	probeFragsMin = 256
+	probeFragsMax = 16384
 	// streamGain: streaming is taken when the cached median exceeds the
-	// streamed one by more than half (the shared state's 1.0 against
-	// 1.2 us is far below, the unshared 3.5-5 against 1.2 far above).
+	// streamed one by more than half (the shared state's 1.0-1.5 against
+	// 1.2-1.4 us is far below, the unshared 3.5-5 against 1.2 far above).
 	streamGainNum, streamGainDen = 3, 2
 	// cacheGain: caching is taken back when the cached median is below
 	// 5/4 of the streamed one.
@@ -53,9 +59,10 @@ const (
 type copyPhase uint8
 
 const (
-	phaseQuiet copyPhase = iota // the chosen mode, untimed
-	phaseWarm                   // the chosen mode, timed: fresh samples to compare the probe with
-	phaseProbe                  // the other mode, timed
+	phaseQuiet  copyPhase = iota // the chosen mode, untimed
+	phaseWarm                    // the chosen mode, timed: fresh samples to compare the probe with
+	phaseSettle                  // the other mode, untimed: every fragment written in it once
+	phaseProbe                   // the other mode, timed
 )
 
 // copyChoice is the sender's choice between cached and streamed copy-in
@@ -66,6 +73,7 @@ type copyChoice struct {
 	phase  copyPhase
 	left   int // fragments left in the phase
 	gap    int // fragments of the next quiet phase
+	settle int // fragments of a settle phase: the segment's
 	// ps per byte of the last copySamples timed fragments, by mode
 	// (0: cached, 1: streamed), and where the next goes.
 	samples [2][copySamples]int64
@@ -75,9 +83,10 @@ type copyChoice struct {
 }
 
 // init starts with cached copies, timed at once, so that the first probe
-// of streaming comes after copySamples fragments.
-func (c *copyChoice) init() {
-	*c = copyChoice{phase: phaseWarm, left: copySamples, gap: probeFragsMin}
+// of streaming comes after copySamples fragments; frags is the segment's
+// fragments.
+func (c *copyChoice) init(frags int) {
+	*c = copyChoice{phase: phaseWarm, left: copySamples, gap: probeFragsMin, settle: frags}
 }
 
 // next is the mode of the next fragment, and whether to time it.
@@ -87,6 +96,8 @@ func (c *copyChoice) next() (stream, timed bool) {
 		return c.stream, false
 	case phaseWarm:
 		return c.stream, true
+	case phaseSettle:
+		return !c.stream, false
 	}
 	return !c.stream, true
 }
@@ -94,7 +105,7 @@ func (c *copyChoice) next() (stream, timed bool) {
 // done counts a fragment of n bytes written as next said; d is its copy's
 // time when next said to time it.
 func (c *copyChoice) done(d time.Duration, n int) {
-	if c.phase != phaseQuiet {
+	if c.phase == phaseWarm || c.phase == phaseProbe {
 		mode := c.stream != (c.phase == phaseProbe)
 		i := b2i(mode)
 		c.samples[i][c.at[i]] = int64(d) * 1000 / int64(max(n, 1))
@@ -107,6 +118,11 @@ func (c *copyChoice) done(d time.Duration, n int) {
 	case phaseQuiet:
 		c.phase, c.left = phaseWarm, copySamples
 	case phaseWarm:
+		c.phase, c.left = phaseSettle, c.settle
+		if c.left == 0 {
+			c.phase, c.left = phaseProbe, copySamples
+		}
+	case phaseSettle:
 		c.phase, c.left = phaseProbe, copySamples
 	case phaseProbe:
 		c.decide()

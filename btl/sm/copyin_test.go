@@ -12,17 +12,25 @@ import (
 const frag32 = 32 << 10
 
 // copyCost gives a fragment's copy time by mode and by the fragment's
-// number.
+// number. It is asked for every fragment, timed or not, so that it may
+// depend on the ones before.
 type copyCost func(stream bool, i int) time.Duration
+
+// segFrags is the default segment's fragments, which a probe writes
+// before it times.
+const segFrags = 32
+
+// probeFrags is what a probe writes in the mode not in use.
+const probeFrags = segFrags + copySamples
 
 // run feeds c n fragments of 32 KiB timed by cost, from fragment at on,
 // and returns how many it streamed.
 func run(c *copyChoice, at, n int, cost copyCost) (streamed int) {
 	for i := at; i < at+n; i++ {
 		stream, timed := c.next()
-		var d time.Duration
-		if timed {
-			d = cost(stream, i)
+		d := cost(stream, i)
+		if !timed {
+			d = 0
 		}
 		if stream {
 			streamed++
@@ -51,18 +59,18 @@ var (
 
 func newChoice() *copyChoice {
 	var c copyChoice
-	c.init()
+	c.init(segFrags)
 	return &c
 }
 
 func TestASlowCachedCopyInIsAbandonedAtTheFirstProbe(t *testing.T) {
 	c := newChoice()
-	run(c, 0, 2*copySamples, unsharedCache)
+	run(c, 0, copySamples+probeFrags, unsharedCache)
 	if !c.stream {
 		t.Fatalf("after %d cached copies of 4.5 us and %d streamed of 1.2 the sender still caches", copySamples, copySamples)
 	}
 	// and stays with it: the probes of caching find it slow again.
-	if s := run(c, 2*copySamples, 100_000, unsharedCache); c.switches != 1 || s < 99_000 {
+	if s := run(c, copySamples+probeFrags, 100_000, unsharedCache); c.switches != 1 || s < 99_000 {
 		t.Fatalf("streamed %d of 100,000 fragments, %d switches; want ~all and 1", s, c.switches)
 	}
 }
@@ -73,10 +81,10 @@ func TestAFastCachedCopyInIsKeptAndProbedRarely(t *testing.T) {
 	if c.stream || c.switches != 0 {
 		t.Fatalf("cached 1.0 us against streamed 1.2: switched %d times, streams now: %v", c.switches, c.stream)
 	}
-	// Probes of 5 fragments, 64 fragments apart at first, the gap doubling
-	// to 4096: 100,000 fragments hold fewer than 35 of them.
-	if c.probes > 35 || s != int(c.probes)*copySamples {
-		t.Fatalf("%d probes streamed %d fragments in 100,000; want under 35 probes of %d", c.probes, s, copySamples)
+	// Probes of 37 fragments, 512 fragments apart at first, the gap
+	// doubling to 16384: 100,000 fragments hold 12 of them at most.
+	if c.probes > 12 || s != int(c.probes)*probeFrags {
+		t.Fatalf("%d probes streamed %d fragments in 100,000; want at most 12 probes of %d", c.probes, s, probeFrags)
 	}
 	if c.gap != probeFragsMax {
 		t.Fatalf("the gap between probes is %d fragments, want it grown to %d", c.gap, probeFragsMax)
@@ -93,8 +101,8 @@ func TestTheCopyInChoiceHoldsInsideTheHysteresisBand(t *testing.T) {
 		t.Fatalf("caching, cached 1.4x streamed: switched %d times", c.switches)
 	}
 	c = newChoice()
-	run(c, 0, 2*copySamples, unsharedCache)
-	run(c, 2*copySamples, 10_000, band)
+	run(c, 0, copySamples+probeFrags, unsharedCache)
+	run(c, copySamples+probeFrags, 10_000, band)
 	if !c.stream || c.switches != 1 {
 		t.Fatalf("streaming, cached 1.4x streamed: %d switches, streams now: %v", c.switches, c.stream)
 	}
@@ -122,8 +130,8 @@ func TestInterruptedCopiesMoveNothing(t *testing.T) {
 		t.Fatalf("caching, interrupted cached copies: %d switches", c.switches)
 	}
 	c = newChoice()
-	run(c, 0, 2*copySamples, unsharedCache)
-	run(c, 2*copySamples, 50_000, hiccups(unsharedCache, true))
+	run(c, 0, copySamples+probeFrags, unsharedCache)
+	run(c, copySamples+probeFrags, 50_000, hiccups(unsharedCache, true))
 	if !c.stream || c.switches != 1 {
 		t.Fatalf("streaming, interrupted streamed copies: %d switches", c.switches)
 	}
@@ -134,17 +142,43 @@ func TestInterruptedCopiesMoveNothing(t *testing.T) {
 func TestTheCopyInChoiceFollowsTheHostsState(t *testing.T) {
 	c := newChoice()
 	run(c, 0, 50_000, sharedCache) // the gap grown to its longest
-	streamed := run(c, 50_000, probeFragsMax+2*copySamples, unsharedCache)
+	streamed := run(c, 50_000, probeFragsMax+copySamples+probeFrags, unsharedCache)
 	if !c.stream {
-		t.Fatalf("cores moved apart: still caching %d fragments later", probeFragsMax+2*copySamples)
+		t.Fatalf("cores moved apart: still caching %d fragments later", probeFragsMax+copySamples+probeFrags)
 	}
 	if c.switches != 1 || streamed == 0 {
 		t.Fatalf("cores moved apart: %d switches, %d fragments streamed", c.switches, streamed)
 	}
-	run(c, 60_000, 20_000, unsharedCache)
-	run(c, 80_000, probeFragsMax+2*copySamples, sharedCache)
+	run(c, 70_000, 50_000, unsharedCache)
+	run(c, 120_000, probeFragsMax+copySamples+probeFrags, sharedCache)
 	if c.stream || c.switches != 2 {
 		t.Fatalf("cores moved back: streams %v after %d switches", c.stream, c.switches)
+	}
+}
+
+// A cached copy into a fragment last streamed costs more than one into a
+// fragment last cached (the receiver took its lines from memory into its
+// own cache): the probe writes every fragment of the segment before it
+// times, so that this does not keep a sender streaming where caching is
+// faster.
+func TestACachedProbeAfterStreamingTimesCachedFragments(t *testing.T) {
+	var last [segFrags]bool // how each fragment was last written, in turn
+	shared := func(stream bool, i int) time.Duration {
+		prev := last[i%segFrags]
+		last[i%segFrags] = stream
+		switch {
+		case stream:
+			return 1200 * time.Nanosecond
+		case prev:
+			return 2500 * time.Nanosecond // over a fragment last streamed
+		}
+		return 1000 * time.Nanosecond
+	}
+	c := newChoice()
+	run(c, 0, copySamples+probeFrags, unsharedCache) // streaming now
+	run(c, copySamples+probeFrags, 4*probeFragsMin+copySamples+probeFrags, shared)
+	if c.stream || c.switches != 2 {
+		t.Fatalf("cores sharing a cache again: streams %v after %d switches", c.stream, c.switches)
 	}
 }
 
@@ -192,17 +226,18 @@ func TestAutoCopyInStreamsWhenCachedCopiesRunSlow(t *testing.T) {
 			mods[1].Progress()
 		}
 	}
-	for range 4 * copySamples {
+	first := copySamples + mods[0].cfg.frags + copySamples
+	for range first {
 		send()
 	}
 	if !mods[0].copyIn.stream || mods[0].st.copyStreamed == 0 {
-		t.Fatalf("cached copies 4.5 us, streamed 1.2: after %d fragments the module does not stream", 4*copySamples)
+		t.Fatalf("cached copies 4.5 us, streamed 1.2: after %d fragments the module does not stream", first)
 	}
 	allocs := testing.AllocsPerRun(200, func() {
 		send()
 		mods[1].Progress()
 	})
-	progressUntil(t, mods, func() bool { return got == 4*copySamples+201 })
+	progressUntil(t, mods, func() bool { return got == first+201 })
 	if bad {
 		t.Fatal("a fragment arrived corrupt")
 	}

@@ -197,7 +197,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		m.free = append(m.free, int32(i))
 	}
 	m.inflight = make([][]int32, m.size)
-	m.copyIn.init()
+	m.copyIn.init(cfg.frags)
 	m.coopFree = make([]int32, 0, coopRecs)
 	for i := coopRecs - 1; i >= 0; i-- {
 		m.coopFree = append(m.coopFree, int32(i))
