@@ -82,11 +82,12 @@ type copyChoice struct {
 	switches, probes uint64
 }
 
-// init starts with cached copies, timed at once, so that the first probe
-// of streaming comes after copySamples fragments; frags is the segment's
-// fragments.
+// init starts with cached copies, untimed until every fragment of the
+// segment (frags) has been written once: the first write of a fragment
+// takes its pages' faults, 4-5 us per 32 KiB where a warm one took 1, and
+// timed it had the first probe stream in either state.
 func (c *copyChoice) init(frags int) {
-	*c = copyChoice{phase: phaseWarm, left: copySamples, gap: probeFragsMin, settle: frags}
+	*c = copyChoice{phase: phaseQuiet, left: max(frags, 1), gap: probeFragsMin, settle: frags}
 }
 
 // next is the mode of the next fragment, and whether to time it.

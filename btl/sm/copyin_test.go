@@ -65,12 +65,12 @@ func newChoice() *copyChoice {
 
 func TestASlowCachedCopyInIsAbandonedAtTheFirstProbe(t *testing.T) {
 	c := newChoice()
-	run(c, 0, copySamples+probeFrags, unsharedCache)
+	run(c, 0, segFrags+copySamples+probeFrags, unsharedCache)
 	if !c.stream {
 		t.Fatalf("after %d cached copies of 4.5 us and %d streamed of 1.2 the sender still caches", copySamples, copySamples)
 	}
 	// and stays with it: the probes of caching find it slow again.
-	if s := run(c, copySamples+probeFrags, 100_000, unsharedCache); c.switches != 1 || s < 99_000 {
+	if s := run(c, segFrags+copySamples+probeFrags, 100_000, unsharedCache); c.switches != 1 || s < 99_000 {
 		t.Fatalf("streamed %d of 100,000 fragments, %d switches; want ~all and 1", s, c.switches)
 	}
 }
@@ -101,8 +101,8 @@ func TestTheCopyInChoiceHoldsInsideTheHysteresisBand(t *testing.T) {
 		t.Fatalf("caching, cached 1.4x streamed: switched %d times", c.switches)
 	}
 	c = newChoice()
-	run(c, 0, copySamples+probeFrags, unsharedCache)
-	run(c, copySamples+probeFrags, 10_000, band)
+	run(c, 0, segFrags+copySamples+probeFrags, unsharedCache)
+	run(c, segFrags+copySamples+probeFrags, 10_000, band)
 	if !c.stream || c.switches != 1 {
 		t.Fatalf("streaming, cached 1.4x streamed: %d switches, streams now: %v", c.switches, c.stream)
 	}
@@ -130,8 +130,8 @@ func TestInterruptedCopiesMoveNothing(t *testing.T) {
 		t.Fatalf("caching, interrupted cached copies: %d switches", c.switches)
 	}
 	c = newChoice()
-	run(c, 0, copySamples+probeFrags, unsharedCache)
-	run(c, copySamples+probeFrags, 50_000, hiccups(unsharedCache, true))
+	run(c, 0, segFrags+copySamples+probeFrags, unsharedCache)
+	run(c, segFrags+copySamples+probeFrags, 50_000, hiccups(unsharedCache, true))
 	if !c.stream || c.switches != 1 {
 		t.Fatalf("streaming, interrupted streamed copies: %d switches", c.switches)
 	}
@@ -156,6 +156,22 @@ func TestTheCopyInChoiceFollowsTheHostsState(t *testing.T) {
 	}
 }
 
+// The first write of each fragment takes its pages' faults: those are not
+// timed, so that a cold segment does not make the sender stream where
+// caching is faster.
+func TestTheFirstWritesOfTheSegmentAreNotTimed(t *testing.T) {
+	cold := func(stream bool, i int) time.Duration {
+		if i < segFrags {
+			return 4500 * time.Nanosecond
+		}
+		return sharedCache(stream, i)
+	}
+	c := newChoice()
+	if s := run(c, 0, 10_000, cold); s != int(c.probes)*probeFrags || c.switches != 0 {
+		t.Fatalf("a cold segment: %d switches, %d fragments streamed in %d probes", c.switches, s, c.probes)
+	}
+}
+
 // A cached copy into a fragment last streamed costs more than one into a
 // fragment last cached (the receiver took its lines from memory into its
 // own cache): the probe writes every fragment of the segment before it
@@ -175,8 +191,8 @@ func TestACachedProbeAfterStreamingTimesCachedFragments(t *testing.T) {
 		return 1000 * time.Nanosecond
 	}
 	c := newChoice()
-	run(c, 0, copySamples+probeFrags, unsharedCache) // streaming now
-	run(c, copySamples+probeFrags, 4*probeFragsMin+copySamples+probeFrags, shared)
+	run(c, 0, segFrags+copySamples+probeFrags, unsharedCache) // streaming now
+	run(c, segFrags+copySamples+probeFrags, 4*probeFragsMin+segFrags+copySamples+probeFrags, shared)
 	if c.stream || c.switches != 2 {
 		t.Fatalf("cores sharing a cache again: streams %v after %d switches", c.stream, c.switches)
 	}
@@ -226,7 +242,7 @@ func TestAutoCopyInStreamsWhenCachedCopiesRunSlow(t *testing.T) {
 			mods[1].Progress()
 		}
 	}
-	first := copySamples + mods[0].cfg.frags + copySamples
+	first := mods[0].cfg.frags + copySamples + mods[0].cfg.frags + copySamples
 	for range first {
 		send()
 	}
