@@ -43,7 +43,7 @@ var Params = []core.Param{
 	core.BTLParam("rndv_eager_limit", "0").WithRange("", "64MiB"),
 	{Name: "fragments", Type: core.ParamInt, Default: "32", Min: "2", Max: "65536",
 		Doc: "send fragments in a rank's segment, shared by all destinations"},
-	{Name: "copy_in", Type: core.ParamString, Default: copyInAuto, Enum: []string{copyInCache, copyInStream, copyInAuto},
+	{Name: "copy_in", Type: core.ParamString, Default: copyInCache, Enum: []string{copyInCache, copyInStream, copyInAuto},
 		Doc: "how the copy pipeline's sender writes a fragment: cache (REP MOVSB through the caches, the receiver reads from the sender's cache) or stream " +
 			"(non-temporal stores to memory, the receiver reads from memory: no line is taken from the receiver's cache, which costs most when the two cores share no cache; where they share one, cache is faster — osu bw over sm.hcl on an idle 2-core VM, 10 alternating pairs: 1 MiB 13.3 against 8.0 GB/s, 64 KiB 9.9 against 6.6) or auto " +
 			"(the sender times its own copies and streams while streamed ones take at most 2/3 of cached ones, caching again below 5/4, medians of 5 fragments, probing the other mode every 256-16384 fragments after writing the seg.s fragments in it once; copyin.go)"},
