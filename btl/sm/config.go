@@ -46,7 +46,7 @@ var Params = []core.Param{
 	{Name: "copy_in", Type: core.ParamString, Default: copyInCache, Enum: []string{copyInCache, copyInStream, copyInAuto},
 		Doc: "how the copy pipeline's sender writes a fragment: cache (REP MOVSB through the caches, the receiver reads from the sender's cache) or stream " +
 			"(non-temporal stores to memory, the receiver reads from memory: no line is taken from the receiver's cache, which costs most when the two cores share no cache; where they share one, cache is faster — osu bw over sm.hcl on an idle 2-core VM, 10 alternating pairs: 1 MiB 13.3 against 8.0 GB/s, 64 KiB 9.9 against 6.6) or auto " +
-			"(the sender times its own copies and streams while streamed ones take at most 2/3 of cached ones, caching again below 5/4, medians of 5 fragments, probing the other mode every 256-16384 fragments after writing the seg.s fragments in it once; copyin.go)"},
+			"(the sender times its own copies and streams while streamed ones take at most 2/3 of cached ones, caching again below 5/4, medians of 5 fragments, probing the other mode every 256-16384 fragments after writing every fragment of the segment in it once; copyin.go). auto is not the default: under load it measured no better than both (its stage times per fragment are in copyin.go)"},
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
