@@ -38,6 +38,26 @@ import (
 // slower mode (37 fragments of 32 KiB up to ~4 us slower each) costs a
 // steady state under 1 % of its copy time, and a change of state is seen
 // within probeFragsMax fragments (20-80 ms).
+// Measured (p9-copyin, osu bw 64 KiB over sm.hcl, a build that timed
+// every 32 KiB fragment: the sender's copy-in, the receiver's deliver with
+// its copy-out; medians over runs, load 7-12, c2c before each run):
+//
+//	                          copy-in   deliver   auto streamed
+//	shared (80-100 ns)  cache  1.35 us   1.21 us
+//	                    stream 1.27      2.54
+//	                    auto   1.51/1.30 1.28      15 % of fragments
+//	unshared (180-260)  cache  5.21      2.95
+//	                    stream 1.30      2.56
+//	                    auto   2.26/1.30 2.03      46 %
+//
+// So the slower stage is the receiver's when streaming shares a cache
+// (memory against the shared cache) and the sender's when caching does
+// not; the sender's own times, with the margins below, pick the faster
+// pipeline in both. Over 30 rotations of the three (bw at load ~10,
+// 0.1-12 GB/s) auto was faster than cache in 18 and than stream in 18
+// (shared state: 14 and 13 of 18), but over 8 rotations of 64 KiB, 1 MiB
+// and 4 MiB it was not (against cache 4, 4, 5 of 8; stream 4, 2, 3): not
+// the default until a quiet machine says so.
 const (
 	copySamples   = 5
 	probeFragsMin = 256
