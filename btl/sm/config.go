@@ -11,6 +11,7 @@ import (
 const (
 	copyInCache  = "cache"
 	copyInStream = "stream"
+	copyInAuto   = "auto" // the faster of the two while the job runs (copyin.go)
 )
 
 // Single-copy mechanisms (the single_copy parameter).
@@ -42,9 +43,10 @@ var Params = []core.Param{
 	core.BTLParam("rndv_eager_limit", "0").WithRange("", "64MiB"),
 	{Name: "fragments", Type: core.ParamInt, Default: "32", Min: "2", Max: "65536",
 		Doc: "send fragments in a rank's segment, shared by all destinations"},
-	{Name: "copy_in", Type: core.ParamString, Default: copyInCache, Enum: []string{copyInCache, copyInStream},
+	{Name: "copy_in", Type: core.ParamString, Default: copyInCache, Enum: []string{copyInCache, copyInStream, copyInAuto},
 		Doc: "how the copy pipeline's sender writes a fragment: cache (REP MOVSB through the caches, the receiver reads from the sender's cache) or stream " +
-			"(non-temporal stores to memory, the receiver reads from memory: no line is taken from the receiver's cache, which costs most when the two cores share no cache; where they share one, cache is faster — osu bw over sm.hcl on an idle 2-core VM, 10 alternating pairs: 1 MiB 13.3 against 8.0 GB/s, 64 KiB 9.9 against 6.6)"},
+			"(non-temporal stores to memory, the receiver reads from memory: no line is taken from the receiver's cache, which costs most when the two cores share no cache; where they share one, cache is faster — osu bw over sm.hcl on an idle 2-core VM, 10 alternating pairs: 1 MiB 13.3 against 8.0 GB/s, 64 KiB 9.9 against 6.6) or auto " +
+			"(the sender times its own copies and streams while streamed ones take at most 2/3 of cached ones, caching again below 5/4, medians of 5 fragments, probing the other mode every 256-16384 fragments after writing every fragment of the segment in it once; copyin.go). auto is not the default: under load it measured no better than both (its stage times per fragment are in copyin.go)"},
 	{Name: "single_copy", Type: core.ParamString, Default: singleCopyAuto,
 		Enum: []string{singleCopyAuto, singleCopyCMA, singleCopyNone},
 		Doc:  "single-copy mechanism for RDMA: cma (process_vm_readv/writev), none (no RDMA; the PML pipelines through fragments) or auto (cma when the host allows it)"},
@@ -85,6 +87,7 @@ type config struct {
 	singleCopy   string
 	helper       bool       // single_copy_helper
 	stream       bool       // copy_in = "stream"
+	autoCopy     bool       // copy_in = "auto"
 	attrs        core.Attrs // the shared limits and performance model, RDMAMin and RDMAMax
 	mechDefault  bool       // attrs.Mech is sm's default table (no mechanism blocks, no window)
 	liveness     time.Duration
@@ -113,6 +116,7 @@ func configFrom(p core.Params) (config, error) {
 		singleCopy:   p.String("single_copy"),
 		helper:       p.Bool("single_copy_helper"),
 		stream:       p.String("copy_in") == copyInStream,
+		autoCopy:     p.String("copy_in") == copyInAuto && canStream,
 		attrs:        attrs,
 		liveness:     p.Duration("liveness_interval"),
 		closeTimeout: p.Duration("close_timeout"),

@@ -64,7 +64,8 @@ type Module struct {
 	free        []int32
 	inflight    [][]int32 // by destination, oldest first
 	inflightN   int
-	replenished uint64 // fragments taken back, and refusals sm cannot watch (peer.Replenished)
+	replenished uint64     // fragments taken back, and refusals sm cannot watch (peer.Replenished)
+	copyIn      copyChoice // copy_in = "auto": how fragments are written (copyin.go)
 
 	cma       cmaInfo
 	pid       int
@@ -196,6 +197,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		m.free = append(m.free, int32(i))
 	}
 	m.inflight = make([][]int32, m.size)
+	m.copyIn.init(cfg.frags)
 	m.coopFree = make([]int32, 0, coopRecs)
 	for i := coopRecs - 1; i >= 0; i-- {
 		m.coopFree = append(m.coopFree, int32(i))

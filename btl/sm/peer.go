@@ -171,7 +171,11 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	b := m.seg.mem[off+fragHdr+pad : off+fragHdr+pad+n]
 	h.Encode(b)
 	k := copy(b[core.HeaderSize:], pre)
-	copyOut(b[core.HeaderSize+k:], data, m.cfg.stream)
+	if dst := b[core.HeaderSize+k:]; m.cfg.autoCopy && len(data) >= copyTimedMin {
+		m.copyInChosen(dst, data)
+	} else {
+		copyOut(dst, data, m.cfg.stream)
+	}
 	*m.seg.u32(off + fragOffSeq) = p.seq
 	*m.seg.u32(off + fragOffLen) = uint32(n)
 	*m.seg.u32(off + fragOffFrame) = uint32(pad)

@@ -11,15 +11,16 @@ type stats struct {
 	cmaGets, cmaPuts, cmaBytes        uint64
 	cmaHelpBytes                      uint64 // written for a peer's cma read (coop.go)
 	badFrames, peersLost              uint64
-	published                         [12]uint64
-	counters                          [12]*core.Counter
+	copyStreamed, copySwitches        uint64 // copy_in = "auto": fragments streamed, changes of mode (copyin.go)
+	published                         [14]uint64
+	counters                          [14]*core.Counter
 }
 
-var statNames = [12]string{
+var statNames = [14]string{
 	"fastbox_sends", "fastbox_recvs", "fastbox_full",
 	"fifo_sends", "fifo_recvs", "no_resources",
 	"cma_gets", "cma_puts", "cma_bytes", "cma_help_bytes",
-	"bad_frames", "peers_lost",
+	"bad_frames", "peers_lost", "copy_in_streamed", "copy_in_switches",
 }
 
 func (s *stats) init(m *core.Metrics, instance string) {
@@ -31,9 +32,9 @@ func (s *stats) init(m *core.Metrics, instance string) {
 	}
 }
 
-func (s *stats) values() [12]uint64 {
-	return [12]uint64{s.fboxSends, s.fboxRecvs, s.fboxFull, s.fragSends, s.fifoRecvs, s.noResources,
-		s.cmaGets, s.cmaPuts, s.cmaBytes, s.cmaHelpBytes, s.badFrames, s.peersLost}
+func (s *stats) values() [14]uint64 {
+	return [14]uint64{s.fboxSends, s.fboxRecvs, s.fboxFull, s.fragSends, s.fifoRecvs, s.noResources,
+		s.cmaGets, s.cmaPuts, s.cmaBytes, s.cmaHelpBytes, s.badFrames, s.peersLost, s.copyStreamed, s.copySwitches}
 }
 
 // flush adds what changed since the last flush to the metrics.
