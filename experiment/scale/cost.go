@@ -149,7 +149,7 @@ func (x *exp) costOne(p string, n int) costRun {
 		if st != nil {
 			r.CPU = st.UserTime() + st.SystemTime()
 			if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-				r.RSS = ru.Maxrss * 1024
+				r.RSS = int64(ru.Maxrss) * 1024
 			}
 		}
 		if err != nil {
@@ -179,7 +179,7 @@ func (x *exp) costOne(p string, n int) costRun {
 		res = *got
 		var ru syscall.Rusage
 		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-			r.RSS = ru.Maxrss * 1024
+			r.RSS = int64(ru.Maxrss) * 1024
 		}
 	}
 	r.Virtual, r.Events = res.VirtualTime, res.Events

@@ -273,7 +273,9 @@ func (l *link) flush(now int64) {
 				if len(b) == 0 {
 					return
 				}
-				iov = append(iov, unix.Iovec{Base: &b[0], Len: uint64(len(b))})
+				v := unix.Iovec{Base: &b[0]}
+				v.SetLen(len(b)) // Len is 32 bits wide on 32-bit systems
+				iov = append(iov, v)
 				want += len(b)
 			}
 			add(it.head[:it.headLen])
