@@ -22,10 +22,8 @@
 // policy that has settled says which events would change nothing
 // (core.FlowQuiet, with the answer to a batch); the host keeps those from
 // the plugin until another event comes, so a settled policy costs no round
-// trip however long the run. The engine's answers to its proposals
-// (core.FlowQuota) wait for the next other event and go with it, not in a
-// round trip of their own (extoll_dynamic on two ranks: about 20 events
-// and 9-11 round trips per rank per run instead of 3,700 and 300).
+// trip however long the run (extoll_dynamic on two ranks: about 20 events
+// and 15 round trips per rank per run instead of 3,700 and 300).
 //
 // Crash safety. The plugin answers every batch; a batch unanswered past
 // Options.Deadline, a broken stream or an exited process (SIGKILL, a

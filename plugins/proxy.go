@@ -116,13 +116,6 @@ type proxy[E, D any] struct {
 	// such statements.
 	still    []E
 	stillOps *stillOps[E, D]
-	// news counts the pending events that are not answers (stillOps.
-	// answer): a pending batch of answers alone waits for news, up to
-	// maxLinger, and holding says the sender is waiting so. flush (sync)
-	// sends what is pending without waiting.
-	news    int
-	holding atomic.Bool
-	flush   atomic.Bool
 
 	// Receiver to caller.
 	dmu   sync.Mutex
@@ -146,15 +139,7 @@ type proxy[E, D any] struct {
 // in its policy (core.FlowQuiet): the decisions made so far stand while
 // only such events happen, so the host keeps them from the plugin — a
 // settled policy then costs no round trip, however long the run.
-//
-// answer marks the events that only answer the policy's own proposals
-// (core.FlowQuota: the engine applied or clamped a FlowSetQuota). Sent
-// alone they cost a round trip per batch of decisions and bring no news,
-// so they wait for the next other event and go with it, in order, as a
-// built-in policy sees them (or go after maxLinger): a policy moving quota
-// then costs one round trip per monitoring point instead of two.
 type stillOps[E, D any] struct {
-	answer func(e *E) bool
 	// template gives the event a decision states changes nothing, if it
 	// is such a statement.
 	template func(d *D) (E, bool)
@@ -162,10 +147,8 @@ type stillOps[E, D any] struct {
 	matches func(template, e *E) bool
 }
 
-// flowStill: extoll_dynamic's settled monitoring points, and the engine's
-// answers to quota proposals.
+// flowStill: extoll_dynamic's settled monitoring points.
 var flowStill = &stillOps[core.FlowEvent, core.FlowDecision]{
-	answer: func(e *core.FlowEvent) bool { return e.Kind == core.FlowQuota },
 	template: func(d *core.FlowDecision) (core.FlowEvent, bool) {
 		return core.FlowEvent{Kind: core.FlowMonitor, Peer: d.Peer, Quota: int32(d.Value)}, d.Kind == core.FlowQuiet
 	},
@@ -257,20 +240,11 @@ func (p *proxy[E, D]) Observe(events []E, out []D) []D {
 			p.dropped += int64(len(events))
 		default:
 			p.pend = append(p.pend, events...)
-			if p.stillOps != nil {
-				for i := range events {
-					if !p.stillOps.answer(&events[i]) {
-						p.news++
-					}
-				}
-			}
 		}
-		// Wake the sender only when it will send (see sendLoop), or when
-		// news ends its wait with answers alone; else the answer in flight
-		// wakes it. A wake-up is a futex call and a thread the ranks'
-		// cores could have used.
-		send := len(events) > 0 && (len(p.pend) >= fullBatch ||
-			p.lastSeq == p.ackedSeq.Load() && (!p.lingering.Load() || p.holding.Load() && p.news > 0))
+		// Wake the sender only when it will send (see sendLoop); else the
+		// answer in flight wakes it. A wake-up is a futex call and a
+		// thread the ranks' cores could have used.
+		send := len(events) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == p.ackedSeq.Load() && !p.lingering.Load())
 		p.mu.Unlock()
 		if send {
 			select {
@@ -340,7 +314,6 @@ func (p *proxy[E, D]) setStill(ack uint64, still []E) {
 	}
 	p.stats.stilled.Add(int64(len(p.pend)))
 	p.pend = p.pend[:0]
-	p.news = 0
 	p.still = append(p.still, still...)
 }
 
@@ -362,7 +335,7 @@ func (p *proxy[E, D]) sendLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastDropped int64
-	var lastDropLog, lastSmall, heldSince time.Time
+	var lastDropLog, lastSmall time.Time
 	for {
 		acked := p.ackedSeq.Load()
 		p.mu.Lock()
@@ -396,24 +369,11 @@ func (p *proxy[E, D]) sendLoop() {
 		if q := p.quiet.Load(); len(p.pend) > 0 && len(p.pend) < fullBatch && q > 0 {
 			lingerLeft = min(linger<<min(q-1, 3), maxLinger) - time.Since(lastSmall)
 		}
-		// Answers alone wait for news (stillOps.answer), from when the
-		// sender first found them waiting.
-		holding := p.news == 0 && len(p.pend) > 0 && len(p.pend) < fullBatch && p.stillOps != nil && !p.flush.Load()
-		if !holding {
-			heldSince = time.Time{}
-		} else {
-			if heldSince.IsZero() {
-				heldSince = time.Now()
-			}
-			lingerLeft = max(lingerLeft, maxLinger-time.Since(heldSince))
-		}
 		if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && lingerLeft <= 0) {
 			if len(p.pend) < fullBatch {
 				lastSmall = time.Now()
 			}
 			batch = p.pend
-			p.news, heldSince = 0, time.Time{}
-			p.flush.Store(false)
 			if k := len(p.free); k > 0 {
 				p.pend = p.free[k-1]
 				p.free = p.free[:k-1]
@@ -458,11 +418,9 @@ func (p *proxy[E, D]) sendLoop() {
 			}
 			wait = p.deadline - age
 		} else if lingerLeft > 0 {
-			// A small batch waits out its linger; Observe need not wake us,
-			// but for news when answers alone wait.
+			// A small batch waits out its linger; Observe need not wake us.
 			wait = lingerLeft
 			p.lingering.Store(true)
-			p.holding.Store(holding)
 		}
 		if wait >= 0 {
 			timer.Reset(wait)
@@ -475,7 +433,6 @@ func (p *proxy[E, D]) sendLoop() {
 			return
 		}
 		p.lingering.Store(false)
-		p.holding.Store(false)
 		timer.Stop()
 	}
 }
@@ -622,7 +579,6 @@ func (p *proxy[E, D]) sync(ctx context.Context) error {
 	target := p.lastSeq
 	if len(p.pend) > 0 {
 		target++ // the pending events go out as the next batch
-		p.flush.Store(true)
 	}
 	p.mu.Unlock()
 	select {

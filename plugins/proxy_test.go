@@ -2,7 +2,6 @@ package plugins
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,99 +153,5 @@ func TestTheReplayToTheFallbackIsBoundedAndInOrder(t *testing.T) {
 		if got[i] <= got[i-1] {
 			t.Fatalf("replay out of order at %d: %d after %d", i, got[i], got[i-1])
 		}
-	}
-}
-
-// recLink records every batch and answers it at once with no decision.
-type recLink struct {
-	mu      sync.Mutex
-	batches [][]core.FlowEvent
-	acks    chan uint64
-	fail    chan error
-}
-
-func (l *recLink) send(seq uint64, es []core.FlowEvent) error {
-	l.mu.Lock()
-	l.batches = append(l.batches, append([]core.FlowEvent(nil), es...))
-	l.mu.Unlock()
-	l.acks <- seq
-	return nil
-}
-
-func (l *recLink) recv(dst []core.FlowDecision) (uint64, []core.FlowDecision, error) {
-	select {
-	case a := <-l.acks:
-		return a, dst, nil
-	case err := <-l.fail:
-		return 0, dst, err
-	}
-}
-
-func (l *recLink) closeSend() {}
-
-// reset forgets the batches sent so far.
-func (l *recLink) reset() {
-	l.mu.Lock()
-	l.batches = nil
-	l.mu.Unlock()
-}
-
-func (l *recLink) sent() [][]core.FlowEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([][]core.FlowEvent(nil), l.batches...)
-}
-
-// The engine's answers to a policy's quota proposals (core.FlowQuota)
-// bring the policy no news: sent alone they cost a plugin round trip per
-// batch of decisions. They wait for the next other event and go with it,
-// before it, as a built-in policy would see them; with none coming they
-// go after maxLinger.
-func TestAnswersAloneWaitForTheNextEvent(t *testing.T) {
-	l := &recLink{acks: make(chan uint64, maxInflight), fail: make(chan error, 1)}
-	px := newProxy[core.FlowEvent, core.FlowDecision]("test policy", zerolog.Nop(), time.Hour, false, l, newProxyStats(nil, "t"))
-	px.stillOps = flowStill
-	px.run()
-	defer func() { px.close(); l.fail <- errors.New("closed"); px.wait() }()
-
-	answer := core.FlowEvent{Kind: core.FlowQuota, Peer: 1, Quota: 9}
-	point := core.FlowEvent{Kind: core.FlowMonitor, Peer: 1, Quota: 9}
-	// Whether the answer was held can only be seen before maxLinger is
-	// over; a loaded machine may oversleep it, and then the answer has
-	// rightly gone alone: that try proves nothing, and another is made.
-	held := false
-	for try := 0; try < 20 && !held; try++ {
-		start := time.Now()
-		px.Observe([]core.FlowEvent{answer}, nil)
-		time.Sleep(maxLinger / 4)
-		b := l.sent()
-		if time.Since(start) >= maxLinger {
-			waitFor(t, "the lone answer", 10*time.Second, func() bool { return len(l.sent()) > 0 })
-			l.reset()
-			continue
-		}
-		if len(b) != 0 {
-			t.Fatalf("answers alone went as a batch of their own: %+v", b)
-		}
-		held = true
-	}
-	if !held {
-		t.Fatalf("in 20 tries, never looked before maxLinger (%v) was over: the machine is too loaded for this test", maxLinger)
-	}
-	px.Observe([]core.FlowEvent{point}, nil)
-	waitFor(t, "the point's batch", 10*time.Second, func() bool { return len(l.sent()) > 0 })
-	if b := l.sent(); len(b) != 1 || len(b[0]) != 2 || b[0][0] != answer || b[0][1] != point {
-		t.Fatalf("batches %+v, want one: the answer, then the point", b)
-	}
-
-	// With no event after them, answers still go, after maxLinger.
-	start := time.Now()
-	px.Observe([]core.FlowEvent{answer}, nil)
-	waitFor(t, "the lone answer", 10*time.Second, func() bool { return len(l.sent()) > 1 })
-	if b := l.sent(); len(b) != 2 || len(b[1]) != 1 || b[1][0] != answer {
-		t.Fatalf("batches %+v, want the lone answer second", b)
-	}
-	if d := time.Since(start); d < maxLinger {
-		t.Fatalf("the lone answer went after %v, before maxLinger (%v)", d, maxLinger)
 	}
 }
