@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,54 @@ func TestAGroupFenceFailsWhenAMemberCloses(t *testing.T) {
 	if err := <-done; !errors.Is(err, core.ErrPeerLost) {
 		t.Fatalf("fence after a member closed: %v", err)
 	}
+}
+
+// A rank that calls Fence again while it is in the fence gets an error
+// at once, and the fence still waits for the others: counted twice, the
+// two calls of rank 0 would complete the round without rank 1 (or leave
+// one of them alone in the next round, forever — btl/ib's test did so).
+func TestARankInAFenceTwiceIsAnErrorNotASecondArrival(t *testing.T) {
+	bs := boot.Group(2, "g-twice")
+	first := make(chan error, 1)
+	go func() { first <- bs[0].Fence(t.Context()) }()
+	// The second call may come before the first is in: then it is the
+	// one that waits, and the first gets the error.
+	second := make(chan error, 1)
+	go func() { second <- bs[0].Fence(t.Context()) }()
+	var err error
+	select {
+	case err = <-first:
+	case err = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("neither of rank 0's two calls returned")
+	}
+	if err == nil || !strings.Contains(err.Error(), "already in this fence") {
+		t.Fatalf("rank 0's second call while in the fence: %v", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("rank 0 left the fence without rank 1: %v", err)
+	case err := <-second:
+		t.Fatalf("rank 0 left the fence without rank 1: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := bs[1].Fence(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("rank 0 still waits after rank 1 came")
+	}
+	// The next round is whole: both ranks, once each.
+	exchange(t, bs)
 }
 
 func dialAll(t *testing.T, n int, job string) (*launch.Server, []core.Bootstrap) {

@@ -22,7 +22,7 @@ func Group(n int, jobID string) []core.Bootstrap {
 // it to make one process look like a job across hosts.
 func GroupOn(jobID string, nodes core.NodeMap) []core.Bootstrap {
 	n := len(nodes)
-	g := &group{size: n, job: jobID, nodes: nodes, key: core.NewJobKey(), kv: make([]map[string][]byte, n), round: &round{done: make(chan struct{})}}
+	g := &group{size: n, job: jobID, nodes: nodes, key: core.NewJobKey(), kv: make([]map[string][]byte, n), in: make([]bool, n), round: &round{done: make(chan struct{})}}
 	out := make([]core.Bootstrap, n)
 	for r := range n {
 		g.kv[r] = map[string][]byte{}
@@ -40,7 +40,8 @@ type group struct {
 	mu      sync.Mutex
 	kv      []map[string][]byte // visible after a fence
 	staged  []stagedPut         // put since the last fence
-	arrived int
+	in      []bool              // the ranks in the current fence
+	arrived int                 // how many of in are true
 	round   *round
 	failed  error
 }
@@ -99,13 +100,23 @@ func (m *member) Fence(ctx context.Context) error {
 		g.mu.Unlock()
 		return g.failed
 	}
+	// A fence counts ranks, not calls: a rank's second call while it is
+	// in the fence is a mistake, and counted it would complete the round
+	// without another rank — or leave a call alone in the next round,
+	// waiting forever.
+	if g.in[m.rank] {
+		g.mu.Unlock()
+		return fmt.Errorf("boot: rank %d is already in this fence: a rank enters each fence once", m.rank)
+	}
 	r := g.round
+	g.in[m.rank] = true
 	g.arrived++
 	if g.arrived == g.size {
 		for _, p := range g.staged {
 			g.kv[p.rank][p.key] = p.value
 		}
 		g.staged, g.arrived = nil, 0
+		clear(g.in)
 		g.round = &round{done: make(chan struct{})}
 		close(r.done)
 		g.mu.Unlock()

@@ -2,6 +2,7 @@ package ib
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
 
 func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
@@ -78,10 +80,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 			}
 		}
 	}
-	for _, b := range boots {
-		go b.Fence(t.Context())
-	}
-	boots[0].Fence(t.Context())
+	fence(boots)
 	if len(mods[0]) != 3 {
 		t.Fatalf("%d modules, want rail0 + two paths of rail1", len(mods[0]))
 	}
@@ -105,17 +104,11 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 		got := 0
 		mods[1][i].Register(testType, func(*core.Header, []byte) { got++ })
 		e, _ := mods[0][i].Endpoint(1)
-		for sent := false; got == 0; {
-			if !sent {
-				err := e.Send(core.Header{Type: testType, Src: 0}, nil, []byte("hello"), 0)
-				if err != nil && !errors.Is(err, core.ErrNoResources) {
-					t.Fatal(err)
-				}
-				sent = err == nil
-			}
-			mods[0][i].Progress()
-			mods[1][i].Progress()
-		}
+		both := func() int { return mods[0][i].Progress() + mods[1][i].Progress() }
+		retry(t, fmt.Sprintf("module %d's hello", i), func() error {
+			return e.Send(core.Header{Type: testType, Src: 0}, nil, []byte("hello"), 0)
+		}, both)
+		mptest.Until(t, fmt.Sprintf("module %d's hello", i), 20*time.Second, func() bool { return got > 0 }, both)
 	}
 	// A key from one module of a device works on another: one PD.
 	buf := make([]byte, 4096)
@@ -130,9 +123,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 	if err := e.(core.RDMA).Put(&core.RDMAOp{Local: src, Region: lr, Remote: rg.Key(), Done: d}); err != nil {
 		t.Fatal(err) // connected by the hello above
 	}
-	for d.n == 0 {
-		mods[0][2].Progress()
-	}
+	mptest.Until(t, "the put", 20*time.Second, func() bool { return d.n > 0 }, mods[0][2].Progress)
 	mods[1][2].Progress()
 	if len(d.errs) > 0 || buf[100] != src[100] {
 		t.Fatalf("put across modules of a device: %v", d.errs)
@@ -151,16 +142,9 @@ func TestASharedQueueGrowsOnItsLimitEvent(t *testing.T) {
 	// Rank 1 does not progress: its device goroutine consumes buffers and
 	// the SRQ runs below its limit.
 	for i := 0; i < n; i++ {
-		for {
-			err := j.ep(0, 1).Send(core.Header{Type: testType, Tag: int32(i)}, nil, make([]byte, 1000), 0)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, core.ErrNoResources) {
-				t.Fatal(err)
-			}
-			j.mods[0].Progress()
-		}
+		retry(t, fmt.Sprintf("frame %d", i), func() error {
+			return j.ep(0, 1).Send(core.Header{Type: testType, Tag: int32(i)}, nil, make([]byte, 1000), 0)
+		}, j.mods[0].Progress)
 		j.mods[0].Progress()
 	}
 	j.until("every frame", func() bool { return len(j.got[1]) == n })

@@ -182,16 +182,26 @@ func (j *job) ep(from, to int) *endpoint {
 // send retries on ErrNoResources, progressing every rank in between.
 func (j *job) send(from, to int, h core.Header, data []byte) {
 	j.t.Helper()
+	retry(j.t, fmt.Sprintf("send %d bytes %d→%d", len(data), from, to), func() error {
+		return j.ep(from, to).Send(h, nil, data, 0)
+	}, j.progress)
+}
+
+// retry calls op until it is not refused for resources, calling
+// progress in between. Another error fails the test at once, and so does
+// a refusal that lasts 20 s: a test never waits without bound.
+func retry(t tb, what string, op func() error, progress func() int) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := j.ep(from, to).Send(h, nil, data, 0)
+		err := op()
 		if err == nil {
 			return
 		}
 		if !errors.Is(err, core.ErrNoResources) || time.Now().After(deadline) {
-			j.t.Fatalf("send %d bytes %d→%d: %v", len(data), from, to, err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		j.progress()
+		progress()
 	}
 }
 

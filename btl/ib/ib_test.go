@@ -168,16 +168,7 @@ func TestPutAndGetThroughTheRegistrationCache(t *testing.T) {
 	e := j.ep(0, 1)
 	d := &doneRec{}
 	put := &core.RDMAOp{Local: local[1000:500000], Region: lr, Remote: rr.Key(), Offset: 77, Done: d}
-	for {
-		err := e.Put(put)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, core.ErrNoResources) {
-			t.Fatal(err)
-		}
-		j.progress()
-	}
+	retry(t, "put", func() error { return e.Put(put) }, j.progress)
 	j.until("put", func() bool { return d.n == 1 })
 	j.mods[1].Progress() // synchronise with the target's device before looking
 	if !bytes.Equal(remote[77:77+499000], local[1000:500000]) {
