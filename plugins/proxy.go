@@ -585,7 +585,7 @@ func (p *proxy[E, D]) sync(ctx context.Context) error {
 	case p.wake <- struct{}{}:
 	default:
 	}
-	for p.ackedSeq.Load() < target {
+	for !p.synced(target) {
 		select {
 		case <-p.failed:
 			return p.err
@@ -598,4 +598,18 @@ func (p *proxy[E, D]) sync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// synced says whether the events queued before a sync that aimed at batch
+// target are all done with: that batch answered, or — when the answer to
+// an earlier batch kept the pending events from the plugin (setStill) and
+// none came since — every batch sent answered, with target never to be
+// sent.
+func (p *proxy[E, D]) synced(target uint64) bool {
+	if p.ackedSeq.Load() >= target {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeq < target && len(p.pend) == 0 && p.ackedSeq.Load() >= p.lastSeq
 }

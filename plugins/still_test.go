@@ -247,3 +247,30 @@ func TestExtollDynamicDecidesAsAPluginAsBuiltIn(t *testing.T) {
 		t.Fatalf("%d events fed, %d sent, %d kept back: the settled stretches' points should mostly stay home", fed, sent, still)
 	}
 }
+
+// Sync waits for the events observed before it. Those a statement then
+// keeps from the plugin are done with — no batch will carry them — so
+// Sync returns: it must not wait for the batch they would have made.
+func TestSyncReturnsWhenTheStatementKeepsThePendingPointsHome(t *testing.T) {
+	px, l, stats := newStillProxy(t)
+	mon := core.FlowEvent{Kind: core.FlowMonitor, Peer: 1, Quota: 40}
+	px.Observe([]core.FlowEvent{mon}, nil)
+	l.next(t)
+	px.Observe([]core.FlowEvent{mon}, nil) // pending: the first batch is in flight
+	synced := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		synced <- px.sync(ctx)
+	}()
+	// Sync is waiting for the pending point's batch; the answer to the
+	// first states that such points change nothing.
+	time.Sleep(50 * time.Millisecond)
+	l.answers <- []core.FlowDecision{{Kind: core.FlowQuiet, Peer: 1, Value: 40}}
+	if err := <-synced; err != nil {
+		t.Fatalf("sync after the pending point was kept home: %v", err)
+	}
+	if n := stats.stilled.Load(); n != 1 {
+		t.Fatalf("%d points kept home, want the pending one", n)
+	}
+}
