@@ -401,12 +401,14 @@ func (p *proxy[E, D]) sendLoop() {
 			lastDropped = dropped
 		}
 		if batch != nil {
+			// Counted before the send: the answer can come, and a Sync
+			// return, before the send call does.
+			p.stats.events.Add(int64(len(batch)))
+			p.stats.batches.Add(1)
 			if err := p.link.send(seq, batch); err != nil {
 				p.fail(fmt.Errorf("sending events: %w", err))
 				return
 			}
-			p.stats.events.Add(int64(len(batch)))
-			p.stats.batches.Add(1)
 			continue
 		}
 		wait := time.Duration(-1)
