@@ -128,7 +128,9 @@ func (p *Policy) Err() error {
 }
 
 // Sync waits until the plugin has answered every event handed to Observe
-// so far; the next Observe returns the decisions. It is for tests and
+// so far, or the host kept the event from it on the plugin's word that it
+// changes nothing (core.FlowQuiet); the next Observe returns the
+// decisions. It is for tests and
 // tools (the conformance suite), never for the data path. A built-in
 // answers synchronously: Sync returns at once.
 func (p *Policy) Sync(ctx context.Context) error {

@@ -574,8 +574,8 @@ func (p *proxy[E, D]) wait() { p.wg.Wait() }
 // errClosed is what a closed policy's Setup returns.
 var errClosed = errors.New("policy closed")
 
-// sync waits until the plugin has answered every event queued so far, or
-// the plugin failed, or ctx ends.
+// sync waits until the plugin has answered every event queued so far (or
+// a statement kept it home: synced), or the plugin failed, or ctx ends.
 func (p *proxy[E, D]) sync(ctx context.Context) error {
 	p.mu.Lock()
 	target := p.lastSeq
