@@ -5,15 +5,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/pml"
-	"golang.org/x/sys/unix"
 )
-
-func threadNS() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
 
 // BenchmarkStackPipeline is the CPU cost (thread time, which other
 // processes on the core do not inflate) of one rendezvous message through
@@ -56,11 +50,11 @@ func BenchmarkStackPipeline(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				b.ResetTimer()
-				t0 := threadNS()
+				t0 := mptest.ThreadNS()
 				for range b.N {
 					one()
 				}
-				b.ReportMetric(float64(threadNS()-t0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(mptest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

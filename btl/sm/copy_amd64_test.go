@@ -6,16 +6,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/gobtl/gobtl/internal/mptest"
 )
-
-// threadNS is the CPU time of the calling thread: unlike the wall clock it
-// does not count the time other processes hold the core.
-func threadNS() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
-	return ts.Nano()
-}
 
 // BenchmarkCopyIn copies a fragment's worth from a user buffer (walked
 // through: in L2, or beyond it) into a fragment of the segment, by Go's
@@ -38,7 +30,7 @@ func BenchmarkCopyIn(b *testing.B) {
 					defer runtime.UnlockOSThread()
 					off := 0
 					b.SetBytes(int64(n))
-					t0 := threadNS()
+					t0 := mptest.ThreadNS()
 					for b.Loop() {
 						s, d := src[off:off+n], frag[:n]
 						if kind == "memmove" {
@@ -48,7 +40,7 @@ func BenchmarkCopyIn(b *testing.B) {
 						}
 						off = (off + n) % span
 					}
-					b.ReportMetric(float64(threadNS()-t0)/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(float64(mptest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
 				})
 			}
 		}
