@@ -12,8 +12,10 @@ all: build plugins
 # (PMIx, through libpmix: build tag pmix); srun --mpi=pmi2, mpiexec.hydra and
 # gobtl run need no tag. `go build ./...` without the tag still works.
 GOTAGS ?= pmix
+# -buildvcs=auto: the binaries carry the revision they were built from
+# (gobtl version, bench --json) even where GOFLAGS turns stamping off.
 build: pmix-dev
-	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/gobtl ./cmd/gobtl
+	$(GO) build -buildvcs=auto -tags '$(GOTAGS)' -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/ring ./examples/ring
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/heat ./examples/heat
 

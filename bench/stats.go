@@ -1,12 +1,11 @@
 package bench
 
 import (
-	"fmt"
 	"os"
-	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/gobtl/gobtl/core"
 )
 
 // lap marks the start of iteration i of a timed loop, and with i ==
@@ -63,31 +62,9 @@ func spread(name string, vs []float64) []Field {
 	return []Field{{name + "_min", s[0]}, {name + "_median", med}, {name + "_max", s[len(s)-1]}}
 }
 
-// Version is the gobtl build that runs: the module's version, or the VCS
-// revision it was built from ("+dirty" when the tree had changes), as
-// runtime/debug's build information has it.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" {
-		v = fmt.Sprintf("%s %.12s%s", v, rev, dirty)
-	}
-	return strings.TrimSpace(v)
-}
+// Version is the gobtl build that runs (core.BuildInfo): the module's
+// version and the VCS revision it was built from.
+func Version() string { return core.BuildInfo().String() }
 
 // NewReport starts the report of a run of bench on c: what ran, where
 // (the host, gobtl's version) and when, with config echoed.
