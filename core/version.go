@@ -64,16 +64,22 @@ func BuildInfo() Build {
 }
 
 // String is the build in one line: the version, then the short
-// revision with "+dirty" when the tree had changes ("v0.1.0",
-// "(devel) f2a151407a3c+dirty").
+// revision with "+dirty" when the tree had changes, unless the version is
+// a pseudo-version that names them ("v0.1.0", "(devel) f2a151407a3c+dirty",
+// "v0.0.0-20261128051708-3a2ac585fcdd+dirty").
 func (b Build) String() string {
 	v := b.Version
-	if b.Revision != "" {
-		dirty := ""
-		if b.Modified {
-			dirty = "+dirty"
-		}
-		v = fmt.Sprintf("%s %.12s%s", v, b.Revision, dirty)
+	if b.Revision == "" {
+		return v
 	}
-	return strings.TrimSpace(v)
+	short := fmt.Sprintf("%.12s", b.Revision)
+	// A pseudo-version (v0.0.0-20261128051708-3a2ac585fcdd+dirty) names
+	// the revision and the dirt already.
+	if strings.Contains(v, short) {
+		return v
+	}
+	if b.Modified {
+		short += "+dirty"
+	}
+	return strings.TrimSpace(v + " " + short)
 }
