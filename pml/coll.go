@@ -1,7 +1,7 @@
 package pml
 
 import (
-	gocontext "context"
+	"context"
 	"time"
 )
 
@@ -16,7 +16,7 @@ func (c *Comm) Barrier() error { return c.barrier(0) }
 func (c *Comm) barrier(deadline time.Duration) error {
 	n, me := c.Size(), c.Rank()
 	x := c.coll
-	ctx := gocontext.Background()
+	ctx := context.Background()
 	round := 0
 	for k := 1; k < n; k <<= 1 {
 		r, err := x.Irecv(nil, (me-k+n)%n, round)

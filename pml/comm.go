@@ -1,7 +1,7 @@
 package pml
 
 import (
-	gocontext "context"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -25,7 +25,7 @@ type Comm struct {
 	coll       *Comm // c on its collective context (Collectives)
 	// cx is ctx's matching state, looked up once: contexts are never
 	// replaced (engine.context).
-	cx *context
+	cx *matchContext
 	// sent is the request every eager Isend on c that left at once
 	// returns while its status fits (sharedSend): one shared, done request
 	// instead of one taken, set, released and recycled per message.
@@ -322,7 +322,7 @@ func (c *Comm) Recv(buf []byte, source, tag int) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st, err, _ := c.waitSpun(gocontext.Background(), r, 0, spun)
+	st, err, _ := c.waitSpun(context.Background(), r, 0, spun)
 	return st, err
 }
 

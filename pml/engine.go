@@ -254,7 +254,7 @@ type engine struct {
 	// talk. made lists those made, by rank, for what walks them all.
 	peers []*peer
 	made  []*peer
-	ctxs  []*context
+	ctxs  []*matchContext
 	// nextCtx is the next context id Dup hands out; every rank duplicates
 	// in the same order (Dup is collective), so ids agree without talking.
 	nextCtx uint32

@@ -146,7 +146,7 @@ func (e *engine) irecvFast(r *Request) bool {
 // mayMatch reports whether a posted receive could take a message from
 // job rank src that a receive for tag (maybe AnyTag) would take: it was
 // posted first, so it would take it first.
-func (c *context) mayMatch(src, tag int) bool {
+func (c *matchContext) mayMatch(src, tag int) bool {
 	for k := c.posted.Front(); k != nil; k = k.Next() {
 		r := k.Value()
 		if (r.peer == src || r.peer == AnySource) && (r.tag == AnyTag || tag == AnyTag || r.tag == tag) {

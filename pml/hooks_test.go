@@ -2,7 +2,7 @@ package pml
 
 import (
 	"bytes"
-	gocontext "context"
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -143,19 +143,19 @@ func TestWaitContextLeavesTheRequestValid(t *testing.T) {
 	c := w.comms[0]
 	in := make([]byte, 2)
 	r, _ := c.Irecv(in, 0, 4)
-	ctx, cancel := gocontext.WithTimeout(gocontext.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := c.WaitContext(ctx, r); err != gocontext.DeadlineExceeded {
+	if _, err := c.WaitContext(ctx, r); err != context.DeadlineExceeded {
 		t.Fatalf("wait returned %v, want the context's error", err)
 	}
 	rs := []*Request{r}
-	if err := c.WaitallContext(ctx, rs, nil); err != gocontext.DeadlineExceeded || rs[0] != r {
+	if err := c.WaitallContext(ctx, rs, nil); err != context.DeadlineExceeded || rs[0] != r {
 		t.Fatalf("waitall returned %v and left %v", err, rs[0])
 	}
-	if _, err := c.ProbeContext(ctx, 0, 5); err != gocontext.DeadlineExceeded {
+	if _, err := c.ProbeContext(ctx, 0, 5); err != context.DeadlineExceeded {
 		t.Fatalf("probe returned %v", err)
 	}
-	if _, err := c.RecvContext(ctx, make([]byte, 1), 0, 6); err != gocontext.DeadlineExceeded {
+	if _, err := c.RecvContext(ctx, make([]byte, 1), 0, 6); err != context.DeadlineExceeded {
 		t.Fatalf("recv returned %v", err)
 	}
 	// The cancelled RecvContext took its receive back: this message goes

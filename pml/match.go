@@ -10,12 +10,12 @@ import (
 // maxContexts bounds context ids; a frame naming a larger one is bad.
 const maxContexts = 1 << 16
 
-// context is one communication context: its posted receives and its
+// matchContext is one communication context: its posted receives and its
 // unexpected messages, both in order. Matching walks them front to back, so
 // the first posted receive that matches takes the first message that
 // matches it — MPI's non-overtaking rule, given that messages reach
 // matching in PSN order per peer.
-type context struct {
+type matchContext struct {
 	posted     list.List[Request]
 	unexpected list.List[unexpected]
 	// acked is how many of the engine's lost peers (engine.lost) the
@@ -28,7 +28,7 @@ type context struct {
 // of a communicator of group g, fails with while a lost member of g is
 // unacknowledged (ULFM's MPI_ERR_PROC_FAILED_PENDING rule), or nil. A
 // loss outside the group concerns no wildcard of it.
-func (e *engine) unacked(cx *context, g *group) error {
+func (e *engine) unacked(cx *matchContext, g *group) error {
 	for _, w := range e.lost[min(cx.acked, len(e.lost)):] {
 		if g != nil && g.local[w] < 0 {
 			continue
@@ -56,7 +56,7 @@ func matches(wantSrc, wantTag, src, tag int) bool {
 
 // context returns context id, creating it on first use: a peer may send on
 // a duplicated communicator before this rank has duplicated it.
-func (e *engine) context(id uint32) *context {
+func (e *engine) context(id uint32) *matchContext {
 	if int(id) < len(e.ctxs) {
 		if c := e.ctxs[id]; c != nil {
 			return c
@@ -68,12 +68,12 @@ func (e *engine) context(id uint32) *context {
 	for uint32(len(e.ctxs)) <= id {
 		e.ctxs = append(e.ctxs, nil)
 	}
-	c := &context{}
+	c := &matchContext{}
 	e.ctxs[id] = c
 	return c
 }
 
-func (c *context) matchPosted(src, tag int) *Request {
+func (c *matchContext) matchPosted(src, tag int) *Request {
 	for k := c.posted.Front(); k != nil; k = k.Next() {
 		if r := k.Value(); matches(r.peer, r.tag, src, tag) {
 			return r
@@ -84,7 +84,7 @@ func (c *context) matchPosted(src, tag int) *Request {
 
 // firstFrom returns the first posted receive that could take a message
 // from job rank src, whatever its tag.
-func (c *context) firstFrom(src int) *Request {
+func (c *matchContext) firstFrom(src int) *Request {
 	for k := c.posted.Front(); k != nil; k = k.Next() {
 		if r := k.Value(); r.peer == src || r.peer == AnySource {
 			return r
@@ -93,7 +93,7 @@ func (c *context) firstFrom(src int) *Request {
 	return nil
 }
 
-func (c *context) matchUnexpected(src, tag int) *unexpected {
+func (c *matchContext) matchUnexpected(src, tag int) *unexpected {
 	for k := c.unexpected.Front(); k != nil; k = k.Next() {
 		if u := k.Value(); matches(src, tag, u.src, u.tag) {
 			return u

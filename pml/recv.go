@@ -89,7 +89,7 @@ func (e *engine) deliver(h *core.Header, payload []byte) {
 
 // deliverStart is deliver for a RNDV_START, apart so that an eager
 // message does not clear a startMsg (keys included, some 400 bytes).
-func (e *engine) deliverStart(c *context, h *core.Header, payload []byte) {
+func (e *engine) deliverStart(c *matchContext, h *core.Header, payload []byte) {
 	var st startMsg
 	if err := st.decode(h.Src, payload); err != nil {
 		e.badFrame(h.Src, err)
@@ -106,7 +106,7 @@ func (e *engine) deliverStart(c *context, h *core.Header, payload []byte) {
 
 // keepUnexpected queues a message no posted receive matched; total is its
 // full length.
-func (e *engine) keepUnexpected(c *context, h *core.Header, payload []byte, total int) {
+func (e *engine) keepUnexpected(c *matchContext, h *core.Header, payload []byte, total int) {
 	e.m.unexpected.Inc()
 	u := e.newUnexpected(h, payload)
 	u.total = total

@@ -1,7 +1,7 @@
 package pml
 
 import (
-	gocontext "context"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -63,13 +63,13 @@ func TestWaitRoundGivesUpWhenAnotherMemberIsLost(t *testing.T) {
 	}
 	r, _ := a.Irecv(make([]byte, 8), 1, 2)
 	rs, sts := []*Request{r}, make([]Status, 1)
-	ctx, cancel := gocontext.WithTimeout(gocontext.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := a.WaitallContext(ctx, rs, sts); err != gocontext.DeadlineExceeded {
+	if err := a.WaitallContext(ctx, rs, sts); err != context.DeadlineExceeded {
 		t.Fatalf("WaitallContext with no member lost: %v, want the deadline", err)
 	}
 	w.f.Drop(0, 0, 2)
-	ctx, cancel = gocontext.WithTimeout(gocontext.Background(), 10*time.Second) // a hang fails, not waits
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not waits
 	defer cancel()
 	if err := a.WaitRound(ctx, rs, sts, roundName("test round")); !errors.Is(err, core.ErrPeerLost) {
 		t.Fatalf("WaitRound with rank 2 lost: %v, want ErrPeerLost", err)
@@ -92,7 +92,7 @@ func TestTheStateNamesTheCollectiveWaitingItsRound(t *testing.T) {
 	r, _ := a.Irecv(make([]byte, 8), 1, 2)
 	rs := []*Request{r}
 	done := make(chan error, 1)
-	go func() { done <- a.WaitRound(gocontext.Background(), rs, nil, roundName("allreduce (linear)")) }()
+	go func() { done <- a.WaitRound(context.Background(), rs, nil, roundName("allreduce (linear)")) }()
 	const want = "allreduce (linear) in progress"
 	var saw bool
 	for end := time.Now().Add(10 * time.Second); !saw && time.Now().Before(end); time.Sleep(time.Millisecond) {

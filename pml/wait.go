@@ -1,7 +1,7 @@
 package pml
 
 import (
-	gocontext "context"
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -28,13 +28,13 @@ func (c *Comm) Progress() int {
 
 // Wait blocks until r completes, then releases it.
 func (c *Comm) Wait(r *Request) (Status, error) {
-	st, err, _ := c.waitSpun(gocontext.Background(), r, 0, 0)
+	st, err, _ := c.waitSpun(context.Background(), r, 0, 0)
 	return st, err
 }
 
 // WaitContext is Wait that returns ctx.Err() if ctx ends first; r then
 // stays pending.
-func (c *Comm) WaitContext(ctx gocontext.Context, r *Request) (Status, error) {
+func (c *Comm) WaitContext(ctx context.Context, r *Request) (Status, error) {
 	st, err, _ := c.wait(ctx, r, 0)
 	return st, err
 }
@@ -42,20 +42,20 @@ func (c *Comm) WaitContext(ctx gocontext.Context, r *Request) (Status, error) {
 // wait is Wait with a context and an optional deadline on the engine's
 // clock; at the deadline it returns an error wrapping core.ErrStalled
 // and leaves r pending. released says whether r completed (and is gone).
-func (c *Comm) wait(ctx gocontext.Context, r *Request, deadline time.Duration) (st Status, err error, released bool) {
+func (c *Comm) wait(ctx context.Context, r *Request, deadline time.Duration) (st Status, err error, released bool) {
 	return c.waitSpun(ctx, r, deadline, 0)
 }
 
 // waitSpun is wait for a caller that has already polled spun times (the
 // fused receive path): the back-off counts those rounds as its own, so
 // that the waiter does not spin twice as long before it yields.
-func (c *Comm) waitSpun(ctx gocontext.Context, r *Request, deadline time.Duration, spun int) (st Status, err error, released bool) {
+func (c *Comm) waitSpun(ctx context.Context, r *Request, deadline time.Duration, spun int) (st Status, err error, released bool) {
 	return c.waitLive(ctx, r, deadline, spun, false)
 }
 
 // waitLive is waitSpun that, if live, also gives up — r pending — once a
 // member of c is lost (Lost): the wait of a collective's round.
-func (c *Comm) waitLive(ctx gocontext.Context, r *Request, deadline time.Duration, spun int, live bool) (st Status, err error, released bool) {
+func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration, spun int, live bool) (st Status, err error, released bool) {
 	e := c.e
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
@@ -174,13 +174,13 @@ func (e *engine) usable(r *Request, call string) error {
 // sts[i] receives request i's status, its error included; nil entries
 // leave theirs as they were. It returns the first error of any request.
 func (c *Comm) Waitall(rs []*Request, sts []Status) error {
-	return c.WaitallContext(gocontext.Background(), rs, sts)
+	return c.WaitallContext(context.Background(), rs, sts)
 }
 
 // WaitallContext is Waitall that returns ctx.Err() if ctx ends first:
 // the requests that completed are released and nil, with their statuses
 // in sts; the others stay pending in rs.
-func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status) error {
+func (c *Comm) WaitallContext(ctx context.Context, rs []*Request, sts []Status) error {
 	return c.waitall(ctx, rs, sts, nil)
 }
 
@@ -194,13 +194,13 @@ func (c *Comm) WaitallContext(ctx gocontext.Context, rs []*Request, sts []Status
 //
 // op names the collective in the state reports (State) while the round
 // waits; it must not change until WaitRound returns.
-func (c *Comm) WaitRound(ctx gocontext.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
+func (c *Comm) WaitRound(ctx context.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
 	return c.waitall(ctx, rs, sts, op)
 }
 
 // waitall is WaitallContext or, with op, WaitRound: live, and op shown as
 // the engine's round (lock held to set and clear it).
-func (c *Comm) waitall(ctx gocontext.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
+func (c *Comm) waitall(ctx context.Context, rs []*Request, sts []Status, op fmt.Stringer) error {
 	if sts != nil && len(sts) < len(rs) {
 		return fmt.Errorf("pml: waitall: %d statuses for %d requests: %w", len(sts), len(rs), ErrInvalid)
 	}
@@ -387,12 +387,12 @@ func (e *engine) takeAny(rs []*Request, call string) (int, bool, Status, error) 
 // sets its entry to nil and returns its index. With no non-nil request it
 // returns -1.
 func (c *Comm) Waitany(rs []*Request) (int, Status, error) {
-	return c.WaitanyContext(gocontext.Background(), rs)
+	return c.WaitanyContext(context.Background(), rs)
 }
 
 // WaitanyContext is Waitany that returns -1 and ctx.Err() if ctx ends
 // first, every request still pending.
-func (c *Comm) WaitanyContext(ctx gocontext.Context, rs []*Request) (int, Status, error) {
+func (c *Comm) WaitanyContext(ctx context.Context, rs []*Request) (int, Status, error) {
 	var (
 		i  int
 		st Status
@@ -418,12 +418,12 @@ func (c *Comm) WaitanyContext(ctx gocontext.Context, rs []*Request) (int, Status
 // sets their entries to nil and returns how many, with the first error
 // among them. With no non-nil request it returns 0.
 func (c *Comm) Waitsome(rs []*Request, idx []int, sts []Status) (int, error) {
-	return c.WaitsomeContext(gocontext.Background(), rs, idx, sts)
+	return c.WaitsomeContext(context.Background(), rs, idx, sts)
 }
 
 // WaitsomeContext is Waitsome that returns 0 and ctx.Err() if ctx ends
 // first, every request still pending.
-func (c *Comm) WaitsomeContext(ctx gocontext.Context, rs []*Request, idx []int, sts []Status) (int, error) {
+func (c *Comm) WaitsomeContext(ctx context.Context, rs []*Request, idx []int, sts []Status) (int, error) {
 	if len(idx) < len(rs) || sts != nil && len(sts) < len(rs) {
 		return 0, fmt.Errorf("pml: waitsome: room for %d indices and %d statuses, %d requests: %w", len(idx), len(sts), len(rs), ErrInvalid)
 	}
@@ -465,7 +465,7 @@ func (c *Comm) WaitsomeContext(ctx gocontext.Context, rs []*Request, idx []int, 
 // poll makes progress until cond, called with the lock held after each
 // round of progress, reports true or an error (a bad argument); it returns
 // that error, the error of an aborted or stalled job, or ctx's.
-func (c *Comm) poll(ctx gocontext.Context, call string, cond func(e *engine) (bool, error)) error {
+func (c *Comm) poll(ctx context.Context, call string, cond func(e *engine) (bool, error)) error {
 	e := c.e
 	done := ctx.Done()
 	b := e.newBackoff()
@@ -541,11 +541,11 @@ func (c *Comm) probe(source, tag int) (bool, Status, error) {
 
 // Probe blocks until a message from source with tag can be received.
 func (c *Comm) Probe(source, tag int) (Status, error) {
-	return c.ProbeContext(gocontext.Background(), source, tag)
+	return c.ProbeContext(context.Background(), source, tag)
 }
 
 // ProbeContext is Probe that returns ctx.Err() if ctx ends first.
-func (c *Comm) ProbeContext(ctx gocontext.Context, source, tag int) (Status, error) {
+func (c *Comm) ProbeContext(ctx context.Context, source, tag int) (Status, error) {
 	if err := c.check(source, tag, true); err != nil {
 		return Status{}, err
 	}
@@ -562,7 +562,7 @@ func (c *Comm) ProbeContext(ctx gocontext.Context, source, tag int) (Status, err
 // cannot be taken back: it then goes on in the background, and buf must
 // not change until the receiver has it (Isend and WaitContext keep the
 // request, for a caller that needs to know when).
-func (c *Comm) SendContext(ctx gocontext.Context, buf []byte, dest, tag int) error {
+func (c *Comm) SendContext(ctx context.Context, buf []byte, dest, tag int) error {
 	r, err := c.Isend(buf, dest, tag)
 	if err != nil {
 		return err
@@ -573,7 +573,7 @@ func (c *Comm) SendContext(ctx gocontext.Context, buf []byte, dest, tag int) err
 // RecvContext is Recv that returns ctx.Err() if ctx ends first. The
 // receive is then cancelled if it has not matched a message yet; one that
 // has goes on in the background, filling buf.
-func (c *Comm) RecvContext(ctx gocontext.Context, buf []byte, source, tag int) (Status, error) {
+func (c *Comm) RecvContext(ctx context.Context, buf []byte, source, tag int) (Status, error) {
 	r, err := c.Irecv(buf, source, tag)
 	if err != nil {
 		return Status{}, err
@@ -587,7 +587,7 @@ func (c *Comm) RecvContext(ctx gocontext.Context, buf []byte, source, tag int) (
 }
 
 // finish waits for r and frees it instead if ctx ends first.
-func (c *Comm) finish(ctx gocontext.Context, r *Request) error {
+func (c *Comm) finish(ctx context.Context, r *Request) error {
 	_, err, released := c.wait(ctx, r, 0)
 	if !released && ctx.Err() != nil && err == ctx.Err() {
 		_ = c.Free(r)
