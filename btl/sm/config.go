@@ -32,7 +32,7 @@ func powerOfTwo(v any) error {
 // Params is the schema of the btl "sm" block.
 var Params = []core.Param{
 	{Name: "dir", Type: core.ParamString, Default: "/dev/shm",
-		Doc: "directory of the segment files (a tmpfs); segments are named gobtl-<job>-sm.<instance>-<rank>"},
+		Doc: "directory of the segment files (a tmpfs); segments are named gobtl-<job>-sm.<instance>-<rank>-<random>, made exclusively, 0600, their pages reserved at start"},
 	{Name: "fastbox_size", Type: core.ParamSize, Default: "64KiB", Min: "1KiB", Max: "64MiB", Check: powerOfTwo,
 		Doc: "bytes of each per-sender fast-box ring in a receiver's segment (a power of two); a segment holds one per rank"},
 	{Name: "fastbox_max", Type: core.ParamSize, Default: "4KiB", Max: "16MiB",

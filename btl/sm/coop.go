@@ -89,10 +89,11 @@ type coopGet struct {
 	p     *peer
 	rec   int    // offset of the record in our segment
 	src   uint64 // the peer's address of the first byte
-	n     uint64
-	chunk uint64
-	gen   uint64
-	err   error
+	n      uint64
+	chunk  uint64
+	chunks uint64 // the claim word's hi when posted: no claim goes past it
+	gen    uint64
+	err    error
 }
 
 // coopHelp is a record in a peer's segment that asked us for help.
@@ -115,7 +116,7 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 	m.coopFree = m.coopFree[:len(m.coopFree)-1]
 	rec := m.seg.lay.coop(int(idx))
 	m.coopGen = (m.coopGen + 1) & 0xffff
-	g := coopGet{op: op, p: p, rec: rec, src: op.Remote.Addr + op.Offset, n: n, chunk: chunk, gen: m.coopGen}
+	g := coopGet{op: op, p: p, rec: rec, src: op.Remote.Addr + op.Offset, n: n, chunk: chunk, chunks: (n + chunk - 1) / chunk, gen: m.coopGen}
 	s := m.seg
 	atomic.StoreUint32(s.u32(rec+coopOffRank), uint32(p.rank))
 	atomic.StoreUint64(s.u64(rec+coopOffKey), op.Remote.Key)
@@ -125,7 +126,7 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 	atomic.StoreUint64(s.u64(rec+coopOffChunk), chunk)
 	atomic.StoreUint64(s.u64(rec+coopOffSent), 0)
 	atomic.StoreUint32(s.u32(rec+coopOffFail), 0)
-	atomic.StoreUint64(s.u64(rec+coopOffClaim), coopWord(g.gen, 0, (n+chunk-1)/chunk))
+	atomic.StoreUint64(s.u64(rec+coopOffClaim), coopWord(g.gen, 0, g.chunks))
 	m.gets = append(m.gets, g)
 	// A full FIFO only means no help: the record is read alone.
 	p.fifo.push(makeDesc(m.rank, rec))
@@ -160,6 +161,12 @@ func (m *Module) progressGets() int {
 		claim := m.seg.u64(g.rec + coopOffClaim)
 		w := atomic.LoadUint64(claim)
 		_, lo, hi := coopSplit(w)
+		if hi > g.chunks || lo > g.chunks {
+			// The sender shares the claim word, and may only move lo up
+			// to hi: a chunk past the read is a copy past its buffer.
+			m.failPeer(g.p.rank, fmt.Errorf("sm: rank %d claimed chunks [%d, %d) of a %d-chunk read: %w", g.p.rank, lo, hi, g.chunks, core.ErrBadFrame))
+			return n + 1
+		}
 		if !worked && lo < hi && g.err == nil {
 			if !atomic.CompareAndSwapUint64(claim, w, coopWord(g.gen, lo, hi-1)) {
 				i++ // the sender took one: look again

@@ -4,12 +4,20 @@
 // started the job puts on its node (BTLEnv.Locality) and that see the
 // same /dev/shm; the job's network BTLs serve the others.
 //
-// Each rank owns one segment, named after the job (core.ShmPrefix), that
-// holds what other ranks write to it and what it lends them. Its name
-// lives only through start-up: after the address exchange every rank maps
-// its node's peers' segments (Attach) and, after the mapping fence,
+// Each rank owns one segment, named after the job (core.ShmPrefix) and a
+// random part that peers learn through the bootstrap, that holds what
+// other ranks write to it and what it lends them. It is made and opened
+// as package jobfile makes and opens a job's files: exclusively, 0600,
+// through no link, checked by fstat, its pages reserved (a full /dev/shm
+// is an error at start that says what was needed and what is free). Its
+// name lives only through start-up: after the address exchange every rank
+// maps its node's peers' segments (Attach) and, after the mapping fence,
 // unlinks its own (Unlink, as vader does), so that a job killed outright
-// leaves nothing in /dev/shm. A segment holds:
+// leaves nothing in /dev/shm. What a peer writes into shared memory —
+// ring and FIFO positions, descriptors, fragment lengths and offsets,
+// read records, the control block's layout — is checked against what
+// this rank mapped before it is used, and a bad value fails the peer with
+// ErrBadFrame. A segment holds:
 //
 //   - a fast box per sender: a single-producer ring of slots carrying
 //     small frames inline, each slot starting a cache line, so that a

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -173,15 +172,18 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 
 	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
-	name := core.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank)
+	// The job's prefix lets the launcher remove what a crash left; the
+	// random part createSegment adds keeps anyone from making the file
+	// first.
+	name := core.ShmPrefix(b.JobID()) + "sm-" + fmt.Sprint(m.rank) + "-"
 	if env.Instance != "" {
-		name = core.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank)
+		name = core.ShmPrefix(b.JobID()) + "sm." + env.Instance + "-" + fmt.Sprint(m.rank) + "-"
 	}
-	path := filepath.Join(cfg.dir, name)
-	seg, err := createSegment(path, m.rank, os.Getpid(), lay)
+	seg, err := createSegment(cfg.dir, name, m.rank, os.Getpid(), lay)
 	if err != nil {
 		return nil, err
 	}
+	path := seg.path
 	m.seg = seg
 	m.fifo.init(seg)
 	m.in = make([]inBox, m.size)

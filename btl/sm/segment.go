@@ -3,11 +3,15 @@ package sm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 // cacheLine is the unit of layout: fields written by different processes
@@ -127,19 +131,19 @@ func (s *segment) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[
 
 func (s *segment) state() uint32 { return atomic.LoadUint32(s.u32(offState)) }
 
-// createSegment makes and maps the segment of rank. The file must not
-// exist: job ids are unique, and a leftover of a crashed job with the same
-// name is an error rather than something to trust.
-func createSegment(path string, rank, pid int, lay layout) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+// createSegment makes and maps the segment of rank in dir, under the name
+// prefix followed by a random part (jobfile.Create): a file nobody else
+// made, can open or could have guessed the name of, whose pages are
+// reserved, so that a tmpfs without room for it is an error here rather
+// than a SIGBUS at the first write to a page it cannot supply. Peers
+// learn the name through the bootstrap (blob.Path).
+func createSegment(dir, prefix string, rank, pid int, lay layout) (*segment, error) {
+	f, err := jobfile.Create(dir, prefix, "", int64(lay.total))
 	if err != nil {
-		return nil, fmt.Errorf("sm: create segment: %w", err)
+		return nil, fmt.Errorf("sm: create the %d-byte segment of rank %d: %w", lay.total, rank, err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(lay.total)); err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("sm: size segment %s to %d bytes: %w", path, lay.total, err)
-	}
+	path := f.Name()
 	mem, err := unix.Mmap(int(f.Fd()), 0, lay.total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		os.Remove(path)
@@ -165,10 +169,11 @@ func createSegment(path string, rank, pid int, lay layout) (*segment, error) {
 }
 
 // openSegment maps the segment of a peer and checks that it is what the
-// peer announced: the right magic, version, rank and job size, a ready
-// owner, and a layout that fits in the file.
+// peer announced: a file of this user that nobody else may open, reached
+// through no link (jobfile.Open), with the right magic, version, rank and
+// job size, a ready owner, and a layout that fits in the file.
 func openSegment(path string, rank, size int) (*segment, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := jobfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("sm: open segment of rank %d: %w", rank, err)
 	}
@@ -209,17 +214,51 @@ func (s *segment) check(rank, size int) error {
 	if n := int(*s.u32(offSize)); n != size {
 		return fmt.Errorf("made for %d ranks, job has %d", n, size)
 	}
-	fboxSize := int(*s.u32(offFboxSize))
-	if fboxSize < 2*cacheLine || fboxSize&(fboxSize-1) != 0 {
-		return fmt.Errorf("fast box size %d is not a power of two", fboxSize)
-	}
-	lay := newLayout(size, fboxSize, int(*s.u32(offFragCount)), int(*s.u32(offMaxFrame)))
-	if lay.fragStride != int(*s.u32(offFragStride)) || lay.fifoCells != int(*s.u32(offFifoCells)) ||
-		uint64(lay.total) != *s.u64(offTotal) || lay.total > len(s.mem) {
-		return errors.New("inconsistent layout")
+	lay, err := s.peerLayout(size)
+	if err != nil {
+		return err
 	}
 	s.lay = lay
 	return nil
+}
+
+// Bounds on a peer's layout fields, from the parameters' own (config.go):
+// each is checked before any of them is multiplied, so that a hostile or
+// torn control block cannot make the layout wrap around.
+const (
+	maxFboxSize = 64 << 20
+	maxFrags    = 65536
+	maxFrameLen = core.HeaderSize + 64<<20
+)
+
+// peerLayout is the layout a peer's control block describes, if it is
+// one this rank can trust: every field in its range, every part inside
+// the file.
+func (s *segment) peerLayout(size int) (layout, error) {
+	fboxSize := int64(*s.u32(offFboxSize))
+	frags := int64(*s.u32(offFragCount))
+	maxFrame := int64(*s.u32(offMaxFrame))
+	switch {
+	case fboxSize < 2*cacheLine || fboxSize > maxFboxSize || fboxSize&(fboxSize-1) != 0:
+		return layout{}, fmt.Errorf("fast box size %d is not a power of two up to %d", fboxSize, maxFboxSize)
+	case frags < 1 || frags > maxFrags:
+		return layout{}, fmt.Errorf("%d fragments, want 1 to %d", frags, maxFrags)
+	case maxFrame < core.HeaderSize || maxFrame > maxFrameLen:
+		return layout{}, fmt.Errorf("largest frame %d bytes, want %d to %d", maxFrame, core.HeaderSize, maxFrameLen)
+	}
+	// An upper bound of the layout's size in 64-bit arithmetic: newLayout
+	// computes it in int, 32 bits on 386.
+	bound := ctrlSize + int64(size)*(4+cacheLine+fboxSize) + fifoCellSize*max(int64(size)*frags, 64)*2 +
+		frags*(fragHdr+2*cacheLine+maxFrame) + coopRecs*coopRecSize + 5*4096
+	if bound > int64(math.MaxInt) {
+		return layout{}, fmt.Errorf("a layout of up to %d bytes is more than this process can map", bound)
+	}
+	lay := newLayout(size, int(fboxSize), int(frags), int(maxFrame))
+	if lay.fragStride != int(*s.u32(offFragStride)) || lay.fifoCells != int(*s.u32(offFifoCells)) ||
+		uint64(lay.total) != *s.u64(offTotal) || lay.total > len(s.mem) {
+		return layout{}, errors.New("inconsistent layout")
+	}
+	return lay, nil
 }
 
 func (s *segment) unmap() error {
