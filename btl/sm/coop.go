@@ -85,10 +85,10 @@ func coopChunk(n uint64) uint64 {
 
 // coopGet is a Get in flight with help.
 type coopGet struct {
-	op    *core.RDMAOp
-	p     *peer
-	rec   int    // offset of the record in our segment
-	src   uint64 // the peer's address of the first byte
+	op     *core.RDMAOp
+	p      *peer
+	rec    int    // offset of the record in our segment
+	src    uint64 // the peer's address of the first byte
 	n      uint64
 	chunk  uint64
 	chunks uint64 // the claim word's hi when posted: no claim goes past it
