@@ -34,15 +34,11 @@ import (
 // authProtocol labels softrc's proofs (core.Transcript.Protocol).
 const authProtocol = "softrc"
 
-// Limits on connections that have not proved themselves yet.
+// Limits on connections that have not proved themselves yet: a port
+// holds at most core.MaxPending of them and drops, at the next accept,
+// one older than core.PendingTimeout (core.Pending, which the EXTOLL
+// software card's engines share).
 const (
-	// maxPendingLinks bounds the accepted links still in the handshake;
-	// the oldest is dropped to take a new one. It is far above what the
-	// job's own ranks open at once.
-	maxPendingLinks = 1024
-	// pendingTimeout drops, at the next accept, a link that has not
-	// finished its handshake for this long.
-	pendingTimeout = 10 * int64(time.Second)
 	// pendingBuf is an unauthenticated link's receive buffer: room for a
 	// header and the largest handshake payload, twice.
 	pendingBuf = 2 * (hdrSize + challengeSize)
@@ -226,7 +222,7 @@ func (l *link) flushHandshake(now int64) bool {
 // authenticated opens an accepted link for traffic: it gets its working
 // buffers.
 func (l *link) authenticated() {
-	l.d.pendingLinks--
+	l.pend.Done()
 	l.auth = authDone
 	b := make([]byte, rxBufSize)
 	l.rhi = copy(b, l.rbuf[l.rlo:l.rhi])
@@ -267,18 +263,13 @@ func (l *link) remote() string {
 	return "?"
 }
 
-// admit makes room for one more accepted link: it drops links stuck in
-// the handshake for pendingTimeout and, at maxPendingLinks, the oldest.
-// Called with d.mu held.
-func (d *Device) admit(now int64) {
-	if d.pendingLinks == 0 {
-		return
-	}
-	for _, l := range append([]*link(nil), d.links...) {
-		if l.auth != authDone && !l.dead && (now-l.born > pendingTimeout || d.pendingLinks >= maxPendingLinks) {
-			d.reject(l, errors.New("no proof in time"), now)
-		}
-	}
+// admit enters an accepted link into the port's pending set, which drops
+// links stuck in the handshake for core.PendingTimeout and, at
+// core.MaxPending, the oldest. Called with d.mu held, as the drops are.
+func (d *Device) admit(l *link, now int64) {
+	l.pend = d.pending.Admit(time.Duration(now), func() {
+		d.reject(l, errors.New("no proof in time"), now)
+	})
 }
 
 // LastRejection says why the latest connection was rejected (nil: none

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/core"
 )
 
 // Limits of a softrc device.
@@ -105,10 +106,11 @@ type Device struct {
 	stats   Stats
 	noPoll2 bool
 
-	// pendingLinks counts accepted links still in the handshake;
-	// lastReject says why the latest link was rejected (auth.go).
-	pendingLinks int
-	lastReject   error
+	// pending holds the accepted links still in the handshake (core's
+	// limits on unauthenticated connections); lastReject says why the
+	// latest link was rejected (auth.go).
+	pending    core.Pending
+	lastReject error
 }
 
 // Stats are a device's counters.

@@ -58,7 +58,8 @@ type link struct {
 	fd       int
 	dialed   bool
 	born     int64
-	peerGID  [16]byte // the dialed port, or the one the HELLO names
+	pend     *core.PendingConn // an accepted link in the handshake
+	peerGID  [16]byte          // the dialed port, or the one the HELLO names
 	peerLID  uint16
 	dead     bool
 	err      error
@@ -133,7 +134,6 @@ func (d *Device) addLink(p *port, fd int, dialed bool) (*link, error) {
 		l.auth, l.rbuf, l.tx = authDone, make([]byte, rxBufSize), make([]txItem, 64)
 	} else {
 		l.rbuf = make([]byte, pendingBuf)
-		d.pendingLinks++
 	}
 	d.links = append(d.links, l)
 	d.byFD[int32(fd)] = l
@@ -604,9 +604,7 @@ func (d *Device) linkFailed(l *link, err error, now int64) {
 	l.dead = true
 	l.err = err
 	d.stats.LinkFailures++
-	if l.auth != authDone {
-		d.pendingLinks--
-	}
+	l.pend.Done()
 	unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, l.fd, nil)
 	unix.Close(l.fd)
 	delete(d.byFD, int32(l.fd))

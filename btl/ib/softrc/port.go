@@ -138,12 +138,12 @@ func (p *port) accept(now int64) {
 			return
 		}
 		tuneSocket(fd)
-		p.d.admit(now)
 		l, err := p.d.addLink(p, fd, false)
 		if err != nil {
 			unix.Close(fd)
 			continue
 		}
+		p.d.admit(l, now)
 		// The dialer's HELLO is usually there already.
 		l.receive(now)
 	}
