@@ -46,7 +46,7 @@ var Params = append([]core.Param{
 		Doc: "how packets reach a peer: shared memory on this host and TCP elsewhere (auto), or always one of them; sim is the simulated card of a job under gobtl sim (node_size ranks share a card)"},
 	{Name: "listen", Type: core.ParamString, Default: "",
 		Doc: "address (IP, interface or host name) the TCP engines listen on and publish; unset: chosen by if_include/if_exclude, else loopback on one node and the first up, non-loopback interface when the job spans nodes"},
-	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox files"},
+	{Name: "shm_dir", Type: core.ParamString, Default: "/dev/shm", Doc: "directory of the mailbox and address-translation files, named gobtl-<job>-extoll-<instance>-<rank>-<random>.mbox/.att, made exclusively, 0600, their pages reserved at start"},
 	{Name: "socket_buffer", Type: core.ParamSize, Default: "16KiB",
 		Doc: "TCP socket buffers, the slack between a full mailbox and a blocked remote sender"},
 	{Name: "node_size", Type: core.ParamInt, Default: "0", Min: "0",

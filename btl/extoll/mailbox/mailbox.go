@@ -92,8 +92,11 @@ func Attach(mem []byte) (*Ring, error) {
 	if v := binary.LittleEndian.Uint64(mem[offVersion:]); v != version {
 		return nil, fmt.Errorf("mailbox: layout version %d, want %d", v, version)
 	}
+	// The slot count is read once, here, and every position is taken
+	// modulo it: a producer never writes outside the region whatever the
+	// ring's words say later.
 	slots := binary.LittleEndian.Uint64(mem[offSlots:])
-	if slots < MinSlots || uint64(len(mem)) < uint64(Size(int(min(slots, 1<<30)))) {
+	if slots < MinSlots || slots > 1<<30 || uint64(len(mem)) < ctlSize+slots*nic.SlotSize {
 		return nil, fmt.Errorf("mailbox: header says %d slots, region holds %d bytes", slots, len(mem))
 	}
 	return ring(mem, slots), nil
@@ -132,8 +135,16 @@ func (r *Ring) hdr(pos uint64) *uint64 { return (*uint64)(unsafe.Pointer(r.slot(
 // the ring is full.
 func (r *Ring) TryPut(s *nic.Slot, src int) bool {
 	fields := s.Fields()
+	last := ^uint64(0)
 	for {
 		pos := atomic.LoadUint64(r.enq)
+		if pos == last {
+			// A slot ahead of the write pointer that the pointer has not
+			// passed: no producer made that, the ring's words are
+			// corrupt. Full, as far as this producer can tell, so that a
+			// sender gives up at its stall bound rather than spin here.
+			return false
+		}
 		h := r.hdr(pos)
 		d := int32(uint32(atomic.LoadUint64(h)) - uint32(pos))
 		switch {
@@ -152,6 +163,7 @@ func (r *Ring) TryPut(s *nic.Slot, src int) bool {
 			return false
 		}
 		// d > 0: pos was taken and published meanwhile; reload.
+		last = pos
 	}
 }
 

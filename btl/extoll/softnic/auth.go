@@ -89,9 +89,11 @@ func (d *Device) writeHello(c net.Conn, kind uint32, rank int) error {
 }
 
 // readHello is the engine's side of the handshake on an accepted
-// connection: it returns the dialer's rank once it has proved itself.
-func (d *Device) readHello(c net.Conn, kind uint32) (int, error) {
+// connection: it returns the dialer's rank once it has proved itself, and
+// takes the connection out of the pending set either way.
+func (d *Device) readHello(c net.Conn, sv *served, kind uint32) (int, error) {
 	rank, err := d.checkHello(c, kind)
+	sv.pend.Done()
 	if err != nil {
 		d.reject(c, err)
 	}
@@ -99,7 +101,13 @@ func (d *Device) readHello(c net.Conn, kind uint32) (int, error) {
 }
 
 func (d *Device) checkHello(c net.Conn, kind uint32) (int, error) {
-	c.SetDeadline(time.Now().Add(d.cfg.ConnectTimeout))
+	// The dialer sends its hello as it connects and its proof one round
+	// trip later: a connection silent for longer is not the job's.
+	limit := core.PendingTimeout
+	if d.pending.Timeout > 0 {
+		limit = d.pending.Timeout
+	}
+	c.SetDeadline(time.Now().Add(min(d.cfg.ConnectTimeout, limit)))
 	defer c.SetDeadline(time.Time{})
 	var b [helloBytes + core.NonceSize]byte
 	if _, err := io.ReadFull(c, b[:]); err != nil {

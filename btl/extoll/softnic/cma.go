@@ -49,8 +49,8 @@ type sharedATT struct {
 	free []int
 }
 
-func openSharedATT(path string) (*sharedATT, error) {
-	mem, err := createMapping(path, attSize())
+func openSharedATT(dir, prefix string) (*sharedATT, error) {
+	mem, path, err := createMapping(dir, prefix, ".att", attSize())
 	if err != nil {
 		return nil, err
 	}
@@ -120,10 +120,12 @@ func readATT(mem []byte, i int) (key, addr, n uint64, access core.Access) {
 var errNoCMA = errors.New("no cross-memory attach")
 
 // mapATT maps the peer's address-translation table; a table that cannot
-// be mapped rules cross-memory attach to the peer out.
+// be mapped, or is not the peer's (another owner, another pid), rules
+// cross-memory attach to the peer out.
 func mapATT(p *peer) bool {
-	mem, err := openMapping(p.addr.ATT)
-	if err != nil || len(mem) < attSize() || atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[0]))) != attMagic {
+	mem, err := openMapping(p.addr.ATT, attSize())
+	if err != nil || atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[0]))) != attMagic ||
+		*(*uint64)(unsafe.Pointer(&mem[8])) != uint64(p.addr.Pid) {
 		if err == nil {
 			unmap(mem)
 		}
@@ -153,6 +155,11 @@ func (d *Device) cma(dst int, p *peer, kind int, op nic.Op) error {
 	switch {
 	case key != op.Remote.Key:
 		status = rmaBadKey
+	case addr != op.Remote.Addr || n != op.Remote.Len:
+		// The entry is the target's; the key is what the target said it
+		// registered. They agree, or neither is used: an address from
+		// the table alone would let whoever wrote it aim our copy.
+		status = rmaMismatch
 	case op.Offset > n || uint64(len(op.Local)) > n-op.Offset:
 		status = rmaBounds
 	case access&need != need:

@@ -40,10 +40,12 @@ const (
 	rmaBadKey
 	rmaBounds
 	rmaAccess
-	rmaBye // the target is shutting down
+	rmaBye      // the target is shutting down
+	rmaMismatch // the shared table's entry is not the region the key names
 )
 
-var rmaStatusText = [...]string{"ok", "unknown key", "out of bounds", "access denied", "target closed"}
+var rmaStatusText = [...]string{"ok", "unknown key", "out of bounds", "access denied", "target closed",
+	"the shared translation table's entry does not match the key's region"}
 
 func (a *att) lookup(key, off, n uint64, need core.Access) (*region, uint8) {
 	a.mu.RLock()
@@ -346,7 +348,7 @@ func opName(op uint8) string {
 
 // rmaEngine serves one peer's RMA requests on this process's memory.
 func (d *Device) rmaEngine(c net.Conn, sv *served) {
-	src, err := d.readHello(c, helloRMA)
+	src, err := d.readHello(c, sv, helloRMA)
 	if err != nil {
 		return
 	}

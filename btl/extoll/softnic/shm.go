@@ -2,37 +2,40 @@ package softnic
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 var runtimeGosched = runtime.Gosched
 
-// createMapping creates (or truncates) the file at path, sizes it and maps
-// it shared.
-func createMapping(path string, size int) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+// createMapping makes a new file in dir named prefix, a random part and
+// suffix — exclusively, 0600, through no link, its size bytes reserved
+// (jobfile.Create) — and maps it shared. Peers learn the name from the
+// published address (Addr.Mailbox, Addr.ATT), never from the job id.
+func createMapping(dir, prefix, suffix string, size int) ([]byte, string, error) {
+	f, err := jobfile.Create(dir, prefix, suffix, int64(size))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(size)); err != nil {
-		os.Remove(path)
-		return nil, err
-	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
+		os.Remove(f.Name())
+		return nil, "", fmt.Errorf("mmap %s: %w", f.Name(), err)
 	}
-	return mem, nil
+	return mem, f.Name(), nil
 }
 
-// openMapping maps an existing file shared.
-func openMapping(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// openMapping maps a peer's file shared, if it is a file of this user
+// that nobody else may open, reached through no link (jobfile.Open), and
+// holds at least min bytes.
+func openMapping(path string, min int) ([]byte, error) {
+	f, err := jobfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +43,9 @@ func openMapping(path string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if st.Size() < int64(min) || st.Size() > int64(math.MaxInt) {
+		return nil, fmt.Errorf("%s is %d bytes, want at least %d", path, st.Size(), min)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

@@ -24,6 +24,19 @@
 // shared memory, and an operation that needs no target notification is
 // checked against it and done by the origin in one cross-memory copy
 // (process_vm_readv/writev; see cma.go).
+//
+// Nobody else on the host reaches the card (issue 30 items 1 and 4). Its
+// files — mailbox and table — are made and opened as package jobfile
+// makes a job's files: exclusively, 0600, through no link, checked by
+// fstat, their pages reserved, under names with a random part that peers
+// read from the published address; the RMA engine's abstract unix socket
+// has a random name too. A cross-memory copy goes ahead only where the
+// peer's table entry agrees with the region its key names (address and
+// length), so a rewritten table aims no copy. Every engine proves its
+// connections belong to the job (auth.go) and holds at most
+// core.MaxPending that have not yet, for core.PendingTimeout at most
+// (core.Pending); an accept that fails is waited out and the engine
+// serves on.
 package softnic
 
 import (
@@ -33,15 +46,16 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/btl/extoll/mailbox"
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 // Transport chooses how VELO packets reach a peer.
@@ -135,6 +149,12 @@ type Config struct {
 	// OnReject, if set, hears of every connection that failed to prove
 	// it (from the engines' goroutines).
 	OnReject func(error)
+
+	// maxPending and pendingTimeout, for the tests, replace core's
+	// limits on connections in the handshake (core.MaxPending,
+	// core.PendingTimeout).
+	maxPending     int
+	pendingTimeout time.Duration
 }
 
 // Device is a software EXTOLL card for one process.
@@ -165,9 +185,15 @@ type Device struct {
 	blocked, blockedNS, stalls *core.Counter
 	// cmaOps counts RMA operations done by cross-memory attach.
 	cmaOps *core.Counter
-	// rejected counts connections that failed the handshake.
-	rejected *core.Counter
-	satt     *sharedATT
+	// accepts counts accepted connections, rejected those that failed
+	// the handshake, acceptErrs the accepts that failed (out of
+	// descriptors, say).
+	accepts, rejected, acceptErrs *core.Counter
+	// pending holds the accepted connections still in the handshake,
+	// for all three engines (core's limits on unauthenticated
+	// connections).
+	pending core.Pending
+	satt    *sharedATT
 }
 
 type peerKind uint8
@@ -223,35 +249,38 @@ func Open(cfg Config) (*Device, error) {
 		cfg.HostID = hostID()
 	}
 	d := &Device{
-		cfg:       cfg,
-		clock:     cfg.Clock,
-		peers:     make([]peer, cfg.Size),
-		done:      make(chan struct{}),
-		blocked:   cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked")),
-		blockedNS: cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked_ns")),
-		stalls:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_stalls")),
-		cmaOps:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "rma_cma_ops")),
-		rejected:  cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "links_rejected")),
+		cfg:        cfg,
+		clock:      cfg.Clock,
+		peers:      make([]peer, cfg.Size),
+		done:       make(chan struct{}),
+		blocked:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked")),
+		blockedNS:  cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_blocked_ns")),
+		stalls:     cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "velo_stalls")),
+		cmaOps:     cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "rma_cma_ops")),
+		rejected:   cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "links_rejected")),
+		acceptErrs: cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "accept_errors")),
+		accepts:    cfg.Metrics.Counter(core.MetricName(cfg.Prefix, "links_accepted")),
 	}
+	d.pending.Max, d.pending.Timeout = cfg.maxPending, cfg.pendingTimeout
 	d.att.init()
-	base := fmt.Sprintf("gobtl-%s-extoll-%s-%d", sanitize(cfg.JobID), sanitize(cfg.Name), cfg.Rank)
-	d.path = filepath.Join(cfg.Dir, base+".mbox")
-	mem, err := createMapping(d.path, mailbox.Size(cfg.Slots))
+	// The job's prefix lets the launcher remove what a crash left; the
+	// random part createMapping adds keeps anyone from making the file
+	// first (issue 30: another user pre-created both and kept them open).
+	base := fmt.Sprintf("gobtl-%s-extoll-%s-%d-", sanitize(cfg.JobID), sanitize(cfg.Name), cfg.Rank)
+	mem, path, err := createMapping(cfg.Dir, base, ".mbox", mailbox.Size(cfg.Slots))
 	if err != nil {
 		return nil, fmt.Errorf("softnic: mailbox: %w", err)
 	}
-	d.mem = mem
+	d.mem, d.path = mem, path
 	if d.box, err = mailbox.Format(mem, cfg.Slots); err != nil {
 		d.Close()
 		return nil, err
 	}
-	// The RMA socket lives in the abstract namespace: no file to clean up
-	// and no limit from the length of Dir.
-	if err := d.listen(fmt.Sprintf("@gobtl-extoll-%016x-%d", d.jobHash(), cfg.Rank)); err != nil {
+	if err := d.listen(); err != nil {
 		d.Close()
 		return nil, err
 	}
-	if d.satt, err = openSharedATT(filepath.Join(cfg.Dir, base+".att")); err != nil {
+	if d.satt, err = openSharedATT(cfg.Dir, base); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("softnic: address-translation table: %w", err)
 	}
@@ -267,47 +296,102 @@ func Open(cfg Config) (*Device, error) {
 	return d, nil
 }
 
-func (d *Device) listen(unixPath string) error {
+func (d *Device) listen() error {
 	var err error
 	hostPort := net.JoinHostPort(d.cfg.ListenHost, "0")
 	if d.veloLn, err = net.Listen("tcp", hostPort); err != nil {
 		return fmt.Errorf("softnic: velo listener: %w", err)
 	}
-	if d.rmaUnix, err = net.Listen("unix", unixPath); err != nil {
+	d.veloLn = wrapListener(d.veloLn)
+	if d.rmaUnix, err = listenAbstract(); err != nil {
 		return fmt.Errorf("softnic: rma listener: %w", err)
 	}
+	d.rmaUnix = wrapListener(d.rmaUnix)
 	if d.rmaTCP, err = net.Listen("tcp", hostPort); err != nil {
 		return fmt.Errorf("softnic: rma listener: %w", err)
 	}
+	d.rmaTCP = wrapListener(d.rmaTCP)
 	d.serve(d.veloLn, false, d.veloEngine)
 	d.serve(d.rmaUnix, true, d.rmaEngine)
 	d.serve(d.rmaTCP, true, d.rmaEngine)
 	return nil
 }
 
-// served is an accepted connection.
-type served struct {
-	rma bool
-	mu  sync.Mutex // guards writes
+// listenAbstract listens on a unix socket in the abstract namespace (no
+// file to clean up, no limit from the length of Dir) under a random
+// name, taking another where one is taken: any process of the host may
+// bind an abstract name, so a name derived from the job could be taken
+// first. Peers learn the name from the published address, and whoever
+// connects proves it belongs to the job before anything else (auth.go).
+func listenAbstract() (net.Listener, error) {
+	var err error
+	for range 16 {
+		var ln net.Listener
+		if ln, err = net.Listen("unix", "@gobtl-extoll-"+jobfile.Random()); err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	return nil, err
 }
 
+// wrapListener lets the tests put a listener that fails in front of each
+// engine's.
+var wrapListener = func(ln net.Listener) net.Listener { return ln }
+
+// served is an accepted connection.
+type served struct {
+	rma  bool
+	pend *core.PendingConn // in d.pending until its handshake ends
+	mu   sync.Mutex        // guards writes
+}
+
+// Bounds of the pause after a failed accept.
+const (
+	acceptPauseMin = 5 * time.Millisecond
+	acceptPauseMax = time.Second
+)
+
 // serve accepts connections on ln and runs handle on each in a goroutine.
+// A connection is pending (d.pending) until it has proved it belongs to
+// the job: the oldest goes when core.MaxPending wait, so a flood of
+// connections from outside costs a bounded number of descriptors. An
+// accept that fails — out of descriptors, say — is waited out, a pause
+// that doubles from acceptPauseMin to acceptPauseMax, and the listener
+// serves on: it stops only when the device closes.
 func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)) {
 	d.acceptWG.Add(1)
 	go func() {
 		defer d.acceptWG.Done()
+		var pause time.Duration
 		for {
 			c, err := ln.Accept()
 			if err != nil {
-				return
+				if d.closed.Load() || errors.Is(err, net.ErrClosed) {
+					return
+				}
+				d.acceptErrs.Inc()
+				pause = min(max(2*pause, acceptPauseMin), acceptPauseMax)
+				select {
+				case <-d.done:
+					return
+				case <-time.After(pause):
+				}
+				continue
 			}
+			pause = 0
+			d.accepts.Inc()
 			sv := &served{rma: rma}
+			sv.pend = d.pending.Admit(d.clock.Now(), func() { c.Close() })
 			d.accepted.Store(c, sv)
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
 				defer d.accepted.Delete(c)
 				defer c.Close()
+				defer sv.pend.Done()
 				handle(c, sv)
 			}()
 		}
@@ -394,7 +478,7 @@ func (d *Device) connect(rank int, p *peer) error {
 	case d.cfg.Transport == TCP || !local:
 		return d.dialVELO(ctx, rank, p)
 	}
-	mem, err := openMapping(a.Mailbox)
+	mem, err := openMapping(a.Mailbox, mailbox.Size(mailbox.MinSlots))
 	if err != nil {
 		return err
 	}

@@ -123,8 +123,8 @@ func (d *Device) dialVELO(ctx context.Context, rank int, p *peer) error {
 // veloEngine is the receiving network engine of one TCP connection: it
 // copies arriving packets into the mailbox and, while the mailbox is full,
 // stops reading, so that the sender's socket fills and its writes block.
-func (d *Device) veloEngine(c net.Conn, _ *served) {
-	src, err := d.readHello(c, helloVELO)
+func (d *Device) veloEngine(c net.Conn, sv *served) {
+	src, err := d.readHello(c, sv, helloVELO)
 	if err != nil {
 		return
 	}
