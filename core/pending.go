@@ -120,3 +120,27 @@ func (p *Pending) Len() int {
 	defer p.mu.Unlock()
 	return p.live
 }
+
+// AcceptRetry paces a listener's accept loop after errors. An accept that
+// fails — the process is out of descriptors (EMFILE), the system too
+// (ENFILE), a connection reset before it was taken — is no reason to stop
+// serving: a listener that returns then is dead for good (issue 30 item
+// 4), and one that retries at once spins. Next is the pause before the
+// next accept, doubling from 5 ms to 1 s as net/http's server does; Reset
+// after an accept that worked. The zero value is ready.
+type AcceptRetry struct{ pause time.Duration }
+
+// Bounds of AcceptRetry's pause.
+const (
+	AcceptPauseMin = 5 * time.Millisecond
+	AcceptPauseMax = time.Second
+)
+
+// Next returns the pause before the next accept.
+func (r *AcceptRetry) Next() time.Duration {
+	r.pause = min(max(2*r.pause, AcceptPauseMin), AcceptPauseMax)
+	return r.pause
+}
+
+// Reset starts the pauses over.
+func (r *AcceptRetry) Reset() { r.pause = 0 }

@@ -58,3 +58,18 @@ func TestPendingKeepsItsQueueShort(t *testing.T) {
 		t.Fatalf("%d pending in a queue of %d", p.Len(), len(p.q))
 	}
 }
+
+func TestAcceptRetryDoublesToItsBound(t *testing.T) {
+	var r AcceptRetry
+	var got []time.Duration
+	for range 10 {
+		got = append(got, r.Next())
+	}
+	if got[0] != AcceptPauseMin || got[1] != 2*AcceptPauseMin || got[9] != AcceptPauseMax {
+		t.Fatalf("pauses %v", got)
+	}
+	r.Reset()
+	if r.Next() != AcceptPauseMin {
+		t.Fatal("Reset did not start over")
+	}
+}

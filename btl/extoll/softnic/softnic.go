@@ -348,24 +348,18 @@ type served struct {
 	mu   sync.Mutex        // guards writes
 }
 
-// Bounds of the pause after a failed accept.
-const (
-	acceptPauseMin = 5 * time.Millisecond
-	acceptPauseMax = time.Second
-)
-
 // serve accepts connections on ln and runs handle on each in a goroutine.
 // A connection is pending (d.pending) until it has proved it belongs to
 // the job: the oldest goes when core.MaxPending wait, so a flood of
 // connections from outside costs a bounded number of descriptors. An
-// accept that fails — out of descriptors, say — is waited out, a pause
-// that doubles from acceptPauseMin to acceptPauseMax, and the listener
-// serves on: it stops only when the device closes.
+// accept that fails — out of descriptors, say — is waited out
+// (core.AcceptRetry), and the listener serves on: it stops only when the
+// device closes.
 func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)) {
 	d.acceptWG.Add(1)
 	go func() {
 		defer d.acceptWG.Done()
-		var pause time.Duration
+		var retry core.AcceptRetry
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -373,15 +367,14 @@ func (d *Device) serve(ln net.Listener, rma bool, handle func(net.Conn, *served)
 					return
 				}
 				d.acceptErrs.Inc()
-				pause = min(max(2*pause, acceptPauseMin), acceptPauseMax)
 				select {
 				case <-d.done:
 					return
-				case <-time.After(pause):
+				case <-time.After(retry.Next()):
 				}
 				continue
 			}
-			pause = 0
+			retry.Reset()
 			d.accepts.Inc()
 			sv := &served{rma: rma}
 			sv.pend = d.pending.Admit(d.clock.Now(), func() { c.Close() })
