@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/internal/jobfile"
 	"github.com/gobtl/gobtl/internal/owner"
 	"golang.org/x/sys/unix"
 )
@@ -26,18 +27,23 @@ import (
 // their files after the mapping fence (core.Attacher), so a job killed
 // later — the launcher by SIGKILL, a rank, the whole machine's processes
 // — leaves nothing. What a job killed during start-up leaves carries its
-// owner in its name: the boot directory is gobtl-<job>-<pid>-<start>,
-// the launcher's process id and start time (which tell a dead launcher
-// from a live process that got its pid), and a plugin's socket directory
-// gobtl-plugin-<pid>-<start>-*. The next `gobtl run` removes what dead
-// owners left (SweepStale), and `gobtl clean` (Clean) also what no
+// owner in its name: the boot directory is
+// gobtl-boot-<pid>-<start>-<random>, the launcher's process id and start
+// time (which tell a dead launcher from a live process that got its pid)
+// and a random part, and a plugin's socket directory
+// gobtl-plugin-<pid>-<start>-*. The boot directory's name does not give
+// the job id away — from it another user could tell when the job starts
+// and what its files would be called (issue 30 item 1) — so the id is in
+// a file inside it, which only the owner can read. The next `gobtl run`
+// removes what dead owners left (SweepStale), and `gobtl clean` (Clean) also what no
 // launcher owned: shared-memory files of jobs started by another engine
 // that no process of this user maps or holds open.
 
 // ownedName matches the names that carry an owner: a launcher's boot
-// directory, gobtl-<job>-<pid>-<start> (job ids of `gobtl run` are hex),
-// and a plugin's socket directory, gobtl-plugin-<pid>-<start>-<random>.
-var ownedName = regexp.MustCompile(`^gobtl-(?:([0-9a-f]+)|plugin)-([0-9]+)-([0-9]+)(?:-[^/]*)?$`)
+// directory, gobtl-boot-<pid>-<start>-<random> (and, from before it hid
+// the job id, gobtl-<job>-<pid>-<start>, job ids of `gobtl run` being
+// hex), and a plugin's socket directory, gobtl-plugin-<pid>-<start>-<random>.
+var ownedName = regexp.MustCompile(`^gobtl-(?:([0-9a-f]+)|plugin|(boot))-([0-9]+)-([0-9]+)(?:-[^/]*)?$`)
 
 // oldName matches the boot directories of launchers, gobtl-<job>-<n>, and
 // the socket directories of plugins, gobtl-plugin-<n>, from before owners
@@ -72,8 +78,56 @@ func abandoned(dir string) bool {
 	return err == nil && time.Since(st.ModTime()) > OrphanAge
 }
 
-// BootDirName is the name of the boot directory of job, owned by o.
-func BootDirName(job string, o owner.Owner) string { return "gobtl-" + job + "-" + o.String() }
+// BootDirPrefix is the start of the name of a boot directory owned by o;
+// jobfile.Mkdir adds a random part.
+func BootDirPrefix(o owner.Owner) string { return "gobtl-boot-" + o.String() + "-" }
+
+// jobFile names the file in a boot directory that holds the job's id.
+const jobFile = "job"
+
+// jobID is what a job id of `gobtl run` looks like (NewJobID).
+var jobID = regexp.MustCompile(`^[0-9a-f]{1,32}$`)
+
+// makeBootDir makes the launcher's boot directory in parent — a new one,
+// 0700, under a name that says nothing of the job — and writes the job's
+// id into it for Clean.
+func makeBootDir(parent, job string) (string, error) {
+	dir, err := jobfile.Mkdir(parent, BootDirPrefix(owner.Self()))
+	if err != nil {
+		return "", fmt.Errorf("launch: boot directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, jobFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		_, err = f.WriteString(job)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("launch: boot directory: %w", err)
+	}
+	return dir, nil
+}
+
+// bootJob reads the job id in the boot directory dir: "" unless the file
+// is there, this user's own (jobfile.Check) and holds a job id.
+func bootJob(dir string) string {
+	f, err := os.OpenFile(filepath.Join(dir, jobFile), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if jobfile.Check(f) != nil {
+		return ""
+	}
+	b := make([]byte, 64)
+	n, _ := f.Read(b)
+	if job := string(b[:n]); jobID.MatchString(job) {
+		return job
+	}
+	return ""
+}
 
 // OrphanAge is how old a file that no process holds must be before Clean
 // takes it for an orphan: a job's files exist only while it starts, and a
@@ -129,18 +183,23 @@ func Clean(o CleanOptions) ([]string, error) {
 		if m == nil || !e.IsDir() || !mine(filepath.Join(o.TempDir, e.Name())) {
 			continue
 		}
-		pid, _ := strconv.Atoi(m[2])
-		start, _ := strconv.ParseUint(m[3], 10, 64)
+		dir := filepath.Join(o.TempDir, e.Name())
+		job := m[1]
+		if m[2] != "" {
+			job = bootJob(dir)
+		}
+		pid, _ := strconv.Atoi(m[3])
+		start, _ := strconv.ParseUint(m[4], 10, 64)
 		if (owner.Owner{Pid: pid, Start: start}).Alive() {
-			if m[1] != "" {
-				live[m[1]] = true
+			if job != "" {
+				live[job] = true
 			}
 			continue
 		}
-		if m[1] != "" {
-			dead[m[1]] = true
+		if job != "" {
+			dead[job] = true
 		}
-		remove(filepath.Join(o.TempDir, e.Name()))
+		remove(dir)
 	}
 	ents, err = os.ReadDir(o.ShmDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -54,14 +54,23 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 		os.Chtimes(p, old, old)
 		return p
 	}
+	bootDir := func(o owner.Owner, job string) string {
+		p := mkdir(tmp, BootDirPrefix(o)+"0123456789abcdef")
+		os.WriteFile(filepath.Join(p, jobFile), []byte(job), 0o600)
+		return p
+	}
+	// A launcher from before the boot directory hid the job id.
+	olderJob := NewJobID()
 	gone := []string{
-		mkdir(tmp, BootDirName(deadJob, dead)),
+		bootDir(dead, deadJob),
+		mkdir(tmp, "gobtl-"+olderJob+"-"+dead.String()),
 		mkdir(tmp, owner.PluginDirPrefix(dead)+"123"),
-		file(boot.ShmPrefix(deadJob) + "sm-0"),
-		file(boot.ShmPrefix(deadJob) + "extoll-net-1.mbox"),
+		file(boot.ShmPrefix(deadJob) + "sm-0-0123456789abcdef"),
+		file(boot.ShmPrefix(deadJob) + "extoll-net-1-0123456789abcdef.mbox"),
+		file(boot.ShmPrefix(olderJob) + "sm-0"),
 	}
 	kept := []string{
-		mkdir(tmp, BootDirName(liveJob, live)),
+		bootDir(live, liveJob),
 		mkdir(tmp, owner.PluginDirPrefix(live)+"456"),
 		mkdir(tmp, "gobtl-test-bin-789"),       // no owner in the name
 		file(boot.ShmPrefix(liveJob) + "sm-0"), // a live launcher's job: never looked at

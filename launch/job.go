@@ -191,9 +191,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	job := NewJobID()
-	dir := filepath.Join(owner.TempDir(), BootDirName(job, owner.Self()))
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return Result{}, fmt.Errorf("launch: %w", err)
+	dir, err := makeBootDir(owner.TempDir(), job)
+	if err != nil {
+		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "boot.sock")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +30,13 @@ func TestMain(m *testing.M) {
 func rankMain(role string) int {
 	if f, ok := gobtlRoles[role]; ok {
 		return f()
+	}
+	if role == "bootdir" {
+		// Before hello, while the directory is there.
+		if err := checkBootDir(); err != nil {
+			fmt.Fprintln(os.Stderr, "boot directory:", err)
+			return 1
+		}
 	}
 	ctx := context.Background()
 	b, ok, err := boot.FromEnv(ctx)
@@ -94,8 +102,45 @@ func rankMain(role string) int {
 		select {}
 	case "sleep":
 		select {}
+	case "bootdir":
+		return 0
 	}
 	return 99
+}
+
+// checkBootDir checks, in a rank, the boot directory the launcher made:
+// a name that does not give the job id away, mode 0700, and the job id
+// in a 0600 file inside.
+func checkBootDir() error {
+	dir, job := filepath.Dir(os.Getenv(boot.EnvBoot)), os.Getenv(boot.EnvJobID)
+	name := filepath.Base(dir)
+	if strings.Contains(name, job) || !regexp.MustCompile(`^gobtl-boot-[0-9]+-[0-9]+-[0-9a-f]{16}$`).MatchString(name) {
+		return fmt.Errorf("name %s (job %s)", name, job)
+	}
+	for path, want := range map[string]os.FileMode{dir: os.ModeDir | 0o700, filepath.Join(dir, jobFile): 0o600} {
+		st, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		if st.Mode() != want {
+			return fmt.Errorf("%s: mode %v, want %v", path, st.Mode(), want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, jobFile)); err != nil || string(b) != job {
+		return fmt.Errorf("job file holds %q (%v), want %q", b, err, job)
+	}
+	fmt.Println("boot directory ok:", name)
+	return nil
+}
+
+// The boot directory's name says nothing of the job (issue 30 item 1:
+// another user read the job id from gobtl-<job>-<pid>-<start> and
+// created the job's files before its ranks did).
+func TestTheBootDirectoryHidesTheJobID(t *testing.T) {
+	res, out, _ := runRole(t, "bootdir", 2, nil)
+	if res.Status != 0 || strings.Count(out, "boot directory ok") != 2 {
+		t.Fatalf("status %d:\n%s", res.Status, out)
+	}
 }
 
 func runRole(t *testing.T, role string, np int, mod func(*Config)) (Result, string, time.Duration) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
 )
 
 // Abort is a rank's report of a fatal error through the bootstrap.
@@ -25,7 +26,13 @@ type Abort struct {
 type Server struct {
 	size int
 	job  string
-	ln   *net.UnixListener
+	ln   net.Listener
+
+	// pending holds the connections that have not said hello yet (core's
+	// limits on unauthenticated connections: only this user can reach the
+	// socket, but a runaway process of theirs must not take the
+	// launcher's descriptors).
+	pending core.Pending
 
 	aborts chan Abort
 
@@ -86,7 +93,7 @@ func newServer(path string, size int, job string, helloTimeout time.Duration, al
 		return nil, fmt.Errorf("launch: bootstrap socket: %w", err)
 	}
 	s := &Server{
-		size: size, job: job, ln: ln,
+		size: size, job: job, ln: wrapListener(ln),
 		aborts:       make(chan Abort, size),
 		helloTimeout: helloTimeout,
 		allHello:     allHello,
@@ -135,28 +142,43 @@ func (s *Server) Close() error {
 	return err
 }
 
+// wrapListener lets the tests put a listener that fails in front of the
+// server's.
+var wrapListener = func(ln net.Listener) net.Listener { return ln }
+
+// accept serves every connection until Close. An accept that fails (out
+// of descriptors, say) is waited out, and the server serves on.
 func (s *Server) accept() {
 	defer s.wg.Done()
+	var retry core.AcceptRetry
 	for {
 		conn, err := s.ln.Accept()
-		if err != nil {
-			return // closed
-		}
 		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			conn.Close()
-			return
+		closed := s.closed
+		if err == nil && !closed {
+			s.wg.Add(1)
 		}
-		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serve(conn)
+		switch {
+		case closed || errors.Is(err, net.ErrClosed):
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		case err != nil:
+			time.Sleep(retry.Next())
+			continue
+		}
+		retry.Reset()
+		pc := s.pending.Admit(core.SystemClock.Now(), func() { conn.Close() })
+		go s.serve(conn, pc)
 	}
 }
 
-func (s *Server) serve(conn net.Conn) {
+func (s *Server) serve(conn net.Conn, pc *core.PendingConn) {
 	defer s.wg.Done()
 	defer conn.Close()
+	defer pc.Done()
 	c := &serverConn{conn: conn, rank: -1, enc: json.NewEncoder(conn)}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	// A rank says hello as soon as it connects; a connection that stays
@@ -190,6 +212,7 @@ func (s *Server) serve(conn net.Conn) {
 			}
 			// A rank may compute for hours between fences.
 			conn.SetReadDeadline(time.Time{})
+			pc.Done()
 			// Before the reply: the last rank's Dial returns to a tidied host.
 			s.helloed()
 			c.send(&Reply{Op: boot.OpHello, Size: s.size})

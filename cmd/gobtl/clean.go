@@ -13,10 +13,11 @@ var cleanCmd = &cobra.Command{
 	Long: `Clean removes, of your own files only, what gobtl jobs and plugins that are gone
 left behind, and prints each path it removed:
 
-  - boot directories $TMPDIR/gobtl-<job>-<pid>-<start> and plugin socket
+  - boot directories $TMPDIR/gobtl-boot-<pid>-<start>-* and plugin socket
     directories $TMPDIR/gobtl-plugin-<pid>-<start>-* whose owner process is dead,
     with the /dev/shm files of those jobs, and the boot and plugin directories
-    of older gobtl ($TMPDIR/gobtl-<job>-<n>, gobtl-plugin-<n>) whose sockets
+    of older gobtl ($TMPDIR/gobtl-<job>-<pid>-<start>, gobtl-<job>-<n>,
+    gobtl-plugin-<n>) whose owner is dead or whose sockets
     nobody listens on;
   - /dev/shm/gobtl-* files that no process maps or holds open (jobs started by
     mpirun or srun, programs killed while they started) and that are older
