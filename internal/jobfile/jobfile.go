@@ -107,12 +107,15 @@ func Open(path string) (*os.File, error) {
 // Check tells whether the open file f is this process's to trust: a
 // regular file of the effective user, with one link, that neither group
 // nor others may access. Its error wraps ErrNotOurs.
-func Check(f *os.File) error {
+func Check(f *os.File) error { return CheckFD(int(f.Fd()), f.Name()) }
+
+// CheckFD is Check on the descriptor fd of the file at path.
+func CheckFD(fd int, path string) error {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	return checkStat(f.Name(), &st, unix.S_IFREG, 1)
+	return checkStat(path, &st, unix.S_IFREG, 1)
 }
 
 func checkStat(path string, st *unix.Stat_t, kind uint32, links uint64) error {

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 // A shared link: ports of several processes on one host that stand for
@@ -107,8 +109,17 @@ func tryAttach(name, path string, rate float64) (*sharedLink, bool, error) {
 	fail := func(err error) (*sharedLink, bool, error) {
 		return nil, false, fmt.Errorf("softrc: shared link %q (%s): %w", name, path, err)
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	// The name is shared by design — every job of this user on the host
+	// that names the link maps the one file — so it cannot be random;
+	// but what stands there must be this user's own file, reached
+	// through no link (a planted link made root truncate another file,
+	// issue 30 item 1).
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
+		return fail(err)
+	}
+	if err := jobfile.CheckFD(fd, path); err != nil {
+		unix.Close(fd)
 		return fail(err)
 	}
 	l := &sharedLink{name: name, path: path, fd: fd, pid: uint32(os.Getpid())}

@@ -1,6 +1,7 @@
 package softrc
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 func linkName(t *testing.T) string {
@@ -131,5 +133,33 @@ func TestTwoDevicesOnASharedLinkShareItsRate(t *testing.T) {
 	// The bucket lets a burst through on top of the rate.
 	if max := rate*1.1 + burstOf(rate)/time.Since(start).Seconds(); got > max {
 		t.Fatalf("two ports on one %.0f MB/s link moved %.1f MB/s together", rate/1e6, got/1e6)
+	}
+}
+
+// The link file's name is shared by design and so can be planted: a link
+// there is not followed (its target keeps its bytes), and a file open to
+// others is refused (issue 30 item 1).
+func TestAPlantedLinkFileIsRefused(t *testing.T) {
+	name := linkName(t)
+	path := linkPath(name)
+	victim := t.TempDir() + "/root-only"
+	os.WriteFile(victim, []byte("secret"), 0o600)
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	_, err := openSharedBucket(name, 1e9)
+	os.Remove(path)
+	if err == nil {
+		t.Fatal("attached through a symbolic link")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "secret" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+	os.WriteFile(path, make([]byte, linkFileLen), 0o600)
+	os.Chmod(path, 0o666)
+	_, err = openSharedBucket(name, 1e9)
+	os.Remove(path)
+	if !errors.Is(err, jobfile.ErrNotOurs) {
+		t.Fatalf("a link file open to others: %v", err)
 	}
 }
