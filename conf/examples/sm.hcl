@@ -33,7 +33,7 @@ job {
 btl "self" "self" {}
 
 btl "sm" "sm" {
-  # Segment files, one per rank: /dev/shm/gobtl-<job>-sm.sm-<rank>.
+  # Segment files, one per rank: /dev/shm/gobtl-<job>-sm.sm-<rank>-<random>.
   dir = "/dev/shm"
 
   # Per-sender fast boxes (small frames inline) and the FIFO's fragments
