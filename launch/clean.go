@@ -158,25 +158,42 @@ func Clean(o CleanOptions) ([]string, error) {
 	if o.ShmDir == "" {
 		o.ShmDir = "/dev/shm"
 	}
-	var removed []string
-	var errs []error
-	remove := func(path string) {
-		if err := os.RemoveAll(path); err != nil {
-			errs = append(errs, err)
-			return
-		}
-		removed = append(removed, path)
+	var s sweep
+	live, dead, err := s.bootDirs(o)
+	if err != nil {
+		return nil, err
 	}
-	live, dead := map[string]bool{}, map[string]bool{}
+	s.shmFiles(o, live, dead)
+	return s.removed, errors.Join(s.errs...)
+}
+
+// sweep is one Clean's tally: what it removed and what it could not.
+type sweep struct {
+	removed []string
+	errs    []error
+}
+
+func (s *sweep) remove(path string) {
+	if err := os.RemoveAll(path); err != nil {
+		s.errs = append(s.errs, err)
+		return
+	}
+	s.removed = append(s.removed, path)
+}
+
+// bootDirs removes the boot directories of dead launchers in o.TempDir
+// and returns the jobs of live and of dead ones.
+func (s *sweep) bootDirs(o CleanOptions) (live, dead map[string]bool, err error) {
+	live, dead = map[string]bool{}, map[string]bool{}
 	ents, err := os.ReadDir(o.TempDir)
 	if err != nil {
-		return nil, fmt.Errorf("launch: clean: %w", err)
+		return nil, nil, fmt.Errorf("launch: clean: %w", err)
 	}
 	for _, e := range ents {
 		m := ownedName.FindStringSubmatch(e.Name())
 		if o.Orphans && m == nil && e.IsDir() && oldName.MatchString(e.Name()) {
 			if dir := filepath.Join(o.TempDir, e.Name()); mine(dir) && abandoned(dir) {
-				remove(dir)
+				s.remove(dir)
 			}
 			continue
 		}
@@ -199,11 +216,17 @@ func Clean(o CleanOptions) ([]string, error) {
 		if job != "" {
 			dead[job] = true
 		}
-		remove(dir)
+		s.remove(dir)
 	}
-	ents, err = os.ReadDir(o.ShmDir)
+	return live, dead, nil
+}
+
+// shmFiles removes the files of dead jobs in o.ShmDir, and with
+// o.Orphans those of no job that no process holds.
+func (s *sweep) shmFiles(o CleanOptions, live, dead map[string]bool) {
+	ents, err := os.ReadDir(o.ShmDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("launch: clean: %w", err))
+		s.errs = append(s.errs, fmt.Errorf("launch: clean: %w", err))
 	}
 	var held map[fileID]bool
 	for _, e := range ents {
@@ -212,7 +235,7 @@ func Clean(o CleanOptions) ([]string, error) {
 			continue
 		}
 		if ofJob(name, dead) {
-			remove(path)
+			s.remove(path)
 			continue
 		}
 		// softrc's shared links belong to no job: every job on the host
@@ -228,10 +251,9 @@ func Clean(o CleanOptions) ([]string, error) {
 			held = heldFiles()
 		}
 		if id, ok := idOf(path); ok && !held[id] {
-			remove(path)
+			s.remove(path)
 		}
 	}
-	return removed, errors.Join(errs...)
 }
 
 // SweepStale is what `gobtl run` does before it starts a job: Clean

@@ -25,6 +25,25 @@ func deadOwner(t *testing.T) owner.Owner {
 	return o
 }
 
+// socketDir puts a unix socket named sock in dir, in place of the
+// boot.sock mkdir left there: one that is listened on until the test ends
+// (listening), or one nobody listens on any more. It returns dir.
+func socketDir(t *testing.T, dir, sock string, listening bool) string {
+	t.Helper()
+	os.Remove(filepath.Join(dir, "boot.sock"))
+	ln, err := net.Listen("unix", filepath.Join(dir, sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listening {
+		t.Cleanup(func() { ln.Close() })
+		return dir
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	return dir
+}
+
 func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 	tmp, shm := t.TempDir(), t.TempDir()
 	dead, live := deadOwner(t), owner.Self()
@@ -78,32 +97,12 @@ func TestCleanRemovesWhatDeadOwnersLeftAndNothingElse(t *testing.T) {
 		file("unrelated"),
 	}
 	// A launcher from before owners were named: its socket tells.
-	oldDead := mkdir(tmp, "gobtl-0123456789ab-42")
-	os.Remove(filepath.Join(oldDead, "boot.sock"))
-	ln, err := net.Listen("unix", filepath.Join(oldDead, "boot.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	ln.Close() // nobody listens any more
-	oldLive := mkdir(tmp, "gobtl-ba9876543210-43")
-	os.Remove(filepath.Join(oldLive, "boot.sock"))
-	ln, err = net.Listen("unix", filepath.Join(oldLive, "boot.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	oldDead := socketDir(t, mkdir(tmp, "gobtl-0123456789ab-42"), "boot.sock", false)
+	oldLive := socketDir(t, mkdir(tmp, "gobtl-ba9876543210-43"), "boot.sock", true)
 	kept = append(kept, oldLive)
 	// A plugin's socket directory from before owners were named, its
 	// plugin gone.
-	oldPlugin := mkdir(tmp, "gobtl-plugin-77")
-	os.Remove(filepath.Join(oldPlugin, "boot.sock"))
-	ln2, err := net.Listen("unix", filepath.Join(oldPlugin, "plugin123"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln2.(*net.UnixListener).SetUnlinkOnClose(false)
-	ln2.Close()
+	oldPlugin := socketDir(t, mkdir(tmp, "gobtl-plugin-77"), "plugin123", false)
 	orphan := file("gobtl-slurm.pmix.7.0-sm.local-0") // another engine's job, held by nobody
 	held := file("gobtl-slurm.pmix.8.0-sm.local-0")   // held open by this process
 	f, err := os.Open(held)

@@ -185,26 +185,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	path := seg.path
 	m.seg = seg
-	m.fifo.init(seg)
-	m.in = make([]inBox, m.size)
-	for s := range m.in {
-		m.in[s].init(seg, s, lay.fboxSize-slotHdr)
-	}
-	m.expect = make([]uint32, m.size)
-	m.rxDead = make([]bool, m.size)
-	m.activeN = seg.u32(offActiveN)
-	m.peers = make([]*peer, m.size)
-	m.free = make([]int32, 0, cfg.frags)
-	for i := cfg.frags - 1; i >= 0; i-- {
-		m.free = append(m.free, int32(i))
-	}
-	m.inflight = make([][]int32, m.size)
-	m.copyIn.init(cfg.frags)
-	m.coopFree = make([]int32, 0, coopRecs)
-	for i := coopRecs - 1; i >= 0; i-- {
-		m.coopFree = append(m.coopFree, int32(i))
-	}
-	m.gets = make([]coopGet, 0, coopRecs)
+	m.initQueues(seg, lay, cfg.frags)
 
 	caps := core.CapSend | core.CapLocalOnly | core.CapNotify
 	if m.cma.ok {
@@ -221,6 +202,32 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		return nil, fmt.Errorf("sm: publish address: %w", err)
 	}
 	return m, nil
+}
+
+// initQueues sets up the receive side over this rank's segment (its
+// FIFO and a fast box per sender) and the free lists of its send
+// fragments and cooperative-copy records.
+func (m *Module) initQueues(seg *segment, lay layout, frags int) {
+	m.fifo.init(seg)
+	m.in = make([]inBox, m.size)
+	for s := range m.in {
+		m.in[s].init(seg, s, lay.fboxSize-slotHdr)
+	}
+	m.expect = make([]uint32, m.size)
+	m.rxDead = make([]bool, m.size)
+	m.activeN = seg.u32(offActiveN)
+	m.peers = make([]*peer, m.size)
+	m.free = make([]int32, 0, frags)
+	for i := frags - 1; i >= 0; i-- {
+		m.free = append(m.free, int32(i))
+	}
+	m.inflight = make([][]int32, m.size)
+	m.copyIn.init(frags)
+	m.coopFree = make([]int32, 0, coopRecs)
+	for i := coopRecs - 1; i >= 0; i-- {
+		m.coopFree = append(m.coopFree, int32(i))
+	}
+	m.gets = make([]coopGet, 0, coopRecs)
 }
 
 // nodeRanks is the number of the job's ranks on this rank's node: as the
