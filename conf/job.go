@@ -50,6 +50,19 @@ var ProgressParams = []core.Param{
 		Doc: "longest sleep between polls (bounds the latency an idle rank adds)"},
 }
 
+// PlacementParams is the schema of the job's placement block: how `gobtl
+// run` maps and binds the ranks it starts (its --map-by, --bind-to and
+// --report-bindings, which take precedence). Ranks that mpirun or srun
+// started keep the engine's binding.
+var PlacementParams = []core.Param{
+	{Name: "map_by", Type: core.ParamString, Default: "core", Enum: []string{"core", "numa", "socket"},
+		Doc: "spread the ranks: fill the cores in order, or deal them round-robin over the NUMA nodes or sockets"},
+	{Name: "bind_to", Type: core.ParamString, Default: "auto", Enum: []string{"auto", "core", "numa", "socket", "none"},
+		Doc: "bind each rank to its core, its core's NUMA node or socket, or not at all; auto: its core when every rank gets one, else nothing"},
+	{Name: "report_bindings", Type: core.ParamBool, Default: "false",
+		Doc: "print each rank's binding as the job starts"},
+}
+
 // LogParams is the schema of the job's log block.
 var LogParams = []core.Param{
 	{Name: "level", Type: core.ParamString, Default: "warn", Enum: logLevels,
@@ -76,6 +89,8 @@ var JobParams = []core.Param{
 		Doc: "fail a request that makes no progress for this long; 0: never"},
 	{Name: "progress", Type: core.ParamBlock, Block: ProgressParams,
 		Doc: "back-off of a waiting rank: spin, then yield, then sleep (doubling)"},
+	{Name: "placement", Type: core.ParamBlock, Block: PlacementParams,
+		Doc: "where gobtl run puts the ranks: map_by, bind_to, report_bindings"},
 	{Name: "log", Type: core.ParamBlock, Block: LogParams,
 		Doc: "logging levels; GOBTL_LOG overrides (GOBTL_LOG=debug or GOBTL_LOG=pml=debug,btl.sm=info)"},
 }
@@ -95,7 +110,16 @@ type Job struct {
 	// StallTimeout fails requests that make no progress; 0 means never.
 	StallTimeout time.Duration
 	Progress     Progress
+	Placement    Placement
 	Log          Log
+}
+
+// Placement is how `gobtl run` maps and binds the ranks (the names of
+// --map-by's and --bind-to's values; BindTo "auto" leaves the choice to
+// the launcher).
+type Placement struct {
+	MapBy, BindTo  string
+	ReportBindings bool
 }
 
 // Progress is how a waiting rank backs off.
@@ -129,10 +153,10 @@ func defaultJobParams() core.Params {
 	return p
 }
 
-// fillJobBlocks gives an absent progress or log block its defaults, so the
+// fillJobBlocks gives an absent progress, placement or log block its defaults, so the
 // effective configuration always shows them.
 func fillJobBlocks(p core.Params) {
-	for _, name := range []string{"progress", "log"} {
+	for _, name := range []string{"progress", "placement", "log"} {
 		if len(p.Blocks(name)) == 0 {
 			d, _ := p.Param(name)
 			_ = p.Set(name, []core.Params{core.MustParams(d.Block)})
@@ -152,6 +176,7 @@ func jobFromParams(p core.Params) Job {
 	}
 	prog := p.Blocks("progress")[0]
 	lg := p.Blocks("log")[0]
+	pl := p.Blocks("placement")[0]
 	comps := map[string]string{}
 	if lg.Has("components") {
 		for k, v := range lg.Map("components") {
@@ -173,7 +198,8 @@ func jobFromParams(p core.Params) Job {
 			SpinSet:  prog.IsSet("spin"),
 			YieldSet: prog.IsSet("yield"),
 		},
-		Log: Log{Level: lg.String("level"), Components: comps},
+		Placement: Placement{MapBy: pl.String("map_by"), BindTo: pl.String("bind_to"), ReportBindings: pl.Bool("report_bindings")},
+		Log:       Log{Level: lg.String("level"), Components: comps},
 	}
 }
 

@@ -44,6 +44,7 @@ func TestAnEmptyConfigurationIsTheDefaultStack(t *testing.T) {
 		MaxReads:       conf.Unset,
 		StallTimeout:   0,
 		Progress:       conf.Progress{Spin: 2000, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: 500 * time.Microsecond},
+		Placement:      conf.Placement{MapBy: "core", BindTo: "auto"},
 		Log:            conf.Log{Level: "warn", Components: map[string]string{}},
 	}
 	if !reflect.DeepEqual(c.Job, want) {
@@ -147,6 +148,11 @@ job {
     spin = 0
     max_sleep = "1ms"
   }
+  placement {
+    map_by          = "socket"
+    bind_to         = "numa"
+    report_bindings = true
+  }
   log {
     level      = "info"
     components = { pml = "debug", "btl.sm" = "off" }
@@ -161,6 +167,7 @@ job {
 		MaxReads:       4,
 		StallTimeout:   30 * time.Second,
 		Progress:       conf.Progress{Spin: 0, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: time.Millisecond, SpinSet: true},
+		Placement:      conf.Placement{MapBy: "socket", BindTo: "numa", ReportBindings: true},
 		Log:            conf.Log{Level: "info", Components: map[string]string{"pml": "debug", "btl.sm": "off"}},
 	}
 	if !reflect.DeepEqual(c.Job, want) {

@@ -19,6 +19,14 @@
 // mapping fence (clean.go). What start-up leaves carries its owner's pid;
 // the next launcher removes it, and Clean (`gobtl clean`) the rest.
 //
+// Placement (place.go, mpirun's --map-by and --bind-to): by default each
+// rank is bound to a core of its own when the ranks fit the cores the
+// launcher was given, and none is bound when they do not (the launcher
+// says so). A rank is bound before it execs — its thread's affinity is
+// set for the fork — so its whole runtime, and the GOMAXPROCS Go derives
+// from the affinity, starts bound. Package internal/topo reads the
+// topology and makes the plan.
+//
 // The launcher shares the machine's cores with the ranks, so it never
 // polls: every wait is a blocking read, a process wait or a timer.
 package launch

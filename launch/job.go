@@ -21,6 +21,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/internal/owner"
+	"github.com/gobtl/gobtl/internal/topo"
 )
 
 // Config describes a job.
@@ -57,6 +58,8 @@ type Config struct {
 	// ShmDir is where components create shared-memory files; "" means
 	// /dev/shm.
 	ShmDir string
+	// Place maps the ranks onto this host's cores and binds them.
+	Place Placement
 }
 
 // Exit says how one rank ended.
@@ -225,7 +228,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	reports := make(chan int, cfg.NP)
 	procs := make([]*rankProc, 0, cfg.NP)
 
-	base := append(os.Environ(), cfg.Env...)
+	masks, placeEnv, err := place(cfg, report)
+	if err != nil {
+		return Result{}, fmt.Errorf("launch: %w", err)
+	}
+	base := slices.Concat(os.Environ(), placeEnv, cfg.Env)
 	for r := range cfg.NP {
 		env := append(base[:len(base):len(base)],
 			boot.EnvRank+"="+strconv.Itoa(r),
@@ -236,7 +243,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if stack != "" {
 			env = append(env, boot.EnvConfig+"="+stack)
 		}
-		p, err := start(prog, cfg, r, env, stdout, stderr, &fwd, reports)
+		var mask topo.CPUs
+		if masks != nil {
+			mask = masks[r]
+		}
+		p, err := start(prog, cfg, r, env, mask, stdout, stderr, &fwd, reports)
 		if err != nil {
 			// Stop what already runs; the ranks that started wait on a
 			// fence that will never complete.
@@ -395,7 +406,7 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lockedWriter, fwd *sync.WaitGroup, reports chan<- int) (*rankProc, error) {
+func start(prog string, cfg Config, rank int, env []string, mask topo.CPUs, stdout, stderr *lockedWriter, fwd *sync.WaitGroup, reports chan<- int) (*rankProc, error) {
 	cmd := exec.Command(prog, cfg.Args...)
 	cmd.Env = append(env, boot.EnvReport+"=3")
 	p := &rankProc{rank: rank, cmd: cmd}
@@ -430,7 +441,7 @@ func start(prog string, cfg Config, rank int, env []string, stdout, stderr *lock
 			forward(r, out.dst, rank, cfg.TagOutput)
 		}()
 	}
-	err = cmd.Start()
+	err = startOn(cmd, mask)
 	for _, f := range closeAfter {
 		f.Close() // the child holds its own copies
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-const runUsage = `run -np N [-c stack.hcl] [--tag-output] [--timeout D] [--] prog [args...]`
+const runUsage = `run -np N [-c stack.hcl] [--map-by L] [--bind-to L] [--report-bindings] [--tag-output] [--timeout D] [--] prog [args...]`
 
 var runCmd = &cobra.Command{
 	Use:   runUsage,
@@ -38,8 +40,19 @@ stopped. A second Ctrl-C does not wait for the reports.
 
   -np N, -n N         number of ranks (required)
   -c, --config FILE   stack file (HCL) for gobtl.Init, passed as GOBTL_CONFIG
+  --map-by L          core (fill the cores in order, the default), numa or
+                      socket (deal the ranks round-robin over them)
+  --bind-to L         core, numa (its core's NUMA node), socket or none;
+                      default: each rank to its core when the ranks fit the
+                      cores, else none (oversubscribed: the launcher says so)
+  --report-bindings   print each rank's binding as the job starts
   --tag-output        prefix every output line with [rank]
   --timeout D         stop the job after D (e.g. 30s, 5m); exit status 124
+
+Placement works within the CPUs the launcher was given (taskset, a cgroup),
+one rank per core, not per hardware thread; the stack's job { placement { } }
+block sets the same (flags take precedence). A rank's Go runtime sizes
+GOMAXPROCS to its binding.
 
 Each rank sees GOBTL_RANK, GOBTL_SIZE, GOBTL_JOBID, GOBTL_BOOT and, with -c,
 GOBTL_CONFIG.`,
@@ -53,9 +66,10 @@ GOBTL_CONFIG.`,
 		if err != nil {
 			return fmt.Errorf("run: %w\nusage: gobtl %s", err, runUsage)
 		}
-		if err := checkStack(cmd.ErrOrStderr(), cfg); err != nil {
+		if err := checkStack(cmd.ErrOrStderr(), &cfg); err != nil {
 			return err
 		}
+		cfg.Stdout, cfg.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 		defer cancel()
 		if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
@@ -90,7 +104,8 @@ func init() { rootCmd.AddCommand(runCmd) }
 // launcher, with the checks `gobtl config check` runs: a mistake in it is
 // printed once, and the job does not start, instead of every rank
 // printing it as its gobtl.Init fails. Warnings are printed once too.
-func checkStack(w io.Writer, cfg launch.Config) error {
+// The stack's placement block fills what the flags left unset.
+func checkStack(w io.Writer, cfg *launch.Config) error {
 	stack := cfg.StackFile
 	if stack == "" {
 		stack = os.Getenv(gobtl.EnvConfig)
@@ -108,6 +123,10 @@ func checkStack(w io.Writer, cfg launch.Config) error {
 	if diags.HasErrors() {
 		return fmt.Errorf("run: the stack has %s; no rank was started", plural(countErrors(diags), "error"))
 	}
+	pl := c.Job.Placement
+	cfg.Place.MapBy = cmp.Or(cfg.Place.MapBy, pl.MapBy)
+	cfg.Place.BindTo = cmp.Or(cfg.Place.BindTo, pl.BindTo)
+	cfg.Place.Report = cfg.Place.Report || pl.ReportBindings
 	return nil
 }
 
@@ -155,6 +174,21 @@ func parseRunArgs(args []string) (cfg launch.Config, help bool, err error) {
 			cfg.StackFile = v
 		case "--tag-output", "-tag-output":
 			cfg.TagOutput = true
+		case "--map-by", "-map-by", "--bind-to", "-bind-to":
+			v, err := value(&i, name)
+			if err != nil {
+				return cfg, false, err
+			}
+			p := launch.Placement{MapBy: v}
+			if strings.HasSuffix(name, "bind-to") {
+				p = launch.Placement{BindTo: v}
+			}
+			if err := p.Check(); err != nil {
+				return cfg, false, fmt.Errorf("%s %q: %w", name, v, errors.Unwrap(err))
+			}
+			cfg.Place.MapBy, cfg.Place.BindTo = cmp.Or(p.MapBy, cfg.Place.MapBy), cmp.Or(p.BindTo, cfg.Place.BindTo)
+		case "--report-bindings", "-report-bindings":
+			cfg.Place.Report = true
 		case "--timeout", "-timeout":
 			v, err := value(&i, name)
 			if err != nil {
