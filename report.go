@@ -18,6 +18,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/topo"
 	"github.com/gobtl/gobtl/plugins"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -52,8 +53,9 @@ func (s *start) report(context.Context) error {
 				pw = append(pw, fmt.Sprintf("%s %s", k, v))
 			}
 		}
-		e.Interface("reach", reach).Interface("policies", pols).
-			Msgf("rank %d of %d: %s; %s", s.boot.Rank(), s.boot.Size(), strings.Join(words, ", "), cmpOr(strings.Join(pw, ", "), "no policies"))
+		bind := topo.Self().String() // as the launcher or engine bound it
+		e.Interface("reach", reach).Interface("policies", pols).Str("binding", bind).
+			Msgf("rank %d of %d, %s: %s; %s", s.boot.Rank(), s.boot.Size(), bind, strings.Join(words, ", "), cmpOr(strings.Join(pw, ", "), "no policies"))
 	}
 	if s.watch != nil {
 		s.watch.comm.Store(s.comm)

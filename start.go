@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +47,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		s.undo()
 		return nil, err
 	}
+	tu.Machine = s.machine
 	c := &Comm{Comm: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}
 	if s.ownBoot {
 		c.boot = s.boot
@@ -71,6 +71,10 @@ type start struct {
 	logs     *conf.Loggers
 	metrics  *core.Metrics
 	clock    core.Clock
+
+	// machine is where the job's ranks run, for the collectives
+	// (machine.go).
+	machine coll.Machine
 
 	flow    core.FlowControl
 	recv    core.RecvBuffers
@@ -200,8 +204,14 @@ func (s *start) openBTLs(ctx context.Context) error {
 // exchange makes every rank's addresses visible before any endpoint
 // connects (the PMIx modex).
 func (s *start) exchange(ctx context.Context) error {
+	if err := s.putOwnCore(); err != nil {
+		return err
+	}
 	if err := s.boot.Fence(ctx); err != nil {
 		return fmt.Errorf("gobtl: exchange addresses: %w", err)
+	}
+	if err := s.agreeMachine(ctx); err != nil {
+		return err
 	}
 	return s.attach(ctx)
 }
@@ -264,7 +274,7 @@ func (s *start) startPML(ctx context.Context) error {
 		return fmt.Errorf("gobtl: %w", err)
 	}
 	if s.ownBoot {
-		ranks, cpus := s.nodeRanks(), runtime.NumCPU()
+		ranks, cpus := s.nodeRanks(), nodeCPUs()
 		po.Backoff = oversubscribed(po.Backoff, s.cfg.Job.Progress, ranks, cpus)
 		if w := spinWarning(po.Backoff, s.cfg.Job.Progress, ranks, cpus); w != "" && s.firstOnNode() {
 			log := s.logs.For("gobtl")

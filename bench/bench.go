@@ -138,6 +138,9 @@ type Report struct {
 	RankMsgs  [][]int64 `json:"rank_msgs,omitempty"`
 	RankBytes [][]int64 `json:"rank_bytes,omitempty"`
 	RankHosts []string  `json:"rank_hosts,omitempty"`
+	// RankBindings[r] says where rank r runs, as whoever started it
+	// bound it (init: "bound to core 1 of socket 0 (cpus 1)").
+	RankBindings []string `json:"rank_bindings,omitempty"`
 }
 
 // column describes how a field prints in the table.

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/topo"
 )
 
 // The launch cost: how long a rank took to start, phase by phase, as
 // gobtl.Init records it (core.StartupMetrics), gathered from every rank —
 // what differs between gobtl run, mpirun, srun --mpi=pmix or pmi2 and
 // hydra is mostly the bootstrap phase.
-const initDoc = "time to Init on every rank, by phase, from the program's start: min, median, max over ranks"
+const initDoc = "time to Init on every rank, by phase, from the program's start: min, median, max over ranks; and each rank's binding"
 
 func init() { Register("init", initDoc, runInit) }
 
@@ -42,12 +43,18 @@ func runInit(c Comm, o Options) (*Report, error) {
 	}
 	binary.LittleEndian.PutUint64(mine[8*n:], uint64(done-called))
 	const tag = 0x1a17
+	bind := topo.Self().String()
 	if c.Rank() != 0 {
 		if err := c.Send(mine, 0, tag); err != nil {
 			return nil, fmt.Errorf("bench: init: %w", err)
 		}
+		if err := c.Send([]byte(bind), 0, tag+1); err != nil {
+			return nil, fmt.Errorf("bench: init: %w", err)
+		}
 		return &Report{Bench: "init", Ranks: c.Size()}, c.Barrier()
 	}
+	binds := []string{bind}
+	bbuf := make([]byte, 1024)
 	// per[i][r]: phase i of rank r, in nanoseconds.
 	per := make([][]int64, n+1)
 	buf := make([]byte, len(mine))
@@ -57,6 +64,11 @@ func runInit(c Comm, o Options) (*Report, error) {
 			if _, err := c.Recv(buf, r, tag); err != nil {
 				return nil, fmt.Errorf("bench: init: %w", err)
 			}
+			st, err := c.Recv(bbuf, r, tag+1)
+			if err != nil {
+				return nil, fmt.Errorf("bench: init: %w", err)
+			}
+			binds = append(binds, string(bbuf[:st.Count]))
 			b = buf
 		}
 		for i := range per {
@@ -79,7 +91,7 @@ func runInit(c Comm, o Options) (*Report, error) {
 			Field{names[i] + "_min_ms", ms(vs[0])}, Field{names[i] + "_median_ms", ms(vs[len(vs)/2])}, Field{names[i] + "_max_ms", ms(vs[len(vs)-1])})
 	}
 	rep := NewReport("init", c, o.Config)
-	rep.Rows, rep.Counters = []Row{row}, m.Snapshot()
+	rep.Rows, rep.Counters, rep.RankBindings = []Row{row}, m.Snapshot(), binds
 	if o.Out == nil {
 		return rep, nil
 	}
@@ -92,6 +104,10 @@ func runInit(c Comm, o Options) (*Report, error) {
 	for i, t := range titles {
 		v := row.Fields[3*i : 3*i+3]
 		fmt.Fprintf(o.Out, "%-34s %10.2f %10.2f %10.2f\n", t, v[0].Value, v[1].Value, v[2].Value)
+	}
+	fmt.Fprintf(o.Out, "# Where each rank runs, as the launcher or engine bound it\n")
+	for r, b := range binds {
+		fmt.Fprintf(o.Out, "# rank %d: %s\n", r, b)
 	}
 	return rep, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/bench"
+	"github.com/gobtl/gobtl/internal/topo"
 )
 
 func TestInitReportsEveryRanksStartUp(t *testing.T) {
@@ -33,6 +34,10 @@ func TestInitReportsEveryRanksStartUp(t *testing.T) {
 	}
 	if len(rep.Rows) != 1 || rep.Rows[0].Size != 3 {
 		t.Fatalf("rows %v", rep.Rows)
+	}
+	// Ranks in one process run where the process does.
+	if len(rep.RankBindings) != 3 || rep.RankBindings[2] != topo.Self().String() || !strings.Contains(out.String(), "# rank 2: "+topo.Self().String()) {
+		t.Fatalf("bindings %q\n%s", rep.RankBindings, out.String())
 	}
 	get := func(name string) float64 {
 		v, ok := rep.Rows[0].Get(name)

@@ -184,14 +184,15 @@ func TestAProgramThatCannotReportIsStoppedAtOnce(t *testing.T) {
 	}
 }
 
-// At info, each rank says once which transport reaches which peers and
-// which policies are in force, on a line that names the job and the rank.
+// At info, each rank says once where it runs, which transport reaches
+// which peers and which policies are in force, on a line that names the
+// job and the rank.
 func TestEveryRankSaysWhichTransportReachesWhichPeers(t *testing.T) {
 	res, out, _ := runRole(t, "hello", 4, func(c *Config) { c.Env = append(c.Env, "GOBTL_LOG=info") })
 	if res.Status != 0 {
 		t.Fatalf("status %d, output:\n%s", res.Status, out)
 	}
-	re := regexp.MustCompile(`(?m)^\{.*"message":"rank (\d) of 4: .*$`)
+	re := regexp.MustCompile(`(?m)^\{.*"message":"rank (\d) of 4, (not )?bound [^:]*: .*$`)
 	lines := re.FindAllString(out, -1)
 	if len(lines) != 4 {
 		t.Fatalf("%d start lines, want one per rank:\n%s", len(lines), out)
@@ -201,13 +202,14 @@ func TestEveryRankSaysWhichTransportReachesWhichPeers(t *testing.T) {
 			Job     string            `json:"job"`
 			Rank    int               `json:"rank"`
 			Reach   map[string]string `json:"reach"`
+			Binding string            `json:"binding"`
 			Message string            `json:"message"`
 		}
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Fatalf("%v: %s", err, l)
 		}
 		others := map[int]string{0: "1-3", 1: "0,2-3", 2: "0-1,3", 3: "0-2"}[rec.Rank]
-		if rec.Job == "" || rec.Reach["self"] != fmt.Sprint(rec.Rank) || rec.Reach["sm:local"] != others ||
+		if rec.Job == "" || rec.Binding == "" || !strings.Contains(rec.Message, rec.Binding) || rec.Reach["self"] != fmt.Sprint(rec.Rank) || rec.Reach["sm:local"] != others ||
 			!strings.Contains(rec.Message, fmt.Sprintf("self reaches %d, sm:local reaches %s", rec.Rank, others)) {
 			t.Errorf("start line of rank %d: %s", rec.Rank, l)
 		}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/release"
+	"github.com/gobtl/gobtl/internal/topo"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -193,7 +193,9 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.attrs = cfg.attrs
 	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
-	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), runtime.NumCPU())
+	// The node's CPUs, not this rank's: a rank bound to a core runs on
+	// one, its node's ranks on all (topo.Binding.Node).
+	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), len(topo.Self().Node))
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
