@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -55,5 +57,43 @@ func TestTheRanksAgreeOnWhetherTheyOwnTheirCores(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rank bound to one CPU keeps one P for a stack that moves messages in
+// the calling goroutine, and gets two for one whose transports or
+// protocol run goroutines it waits on; a GOMAXPROCS of the user's stands.
+func TestARankOnOneCPUGetsASecondPOnlyWhenItsStackRunsGoroutines(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	btls := func(kinds ...string) []*conf.BTL {
+		var out []*conf.BTL
+		for _, k := range kinds {
+			comp, ok := core.Lookup(core.KindBTL, k)
+			if !ok {
+				t.Fatalf("no btl %q", k)
+			}
+			out = append(out, &conf.BTL{Kind: k, Name: k, Component: comp})
+		}
+		return out
+	}
+	async := conf.DefaultJob()
+	async.Protocol = conf.ProtocolRDMAReadAsync
+	for _, c := range []struct {
+		name, env string
+		cfg       conf.Config
+		want      int
+	}{
+		{"self and sm", "", conf.Config{Job: conf.DefaultJob(), BTLs: btls("self", "sm")}, 1},
+		{"ib", "", conf.Config{Job: conf.DefaultJob(), BTLs: btls("self", "sm", "ib")}, 2},
+		{"extoll", "", conf.Config{Job: conf.DefaultJob(), BTLs: btls("extoll")}, 2},
+		{"rdma_read_async", "", conf.Config{Job: async, BTLs: btls("self", "sm")}, 2},
+		{"ib, GOMAXPROCS=1 in the environment", "1", conf.Config{Job: conf.DefaultJob(), BTLs: btls("ib")}, 1},
+	} {
+		t.Setenv("GOMAXPROCS", c.env)
+		runtime.GOMAXPROCS(1)
+		(&start{ownBoot: true, cfg: &c.cfg}).fitGOMAXPROCS()
+		if got := runtime.GOMAXPROCS(0); got != c.want {
+			t.Errorf("%s: GOMAXPROCS %d, want %d", c.name, got, c.want)
+		}
 	}
 }

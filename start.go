@@ -28,6 +28,10 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
+	if did := s.fitGOMAXPROCS(); did != "" {
+		log := s.logs.For("gobtl")
+		log.Debug().Msg(did)
+	}
 	s.mark(core.MetricInitCalled, called)
 	s.mark(core.MetricInitBootstrap, s.booted)
 	for _, step := range []struct {
