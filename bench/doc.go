@@ -36,9 +36,9 @@
 // "ranks", "version", "host", "time", "config", "rows": [{"size": B,
 // ...}], "counters", "rank_counters"}: gobtl's Version, rank 0's host,
 // the start time (RFC 3339), the metric fields lat_us, mbps, msgs_per_s,
-// overlap_send and overlap_recv; beside a metric, its minimum, median and
-// maximum over rank 0's timed iterations (lat_us_min, lat_us_median,
-// lat_us_max; mbps_* per window for bw and bibw; msgrate's
+// overlap_send and overlap_recv; beside a metric, its minimum, median,
+// 99th percentile and maximum over rank 0's timed iterations (lat_us_min,
+// lat_us_median, lat_us_p99, lat_us_max; mbps_* per window for bw and bibw; msgrate's
 // pair_msgs_per_s_* over the sending pairs); "iters" and "warmup", the
 // iterations of the row as --iters counts them (round trips; windows for
 // bw and bibw, as osu_bw; messages for msgrate; calls for alltoall), and

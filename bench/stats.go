@@ -26,9 +26,10 @@ func (b *runner) lap(i int) time.Duration {
 	return now - b.t0
 }
 
-// row is a row whose first field is main, followed by the minimum, median
-// and maximum of f over this rank's timed iterations (main's name with
-// _min, _median and _max) when f is given.
+// row is a row whose first field is main, followed by the minimum,
+// median, 99th percentile and maximum of f over this rank's timed
+// iterations (main's name with _min, _median, _p99 and _max) when f is
+// given.
 func (b *runner) row(main Field, f func(time.Duration) float64) Row {
 	r := Row{Fields: []Field{main}}
 	if f == nil || len(b.laps) == 0 {
@@ -47,8 +48,11 @@ func (r Row) with(fs ...Field) Row {
 	return r
 }
 
-// spread is the minimum, median and maximum of vs as the fields
-// name_min, name_median, name_max.
+// spread is the minimum, median, 99th percentile and maximum of vs as
+// the fields name_min, name_median, name_p99, name_max. The p99 is the
+// nearest rank's, ⌈0.99·n⌉-th smallest: a tail that one iteration in a
+// hundred reaches — what a stall of the runtime or the scheduler shows as
+// before it is the maximum.
 func spread(name string, vs []float64) []Field {
 	if len(vs) == 0 {
 		return nil
@@ -59,7 +63,8 @@ func spread(name string, vs []float64) []Field {
 	if len(s)%2 == 0 {
 		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	return []Field{{name + "_min", s[0]}, {name + "_median", med}, {name + "_max", s[len(s)-1]}}
+	p99 := s[(99*len(s)+99)/100-1]
+	return []Field{{name + "_min", s[0]}, {name + "_median", med}, {name + "_p99", p99}, {name + "_max", s[len(s)-1]}}
 }
 
 // Version is the gobtl build that runs (core.BuildInfo): the module's

@@ -29,6 +29,10 @@
 //     The barrier row has no target (the issue sets none); it is there to
 //     be seen.
 //
+// Under a latency metric's line, each runner whose rows have them
+// (gobtl's) gets the spread of its calls: the min, median, p99 and max of
+// rank 0's timed iterations, medians over the repetitions.
+//
 // -set p2p (the default) runs sm, softrc and plugin in one run; -set sm,
 // softrc, plugin or coll runs one. With -plots DIR the latency and
 // bandwidth of sm and softrc, 8 B to 4 MiB, gobtl and Open MPI side by
@@ -387,6 +391,18 @@ func (v values) median(group, runner string, m metric) float64 {
 	return median(v[key{group, runner, m.bench, m.size, m.field}])
 }
 
+// tail is how one runner's calls of a latency metric spread, rank 0's
+// timed iterations: min, median, p99 and max (the bench row's _min,
+// _median, _p99, _max), each the median over the repetitions; "" when
+// its rows have no p99 (Open MPI's osu.c reports the mean per rank).
+func (v values) tail(group, runner string, m metric) string {
+	at := func(suffix string) float64 { return median(v[key{group, runner, m.bench, m.size, m.field + suffix}]) }
+	if len(v[key{group, runner, m.bench, m.size, m.field + "_p99"}]) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("min %s, median %s, p99 %s, max %s", num(at("_min")), num(at("_median")), num(at("_p99")), num(at("_max")))
+}
+
 // paired are the ratios subject / ref of a metric, one per repetition in
 // which both have a value.
 func (v values) paired(group, subject, ref string, m metric) []float64 {
@@ -481,6 +497,11 @@ func printTable(w io.Writer, groups []*group, vals values) {
 			}
 			if len(others) > 1 {
 				fmt.Fprintf(w, "%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
+			}
+			for _, r := range g.runners() {
+				if t := vals.tail(g.name, r.name, m); t != "" {
+					fmt.Fprintf(w, "%-7s %-22s %12s   %s per call: %s\n", "", "", "", r.name, t)
+				}
 			}
 			if rs := vals.paired(g.name, g.subject.name, which, m); g.paired && len(rs) > 0 {
 				fmt.Fprintf(w, "%-7s %-22s %12s   paired by repetition: median %.3f, %.3f-%.3f over %d\n", "", "", "", median(rs), slices.Min(rs), slices.Max(rs), len(rs))
