@@ -21,7 +21,9 @@
 // not a power of two folds its extra ranks into the recursive algorithms
 // and out again, as MPICH does. The choice by communicator size and
 // message size is a table in tune.go, in the shape of Open MPI 4.1's
-// coll_tuned_decision_fixed.c; a stack file's coll block overrides it
+// coll_tuned_decision_fixed.c, one for ranks that each own a core and one
+// for ranks that share cores (Machine, which the job agrees on at start);
+// a stack file's coll block overrides it
 // (`coll { allreduce = "ring" }`, see Tuning). The metric
 // coll.<collective>.<algorithm> counts the calls of each.
 //
