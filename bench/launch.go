@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -98,16 +99,22 @@ func runInit(c Comm, o Options) (*Report, error) {
 	if o.JSON {
 		return rep, json.NewEncoder(o.Out).Encode(rep)
 	}
-	WriteHeader(o.Out, rep, initDoc)
-	fmt.Fprintf(o.Out, "%-34s %10s %10s %10s\n", "# Phase (ms from the program's start)", "Min", "Median", "Max")
+	writeInit(o.Out, rep)
+	return rep, nil
+}
+
+// writeInit prints init's table: each phase's min, median and max over
+// the ranks, then where each rank runs.
+func writeInit(w io.Writer, rep *Report) {
+	WriteHeader(w, rep, initDoc)
+	fmt.Fprintf(w, "%-34s %10s %10s %10s\n", "# Phase (ms from the program's start)", "Min", "Median", "Max")
 	titles := []string{"Init called", "bootstrap up (engine)", "BTLs open, addresses put", "addresses exchanged (fence)", "Init returned", "Init itself (returned - called)"}
 	for i, t := range titles {
-		v := row.Fields[3*i : 3*i+3]
-		fmt.Fprintf(o.Out, "%-34s %10.2f %10.2f %10.2f\n", t, v[0].Value, v[1].Value, v[2].Value)
+		v := rep.Rows[0].Fields[3*i : 3*i+3]
+		fmt.Fprintf(w, "%-34s %10.2f %10.2f %10.2f\n", t, v[0].Value, v[1].Value, v[2].Value)
 	}
-	fmt.Fprintf(o.Out, "# Where each rank runs, as the launcher or engine bound it\n")
-	for r, b := range binds {
-		fmt.Fprintf(o.Out, "# rank %d: %s\n", r, b)
+	fmt.Fprintf(w, "# Where each rank runs, as the launcher or engine bound it\n")
+	for r, b := range rep.RankBindings {
+		fmt.Fprintf(w, "# rank %d: %s\n", r, b)
 	}
-	return rep, nil
 }

@@ -65,11 +65,6 @@ func TestBadConfigurationsGivePositionedDiagnostics(t *testing.T) {
 			want:  []string{`a.hcl:2:13: Invalid value for "verbose"; want true or false, got tuple.`},
 		},
 		{
-			name:  "a placement level that does not exist lists those that do",
-			files: []conf.Source{file("a.hcl", "job {\n  placement {\n    bind_to = \"cores\"\n  }\n}\n")},
-			want:  []string{`a.hcl:3:15: Invalid value for "bind_to"; "cores" is not one of "auto", "core", "numa", "socket" and "none". Did you mean "core"?`},
-		},
-		{
 			name:  "a bad size unit names the unit",
 			files: []conf.Source{file("a.hcl", "job {\n  eager_limit = \"12XB\"\n}\n")},
 			want:  []string{`a.hcl:2:17: Invalid value for "eager_limit"; size "12XB": unknown unit "XB" (want B, KB, KiB, MB, MiB, GB, GiB, TB, TiB).`},
@@ -386,4 +381,14 @@ func available(kind core.Kind) string {
 		return names[0]
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// A placement level that does not exist is an error at its value's
+// position that lists those that do.
+func TestABadPlacementLevelIsPositioned(t *testing.T) {
+	_, diags := conf.LoadSources(conf.Options{}, file("a.hcl", "job {\n  placement {\n    bind_to = \"cores\"\n  }\n}\n"))
+	want := `a.hcl:3:15: Invalid value for "bind_to"; "cores" is not one of "auto", "core", "numa", "socket" and "none". Did you mean "core"?`
+	if got := render(diags); len(got) != 1 || got[0] != want {
+		t.Fatalf("%q\nwant %q", got, want)
+	}
 }

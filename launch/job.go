@@ -173,19 +173,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.ShmDir == "" {
 		cfg.ShmDir = "/dev/shm"
 	}
-	stack := cfg.StackFile
 	if f, ok := cfg.Stderr.(*os.File); ok && !cfg.TagOutput {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			cfg.Env = append(cfg.Env, boot.EnvStderrTTY+"=1")
 		}
 	}
-	if stack != "" {
-		if stack, err = filepath.Abs(stack); err != nil {
-			return Result{}, fmt.Errorf("launch: stack file: %w", err)
-		}
-		if _, err := os.Stat(stack); err != nil {
-			return Result{}, fmt.Errorf("launch: stack file: %w", err)
-		}
+	stack, err := stackFile(cfg.StackFile)
+	if err != nil {
+		return Result{}, err
 	}
 
 	// What launchers killed during start-up left; never a live job's.
@@ -243,11 +238,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if stack != "" {
 			env = append(env, boot.EnvConfig+"="+stack)
 		}
-		var mask topo.CPUs
-		if masks != nil {
-			mask = masks[r]
-		}
-		p, err := start(prog, cfg, r, env, mask, stdout, stderr, &fwd, reports)
+		p, err := start(prog, cfg, r, env, masks, stdout, stderr, &fwd, reports)
 		if err != nil {
 			// Stop what already runs; the ranks that started wait on a
 			// fence that will never complete.
@@ -406,7 +397,24 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-func start(prog string, cfg Config, rank int, env []string, mask topo.CPUs, stdout, stderr *lockedWriter, fwd *sync.WaitGroup, reports chan<- int) (*rankProc, error) {
+// stackFile is the stack file's absolute path, checked to exist ("" for
+// none).
+func stackFile(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(path)
+	if err == nil {
+		_, err = os.Stat(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("launch: stack file: %w", err)
+	}
+	return abs, nil
+}
+
+// start starts rank rank, bound to masks[rank] (masks nil: unbound).
+func start(prog string, cfg Config, rank int, env []string, masks []topo.CPUs, stdout, stderr *lockedWriter, fwd *sync.WaitGroup, reports chan<- int) (*rankProc, error) {
 	cmd := exec.Command(prog, cfg.Args...)
 	cmd.Env = append(env, boot.EnvReport+"=3")
 	p := &rankProc{rank: rank, cmd: cmd}
@@ -440,6 +448,10 @@ func start(prog string, cfg Config, rank int, env []string, mask topo.CPUs, stdo
 			defer r.Close()
 			forward(r, out.dst, rank, cfg.TagOutput)
 		}()
+	}
+	var mask topo.CPUs
+	if masks != nil {
+		mask = masks[rank]
 	}
 	err = startOn(cmd, mask)
 	for _, f := range closeAfter {

@@ -105,7 +105,9 @@ var oversubscribedExchangeMech = core.MechTable{
 
 // nodeMech is the tables a module uses, for messages one way and for
 // exchanges: t and nil (t for both), or on a node with more ranks (local)
-// than CPUs, when t is sm's default, the oversubscribed ones.
+// than CPUs, when t is sm's default, the oversubscribed ones. cpus are
+// the node's that its ranks share (topo.Binding.Node), not this rank's:
+// a rank bound to a core runs on one.
 func nodeMech(t core.MechTable, isDefault bool, local, cpus int) (mech, exchange core.MechTable) {
 	if isDefault && local > cpus {
 		return oversubscribedMech, oversubscribedExchangeMech

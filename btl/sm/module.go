@@ -193,8 +193,6 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.attrs = cfg.attrs
 	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
-	// The node's CPUs, not this rank's: a rank bound to a core runs on
-	// one, its node's ranks on all (topo.Binding.Node).
 	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), len(topo.Self().Node))
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}

@@ -176,17 +176,12 @@ func parseRunArgs(args []string) (cfg launch.Config, help bool, err error) {
 			cfg.TagOutput = true
 		case "--map-by", "-map-by", "--bind-to", "-bind-to":
 			v, err := value(&i, name)
+			if err == nil {
+				err = placeFlag(&cfg.Place, name, v)
+			}
 			if err != nil {
 				return cfg, false, err
 			}
-			p := launch.Placement{MapBy: v}
-			if strings.HasSuffix(name, "bind-to") {
-				p = launch.Placement{BindTo: v}
-			}
-			if err := p.Check(); err != nil {
-				return cfg, false, fmt.Errorf("%s %q: %w", name, v, errors.Unwrap(err))
-			}
-			cfg.Place.MapBy, cfg.Place.BindTo = cmp.Or(p.MapBy, cfg.Place.MapBy), cmp.Or(p.BindTo, cfg.Place.BindTo)
 		case "--report-bindings", "-report-bindings":
 			cfg.Place.Report = true
 		case "--timeout", "-timeout":
@@ -215,4 +210,18 @@ prog:
 	}
 	cfg.Prog, cfg.Args = args[i], args[i+1:]
 	return cfg, false, nil
+}
+
+// placeFlag sets --map-by or --bind-to (name) to v in p, or says why v
+// is not a level.
+func placeFlag(p *launch.Placement, name, v string) error {
+	q := launch.Placement{MapBy: v}
+	if strings.HasSuffix(name, "bind-to") {
+		q = launch.Placement{BindTo: v}
+	}
+	if err := q.Check(); err != nil {
+		return fmt.Errorf("%s %q: %w", name, v, errors.Unwrap(err))
+	}
+	p.MapBy, p.BindTo = cmp.Or(q.MapBy, p.MapBy), cmp.Or(q.BindTo, p.BindTo)
+	return nil
 }
