@@ -68,6 +68,9 @@ func (b Binding) OwnsCore(ranks int) bool { return ranks <= b.Cores() }
 // String says where the rank runs: "bound to core 1 of socket 0 (cpus
 // 1,9)", or "not bound (cpus 0-15)".
 func (b Binding) String() string {
+	if len(b.Mask) == 0 {
+		return fmt.Sprintf("binding unknown (%v)", b.Err)
+	}
 	if !b.Bound() {
 		return "not bound (cpus " + b.Mask.String() + ")"
 	}

@@ -214,3 +214,11 @@ func TestThisNodesTopologyReads(t *testing.T) {
 		t.Fatalf("Self: %+v", s)
 	}
 }
+
+// A rank that could not read its affinity says so rather than "not bound".
+func TestABindingThatCouldNotBeReadSaysSo(t *testing.T) {
+	b := Binding{Err: errors.New("sched_getaffinity: EPERM")}
+	if got := b.String(); got != "binding unknown (sched_getaffinity: EPERM)" || b.Bound() {
+		t.Fatalf("%q, bound %v", got, b.Bound())
+	}
+}
