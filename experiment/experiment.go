@@ -3,6 +3,8 @@
 // the paper's numbers: flowcontrol (seed 000 §6), multirail (seed 001 §6),
 // recvbuf (seed 002 §4), extoll (seed 003 §5–7) and overlap (seed 004
 // §5.1, with ibperf beside it). `gobtl experiment NAME` runs one.
+// Beside them, simjob runs a job on simulated ranks in virtual time
+// (`gobtl sim`, and the simulated runs of extoll and scale).
 //
 // An experiment registers itself here (Register): its name, its help,
 // and the rank program its jobs run, if it has one. Set up with its

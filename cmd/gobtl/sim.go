@@ -13,8 +13,8 @@ import (
 	"github.com/gobtl/gobtl/btl/ib/simrc"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/experiment/simjob"
 	"github.com/gobtl/gobtl/sim"
-	"github.com/gobtl/gobtl/sim/job"
 	"github.com/spf13/cobra"
 )
 
@@ -59,7 +59,7 @@ msgrate, the collectives, seed 003's multi-pingpong):
 
   gobtl sim -np 64 -c conf/examples/sim.hcl -- multi-pingpong --sizes 8,2048
 
-Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
+Patterns and benchmarks: ` + strings.Join(simjob.Programs(), ", "),
 	// -np is not a pflag-style flag (as for run): sim rewrites it and
 	// parses its own arguments.
 	DisableFlagParsing: true,
@@ -83,7 +83,7 @@ Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
 			args = append(args[:1], cmd.Flags().Args()...)
 		}
 		if len(args) != 1 {
-			return fmt.Errorf("sim: name one pattern or benchmark (%s)", strings.Join(job.Programs(), ", "))
+			return fmt.Errorf("sim: name one pattern or benchmark (%s)", strings.Join(simjob.Programs(), ", "))
 		}
 		f := &simFlags
 		if f.config == "" {
@@ -110,7 +110,7 @@ Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
 			}
 			sizes = s
 		}
-		c := job.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Sizes: sizes,
+		c := simjob.Config{Ranks: f.np, Stack: cfg, Pattern: args[0], Iters: f.iters, Scale: f.scale, Compute: f.compute, Sizes: sizes,
 			Sched: sim.Options{SleepThrough: f.sleep}}
 		// Unset, each simulated device keeps its own default link (the
 		// flags' defaults are the InfiniBand one's).
@@ -143,7 +143,7 @@ Patterns and benchmarks: ` + strings.Join(job.Programs(), ", "),
 			}
 		}
 		t0 := time.Now()
-		res, err := job.Run(context.Background(), c)
+		res, err := simjob.Run(context.Background(), c)
 		if err != nil {
 			return err
 		}

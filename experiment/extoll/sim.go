@@ -10,7 +10,7 @@ import (
 	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/btl/extoll/velo"
 	"github.com/gobtl/gobtl/conf"
-	"github.com/gobtl/gobtl/sim/job"
+	"github.com/gobtl/gobtl/experiment/simjob"
 )
 
 // SimOptions configure SimTable3; zero fields take seed 003's values.
@@ -155,13 +155,13 @@ func SimTable3(ctx context.Context, o SimOptions) ([]SimRow, error) {
 
 // simRun runs spec on n simulated ranks, ppn to a card, and returns rank
 // 0's outcome and the simulator's account of the run.
-func simRun(ctx context.Context, n, ppn int, st Stack, spec Spec, progress io.Writer) (*Outcome, *job.Result, error) {
+func simRun(ctx context.Context, n, ppn int, st Stack, spec Spec, progress io.Writer) (*Outcome, *simjob.Result, error) {
 	cfg, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "sim-extoll.hcl", Bytes: []byte(st.simHCL(ppn))})
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("extoll: sim stack %v: %w", st, conf.Err(diags))
 	}
 	var out *Outcome
-	res, err := job.Run(ctx, job.Config{Ranks: n, Stack: cfg, Pattern: spec.Pattern, Body: func(c bench.Comm) error {
+	res, err := simjob.Run(ctx, simjob.Config{Ranks: n, Stack: cfg, Pattern: spec.Pattern, Body: func(c bench.Comm) error {
 		o, err := Run(c, spec)
 		if o != nil {
 			out = o

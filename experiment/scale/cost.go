@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/experiment"
-	"github.com/gobtl/gobtl/sim/job"
+	"github.com/gobtl/gobtl/experiment/simjob"
 )
 
 // rssLimit is the most resident memory a cost run's process may reach
@@ -139,7 +139,7 @@ func (x *exp) cost() error {
 // costOne runs p on n ranks and measures it.
 func (x *exp) costOne(p string, n int) costRun {
 	r := costRun{Pattern: p, Ranks: n}
-	var res job.Result
+	var res simjob.Result
 	if x.Jobs != nil {
 		ctx, cancel := context.WithCancel(x.Ctx)
 		defer cancel()
@@ -163,7 +163,7 @@ func (x *exp) costOne(p string, n int) costRun {
 	} else {
 		r.InProcess = true
 		args := x.costArgs(p)
-		c := job.Config{Peak: func() { r.GoPeak = goMemory() }}
+		c := simjob.Config{Peak: func() { r.GoPeak = goMemory() }}
 		if p == "alltoall" {
 			c.Sizes, c.Iters = []int{8}, 2
 		} else {

@@ -8,7 +8,7 @@ import (
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/experiment/flowcontrol"
-	"github.com/gobtl/gobtl/sim/job"
+	"github.com/gobtl/gobtl/experiment/simjob"
 )
 
 // fcRun is what one simulated pattern run under one scheme counted.
@@ -34,32 +34,32 @@ type fcRun struct {
 }
 
 // runSim runs pattern on n simulated ranks over the stack text.
-func (x *exp) runSim(stack string, n int, pattern string, c job.Config) (*job.Result, time.Duration, error) {
+func (x *exp) runSim(stack string, n int, pattern string, c simjob.Config) (*simjob.Result, time.Duration, error) {
 	cfg, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "scale.hcl", Bytes: []byte(stack)})
 	if diags.HasErrors() {
 		return nil, 0, conf.Err(diags)
 	}
 	c.Ranks, c.Stack, c.Pattern = n, cfg, pattern
 	t0 := time.Now()
-	res, err := job.Run(x.Ctx, c)
+	res, err := simjob.Run(x.Ctx, c)
 	wall := time.Since(t0)
 	release()
 	return res, wall, err
 }
 
 // perConn is the per-connection counter whose name ends in .name.
-func perConn(r *job.Result, name string) *job.ConnStat {
+func perConn(r *simjob.Result, name string) *simjob.ConnStat {
 	for k, v := range r.PerConn {
 		if strings.HasSuffix(k, "."+name) {
 			return v
 		}
 	}
-	return &job.ConnStat{}
+	return &simjob.ConnStat{}
 }
 
 // counterMax is the largest value on one rank of the counter or gauge
 // whose name ends in name.
-func counterMax(r *job.Result, name string) float64 {
+func counterMax(r *simjob.Result, name string) float64 {
 	m := 0.0
 	for k, v := range r.CountersMax {
 		if strings.HasSuffix(k, name) {
@@ -100,7 +100,7 @@ func (x *exp) flowcontrol() error {
 					first = 1 // Table 2: the dynamic scheme starts from one buffer
 				}
 				x.Begin("scale: %s on %d ranks, %s", p, n, sc)
-				res, wall, err := x.runSim(x.stack(sc, first, most), n, p, job.Config{Iters: x.Iters})
+				res, wall, err := x.runSim(x.stack(sc, first, most), n, p, simjob.Config{Iters: x.Iters})
 				if err != nil {
 					return fmt.Errorf("%s on %d ranks, %s: %w", p, n, sc, err)
 				}

@@ -8,7 +8,7 @@ import (
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/experiment/recvbuf"
-	"github.com/gobtl/gobtl/sim/job"
+	"github.com/gobtl/gobtl/experiment/simjob"
 )
 
 // paperBound is seed 002 §5's receive memory: B-SRQ runs were "constrained
@@ -164,7 +164,7 @@ func (x *exp) utilization() error {
 					}
 				}
 			}
-			res, _, err := x.runSim(x.utilStack(l.policy), n, "mg", job.Config{Iters: x.Iters, Snapshot: snap})
+			res, _, err := x.runSim(x.utilStack(l.policy), n, "mg", simjob.Config{Iters: x.Iters, Snapshot: snap})
 			if err != nil {
 				return fmt.Errorf("utilization, %s, %d ranks: %w", l.name, n, err)
 			}

@@ -84,18 +84,6 @@ var debt = []string{
 	// The harness's launcher half is not a leaf: the BTL suite needs only
 	// Fill and Until.
 	"internal/mptest -> launch",
-	// The simulator's job runner is a program: it moves to experiment/.
-	"sim/job -> (root)",
-	"sim/job -> bench",
-	"sim/job -> bench/patterns",
-	"sim/job -> btl/extoll/simnic",
-	"sim/job -> btl/ib/simrc",
-	"sim/job -> conf",
-	"sim/job -> core",
-	"sim/job -> sim",
-	"cmd/gobtl -> sim/job",
-	"experiment/extoll -> sim/job",
-	"experiment/scale -> sim/job",
 }
 
 // rel is p relative to the module ("" for the root package).

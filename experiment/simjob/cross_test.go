@@ -1,4 +1,4 @@
-package job
+package simjob
 
 import (
 	"context"

@@ -1,9 +1,9 @@
-// Package job runs an NPB pattern (bench/patterns) on N simulated ranks:
+// Package simjob runs an NPB pattern (bench/patterns) on N simulated ranks:
 // the real gobtl stack a stack file names, over the simulated verbs
 // provider (btl/ib/simrc) or the simulated EXTOLL card (btl/extoll/simnic)
 // in package sim's virtual time, and sums up what the mechanisms did —
 // `gobtl sim`.
-package job
+package simjob
 
 import (
 	"bytes"
