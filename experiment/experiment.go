@@ -14,8 +14,8 @@
 // left. Rank processes are started one way for every experiment, by a
 // Launcher: `gobtl run -np N -c STACK -- gobtl bench ...` for the
 // benchmark suite, `gobtl run ... -- gobtl experiment rank NAME --spec
-// JSON` for an experiment's own rank program. Figures go through one plot
-// helper (Env.Figure, Env.Panels).
+// JSON` for an experiment's own rank program. Figures go through
+// internal/plot (Env.Figure, Env.Panels), which bench/compare shares.
 package experiment
 
 import (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/bench"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 func TestRunRunsTheNamedStepsInOrderAndTimesEach(t *testing.T) {
@@ -143,7 +144,7 @@ func TestRankOfDecodesTheSpec(t *testing.T) {
 func TestAFigureIsWrittenAndNamedOnlyWithADirectory(t *testing.T) {
 	var out bytes.Buffer
 	env := &Env{Out: &out}
-	f := Figure{Title: "t", LogX: true, XTicks: SizeTicks{}, Lines: []Line{{Name: "a", XY: Curve(map[int]float64{4: 1, 64: 2, 1024: 0})}}}
+	f := plot.Figure{Title: "t", LogX: true, XTicks: plot.SizeTicks{}, Lines: []plot.Line{{Name: "a", XY: plot.Curve(map[int]float64{4: 1, 64: 2, 1024: 0})}}}
 	if err := env.Figure("fig", f); err != nil || out.Len() != 0 {
 		t.Fatalf("without a directory: %v %q", err, out.String())
 	}

@@ -55,7 +55,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gobtl/gobtl/experiment"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 type report struct {
@@ -430,13 +430,13 @@ func (v values) curve(group, runner, bench, field string) map[int]float64 {
 // writePlots draws latency and bandwidth over size, every runner of the
 // groups that plot, gobtl and Open MPI side by side.
 func writePlots(dir, caption string, groups []*group, v values) error {
-	env := &experiment.Env{Plots: dir, Out: os.Stdout}
+	out := plot.Dir{Path: dir, Out: os.Stdout}
 	for _, p := range []struct{ file, bench, field, title, ylabel string }{
 		{"compare-latency", "latency", "lat_us", "one-way latency", "latency (µs, lower is better)"},
 		{"compare-bw", "bw", "mbps", "bandwidth", "bandwidth (MB/s, higher is better)"},
 	} {
-		f := experiment.Figure{Title: "gobtl vs Open MPI 4.1, 2 ranks: " + p.title + "\n" + caption,
-			XLabel: "message size", YLabel: p.ylabel, LogX: true, LogY: true, XTicks: experiment.SizeTicks{}}
+		f := plot.Figure{Title: "gobtl vs Open MPI 4.1, 2 ranks: " + p.title + "\n" + caption,
+			XLabel: "message size", YLabel: p.ylabel, LogX: true, LogY: true, XTicks: plot.SizeTicks{}}
 		// Both curves rise with size: the legend goes where they are not.
 		f.LegendLeft = p.bench == "latency"
 		f.LegendBottom = p.bench == "bw"
@@ -449,10 +449,10 @@ func writePlots(dir, caption string, groups []*group, v values) error {
 				if !strings.HasPrefix(name, "gobtl") {
 					name = "Open MPI " + name
 				}
-				f.Lines = append(f.Lines, experiment.Line{Name: name, XY: experiment.Curve(v.curve(g.name, r.name, p.bench, p.field))})
+				f.Lines = append(f.Lines, plot.Line{Name: name, XY: plot.Curve(v.curve(g.name, r.name, p.bench, p.field))})
 			}
 		}
-		if err := env.Figure(p.file, f); err != nil {
+		if err := out.Figure(p.file, f); err != nil {
 			return err
 		}
 	}

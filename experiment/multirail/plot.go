@@ -5,11 +5,11 @@ import (
 	"image/color"
 	"math"
 
-	"gonum.org/v1/plot"
+	gonum "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 
-	"github.com/gobtl/gobtl/experiment"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 // plotCurves writes one figure per bench: the value against message size
@@ -17,14 +17,14 @@ import (
 func (x *exp) plotCurves(file, title string, res curves, order []string) error {
 	labels := map[string]string{"latency": "latency (us)", "bw": "bandwidth (MB/s)", "bibw": "bidirectional bandwidth (MB/s)"}
 	for _, b := range []string{"latency", "bw", "bibw"} {
-		f := experiment.Figure{
+		f := plot.Figure{
 			Title: title + ": " + labels[b], XLabel: "message size (bytes)", YLabel: labels[b],
-			LogX: true, XTicks: experiment.SizeTicks{}, LogY: true,
+			LogX: true, XTicks: plot.SizeTicks{}, LogY: true,
 			// Latency grows with size, bandwidth too: keep the legend off the curves.
 			LegendBottom: b != "latency", LegendLeft: b == "latency",
 		}
 		for _, c := range order {
-			f.Lines = append(f.Lines, experiment.Line{Name: c, XY: experiment.Curve(res[b][c])})
+			f.Lines = append(f.Lines, plot.Line{Name: c, XY: plot.Curve(res[b][c])})
 		}
 		if err := x.Figure(fmt.Sprintf("%s-%s", file, b), f); err != nil {
 			return err
@@ -39,7 +39,7 @@ func (x *exp) plotLoad(runs []loadRun) error {
 	if x.Plots == "" {
 		return nil
 	}
-	bw, wt := plot.New(), plot.New()
+	bw, wt := gonum.New(), gonum.New()
 	bw.Title.Text = "bandwidth while a second job loads rail 1 (1MiB messages, 100ms samples)"
 	bw.Y.Label.Text = "MB/s"
 	wt.Title.Text = "adaptive striping weights (receiver)"
@@ -90,10 +90,10 @@ func (x *exp) plotWindow(rows []windowRow) error {
 			xy = append(xy, plotter.XY{X: float64(r.w), Y: 1000 * r.ooo / float64(max(1, r.msgs))})
 		}
 	}
-	return x.Figure("window-out-of-order", experiment.Figure{
+	return x.Figure("window-out-of-order", plot.Figure{
 		Title:  fmt.Sprintf("window round robin, fast rail + slow rail (+%s): out-of-order arrivals", windowDelay),
 		XLabel: "W (messages per subchannel before switching)", YLabel: "out of order per 1000 messages",
 		LogX: true, LegendBottom: true,
-		Lines: []experiment.Line{{Name: "window_round_robin", XY: xy}},
+		Lines: []plot.Line{{Name: "window_round_robin", XY: xy}},
 	})
 }

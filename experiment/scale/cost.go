@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/experiment/simjob"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 // rssLimit is the most resident memory a cost run's process may reach
@@ -125,15 +125,15 @@ func (x *exp) cost() error {
 		wallPer[r.Pattern][r.Ranks] = float64(r.CPU) / float64(r.Ranks) / 1e6
 		rssPer[r.Pattern][r.Ranks] = float64(r.RSS) / float64(r.Ranks) / 1024
 	}
-	var lw, lr []experiment.Line
+	var lw, lr []plot.Line
 	for _, p := range x.CostPatterns {
-		lw = append(lw, experiment.Line{Name: p, XY: experiment.Curve(wallPer[p])})
-		lr = append(lr, experiment.Line{Name: p, XY: experiment.Curve(rssPer[p])})
+		lw = append(lw, plot.Line{Name: p, XY: plot.Curve(wallPer[p])})
+		lr = append(lr, plot.Line{Name: p, XY: plot.Curve(rssPer[p])})
 	}
-	if err := x.Figure("scale-cost-wall", experiment.Figure{Title: "Simulator CPU time per simulated rank", XLabel: "ranks", YLabel: "CPU ms per rank", LogX: true, Lines: lw}); err != nil {
+	if err := x.Figure("scale-cost-wall", plot.Figure{Title: "Simulator CPU time per simulated rank", XLabel: "ranks", YLabel: "CPU ms per rank", LogX: true, Lines: lw}); err != nil {
 		return err
 	}
-	return x.Figure("scale-cost-rss", experiment.Figure{Title: "Simulator peak RSS per simulated rank", XLabel: "ranks", YLabel: "KiB per rank", LogX: true, Lines: lr})
+	return x.Figure("scale-cost-rss", plot.Figure{Title: "Simulator peak RSS per simulated rank", XLabel: "ranks", YLabel: "KiB per rank", LogX: true, Lines: lr})
 }
 
 // costOne runs p on n ranks and measures it.

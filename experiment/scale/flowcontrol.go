@@ -9,6 +9,7 @@ import (
 	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/experiment/flowcontrol"
 	"github.com/gobtl/gobtl/experiment/simjob"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 // fcRun is what one simulated pattern run under one scheme counted.
@@ -201,21 +202,21 @@ func (x *exp) flowcontrol() error {
 	})
 	fmt.Fprintln(w)
 
-	var ecmLines, postLines, memLines []experiment.Line
+	var ecmLines, postLines, memLines []plot.Line
 	for _, p := range x.Patterns {
-		ecmLines = append(ecmLines, experiment.Line{Name: strings.ToUpper(p), XY: experiment.Curve(ecmPct[p])})
-		postLines = append(postLines, experiment.Line{Name: strings.ToUpper(p), XY: experiment.Curve(mostPosted[p])})
+		ecmLines = append(ecmLines, plot.Line{Name: strings.ToUpper(p), XY: plot.Curve(ecmPct[p])})
+		postLines = append(postLines, plot.Line{Name: strings.ToUpper(p), XY: plot.Curve(mostPosted[p])})
 	}
 	for _, sc := range flowcontrol.Schemes {
-		memLines = append(memLines, experiment.Line{Name: sc, XY: experiment.Curve(memLU[sc])})
+		memLines = append(memLines, plot.Line{Name: sc, XY: plot.Curve(memLU[sc])})
 	}
-	if err := x.Figure("scale-table1-ecm", experiment.Figure{Title: "Explicit credit messages, static scheme (seed 000 Table 1)", XLabel: "ranks", YLabel: "ECM % of frames per connection", LogX: true, Lines: ecmLines}); err != nil {
+	if err := x.Figure("scale-table1-ecm", plot.Figure{Title: "Explicit credit messages, static scheme (seed 000 Table 1)", XLabel: "ranks", YLabel: "ECM % of frames per connection", LogX: true, Lines: ecmLines}); err != nil {
 		return err
 	}
-	if err := x.Figure("scale-table2-posted", experiment.Figure{Title: "Most buffers posted per connection, dynamic (seed 000 Table 2)", XLabel: "ranks", YLabel: "buffers", LogX: true, Lines: postLines}); err != nil {
+	if err := x.Figure("scale-table2-posted", plot.Figure{Title: "Most buffers posted per connection, dynamic (seed 000 Table 2)", XLabel: "ranks", YLabel: "buffers", LogX: true, Lines: postLines}); err != nil {
 		return err
 	}
-	return x.Figure("scale-lu-memory", experiment.Figure{Title: "LU: receive buffers posted per process", XLabel: "ranks", YLabel: "KiB (largest rank)", LogX: true, LogY: true, Lines: memLines})
+	return x.Figure("scale-lu-memory", plot.Figure{Title: "LU: receive buffers posted per process", XLabel: "ranks", YLabel: "KiB (largest rank)", LogX: true, LogY: true, Lines: memLines})
 }
 
 // each calls fn for every run of scheme, by pattern then size, in the

@@ -9,6 +9,7 @@ import (
 	"github.com/gobtl/gobtl/experiment"
 	"github.com/gobtl/gobtl/experiment/recvbuf"
 	"github.com/gobtl/gobtl/experiment/simjob"
+	"github.com/gobtl/gobtl/internal/plot"
 )
 
 // paperBound is seed 002 §5's receive memory: B-SRQ runs were "constrained
@@ -87,7 +88,7 @@ func (x *exp) recvbuf() error {
 		fmt.Fprintf(w, " %14s", l.Name)
 	}
 	fmt.Fprintf(w, "   B-SRQ vs %.0f MB\n", paperBound/1e6)
-	var lines []experiment.Line
+	var lines []plot.Line
 	for _, n := range x.MemRanks {
 		fmt.Fprintf(w, "%-6d", n)
 		rec := map[string]any{"ranks": n}
@@ -111,13 +112,13 @@ func (x *exp) recvbuf() error {
 		if f := fits[l.Name]; f != nil {
 			fmt.Fprintf(w, "  %-9s %s + %s per peer (line through the smallest and largest measured size)\n", l.Name, mib(f.a), kib(f.b))
 		}
-		lines = append(lines, experiment.Line{Name: l.Name, XY: experiment.Curve(mibOf(got[l.Name]))})
+		lines = append(lines, plot.Line{Name: l.Name, XY: plot.Curve(mibOf(got[l.Name]))})
 	}
 	for _, s := range notRun {
 		fmt.Fprintf(w, "not run: %s\n", s)
 	}
-	lines = append(lines, experiment.Line{Name: "seed 002: 25 MB", XY: experiment.Curve(map[int]float64{x.MemRanks[0]: paperBound / (1 << 20), x.MemRanks[len(x.MemRanks)-1]: paperBound / (1 << 20)})})
-	if err := x.Figure("scale-recvbuf-memory", experiment.Figure{Title: "Receive memory per process (seed 002)", XLabel: "ranks", YLabel: "MiB", LogX: true, LogY: true, LegendLeft: true, Lines: lines}); err != nil {
+	lines = append(lines, plot.Line{Name: "seed 002: 25 MB", XY: plot.Curve(map[int]float64{x.MemRanks[0]: paperBound / (1 << 20), x.MemRanks[len(x.MemRanks)-1]: paperBound / (1 << 20)})})
+	if err := x.Figure("scale-recvbuf-memory", plot.Figure{Title: "Receive memory per process (seed 002)", XLabel: "ranks", YLabel: "MiB", LogX: true, LogY: true, LegendLeft: true, Lines: lines}); err != nil {
 		return err
 	}
 	return x.utilization()

@@ -1,19 +1,29 @@
-package experiment
+// Package plot draws the programs' figures with gonum/plot: the papers'
+// figures that `gobtl experiment` redraws and the curves of bench/compare.
+// A Figure is lines of points over two axes, either of them on a log scale
+// (message sizes and windows are powers of two); a Dir writes it as a PNG
+// file and names the file on its Out, or writes nothing when it has no
+// directory, so a program draws unconditionally and the user's flag
+// decides. Figures that are more than lines (shaded regions, panels) are
+// gonum plots the caller builds, laid out by Dir.Panels.
+package plot
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 
-	"github.com/gobtl/gobtl/core"
-	"gonum.org/v1/plot"
+	gonum "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/gobtl/gobtl/core"
 )
 
 // Figure is one chart of lines with points: a paper's figure redrawn.
@@ -23,7 +33,7 @@ type Figure struct {
 	// powers of two: a log scale spreads them evenly). XTicks replaces the
 	// log axis's ticks (SizeTicks labels message sizes).
 	LogX, LogY bool
-	XTicks     plot.Ticker
+	XTicks     gonum.Ticker
 	// The legend sits at the top right unless told otherwise.
 	LegendBottom, LegendLeft bool
 	// Lines in the order they are drawn; empty ones are left out.
@@ -53,24 +63,31 @@ func Curve(m map[int]float64) plotter.XYs {
 	return xy
 }
 
-// Figure writes f to file.png in the plot directory and names it on
-// Out; without a directory, or without a line to draw, it writes
-// nothing.
-func (e *Env) Figure(file string, f Figure) error {
-	if e.Plots == "" {
+// Dir is where figures go.
+type Dir struct {
+	// Path is the directory; "" writes no figure.
+	Path string
+	// Out, if set, receives a line "plot: PATH" for every file written.
+	Out io.Writer
+}
+
+// Figure writes f to file.png in the directory and names it on Out;
+// without a directory, or without a line to draw, it writes nothing.
+func (d Dir) Figure(file string, f Figure) error {
+	if d.Path == "" {
 		return nil
 	}
-	p := plot.New()
+	p := gonum.New()
 	p.Title.Text = f.Title
 	p.X.Label.Text, p.Y.Label.Text = f.XLabel, f.YLabel
 	if f.LogX {
-		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Scale, p.X.Tick.Marker = gonum.LogScale{}, gonum.LogTicks{Prec: -1}
 	}
 	if f.XTicks != nil {
 		p.X.Tick.Marker = f.XTicks
 	}
 	if f.LogY {
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = gonum.LogScale{}, gonum.LogTicks{Prec: -1}
 	}
 	p.Legend.Top, p.Legend.Left = !f.LegendBottom, f.LegendLeft
 	var args []any
@@ -85,26 +102,26 @@ func (e *Env) Figure(file string, f Figure) error {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return err
 	}
-	return e.save(file, func(path string) error { return p.Save(7*vg.Inch, 4.5*vg.Inch, path) })
+	return d.save(file, func(path string) error { return p.Save(7*vg.Inch, 4.5*vg.Inch, path) })
 }
 
 // Panels writes plots stacked vertically with aligned axes into one
 // file.png, for figures that Figure cannot draw (shaded regions, panels).
-func (e *Env) Panels(file string, plots ...*plot.Plot) error {
-	if e.Plots == "" {
+func (d Dir) Panels(file string, plots ...*gonum.Plot) error {
+	if d.Path == "" {
 		return nil
 	}
 	const width, panel = 7 * vg.Inch, 3.2 * vg.Inch
 	img := vgimg.New(width, panel*vg.Length(len(plots)))
-	grid := make([][]*plot.Plot, len(plots))
+	grid := make([][]*gonum.Plot, len(plots))
 	for i, p := range plots {
-		grid[i] = []*plot.Plot{p}
+		grid[i] = []*gonum.Plot{p}
 	}
-	canvases := plot.Align(grid, draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 3}, draw.New(img))
+	canvases := gonum.Align(grid, draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Millimeter * 3}, draw.New(img))
 	for i, p := range plots {
 		p.Draw(canvases[i][0])
 	}
-	return e.save(file, func(path string) error {
+	return d.save(file, func(path string) error {
 		f, err := os.Create(path)
 		if err != nil {
 			return err
@@ -117,15 +134,17 @@ func (e *Env) Panels(file string, plots ...*plot.Plot) error {
 	})
 }
 
-func (e *Env) save(file string, write func(path string) error) error {
-	if err := os.MkdirAll(e.Plots, 0o755); err != nil {
+func (d Dir) save(file string, write func(path string) error) error {
+	if err := os.MkdirAll(d.Path, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(e.Plots, file+".png")
+	path := filepath.Join(d.Path, file+".png")
 	if err := write(path); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Out, "plot: %s\n", path)
+	if d.Out != nil {
+		fmt.Fprintf(d.Out, "plot: %s\n", path)
+	}
 	return nil
 }
 
@@ -133,12 +152,12 @@ func (e *Env) save(file string, write func(path string) error) error {
 // 16, 64, 256, 1KiB...
 type SizeTicks struct{}
 
-// Ticks implements plot.Ticker.
-func (SizeTicks) Ticks(lo, hi float64) []plot.Tick {
-	var t []plot.Tick
+// Ticks implements gonum/plot's Ticker.
+func (SizeTicks) Ticks(lo, hi float64) []gonum.Tick {
+	var t []gonum.Tick
 	for v := 1.0; v <= hi; v *= 4 {
 		if v >= lo {
-			t = append(t, plot.Tick{Value: v, Label: core.FormatSize(int64(v))})
+			t = append(t, gonum.Tick{Value: v, Label: core.FormatSize(int64(v))})
 		}
 	}
 	return t
