@@ -73,10 +73,6 @@ var rules = []rule{
 // debt lists the edges that break the rules today. It can only shrink:
 // an entry whose edge is gone fails the test until it is deleted.
 var debt = []string{
-	// A test policy belongs with the plugin host's test plugins.
-	"internal/testpolicy -> core",
-	"internal/testpolicy -> plugins/sdk",
-	"plugins/internal/testplugins/testpolicy -> internal/testpolicy",
 	// sm's release store is sm's own.
 	"btl/sm -> internal/release",
 	// The harness's launcher half is not a leaf: the BTL suite needs only

@@ -7,19 +7,21 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/internal/testpolicy"
 )
 
-// The same scheduling policy built in, for the comparison with the plugin.
-func init() { testpolicy.Register("testpolicy") }
+// benchPolicy is the scheduling policy of BenchmarkJob: weights that
+// follow the rails' measured bandwidth, so that the policy decides all
+// through the run. Its plugin is plugins/adaptive_striping, which serves
+// the very code that is built in.
+const benchPolicy = "adaptive_striping"
 
-// benchStack is two in-process rails and testpolicy's well-behaved
-// scheduling policy, built in or as a plugin.
+// benchStack is two in-process rails and benchPolicy, built in or as a
+// plugin.
 func benchStack(b *testing.B, how string) string {
 	if how == "plugin" {
-		return stack(b, `  mode = "good"`)
+		return stackWith(b, fmt.Sprintf("plugin = %q\n  plugin_dir = %q", benchPolicy, builtinDir), "")
 	}
-	return stackWith(b, `builtin = "testpolicy"`, `  mode = "good"`)
+	return stackWith(b, fmt.Sprintf("builtin = %q", benchPolicy), "")
 }
 
 // BenchmarkJob is the same two-rank job with the scheduling policy built

@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/gobtl/gobtl/internal/testpolicy"
+	"github.com/gobtl/gobtl/plugins/internal/testpolicy"
 	"github.com/gobtl/gobtl/plugins/sdk"
 )
 

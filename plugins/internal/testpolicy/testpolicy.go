@@ -2,7 +2,7 @@
 // that misbehaves on request (the mode parameter), so that the host's
 // handling of dead, hung, panicking and lying plugins can be tested
 // against a real process. Command testplugins/testpolicy serves it as a
-// plugin; tests register it as a built-in too, to compare the two.
+// plugin.
 package testpolicy
 
 import (
@@ -225,16 +225,4 @@ func Plugin() sdk.Plugin {
 		p.NewFlowControl, p.NewRecvBuffers = nil, nil
 	}
 	return p
-}
-
-// Register registers the policy's kinds with core as built-ins called
-// name, for tests that run the same code in process.
-func Register(name string) {
-	p := Plugin()
-	core.Register(&core.Component{Kind: core.KindFlowControl, Name: name, Params: params,
-		NewPolicy: func(ps core.Params) (any, error) { return p.NewFlowControl(ps) }})
-	core.Register(&core.Component{Kind: core.KindRecvBuf, Name: name, Params: params,
-		NewPolicy: func(ps core.Params) (any, error) { return p.NewRecvBuffers(ps) }})
-	core.Register(&core.Component{Kind: core.KindSched, Name: name, Params: params,
-		NewPolicy: func(ps core.Params) (any, error) { return p.NewScheduler(ps) }})
 }
