@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gobtl/gobtl/btl/sm/internal/release"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/release"
 )
 
 // A fast box is a byte ring in the receiver's segment written by one

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gobtl/gobtl/internal/release"
+	"github.com/gobtl/gobtl/btl/sm/internal/release"
 )
 
 // The FIFO is Vyukov's bounded multi-producer queue in the receiver's

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gobtl/gobtl/btl/sm/internal/release"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/release"
 	"github.com/gobtl/gobtl/internal/topo"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gobtl/gobtl/btl/sm/internal/release"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/release"
 )
 
 // peer is the endpoint of one rank: our side of its fast box for us, its
