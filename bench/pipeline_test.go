@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -50,11 +50,11 @@ func BenchmarkStackPipeline(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				b.ResetTimer()
-				t0 := mptest.ThreadNS()
+				t0 := msgtest.ThreadNS()
 				for range b.N {
 					one()
 				}
-				b.ReportMetric(float64(mptest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(msgtest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/plugins/internal/wire"
 )
 
@@ -110,8 +111,8 @@ func TestAPluginWhoseHostIsKilledRemovesItsSocketDirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd.Wait()
-			mptest.Until(t, "the plugin to exit", 20*time.Second, func() bool { return gone(pid) })
-			mptest.Until(t, "the socket directory to go", 10*time.Second, func() bool { return len(tempEntries(t, tmp)) == 0 })
+			msgtest.Until(t, "the plugin to exit", 20*time.Second, func() bool { return gone(pid) })
+			msgtest.Until(t, "the socket directory to go", 10*time.Second, func() bool { return len(tempEntries(t, tmp)) == 0 })
 		})
 	}
 }
@@ -157,7 +158,7 @@ func TestAPluginThatNeverAnswersIsKilledWithItsGroupAtTheDeadline(t *testing.T) 
 	if pid <= 0 {
 		t.Fatalf("child pid %q", b)
 	}
-	mptest.Until(t, "the plugin's child to be killed", 10*time.Second, func() bool { return gone(pid) })
+	msgtest.Until(t, "the plugin's child to be killed", 10*time.Second, func() bool { return gone(pid) })
 	if left := tempEntries(t, tmp); len(left) != 0 {
 		t.Fatalf("the aborted plugin left %v", left)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/rs/zerolog"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	mptest.Until(t, what, d, cond)
+	msgtest.Until(t, what, d, cond)
 }
 
 func testBin(name string) string { return filepath.Join(binDir, name) }

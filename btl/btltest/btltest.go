@@ -15,7 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/rs/zerolog"
 )
 
@@ -212,7 +212,7 @@ func (j *job) progress() int {
 // until progresses every module until cond holds or the timeout passes.
 func (j *job) until(what string, cond func() bool) {
 	j.t.Helper()
-	mptest.Until(j.t, "btltest: "+what, j.cfg.Timeout, cond, j.progress)
+	msgtest.Until(j.t, "btltest: "+what, j.cfg.Timeout, cond, j.progress)
 }
 
 // send retries on ErrNoResources, progressing in between.
@@ -349,7 +349,7 @@ func testEverySize(t *testing.T, cfg Config) {
 	max := j.mods[tx].Attrs().MaxSendSize
 	buf := make([]byte, max)
 	for i, n := range sizesUpTo(max) {
-		data := mptest.Fill(buf[:n], uint64(n))
+		data := msgtest.Fill(buf[:n], uint64(n))
 		split := min(n, i%41) // the pre segment: none, part, or all
 		h := core.Header{Type: frameType, Context: uint32(n), Tag: int32(-n), PSN: uint32(i), Src: int32(tx)}
 		j.send(tx, rx, h, data[:split], data[split:])
@@ -406,7 +406,7 @@ func testOrder(t *testing.T, cfg Config) {
 			for k := rng.IntN(16); k >= 0 && sent[from] < perSender; k-- {
 				seq := sent[from]
 				n := randomSize(rng, a)
-				data := mptest.Fill(buf[:n], uint64(from)<<32|uint64(seq))
+				data := msgtest.Fill(buf[:n], uint64(from)<<32|uint64(seq))
 				j.send(from, 1, core.Header{Type: frameType, Src: int32(from), PSN: uint32(seq), Tag: int32(n)}, nil, data)
 				sent[from]++
 			}
@@ -422,7 +422,7 @@ func testOrder(t *testing.T, cfg Config) {
 		if f.h.PSN != uint32(next[from]) {
 			t.Fatalf("from rank %d: frame %d arrived when %d was next", from, f.h.PSN, next[from])
 		}
-		if want := mptest.Fill(check[:f.h.Tag], uint64(from)<<32|uint64(f.h.PSN)); !bytes.Equal(f.payload, want) {
+		if want := msgtest.Fill(check[:f.h.Tag], uint64(from)<<32|uint64(f.h.PSN)); !bytes.Equal(f.payload, want) {
 			t.Fatalf("from rank %d: frame %d (%d bytes) has the wrong payload", from, f.h.PSN, f.h.Tag)
 		}
 		next[from]++
@@ -480,7 +480,7 @@ func testBackPressure(t *testing.T, cfg Config) {
 		// Only the sender progresses: the receiver is busy elsewhere.
 		var pushed error
 		for bytesSent := 0; bytesSent < 1<<30 && sent < 1<<22; bytesSent += n + core.HeaderSize {
-			err := ep.Send(core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, mptest.Fill(data, uint64(sent)), 0)
+			err := ep.Send(core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, msgtest.Fill(data, uint64(sent)), 0)
 			if err != nil {
 				pushed = err
 				break
@@ -495,11 +495,11 @@ func testBackPressure(t *testing.T, cfg Config) {
 		// The receiver resumes; the rest goes through.
 		total := sent + 200
 		for ; sent < total; sent++ {
-			j.send(0, 1, core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, mptest.Fill(data, uint64(sent)))
+			j.send(0, 1, core.Header{Type: frameType, Src: 0, PSN: uint32(sent)}, nil, msgtest.Fill(data, uint64(sent)))
 		}
 		j.until("the frames sent under back-pressure", func() bool { return len(got[1]) == total })
 		for i, f := range got[1] {
-			if f.h.PSN != uint32(i) || !bytes.Equal(f.payload, mptest.Fill(data, uint64(i))) {
+			if f.h.PSN != uint32(i) || !bytes.Equal(f.payload, msgtest.Fill(data, uint64(i))) {
 				t.Fatalf("%d-byte frames: frame %d arrived as %d or with a wrong payload", n, i, f.h.PSN)
 			}
 		}
@@ -576,7 +576,7 @@ func testRDMA(t *testing.T, cfg Config) {
 			off = rng.IntN(remoteLen - n)
 		}
 		if a.Caps.Has(core.CapGet) {
-			mptest.Fill(remote, uint64(i))
+			msgtest.Fill(remote, uint64(i))
 			clear(local)
 			before := c.done
 			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}
@@ -587,7 +587,7 @@ func testRDMA(t *testing.T, cfg Config) {
 			}
 		}
 		if a.Caps.Has(core.CapPut) {
-			mptest.Fill(local[:n], uint64(i)+100)
+			msgtest.Fill(local[:n], uint64(i)+100)
 			clear(remote)
 			before := c.done
 			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/pml"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 )
@@ -36,7 +36,7 @@ func TestComponentOpensFromParams(t *testing.T) {
 	}
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
-	job := mptest.JobID()
+	job := msgtest.JobID()
 	key := core.NewJobKey()
 	var mods []core.Module
 	for r := range 2 {

@@ -16,7 +16,7 @@ import (
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/btl/extoll/softnic"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/pml"
 	extolldynamic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"
 	extollstatic "github.com/gobtl/gobtl/policies/flowcontrol/extoll_static"
@@ -68,7 +68,7 @@ func ranks(t *testing.T, n, perPeer int, pol policyFor, mod func(*Config)) ([]*p
 	t.Helper()
 	store := &kv{vals: map[string][]byte{}}
 	dir := t.TempDir()
-	job := mptest.JobID()
+	job := msgtest.JobID()
 	key := core.NewJobKey()
 	mods := make([]*Module, n)
 	for r := range n {
@@ -194,7 +194,7 @@ func allPairs(c *pml.Comm, sizes []int) error {
 
 // pattern is message i from src to dst, n bytes of the tests' payload.
 func pattern(src, dst, i, n int) []byte {
-	return mptest.Fill(make([]byte, n), uint64(src)<<40|uint64(dst)<<20|uint64(i))
+	return msgtest.Fill(make([]byte, n), uint64(src)<<40|uint64(dst)<<20|uint64(i))
 }
 
 // Every rank sends to every rank messages of sizes across the eager and

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
@@ -108,7 +108,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 		retry(t, fmt.Sprintf("module %d's hello", i), func() error {
 			return e.Send(core.Header{Type: testType, Src: 0}, nil, []byte("hello"), 0)
 		}, both)
-		mptest.Until(t, fmt.Sprintf("module %d's hello", i), 20*time.Second, func() bool { return got > 0 }, both)
+		msgtest.Until(t, fmt.Sprintf("module %d's hello", i), 20*time.Second, func() bool { return got > 0 }, both)
 	}
 	// A key from one module of a device works on another: one PD.
 	buf := make([]byte, 4096)
@@ -123,7 +123,7 @@ func TestTwoPortsWithDifferentRatesAndTwoPathsAreSeparateModules(t *testing.T) {
 	if err := e.(core.RDMA).Put(&core.RDMAOp{Local: src, Region: lr, Remote: rg.Key(), Done: d}); err != nil {
 		t.Fatal(err) // connected by the hello above
 	}
-	mptest.Until(t, "the put", 20*time.Second, func() bool { return d.n > 0 }, mods[0][2].Progress)
+	msgtest.Until(t, "the put", 20*time.Second, func() bool { return d.n > 0 }, mods[0][2].Progress)
 	mods[1][2].Progress()
 	if len(d.errs) > 0 || buf[100] != src[100] {
 		t.Fatalf("put across modules of a device: %v", d.errs)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/policies/recvbuf"
 	// The component's default receive-buffer policy, found by name.
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
@@ -167,7 +167,7 @@ func (j *job) progress() int {
 
 func (j *job) until(what string, cond func() bool) {
 	j.t.Helper()
-	mptest.Until(j.t, what, 20*time.Second, cond, j.progress)
+	msgtest.Until(j.t, what, 20*time.Second, cond, j.progress)
 }
 
 func (j *job) ep(from, to int) *endpoint {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // BenchmarkCopyIn copies a fragment's worth from a user buffer (walked
@@ -30,7 +30,7 @@ func BenchmarkCopyIn(b *testing.B) {
 					defer runtime.UnlockOSThread()
 					off := 0
 					b.SetBytes(int64(n))
-					t0 := mptest.ThreadNS()
+					t0 := msgtest.ThreadNS()
 					for b.Loop() {
 						s, d := src[off:off+n], frag[:n]
 						if kind == "memmove" {
@@ -40,7 +40,7 @@ func BenchmarkCopyIn(b *testing.B) {
 						}
 						off = (off + n) % span
 					}
-					b.ReportMetric(float64(mptest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
+					b.ReportMetric(float64(msgtest.ThreadNS()-t0)/float64(b.N), "cpu-ns/op")
 				})
 			}
 		}

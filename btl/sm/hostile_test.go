@@ -13,6 +13,7 @@ import (
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/jobfile"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/rs/zerolog"
 )
 
@@ -205,7 +206,7 @@ func TestOpenOnASmallTmpfs(t *testing.T) {
 	if dir == "" {
 		t.Skip("the child of TestAFullShmIsAnErrorAtOpen")
 	}
-	boots := boot.Group(2, mptest.JobID())
+	boots := boot.Group(2, msgtest.JobID())
 	p := core.MustParams(Params)
 	p.SetText("dir", dir)
 	_, err := Open(core.BTLEnv{Params: p, Boot: boots[0], Log: zerolog.Nop(), Metrics: core.NewMetrics()})

@@ -1,5 +1,5 @@
-// Package mptest is the harness of gobtl's multi-process tests, and the
-// helpers every test of messages shares.
+// Package mptest is the harness of gobtl's multi-process tests: it starts
+// jobs whose ranks are processes, with the launcher.
 //
 // A package whose ranks are processes makes its test binary double as
 // its rank program: its TestMain is Main, with the roles a rank can play,
@@ -12,10 +12,10 @@
 // holding the test binary until go test's own timeout. Tests of the gobtl
 // command itself get it from Gobtl, built once per test binary.
 //
-// Fill and Check are the one payload every test's messages carry, and
-// Until the one wait with a deadline.
-//
-// The harness imports testing: it is linked into tests only.
+// It starts jobs and builds what they run; the payload, the waits and the job
+// ids of a test that opens transports itself are package msgtest's, a
+// leaf, so that a test of a transport (and the BTL suite) links no
+// launcher. The harness imports testing: it is linked into tests only.
 package mptest
 
 import (
@@ -196,8 +196,3 @@ func (j Job) command(gobtl string, timeout time.Duration, env, prog []string, st
 	}
 	return 0, nil
 }
-
-// JobID is a job id no other job on the host has, for a test that opens
-// transports itself: their sockets and /dev/shm files are named after
-// it, and a name two test runs share makes the second fail to bind.
-func JobID() string { return "t" + launch.NewJobID() }

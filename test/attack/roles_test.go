@@ -15,7 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // Environment of the ranks and the attacker.
@@ -55,13 +55,13 @@ func exchange() int {
 	for round := range 30 {
 		for i, size := range sizes {
 			tag := round*len(sizes) + i
-			out := mptest.Fill(make([]byte, size), uint64(me<<20|tag))
+			out := msgtest.Fill(make([]byte, size), uint64(me<<20|tag))
 			in := make([]byte, size)
 			if _, err := c.Sendrecv(out, peer, tag, in, peer, tag); err != nil {
 				fmt.Fprintf(os.Stderr, "rank %d, message %d: %v\n", me, n, err)
 				return 1
 			}
-			if mptest.Check(in, uint64(peer<<20|tag)) != nil {
+			if msgtest.Check(in, uint64(peer<<20|tag)) != nil {
 				bad++
 			}
 			n++

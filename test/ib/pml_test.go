@@ -8,7 +8,7 @@ import (
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/experiment/recvbuf"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/pml"
 	"github.com/gobtl/gobtl/policies/recvbuf/bsrq"
 )
@@ -41,7 +41,7 @@ func exchange(c *pml.Comm, sizes []int, preposted bool) error {
 	}
 	var ss []*pml.Request
 	for i, sz := range sizes {
-		s, err := c.Isend(mptest.Fill(make([]byte, sz), uint64(me*1000+i)), to, i)
+		s, err := c.Isend(msgtest.Fill(make([]byte, sz), uint64(me*1000+i)), to, i)
 		if err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func exchange(c *pml.Comm, sizes []int, preposted bool) error {
 		return err
 	}
 	for i, sz := range sizes {
-		if err := mptest.Check(recvs[i], uint64(from*1000+i)); err != nil {
+		if err := msgtest.Check(recvs[i], uint64(from*1000+i)); err != nil {
 			return fmt.Errorf("message %d (%d bytes) from rank %d: %w", i, sz, from, err)
 		}
 	}

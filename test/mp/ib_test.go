@@ -15,6 +15,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // launch runs n ranks of this test binary in role over the stack, each
@@ -47,7 +48,7 @@ func ring(c *gobtl.Comm) error {
 			rs = append(rs, r)
 		}
 		for i, sz := range sizes {
-			s, err := c.Isend(mptest.Fill(make([]byte, sz), uint64(me*1000+round*100+i)), next, round*100+i)
+			s, err := c.Isend(msgtest.Fill(make([]byte, sz), uint64(me*1000+round*100+i)), next, round*100+i)
 			if err != nil {
 				return err
 			}
@@ -57,7 +58,7 @@ func ring(c *gobtl.Comm) error {
 			return err
 		}
 		for i := range sizes {
-			if err := mptest.Check(bufs[i], uint64(prev*1000+round*100+i)); err != nil {
+			if err := msgtest.Check(bufs[i], uint64(prev*1000+round*100+i)); err != nil {
 				return fmt.Errorf("round %d: message %d from rank %d: %w", round, i, prev, err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // hold: a rank that starts, meets the others, says so, and waits to be
@@ -102,7 +103,7 @@ func TestAJobKilledOutrightLeavesNothing(t *testing.T) {
 				syscall.Kill(pids[1], syscall.SIGKILL)
 			}
 			cmd.Wait()
-			mptest.Until(t, "every rank to end", time.Minute, func() bool {
+			msgtest.Until(t, "every rank to end", time.Minute, func() bool {
 				for _, pid := range pids {
 					if running(pid) {
 						return false

@@ -28,6 +28,7 @@ import (
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -200,7 +201,7 @@ func exchange(c *gobtl.Comm) error {
 		if st.Count != size {
 			return fmt.Errorf("%s: %d bytes arrived, %d sent", what, st.Count, size)
 		}
-		if err := mptest.Check(buf[:size], seed); err != nil {
+		if err := msgtest.Check(buf[:size], seed); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		got = crc32.Update(got, crc32.IEEETable, buf[:size])
@@ -236,7 +237,7 @@ func exchange(c *gobtl.Comm) error {
 			if p == me {
 				continue
 			}
-			r, err := c.Isend(mptest.Fill(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
+			r, err := c.Isend(msgtest.Fill(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
 			if err != nil {
 				return err
 			}
@@ -271,7 +272,7 @@ func exchange(c *gobtl.Comm) error {
 		reqs = append(reqs, r)
 	}
 	for k := range inflight {
-		r, err := c.Isend(mptest.Fill(make([]byte, small(me, k)), seedOf(me, 0, k)), next, 1<<20+k)
+		r, err := c.Isend(msgtest.Fill(make([]byte, small(me, k)), seedOf(me, 0, k)), next, 1<<20+k)
 		if err != nil {
 			return err
 		}
@@ -292,7 +293,7 @@ func exchange(c *gobtl.Comm) error {
 	for k := range envInt("MPTEST_TOKENS", 30) {
 		sz := size(0, 0, 1000+k)
 		if me == 0 {
-			if err := c.Send(mptest.Fill(make([]byte, sz), uint64(k)), next, 7); err != nil {
+			if err := c.Send(msgtest.Fill(make([]byte, sz), uint64(k)), next, 7); err != nil {
 				return err
 			}
 		}

@@ -12,14 +12,14 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // exchange sends every size both ways at once and checks the bytes.
 func exchange(c *gobtl.Comm, sizes []int) error {
 	peer := 1 - c.Rank()
 	for i, n := range sizes {
-		out, in := mptest.Fill(make([]byte, n), uint64(2*i+c.Rank())), make([]byte, n)
+		out, in := msgtest.Fill(make([]byte, n), uint64(2*i+c.Rank())), make([]byte, n)
 		r, err := c.Irecv(in, peer, i)
 		if err != nil {
 			return err
@@ -30,7 +30,7 @@ func exchange(c *gobtl.Comm, sizes []int) error {
 		if _, err := c.Wait(r); err != nil {
 			return err
 		}
-		if err := mptest.Check(in, uint64(2*i+peer)); err != nil {
+		if err := msgtest.Check(in, uint64(2*i+peer)); err != nil {
 			return fmt.Errorf("%d-byte message %d arrived corrupt: %w", n, i, err)
 		}
 	}

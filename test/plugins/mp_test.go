@@ -11,6 +11,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // rankMain is a rank of TestSIGKILLOfAFlowControlPluginMidJob: rank 0
@@ -33,7 +34,7 @@ func rankMain() int {
 			}
 		}
 		if c.Rank() == 0 {
-			if err := c.Send(mptest.Fill(buf, uint64(i)), 1, 5); err != nil {
+			if err := c.Send(msgtest.Fill(buf, uint64(i)), 1, 5); err != nil {
 				fmt.Fprintln(os.Stderr, "send:", err)
 				return 1
 			}
@@ -43,7 +44,7 @@ func rankMain() int {
 			fmt.Fprintln(os.Stderr, "recv:", err)
 			return 1
 		}
-		if err := mptest.Check(buf, uint64(i)); err != nil {
+		if err := msgtest.Check(buf, uint64(i)); err != nil {
 			fmt.Fprintf(os.Stderr, "message %d corrupt: %v\n", i, err)
 			return 1
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 var (
@@ -97,7 +98,7 @@ func exchange(c *gobtl.Comm, n, size int, mid func()) error {
 		}
 		switch c.Rank() {
 		case 0:
-			if err := c.Send(mptest.Fill(buf, uint64(i)), 1, i); err != nil {
+			if err := c.Send(msgtest.Fill(buf, uint64(i)), 1, i); err != nil {
 				return fmt.Errorf("send %d: %w", i, err)
 			}
 		case 1:
@@ -109,7 +110,7 @@ func exchange(c *gobtl.Comm, n, size int, mid func()) error {
 			if st.Count != size {
 				return fmt.Errorf("message %d: %d bytes, want %d", i, st.Count, size)
 			}
-			if err := mptest.Check(buf, uint64(i)); err != nil {
+			if err := msgtest.Check(buf, uint64(i)); err != nil {
 				return fmt.Errorf("message %d: %w", i, err)
 			}
 		}
@@ -129,7 +130,7 @@ func TestASchedulingPluginSteersAJob(t *testing.T) {
 		// The plugin's weights arrive asynchronously; the progress loop
 		// applies them.
 		unequal := func() bool { w := c.Weights(1); return len(w) == 2 && w[0] != w[1] }
-		if err := mptest.Poll("a decision of the plugin to be applied", 20*time.Second, unequal, func() int { c.Progress(); time.Sleep(time.Millisecond); return 0 }); err != nil {
+		if err := msgtest.Poll("a decision of the plugin to be applied", 20*time.Second, unequal, func() int { c.Progress(); time.Sleep(time.Millisecond); return 0 }); err != nil {
 			return fmt.Errorf("weights toward rank 1 still %v: %w", c.Weights(1), err)
 		}
 		return nil
@@ -212,7 +213,7 @@ func TestSIGKILLingThePluginMidJobLosesNoMessage(t *testing.T) {
 		// The host learns of the death asynchronously; the job may finish
 		// first. Wait (bounded) until this rank's proxy has noticed, so
 		// that the log has something to show.
-		if err := mptest.Poll("the host to notice the plugin's death", 10*time.Second, func() bool { return pluginFailures(c) > 0 }); err != nil {
+		if err := msgtest.Poll("the host to notice the plugin's death", 10*time.Second, func() bool { return pluginFailures(c) > 0 }); err != nil {
 			return fmt.Errorf("rank %d: %w", c.Rank(), err)
 		}
 		return c.Barrier()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // TestOutsidersReachNoEngine attacks every listener of a running card —
@@ -98,7 +98,7 @@ func TestOutsidersReachNoEngine(t *testing.T) {
 			want++
 		}
 	}
-	mptest.Until(t, "every attack rejected", 10*time.Second, func() bool { return devs[1].rejected.Load()-before >= want })
+	msgtest.Until(t, "every attack rejected", 10*time.Second, func() bool { return devs[1].rejected.Load()-before >= want })
 	if got := devs[1].rejected.Load() - before; got != want {
 		t.Errorf("%d connections rejected, want %d", got, want)
 	}

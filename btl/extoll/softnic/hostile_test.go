@@ -16,7 +16,7 @@ import (
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/internal/jobfile"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // The card's files are the rank's own — 0600, one link, checked — under
@@ -51,7 +51,7 @@ func TestPlantedFilesAreNeitherUsedNorHarmed(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "root-only")
 	os.WriteFile(victim, []byte("secret"), 0o600)
-	id := mptest.JobID()
+	id := msgtest.JobID()
 	for r := range 2 {
 		base := filepath.Join(dir, "gobtl-"+id+"-extoll-x-"+string(rune('0'+r)))
 		os.WriteFile(base+".mbox", []byte("planted"), 0o666)
@@ -169,9 +169,9 @@ func TestAFloodOfUnprovenConnectionsIsBounded(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	mptest.Until(t, "every connection accepted", time.Minute, func() bool { return devs[1].accepts.Load() >= flood })
+	msgtest.Until(t, "every connection accepted", time.Minute, func() bool { return devs[1].accepts.Load() >= flood })
 	held := func() int { return fds(t) - base - flood }
-	mptest.Until(t, "the rank to hold at most the limit", time.Minute, func() bool { return held() <= limit+4 })
+	msgtest.Until(t, "the rank to hold at most the limit", time.Minute, func() bool { return held() <= limit+4 })
 	if got := devs[1].pending.Len(); got > limit {
 		t.Fatalf("%d connections pending, limit %d", got, limit)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/extoll/nic"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // job opens size devices in this process, each pretending to be a rank,
@@ -23,7 +23,7 @@ func job(t *testing.T, size, slots int, mod func(*Config)) []*Device {
 	var mu sync.Mutex
 	addrs := map[int]Addr{}
 	dir := t.TempDir()
-	id := mptest.JobID()
+	id := msgtest.JobID()
 	key := core.NewJobKey()
 	devs := make([]*Device, size)
 	for r := range devs {

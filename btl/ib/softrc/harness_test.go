@@ -8,7 +8,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 var devSeq atomic.Int64
@@ -210,7 +210,7 @@ func pollUntil(t testing.TB, what string, cond func() bool, ends ...*end) {
 		}
 		return 0
 	}
-	if err := mptest.Poll(what, 10*time.Second, cond, poll); err != nil {
+	if err := msgtest.Poll(what, 10*time.Second, cond, poll); err != nil {
 		for _, e := range ends {
 			t.Logf("%s: %d completions: %+v; stats %+v", e.dev.name, len(e.wcs), e.wcs, e.dev.Stats())
 		}

@@ -1,4 +1,4 @@
-package mptest
+package msgtest
 
 import "golang.org/x/sys/unix"
 
