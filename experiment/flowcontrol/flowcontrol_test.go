@@ -18,7 +18,11 @@ import (
 // experiment's stacks, the ranks as goroutines each on its own softrc
 // HCA, and checks each scheme acts as seed 000 says once the window
 // exceeds the buffers: the hardware scheme's receiver sends RNR NAKs, the
-// static sender stalls, the dynamic receiver posts more buffers.
+// static sender stalls, the dynamic receiver posts more buffers; while
+// the window fits them (window 1 on 2 buffers) none of that happens.
+// The counters of a row are those of its timed windows alone: the
+// messages' bytes each way are exactly Size × window × Iters, the warm-up
+// windows left out.
 func TestTheBandwidthTestRunsEveryScheme(t *testing.T) {
 	for _, c := range []struct {
 		scheme string
@@ -64,6 +68,15 @@ func TestTheBandwidthTestRunsEveryScheme(t *testing.T) {
 			}
 			if n := sum(c.side(rows[1]), c.metric); n < least {
 				t.Errorf("window 64 on 2 buffers: %s = %d, want at least %d", c.metric, n, least)
+			}
+			if n, want := sum(c.side(rows[0]), c.metric), least-1; n != want {
+				t.Errorf("window 1 on 2 buffers: %s = %d, want %d", c.metric, n, want)
+			}
+			for _, r := range rows {
+				moved := int64(4 * r.Window * 20)
+				if s, got := r.Sender["pml.bytes_sent"], r.Receiver["pml.bytes_recv"]; s != moved || got != moved {
+					t.Errorf("window %d: %d bytes sent and %d received in the timed windows, want %d", r.Window, s, got, moved)
+				}
 			}
 		})
 	}
