@@ -47,3 +47,31 @@ func TestTheOverlapTableHasAColumnPerProtocol(t *testing.T) {
 		t.Errorf("a missing value is not a dash:\n%s", out)
 	}
 }
+
+// A row's value is the median over the repetitions that measured it; a
+// repetition whose report lacks the row or the field is left out, and
+// none at all is no value.
+func TestTheMedianIsOverTheRepetitionsThatMeasuredTheValue(t *testing.T) {
+	var reps []experiment.Report
+	for _, raw := range []string{
+		`{"rows":[{"size":1024,"overlap_recv":0.9}]}`,
+		`{"rows":[{"size":1024,"overlap_recv":0.1},{"size":2048,"overlap_recv":0.7}]}`,
+		`{"rows":[{"size":1024,"overlap_send":0.3}]}`,
+		`{"rows":[{"size":1024,"overlap_recv":0.5}]}`,
+	} {
+		r, err := experiment.ParseReport([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, r)
+	}
+	if v, ok := median(reps, 1024, "overlap_recv"); !ok || v != 0.5 {
+		t.Fatalf("median of 0.9, 0.1, 0.5 (one repetition without it): %v %v", v, ok)
+	}
+	if v, ok := median(reps, 2048, "overlap_recv"); !ok || v != 0.7 {
+		t.Fatalf("one repetition measured 2 KiB: %v %v", v, ok)
+	}
+	if _, ok := median(reps, 4096, "overlap_recv"); ok {
+		t.Fatal("a size no repetition measured has a value")
+	}
+}
