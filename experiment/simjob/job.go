@@ -165,90 +165,124 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := simulated(cfg.Stack); err != nil {
 		return nil, err
 	}
+	s, err := newSched(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Unregister()
+	j := &job{ctx: ctx, cfg: cfg, s: s, comms: make([]*gobtl.Comm, cfg.Ranks), stats: make([]*patterns.Stats, cfg.Ranks),
+		res: &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
+			PerConn: map[string]*ConnStat{}, RankMetrics: make([]map[string]any, cfg.Ranks)},
+		bar: newStepBar(cfg.Progress, cfg)}
+	s.OnStall(j.stalled)
+	err = s.Run(j.rank)
+	j.bar.done()
+	if err != nil {
+		return nil, err
+	}
+	j.finish()
+	return j.res, nil
+}
+
+// newSched is the job's scheduler, registered (the simulated devices
+// find it by its id), with every port on cfg.Link if it is set.
+func newSched(cfg Config) (*sim.Sched, error) {
 	jobSeq++
 	s := sim.New(fmt.Sprintf("sim-%p-%d", &jobSeq, jobSeq), cfg.Ranks, cfg.Sched)
 	if err := s.Register(); err != nil {
 		return nil, err
 	}
-	defer s.Unregister()
 	if cfg.Link != (simrc.Link{}) {
 		l := cfg.Link
 		simrc.FabricOf(s).SetModel(func(int, string, uint8) simrc.Link { return l })
 		x := sim.Link{Latency: l.Latency, Overhead: l.Overhead, Gap: l.Gap, Rate: l.Rate}
 		simnic.FabricOf(s).SetModel(func(int, string) sim.Link { return x })
 	}
-	comms := make([]*gobtl.Comm, cfg.Ranks)
-	stats := make([]*patterns.Stats, cfg.Ranks)
-	snaps := make([]map[string]any, cfg.Ranks)
-	var stall error
-	s.OnStall(func(err error) {
-		stall = err
-		for _, c := range comms {
-			if c != nil {
-				c.Abort(err)
-			}
-		}
-	})
-	res := &Result{Pattern: cfg.Pattern, Ranks: cfg.Ranks, Counters: map[string]float64{}, CountersMax: map[string]float64{},
-		PerConn: map[string]*ConnStat{}, RankMetrics: snaps}
-	done := 0
-	bar := newStepBar(cfg.Progress, cfg)
-	var report bytes.Buffer
-	err := s.Run(func(r int) error {
-		c, err := gobtl.Init(ctx, gobtl.Options{Config: cfg.Stack, Boot: s.Boot(r), Clock: s})
-		if err != nil {
-			return err
-		}
-		comms[r] = c
-		virtualStart(c.Metrics())
-		st, err := program(comm{c, s}, cfg, bar, &report)
-		if err != nil {
+	return s, nil
+}
+
+// job is one Run under way: its ranks' communicators and pattern
+// statistics, and the result their counters fold into as each finishes.
+type job struct {
+	ctx    context.Context
+	cfg    Config
+	s      *sim.Sched
+	comms  []*gobtl.Comm
+	stats  []*patterns.Stats
+	res    *Result
+	bar    *stepBar
+	report bytes.Buffer
+	// stall is why the scheduler stopped the job, if it did.
+	stall error
+}
+
+// stalled aborts every rank: no rank can make progress.
+func (j *job) stalled(err error) {
+	j.stall = err
+	for _, c := range j.comms {
+		if c != nil {
 			c.Abort(err)
-			c.Close()
-			return err
 		}
-		stats[r] = st
-		snap := c.Metrics().Snapshot()
-		fold(res, snap)
-		if cfg.Snapshot != nil {
-			cfg.Snapshot(r, snap)
-		}
-		if cfg.KeepRankMetrics {
-			snaps[r] = snap
-		}
-		if cfg.Peak != nil {
-			// Once: every rank finishes the pattern before the first
-			// closes (Close has a barrier), so done is still 0 for all.
-			cfg.Peak()
-			cfg.Peak = nil
-		}
-		if err := c.Close(); err != nil {
-			// The rank's counts are in (taken above): a finalize that
-			// fails is reported with them rather than losing the run.
-			res.FinalizeFailed++
-			if res.FinalizeError == "" {
-				res.FinalizeError = err.Error()
-			}
-			return nil
-		}
-		done++
-		return nil
-	})
-	bar.done()
+	}
+}
+
+// rank is rank r's life: it joins the job, runs the program, and folds
+// its counters into the result before it closes.
+func (j *job) rank(r int) error {
+	c, err := gobtl.Init(j.ctx, gobtl.Options{Config: j.cfg.Stack, Boot: j.s.Boot(r), Clock: j.s})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if stall != nil && res.FinalizeFailed > 0 {
-		res.FinalizeError = stall.Error()
+	j.comms[r] = c
+	virtualStart(c.Metrics())
+	st, err := program(comm{c, j.s}, j.cfg, j.bar, &j.report)
+	if err != nil {
+		c.Abort(err)
+		c.Close()
+		return err
 	}
-	res.VirtualTime, res.Events, res.Switches = s.Now(), s.Events, s.Switches
-	if !cfg.KeepRankMetrics {
+	j.stats[r] = st
+	snap := c.Metrics().Snapshot()
+	fold(j.res, snap)
+	if j.cfg.Snapshot != nil {
+		j.cfg.Snapshot(r, snap)
+	}
+	if j.cfg.KeepRankMetrics {
+		j.res.RankMetrics[r] = snap
+	}
+	if j.cfg.Peak != nil {
+		// Once: every rank finishes the pattern before the first
+		// closes (Close has a barrier).
+		j.cfg.Peak()
+		j.cfg.Peak = nil
+	}
+	if err := c.Close(); err != nil {
+		// The rank's counts are in (taken above): a finalize that
+		// fails is reported with them rather than losing the run.
+		j.res.FinalizeFailed++
+		if j.res.FinalizeError == "" {
+			j.res.FinalizeError = err.Error()
+		}
+	}
+	return nil
+}
+
+// finish completes the result once every rank is done: the scheduler's
+// account, the benchmark's report, the patterns' totals and what the
+// simulated devices saw.
+func (j *job) finish() {
+	res := j.res
+	if j.stall != nil && res.FinalizeFailed > 0 {
+		res.FinalizeError = j.stall.Error()
+	}
+	res.VirtualTime, res.Events, res.Switches = j.s.Now(), j.s.Events, j.s.Switches
+	if !j.cfg.KeepRankMetrics {
 		res.RankMetrics = nil
 	}
-	if report.Len() > 0 {
-		res.Bench = json.RawMessage(bytes.TrimSpace(report.Bytes()))
+	if j.report.Len() > 0 {
+		res.Bench = json.RawMessage(bytes.TrimSpace(j.report.Bytes()))
 	}
-	for _, st := range stats {
+	for _, st := range j.stats {
 		if st == nil {
 			continue
 		}
@@ -256,6 +290,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Msgs += st.TotalMsgs()
 		res.Bytes += st.TotalBytes()
 	}
+	res.addDevices(j.s)
+}
+
+// addDevices adds what the simulated HCAs and EXTOLL cards counted:
+// frames and RDMA operations, and per rank the peak registered memory
+// and receive buffers (mailboxes) it posted.
+func (res *Result) addDevices(s *sim.Sched) {
 	reg := map[int]int64{}
 	recv := map[int]int64{}
 	for _, d := range simrc.FabricOf(s).Devices() {
@@ -280,9 +321,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		reg[d.Rank()] += st.PeakRegistered
 		recv[d.Rank()] += st.Mailbox
 	}
-	res.MaxRegisteredPerRank, res.MeanRegisteredPerRank = maxMean(reg, cfg.Ranks)
-	res.MaxRecvBytesPerRank, res.MeanRecvBytesPerRank = maxMean(recv, cfg.Ranks)
-	return res, nil
+	res.MaxRegisteredPerRank, res.MeanRegisteredPerRank = maxMean(reg, res.Ranks)
+	res.MaxRecvBytesPerRank, res.MeanRecvBytesPerRank = maxMean(recv, res.Ranks)
 }
 
 // simulated checks that every transport of the stack runs on the
