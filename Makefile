@@ -4,17 +4,19 @@ GO      ?= go
 BIN     := bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: all build plugins install test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev engines bench-engines
+.PHONY: all build plugins install test test-short race fuzz-smoke lint bench bench-osu compare-ompi run clean rdmacore pmix-dev ofi-dev engines bench-engines
 
 all: build plugins
 
 # gobtl and the examples join jobs that mpirun and srun --mpi=pmix start
 # (PMIx, through libpmix: build tag pmix); srun --mpi=pmi2, mpiexec.hydra and
 # gobtl run need no tag. `go build ./...` without the tag still works.
-GOTAGS ?= pmix
+# btl "ofi" links libfabric (build tag ofi); without it the component
+# registers and says how to rebuild.
+GOTAGS ?= pmix,ofi
 # -buildvcs=auto: the binaries carry the revision they were built from
 # (gobtl version, bench --json) even where GOFLAGS turns stamping off.
-build: pmix-dev
+build: pmix-dev ofi-dev
 	$(GO) build -buildvcs=auto -tags '$(GOTAGS)' -o $(BIN)/gobtl ./cmd/gobtl
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/ring ./examples/ring
 	$(GO) build -tags '$(GOTAGS)' -o $(BIN)/heat ./examples/heat
@@ -25,6 +27,13 @@ pmix-dev:
 	@pkg-config --exists pmix 2>/dev/null || { \
 		command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] || { echo "pmix-dev: install libpmix-dev and pkg-config (or build with GOTAGS=)"; exit 1; }; \
 		apt-get update -qq && apt-get install -y -qq libpmix-dev pkg-config >/dev/null; }
+
+# libfabric's headers and pkg-config file, for the ofi build tag (btl/ofi),
+# installed when missing as pmix-dev installs PMIx's.
+ofi-dev:
+	@pkg-config --exists libfabric 2>/dev/null || { \
+		command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] || { echo "ofi-dev: install libfabric-dev and pkg-config (or build with GOTAGS=pmix, without btl ofi)"; exit 1; }; \
+		apt-get update -qq && apt-get install -y -qq libfabric-dev libfabric-bin pkg-config >/dev/null; }
 
 # Every plugins/<name>/main.go serves a built-in policy as a plugin; the
 # example third-party plugins (aimd, and skeleton, the one to copy) are
@@ -51,7 +60,7 @@ install: build plugins
 	install -m 644 conf/examples/*.hcl $(DESTDIR)$(PREFIX)/share/gobtl/examples/
 	install -m 644 examples/plugins/aimd/stack.hcl $(DESTDIR)$(PREFIX)/share/gobtl/examples/aimd.hcl
 
-lint: pmix-dev
+lint: pmix-dev ofi-dev
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	@# A 32-bit architecture: there, system structures' fields (an iovec's
@@ -60,6 +69,7 @@ lint: pmix-dev
 	GOARCH=386 $(GO) vet ./...
 	@# The code behind the pmix build tag, vetted with it.
 	$(GO) vet -tags pmix $$(git grep -l '^//go:build.*pmix' -- '*.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+	$(GO) vet -tags ofi $$(git grep -l '^//go:build.*ofi' -- '*.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 	@# The gobtl command links no test code of ours: the only package in its
 	@# closure that may import "testing" is go-plugin, whose root package
 	@# carries its own test helpers (testing.go) next to the client we use.
@@ -80,6 +90,8 @@ GOTEST = GO=$(GO) scripts/gotest.sh
 
 test: build plugins lint rdmacore engines
 	$(GOTEST) ./...
+	$(GOTEST) -tags ofi ./btl/ofi/...
+	$(GOTEST) -race -tags ofi ./btl/ofi/...
 	$(GOTEST) -race ./core/... ./pml/... ./conf/...
 	$(GOTEST) -race -short ./boot/... ./launch/... ./btl/sm/...
 	$(GOTEST) -race ./btl/extoll/...
