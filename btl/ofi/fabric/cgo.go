@@ -25,10 +25,15 @@ package fabric
 static void gobtl_init_env(void) {
 	// libfabric's MR cache cannot see Go's frees (see doc.go).
 	setenv("FI_MR_CACHE_MONITOR", "disabled", 1);
+	// The sockets provider's progress thread spins 10 ms (per endpoint)
+	// before it sleeps; on a loaded host the spinning threads starve the
+	// ranks (9 ms round trips on two cores). Unless the user says.
+	setenv("FI_SOCKETS_PE_WAITTIME", "0", 0);
 }
 
 static int gobtl_getinfo(const char *prov, const char *domain, const char *node, uint64_t caps,
-		uint64_t op_flags, uint64_t order, int mr_mode, int threading, int ep_type, struct fi_info **out) {
+		uint64_t op_flags, uint64_t order, int mr_mode, int threading, int ep_type, int progress,
+		size_t rx_size, size_t tx_size, struct fi_info **out) {
 	struct fi_info *h = fi_allocinfo();
 	if (!h) return -FI_ENOMEM;
 	h->ep_attr->type = ep_type;
@@ -45,6 +50,9 @@ static int gobtl_getinfo(const char *prov, const char *domain, const char *node,
 	h->tx_attr->op_flags = op_flags;
 	h->tx_attr->msg_order = order;
 	h->rx_attr->msg_order = order;
+	h->domain_attr->data_progress = progress;
+	h->rx_attr->size = rx_size;
+	h->tx_attr->size = tx_size;
 	int rc = fi_getinfo(GOBTL_VERSION, (node && *node) ? node : NULL, NULL, 0, h, out);
 	fi_freeinfo(h);
 	return rc;
@@ -272,6 +280,8 @@ const (
 	ErrCanceled Errno = C.FI_ECANCELED
 	// ErrTruncated: a message longer than the buffer it landed in.
 	ErrTruncated Errno = C.FI_ETRUNC
+	// ErrNoKey: a requested registration key is taken.
+	ErrNoKey Errno = C.FI_ENOKEY
 )
 
 func errno(rc C.ssize_t) error {
@@ -379,7 +389,18 @@ type Hints struct {
 	Threading int
 	// AnyEPType lists every endpoint type instead of FI_EP_RDM alone.
 	AnyEPType bool
+	// AutoProgress asks for a provider that moves data without being
+	// called (FI_PROGRESS_AUTO): a one-sided operation completes while
+	// its target computes.
+	AutoProgress bool
+	// RxSize and TxSize ask for receive and transmit queues at least this
+	// deep; 0: the provider's.
+	RxSize, TxSize int
 }
+
+// ProgressAuto is Info.DataProgress of a provider that progresses by
+// itself.
+const ProgressAuto = "FI_PROGRESS_AUTO"
 
 // Info describes one provider/domain pairing fi_getinfo returned. The
 // fields are copies; the C description behind them lives until the List
@@ -444,9 +465,13 @@ func GetInfo(h Hints) (*List, error) {
 	if h.AnyEPType {
 		ept = C.FI_EP_UNSPEC
 	}
+	prog := C.int(C.FI_PROGRESS_UNSPEC)
+	if h.AutoProgress {
+		prog = C.FI_PROGRESS_AUTO
+	}
 	var head *C.struct_fi_info
 	rc := C.gobtl_getinfo(prov, dom, node, C.uint64_t(h.Caps), C.uint64_t(h.OpFlags), C.uint64_t(h.Order),
-		C.int(mr), C.int(thr), ept, &head)
+		C.int(mr), C.int(thr), ept, prog, C.size_t(h.RxSize), C.size_t(h.TxSize), &head)
 	if rc != 0 {
 		return nil, fmt.Errorf("fi_getinfo(provider %q, domain %q): %w", h.Provider, h.Domain, Errno(-rc))
 	}

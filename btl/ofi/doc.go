@@ -1,0 +1,2 @@
+// Package ofi is a BTL over libfabric (package doc in progress).
+package ofi

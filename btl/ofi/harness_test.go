@@ -1,0 +1,24 @@
+//go:build ofi && cgo
+
+package ofi_test
+
+import (
+	"testing"
+
+	"github.com/gobtl/gobtl/btl/ofi"
+)
+
+// testProviders are the providers that run in user space on loopback.
+var testProviders = []string{"tcp", "sockets", "shm"}
+
+// requireProvider skips the test, saying why, when libfabric lacks prov.
+func requireProvider(t *testing.T, prov string) {
+	t.Helper()
+	ps, err := ofi.Providers(prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) == 0 {
+		t.Skipf("libfabric has no %s provider here (fi_info -p %s)", prov, prov)
+	}
+}

@@ -1,0 +1,469 @@
+//go:build ofi && cgo
+
+package ofi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gobtl/gobtl/btl/ofi/fabric"
+	"github.com/gobtl/gobtl/core"
+)
+
+// This file and endpoint.go are where the module meets core's contract
+// (core.Module, core.Registrar, core.Notifier; core.Endpoint and
+// core.RDMA): the rest of the package is its parts — receive classes
+// (queues.go), sessions (session.go), credits (credits.go), RDMA and the
+// registration cache (rdma.go), liveness (live.go), the wait fd
+// (notify.go).
+
+// Module is one domain's endpoint: one subchannel of every peer's
+// virtual channel.
+type Module struct {
+	attrs      core.Attrs
+	cfg        *config
+	rank, size int
+	boot       core.Bootstrap
+	key        *core.JobKey
+	clock      core.Clock
+	log        zerolog.Logger
+	lim        core.FrameLimits
+	pubKey     string // the bootstrap key this module publishes under
+	ep         *fabric.Endpoint
+	name       []byte // the endpoint's address
+	self       []byte // its identity in transcripts
+	me         *published
+	writeFlags uint64 // DeliveryComplete where the provider takes it
+	finMode    string // how a FIN after a Put is kept behind it (doc.go)
+	localOnly  bool   // shm: peers on this host only
+
+	hs     core.Handlers
+	hdr    core.Header // the frame being delivered, decoded in place
+	onLost func(rank int, err error)
+
+	rxq               // receive classes and send buffers (queues.go)
+	peers   []*peer   // by rank, made on first use
+	counter uint64    // sessions opened (auth.go)
+	strays  strays    // frames before their hello (session.go)
+	ops     rdmaOps   // RDMA in flight (rdma.go)
+	regs    *regCache // registrations (rdma.go)
+	live    liveness  // peers' processes (live.go)
+	notif   *notifier // the wait fd (notify.go); nil without one
+	comp    [64]fabric.Completion
+	now     time.Duration // clock at this Progress
+	nextHK  time.Duration // next housekeeping
+	toTell  []*peer       // lost peers not yet reported
+	credDue []*peer       // peers owed an explicit credit message
+	flush   []*peer       // peers with frames waiting for a session or credits
+	closed  bool
+	gen     uint64 // Progress calls
+
+	st stats
+}
+
+// stats are the module's counters (core.Metrics).
+type stats struct {
+	framesSent, framesRecv, injected, rejected, badFrames *core.Counter
+	creditMsgs, stalls, backlogged, handshakes, lost      *core.Counter
+	regHits, regMisses                                    *core.Counter
+}
+
+func newStats(met *core.Metrics, inst, dom string) stats {
+	if met == nil {
+		met = core.NewMetrics()
+	}
+	n := func(s string) *core.Counter { return met.Counter(core.MetricName(Name, inst, dom+"."+s)) }
+	return stats{
+		framesSent: n("frames_sent"), framesRecv: n("frames_received"), injected: n("frames_injected"),
+		rejected: n("rejected"), badFrames: n("bad_frames"), creditMsgs: n("credit_messages"),
+		stalls: n("credit_stalls"), backlogged: n("backlogged"), handshakes: n("handshakes"), lost: n("peers_lost"),
+		regHits: n("reg_cache_hits"), regMisses: n("reg_cache_misses"),
+	}
+}
+
+// openEndpoint asks for the provider's pairing again with what the
+// module would like — the completion semantics a FIN needs (doc.go),
+// progress without being called, receive queues deep enough for the
+// layout — and opens the best it gets: writes whose completion means
+// delivery where the provider takes the flag, else writes ordered before
+// later sends (FI_ORDER_SAW), else no Put at all; each with auto
+// progress and the deep queue if it can, else without.
+func openEndpoint(in *fabric.Info, rxWant int) (*fabric.Endpoint, uint64, string, error) {
+	fins := []struct {
+		flags, order uint64
+		mode         string
+	}{
+		{fabric.DeliveryComplete, fabric.OrderSAS, "delivery-complete"},
+		{0, fabric.OrderSAS | fabric.OrderSAW, "send-after-write order"},
+		{0, fabric.OrderSAS, "none"},
+	}
+	var last error
+	for _, f := range fins {
+		for _, extra := range []struct {
+			auto bool
+			rx   int
+		}{{true, rxWant}, {true, 0}, {false, rxWant}, {false, 0}} {
+			l, err := fabric.GetInfo(fabric.Hints{Provider: in.Provider, Domain: in.Domain, Fabric: in.Fabric, Caps: caps,
+				OpFlags: f.flags, Order: f.order, AutoProgress: extra.auto, RxSize: extra.rx})
+			if err != nil {
+				last = err
+				continue
+			}
+			pick := &l.Infos[0]
+			for i := range l.Infos {
+				if l.Infos[i].AddrFormat == in.AddrFormat {
+					pick = &l.Infos[i]
+					break
+				}
+			}
+			ep, err := fabric.Open(pick, fabric.Options{Wait: true})
+			l.Free()
+			if err != nil {
+				return nil, 0, "", err
+			}
+			return ep, f.flags, f.mode, nil
+		}
+	}
+	return nil, 0, "", last
+}
+
+func newModule(env core.BTLEnv, c *config, key *core.JobKey, in *fabric.Info, idx int) (*Module, error) {
+	info := core.RecvInfo{Peers: env.Boot.Size() - 1, EagerLimit: c.eagerLimit}
+	layout, err := env.RecvBuffers.Setup(info)
+	if err == nil {
+		err = layout.Check(info)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ofi: receive-buffer policy: %w", err)
+	}
+	ep, wflags, fin, err := openEndpoint(in, postedWant(layout, info.Peers))
+	if err != nil {
+		return nil, fmt.Errorf("ofi: open %s domain %s: %w", in.Provider, in.Domain, err)
+	}
+	b := env.Boot
+	m := &Module{
+		cfg: c, rank: b.Rank(), size: b.Size(), boot: b, key: key, clock: env.Clock, log: env.Log,
+		pubKey: fmt.Sprintf("btl.%s.%s.%d", Name, env.Instance, idx), ep: ep, writeFlags: wflags, finMode: fin,
+		localOnly: in.Provider == "shm", peers: make([]*peer, b.Size()), counter: uint64(time.Now().UnixNano()),
+		st: newStats(env.Metrics, env.Instance, in.Domain),
+	}
+	if m.clock == nil {
+		m.clock = core.SystemClock
+	}
+	if err := m.setup(c, in, layout); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// setup makes the module's parts and publishes its address.
+func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup) error {
+	var err error
+	if m.name, err = m.ep.Name(); err != nil {
+		return fmt.Errorf("ofi: %w", err)
+	}
+	m.self = identity(m.rank, m.name)
+	if err := m.rxq.init(m.ep, layout, m.size-1, c.sendBuffers); err != nil {
+		return fmt.Errorf("ofi %s: %w", in.Domain, err)
+	}
+	if err := m.postAll(); err != nil {
+		return err
+	}
+	m.regs = newRegCache(m, c.regCache)
+	m.ops.init(min(max(m.ep.Info.TxSize, 16), 1024))
+	if err := m.live.init(); err != nil {
+		return err
+	}
+	m.me = &published{name: m.name, pid: os.Getpid(), host: m.live.host}
+	for _, q := range m.classes {
+		m.me.bufSize = append(m.me.bufSize, q.size)
+		m.me.window = append(m.me.window, q.window)
+	}
+	m.attrs = m.makeAttrs(c, in)
+	m.lim = core.FrameLimits{Size: m.size, MaxPayload: m.attrs.MaxSendSize}
+	if m.attrs.Caps.Has(core.CapNotify) {
+		if m.notif, err = newNotifier(m.ep); err != nil {
+			return err
+		}
+	}
+	register(m.name, &m.live.self)
+	if err := m.boot.Put(m.pubKey, m.me.encode()); err != nil {
+		return fmt.Errorf("ofi: publish address: %w", err)
+	}
+	m.log.Debug().Str("domain", in.Domain).Str("provider", m.ep.Info.Provider).Str("fin", m.finMode).
+		Str("progress", m.ep.Info.DataProgress).Str("classes", layout.String()).Msg("ofi module open")
+	return nil
+}
+
+func (m *Module) makeAttrs(c *config, in *fabric.Info) core.Attrs {
+	a := core.Attrs{
+		Component: Name, Name: Name + ":" + in.Domain, EagerLimit: c.eagerLimit,
+		MaxSendSize: m.classes[len(m.classes)-1].size - core.HeaderSize, RndvEagerLimit: c.rndvEager,
+		MaxRDMA: int64(min(m.ep.Info.MaxMsgSize, 1<<30)), MaxReads: c.maxReads, Bandwidth: c.bandwidth,
+		Latency: time.Duration(c.latency), Exclusivity: c.exclusivity, Caps: core.CapSend | core.CapGet,
+	}
+	if c.instance != "" {
+		a.Name = Name + ":" + c.instance + ":" + in.Domain
+	}
+	if m.finMode != "none" {
+		a.Caps |= core.CapPut
+	}
+	// A notification is worth arming only where completions come without
+	// this process calling in: the wait fd, and a provider that moves data
+	// by itself (a read of a peer that computes completes only then).
+	if m.ep.WaitFD() >= 0 && m.ep.Info.DataProgress == fabric.ProgressAuto && !softwareCore(m.ep.Info.Provider) {
+		a.Caps |= core.CapNotify
+	}
+	if m.localOnly {
+		a.Caps |= core.CapLocalOnly
+	}
+	a.EagerLimit = min(a.EagerLimit, a.MaxSendSize)
+	a.RndvEagerLimit = min(a.RndvEagerLimit, a.MaxSendSize)
+	return a
+}
+
+// softwareCore reports a provider whose core moves a peer's bytes only
+// when the peer's process calls in, whatever it says of its progress:
+// tcp under ofi_rxm reports FI_PROGRESS_AUTO, yet an RDMA read of a peer
+// that does not poll never completes (libfabric 1.17; sockets runs a
+// thread of its own and hardware providers a NIC).
+func softwareCore(prov string) bool {
+	core, _, _ := strings.Cut(prov, ";")
+	return core == "tcp" || core == "net" || core == "udp"
+}
+
+// Attrs implements core.Module.
+func (m *Module) Attrs() core.Attrs { return m.attrs }
+
+// Register implements core.Module.
+func (m *Module) Register(t core.FrameType, h core.Handler) error {
+	if err := m.hs.Register(t, h); err != nil {
+		return fmt.Errorf("ofi: %w", err)
+	}
+	return nil
+}
+
+// OnPeerLost implements core.Module.
+func (m *Module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
+
+// Endpoint implements core.Module: the peer's address goes into the
+// address vector and the session to it opens (its hello leaves, and with
+// it the provider's connection, where it has one, is made: rxm refuses
+// sends until then, and a provider that progresses by itself makes it
+// while the ranks compute). The own rank is left to btl/self.
+func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
+	if m.closed {
+		return nil, fmt.Errorf("ofi: endpoint %d: %w", rank, core.ErrClosed)
+	}
+	p, err := m.peer(rank)
+	if err != nil {
+		return nil, err
+	}
+	if p.tx == txIdle && p.err == nil {
+		p.dial()
+	}
+	return p, nil
+}
+
+// peer returns rank's peer, reading its published address the first
+// time.
+func (m *Module) peer(rank int) (*peer, error) {
+	if rank < 0 || rank >= m.size || rank == m.rank {
+		return nil, fmt.Errorf("ofi: rank %d: %w", rank, core.ErrUnreachable)
+	}
+	if p := m.peers[rank]; p != nil {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := m.boot.Get(ctx, rank, m.pubKey)
+	if err != nil {
+		return nil, fmt.Errorf("ofi: rank %d published no address for %s: %v: %w", rank, m.attrs.Name, err, core.ErrUnreachable)
+	}
+	pub, err := decodePublished(raw)
+	if err == nil && len(pub.window) != len(m.classes) {
+		err = fmt.Errorf("%d receive classes, this rank has %d: the job's ranks configure ofi alike", len(pub.window), len(m.classes))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ofi: rank %d: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	if m.localOnly && pub.host != m.live.host {
+		return nil, fmt.Errorf("ofi: rank %d is on another host and %s reaches this one only: %w", rank, m.ep.Info.Provider, core.ErrUnreachable)
+	}
+	addr, err := m.ep.Insert(pub.name)
+	if err != nil {
+		return nil, fmt.Errorf("ofi: rank %d: %v: %w", rank, err, core.ErrUnreachable)
+	}
+	p := newPeer(m, rank, addr, pub)
+	m.peers[rank] = p
+	m.live.watch(p, m.now)
+	return p, nil
+}
+
+// Progress implements core.Module: it reads the CQ — arrived frames and
+// control messages, send and RDMA completions — then sends what waited
+// for a session or a credit, returns owed credits, keeps time (handshake
+// retries, liveness) and reports lost peers. It never blocks.
+func (m *Module) Progress() int {
+	if m.closed {
+		return 0
+	}
+	n := 0
+	m.gen++
+	m.now = m.clock.Now()
+	if m.held > 0 {
+		m.retryPosts()
+	}
+	for range 8 {
+		k, err := m.ep.Poll(m.comp[:])
+		if errors.Is(err, fabric.ErrAvail) {
+			n += m.cqError()
+			continue
+		}
+		if err != nil {
+			m.log.Warn().Err(err).Msg("fi_cq_read")
+			break
+		}
+		for i := range k {
+			n += m.complete(&m.comp[i])
+			if m.closed {
+				return n
+			}
+		}
+		if k < len(m.comp) {
+			break
+		}
+	}
+	n += m.ops.drainDone(m)
+	if len(m.flush) > 0 {
+		n += m.flushWaiting()
+	}
+	if len(m.credDue) > 0 {
+		m.returnCredits()
+	}
+	if m.now >= m.nextHK {
+		m.housekeeping()
+	}
+	return n + m.report()
+}
+
+// report tells the PML of peers lost since the last Progress.
+func (m *Module) report() int {
+	n := 0
+	for len(m.toTell) > 0 {
+		p := m.toTell[0]
+		m.toTell = m.toTell[1:]
+		n++
+		if m.onLost != nil {
+			m.onLost(p.rank, p.err)
+		}
+	}
+	return n
+}
+
+// housekeeping runs every few milliseconds: handshake retries and
+// timeouts, liveness.
+func (m *Module) housekeeping() {
+	m.nextHK = m.now + hkInterval
+	for _, p := range m.peers {
+		if p != nil && p.err == nil {
+			p.tick(m.now)
+		}
+	}
+	m.live.check(m, m.now)
+	m.strays.expire(m, m.now)
+}
+
+// hkInterval is how often housekeeping runs while Progress is called.
+const hkInterval = 5 * time.Millisecond
+
+// Close implements core.Module: it says goodbye to every peer it has a
+// session with, waits (briefly) for the goodbyes to leave, and releases
+// the endpoint, its buffers and registrations.
+func (m *Module) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.goodbye()
+	return m.shutdown(false, true)
+}
+
+// shutdown releases everything (release) or, for a module that dies
+// (Kill), possibly leaves the provider's objects of a shared-memory
+// endpoint mapped, as a dead process's are for its peers until they
+// notice.
+func (m *Module) shutdown(dead, release bool) error {
+	m.closed = true
+	unregister(m.name, &m.live.self, !dead)
+	if m.notif != nil {
+		m.notif.close()
+	}
+	m.live.close()
+	if !release {
+		return nil
+	}
+	if m.regs != nil {
+		m.regs.closeAll()
+	}
+	var err error
+	if m.ep != nil {
+		err = m.ep.Close()
+	}
+	m.rxq.free()
+	return err
+}
+
+// Kill makes m look, to its peers, like the module of a process that
+// died: no goodbye, and its endpoint stops answering. For tests (the
+// conformance suite's Kill hook).
+func Kill(mod core.Module) {
+	m := mod.(*Module)
+	if m.closed {
+		return
+	}
+	// A shared-memory provider's peers write into this endpoint's memory
+	// until they know it is gone: keep it mapped (it goes with the
+	// process).
+	m.shutdown(true, !m.localOnly)
+}
+
+// RegisterMem implements core.Registrar through the registration cache.
+func (m *Module) RegisterMem(buf []byte, access core.Access) (core.Region, error) {
+	if m.closed {
+		return nil, fmt.Errorf("ofi: register: %w", core.ErrClosed)
+	}
+	return m.regs.get(buf, access)
+}
+
+// DeregisterMem implements core.Registrar: the registration stays cached
+// until the cache needs the room.
+func (m *Module) DeregisterMem(r core.Region) error {
+	e, ok := r.(*regEntry)
+	if !ok || e.refs <= 0 {
+		return fmt.Errorf("ofi: deregister: not a registration of this module")
+	}
+	m.regs.put(e)
+	return nil
+}
+
+// Arm implements core.Notifier.
+func (m *Module) Arm() {
+	if m.notif != nil && !m.closed {
+		m.notif.arm()
+	}
+}
+
+// Notify implements core.Notifier.
+func (m *Module) Notify() <-chan struct{} {
+	if m.notif == nil {
+		return nil
+	}
+	return m.notif.ch
+}
