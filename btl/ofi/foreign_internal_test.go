@@ -1,0 +1,153 @@
+//go:build ofi && cgo
+
+package ofi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gobtl/gobtl/btl/ofi/fabric"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/mptest"
+)
+
+// intruder is a process outside the job: an endpoint of its own on the
+// job's provider, which reads rank 1's published address (as anyone who
+// can see the bootstrap's record, or guess a port, could) and sends to it.
+type intruder struct {
+	t    *testing.T
+	ep   *fabric.Endpoint
+	to   fabric.Addr
+	buf  []byte
+	comp []fabric.Completion
+}
+
+func newIntruder(t *testing.T, j *tjob, target int) *intruder {
+	m := j.mods[target]
+	l, err := fabric.GetInfo(fabric.Hints{Provider: m.ep.Info.Provider, Domain: m.ep.Info.Domain, Caps: caps, Order: fabric.OrderSAS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Free()
+	ep, err := fabric.Open(&l.Infos[0], fabric.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	raw, err := j.boots[0].Get(context.Background(), target, m.pubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := decodePublished(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := ep.Insert(pub.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := mmap(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &intruder{t: t, ep: ep, to: to, buf: buf, comp: make([]fabric.Completion, 16)}
+}
+
+// send sends msg with tag and CQ data, retrying while the provider is
+// busy; the job's ranks progress meanwhile.
+func (x *intruder) send(j *tjob, msg []byte, tag, data uint64) {
+	copy(x.buf, msg)
+	err := mptest.Poll("the intruder's send", 30e9, func() bool {
+		err := x.ep.TSend(x.buf[:len(msg)], fabric.Desc{}, data, x.to, tag, 1)
+		if err != nil && !errors.Is(err, fabric.ErrAgain) {
+			x.t.Fatal(err)
+		}
+		return err == nil
+	}, j.progress, func() int { n, _ := x.ep.Poll(x.comp); return n })
+	if err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+// TestAForeignSenderDoesNotDisturbTheJob runs traffic from rank 0 to
+// rank 1 while a process outside the job sends rank 1 garbage on every
+// class, frames in rank 0's name with made-up tokens, hellos in rank 0's
+// name without the key, and a replay of rank 0's own hello: every frame
+// of the job arrives intact and in order, none of the intruder's is
+// delivered, and no peer is lost.
+func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
+	for _, prov := range providersHere {
+		t.Run(prov, func(t *testing.T) {
+			j := openTestJob(t, prov, 2, nil)
+			var got [][]byte
+			var lost []error
+			j.mods[1].Register(core.TypeUserBase, func(h *core.Header, p []byte) {
+				if h.Src != 0 {
+					t.Errorf("a frame from rank %d", h.Src)
+				}
+				got = append(got, append([]byte(nil), p...))
+			})
+			j.mods[1].OnPeerLost(func(r int, err error) { lost = append(lost, err) })
+			j.mods[0].OnPeerLost(func(r int, err error) { lost = append(lost, err) })
+			x := newIntruder(t, j, 1)
+			rng := rand.New(rand.NewPCG(5, 6))
+			var sent [][]byte
+			sendOne := func(i int) {
+				n := rng.IntN(3000)
+				b := mptest.Fill(make([]byte, n), uint64(i))
+				sent = append(sent, b)
+				j.send(0, 1, core.Header{Type: core.TypeUserBase, Src: 0, PSN: uint32(i)}, b, nil, 0)
+			}
+			sendOne(0)
+			j.until("the first frame", func() bool { return len(got) == 1 })
+			p0 := j.mods[0].peers[1]
+			replay := append([]byte(nil), p0.helloMsg[:]...)
+			frame := make([]byte, core.HeaderSize+16)
+			(&core.Header{Type: core.TypeUserBase, Src: 0, Length: 16}).Encode(frame)
+			var fakeProof core.Proof
+			for i := 1; i < 200; i++ {
+				switch i % 5 {
+				case 0: // garbage on a random class, random data
+					x.send(j, mptest.Fill(make([]byte, rng.IntN(200)), uint64(i)), uint64(rng.IntN(5)), rng.Uint64())
+				case 1: // a well-formed frame in rank 0's name with a guessed token
+					x.send(j, frame, 0, cqData(rng.Uint64()>>seqBits, p0.txSeq))
+				case 2: // a hello without the key
+					var b [ctlBufSize]byte
+					nd := core.NewNonce()
+					n := encodeHello(b[:], 0, uint64(1)<<62, (*[16]byte)(&nd), &fakeProof)
+					x.send(j, b[:n], classCtl, 0)
+				case 3: // rank 0's own hello, replayed
+					x.send(j, replay, classCtl, 0)
+				case 4: // a goodbye and credits in rank 0's name, unauthenticated
+					var b [ctlBufSize]byte
+					x.send(j, b[:encodeBye(b[:], 0, 0)], classCtl, 0)
+					x.send(j, b[:encodeCredits(b[:], 0, []uint16{1000, 1000})], classCtl, cqData(rng.Uint64()>>seqBits, 0))
+				}
+				sendOne(i)
+			}
+			j.until("every frame of the job", func() bool { return len(got) == len(sent) })
+			for i := range sent {
+				if !bytes.Equal(got[i], sent[i]) {
+					t.Fatalf("frame %d arrived changed or out of order", i)
+				}
+			}
+			if len(lost) > 0 {
+				t.Fatalf("a peer was lost: %v", lost[0])
+			}
+			if p := j.mods[1].peers[0]; p.err != nil || p.byeSeen {
+				t.Fatalf("rank 0's session at rank 1 was disturbed: %v, bye %v", p.err, p.byeSeen)
+			}
+			if r := j.mods[1].st.rejected.Load(); r < 150 {
+				t.Fatalf("rank 1 rejected %d of the intruder's messages", r)
+			}
+			// The job still talks after the intruder's strays have expired.
+			j.mods[1].strays.expire(j.mods[1], j.mods[1].now+2*strayTime)
+			sendOne(len(sent))
+			j.until("a frame after the attack", func() bool { return len(got) == len(sent) })
+			t.Logf("%d job frames delivered, %d foreign messages rejected", len(got), j.mods[1].st.rejected.Load())
+		})
+	}
+}
