@@ -8,6 +8,7 @@ import (
 	_ "github.com/gobtl/gobtl/btl/extoll"
 	_ "github.com/gobtl/gobtl/btl/ib"
 	_ "github.com/gobtl/gobtl/btl/inproc"
+	_ "github.com/gobtl/gobtl/btl/ofi"
 	_ "github.com/gobtl/gobtl/btl/self"
 	_ "github.com/gobtl/gobtl/btl/sm"
 	_ "github.com/gobtl/gobtl/policies/flowcontrol/extoll_dynamic"

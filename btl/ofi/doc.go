@@ -1,2 +1,116 @@
-// Package ofi is a BTL over libfabric (package doc in progress).
+// Package ofi is the BTL over libfabric (OFI): one transport for
+// InfiniBand and RoCE (verbs), AWS EFA (efa), Slingshot (cxi), Omni-Path
+// (psm3, opx) and, in user space on any host, tcp (under ofi_rxm),
+// sockets and shm — the last three are what its tests run on.
+//
+// It is built with the ofi build tag (and cgo): `make` installs
+// libfabric-dev (make ofi-dev) and builds with GOTAGS=pmix,ofi. Without
+// the tag the component still registers, and opening it fails with
+// ErrNotBuilt, which says how to rebuild. The cgo layer is package
+// fabric; everything about frames, credits, sessions and peers is here.
+//
+// # Modules and addresses
+//
+// One module per domain (a NIC): the block's domain, or each of
+// if_include's in order (rails), or one the provider offers — loopback
+// when the job is on one node, the first other domain when it spans
+// nodes. A module is one reliable-datagram endpoint (FI_EP_RDM) with one
+// address vector (a table) and one completion queue. At open it publishes
+// its address (fi_getname) through the bootstrap, with its receive
+// classes, credits and process identity; a peer's address goes into the
+// address vector (fi_av_insert) when the PML first asks for its endpoint.
+// Each module is one subchannel of every peer's virtual channel, so the
+// PML stripes and schedules ofi rails as it does ib ports (seed 001 §4).
+//
+// # Eager frames: receive classes and credits
+//
+// Frames go by tagged send (fi_tinjectdata when they fit the provider's
+// inject size, else fi_tsenddata from a send buffer) into receive
+// buffers the module posts; the receive-buffer policy's layout decides
+// how many and of which sizes, one tag per queue (queues.go says how
+// per-peer, shared and B-SRQ layouts map onto one RDM receive queue, and
+// how they are scaled to the provider's queue depth). Every class runs
+// credits (credits.go: seed 000 §4.2's static scheme, piggybacked and
+// explicit returns, the backlog bit). A frame refused for lack of a
+// credit, a send buffer or room in the provider's queue (-FI_EAGAIN) is
+// refused with core.ErrNoResources before anything of it is spent: back
+// pressure, never a lost frame. A provider may complete receives out of
+// order (rxm completes a long message, which it moves by rendezvous,
+// after shorter ones sent later); a 16-bit sequence number per session
+// in each frame's CQ data restores the order before delivery.
+//
+// Multi-receive buffers (FI_MULTI_RECV), seed 002's slab with perfect
+// packing, work in libfabric 1.17 on ofi_rxm only (package fabric tests
+// them; sockets refuses them, shm faults): they are not used yet.
+//
+// # RDMA, registration and the FIN
+//
+// Put and Get are fi_writemsg and fi_readmsg on memory registered with
+// fi_mr_reg (provider keys and virtual or offset addresses as the
+// domain's mr_mode says; keys of our own are drawn at random, so that a
+// process outside the job cannot guess one). RegisterMem goes through a
+// cache of registrations of its own, each holding its Go memory pinned
+// (runtime.Pinner); libfabric's memory-hook cache is off
+// (FI_MR_CACHE_MONITOR=disabled), since it cannot see Go free memory.
+//
+// The rdma_write rendezvous sends its FIN once the Put has completed at
+// its initiator (RDMADone); the FIN is correct only if that completion
+// means the bytes are in the target's memory when the FIN's handler runs.
+// Open MPI's btl/ofi refuses rxm for want of that guarantee. Here:
+//
+//   - The module asks fi_getinfo for FI_DELIVERY_COMPLETE as a transmit
+//     operation flag and sets it on every write: a write completes when
+//     its data is visible at the target, whatever path the FIN takes (the
+//     PML sends one per rail, on the rail). tcp under ofi_rxm, sockets
+//     and shm all take the flag in libfabric 1.17.
+//   - A provider that does not take it is asked for FI_ORDER_SAW (a send
+//     after a write is processed after it): the FIN, sent on the write's
+//     own endpoint after its completion, then still finds its bytes.
+//   - A provider with neither offers no Put (CapPut is off): the PML uses
+//     rdma_read or the pipeline, whose completions need no such promise —
+//     a read's completion at the reader means its bytes are there.
+//
+// Per provider: tcp/rxm runs one TCP connection per pair of endpoints
+// and places a write's bytes before it reads the next message off the
+// stream, and its writes complete on the target's acknowledgment; sockets
+// likewise; shm processes a peer's commands in order and completes a
+// write once the copy into the target (or the inline command) is done.
+// TestAFrameSentAfterAPutFindsThePutsBytes checks it with the FIN on the
+// write's own rail and on another: a write that completed early fails the
+// second.
+//
+// # Interrupts (rdma_read_async)
+//
+// core.Notifier arms the CQ's wait object (FI_WAIT_FD, fi_trywait, then
+// poll on the fd from a goroutine that never calls libfabric; seed 004
+// §4.3: one notification per Arm). libfabric has no solicited events: an
+// armed waiter wakes at the next completion of any kind, early but never
+// late. CapNotify is offered only where the provider moves data without
+// the peer's process calling in — a read of a peer that computes must
+// complete: sockets (its own progress thread) and hardware providers;
+// not tcp under ofi_rxm, which says FI_PROGRESS_AUTO but in 1.17 serves
+// a read only when its target polls, nor shm, which has no wait fd.
+//
+// # Trust
+//
+// Nothing from outside the job is delivered (auth.go): every direction
+// of every pair of ranks is a session opened by a hello that proves the
+// job key, and every later message carries the session's token; anything
+// else is dropped and counted (rejected), a message too long for its
+// buffer included, and the buffer posted again. A process outside the
+// job that sends to an endpoint costs it a few buffers for a moment
+// (TestAForeignSenderDoesNotDisturbTheJob). RDMA needs a registration's
+// key, which only the peer a rendezvous is with learns. Providers with
+// authorization keys of their own (cxi, efa: auth_key_size > 0, listed by
+// gobtl info ofi) could fence jobs in the fabric as well; that is not
+// used yet.
+//
+// # Lost peers
+//
+// libfabric reports a dead peer only when an operation to it fails, and
+// not at all on shm; live.go watches peers by pidfd on this host and by
+// probes across hosts. A lost peer fails every later Send, Put and Get,
+// and those in flight, with an error wrapping core.ErrPeerLost; a peer
+// that closed (its goodbye, after its last frame) fails them too but is
+// not reported lost.
 package ofi
