@@ -39,8 +39,6 @@ var Params = []core.Param{
 		Doc: "send buffers per receive class (frames above the provider's inject size wait in one until their send completes)"},
 	{Name: "reg_cache_size", Type: core.ParamSize, Default: "256MiB",
 		Doc: "registered user memory kept for reuse (gobtl's cache: libfabric's own is off, it cannot see Go free memory)"},
-	{Name: "handshake_timeout", Type: core.ParamDuration, Default: "30s", Min: "1ms",
-		Doc: "how long a peer may take to answer the job-key handshake before it counts as lost"},
 	{Name: "probe_interval", Type: core.ParamDuration, Default: "1s", Min: "1ms",
 		Doc: "a peer on another host that has sent nothing for this long is probed; a probe the provider cannot deliver loses the peer"},
 }

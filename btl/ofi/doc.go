@@ -72,12 +72,12 @@
 //
 // Per provider: tcp/rxm runs one TCP connection per pair of endpoints
 // and places a write's bytes before it reads the next message off the
-// stream, and its writes complete on the target's acknowledgment; sockets
-// likewise; shm processes a peer's commands in order and completes a
-// write once the copy into the target (or the inline command) is done.
-// TestAFrameSentAfterAPutFindsThePutsBytes checks it with the FIN on the
-// write's own rail and on another: a write that completed early fails the
-// second.
+// stream; sockets likewise; shm processes a peer's commands in order and
+// completes a write once its copy into the target is done. So on these
+// three a FIN on the write's own rail would find its bytes even without
+// the flag. TestAFrameSentAfterAPutFindsThePutsBytes checks it with the
+// FIN on the write's own rail and on another domain's: a write reported
+// done before its bytes landed fails the second (tried: 89 of 232).
 //
 // # Interrupts (rdma_read_async)
 //

@@ -30,7 +30,6 @@ type config struct {
 	maxReads        int
 	sendBuffers     int
 	regCache        int64
-	handshake       int64 // ns
 	probe           int64 // ns
 	bandwidth       float64
 	latency         int64
@@ -43,7 +42,7 @@ func parseConfig(env core.BTLEnv) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")),
 		maxReads: p.Int("max_reads"), sendBuffers: p.Int("send_buffers"), regCache: p.Size("reg_cache_size"),
-		handshake: int64(p.Duration("handshake_timeout")), probe: int64(p.Duration("probe_interval")),
+		probe:     int64(p.Duration("probe_interval")),
 		bandwidth: p.Rate("bandwidth"), latency: int64(p.Duration("latency")), exclusivity: p.Int("exclusivity"),
 		instance: env.Instance,
 	}
@@ -176,6 +175,30 @@ func checkDomain(v any) error {
 // provider (or the one named) with its domains, endpoint types and
 // capabilities, as fi_info lists them.
 func Providers(provider string) ([]ProviderInfo, error) {
+	// Asked for none by name, libfabric leaves out providers another one
+	// supersedes (sockets): ask for those by name too.
+	names := []string{provider}
+	if provider == "" {
+		names = append(names, "sockets")
+	}
+	var out []ProviderInfo
+	seen := map[ProviderInfo]bool{}
+	for _, name := range names {
+		ps, err := providers(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+func providers(provider string) ([]ProviderInfo, error) {
 	l, err := fabric.GetInfo(fabric.Hints{Provider: provider, AnyEPType: true})
 	if errors.Is(err, fabric.ErrNoData) {
 		return nil, nil

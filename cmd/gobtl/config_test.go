@@ -72,7 +72,7 @@ func TestConfigCheckExitsZeroOnTheExamples(t *testing.T) {
 	inproc := "../../conf/examples/multirail.hcl"
 	if code != 0 || errOut != inproc+":8:1: warning: No transport reaches another process; The stack's transports reach no other process "+
 		"(btl \"inproc\" reaches ranks in this process only), so the ranks of a job of processes fail their first message to a peer with "+
-		"\"peer unreachable\". Add a transport between processes (\"extoll\", \"ib\" and \"sm\"), or leave out every btl block to keep the default stack's.\n" {
+		"\"peer unreachable\". Add a transport between processes (\"extoll\", \"ib\", \"ofi\" and \"sm\"), or leave out every btl block to keep the default stack's.\n" {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	if n := strings.Count(out, ": ok\n"); n != len(files)-1 || !strings.Contains(out, inproc+": ok (1 warning)\n") {

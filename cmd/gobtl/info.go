@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gobtl/gobtl/btl/ofi"
 	"github.com/gobtl/gobtl/conf"
 	"github.com/gobtl/gobtl/core"
 
@@ -40,6 +41,9 @@ gobtl info sm is gobtl info btl sm.`,
 			if err != nil {
 				return err
 			}
+			if len(args) > 0 {
+				addProviders(sections)
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetEscapeHTML(false)
@@ -65,6 +69,10 @@ type infoSection struct {
 	Block  string      `json:"block"`
 	Doc    string      `json:"doc"`
 	Params []infoParam `json:"params"`
+	// Providers and Libfabric: what libfabric offers here, for btl ofi
+	// named on the command line (info_ofi.go).
+	Providers []ofi.ProviderInfo `json:"providers,omitempty"`
+	Libfabric string             `json:"libfabric,omitempty"`
 }
 
 type infoParam struct {
@@ -183,9 +191,10 @@ func writeInfo(w io.Writer, sections []infoSection) error {
 		}
 		if len(s.Params) == 0 {
 			fmt.Fprintf(tw, "  (no parameters)\n")
-			continue
+		} else {
+			writeInfoParams(tw, s.Params, "  ")
 		}
-		writeInfoParams(tw, s.Params, "  ")
+		writeProviders(tw, s)
 	}
 	return tw.Flush()
 }
