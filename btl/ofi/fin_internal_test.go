@@ -46,86 +46,99 @@ func TestAFrameSentAfterAPutFindsThePutsBytes(t *testing.T) {
 	}
 }
 
+// finRig is a FIN test's two sides: the write's source and target, and
+// the endpoint the FIN goes on.
+type finRig struct {
+	j            *tjob
+	src, target  []byte
+	lrg, rrg     core.Region
+	finEP        core.Endpoint
+	checked, bad int
+	why          string
+}
+
+func newFinRig(t *testing.T, j *tjob, otherRail bool) *finRig {
+	if !j.mods[0].attrs.Caps.Has(core.CapPut) {
+		t.Fatalf("no Put (fin mode %s)", j.mods[0].finMode)
+	}
+	finFrom, finTo := j.mods[0], j.mods[1]
+	if otherRail {
+		if len(j.rails[0]) < 2 {
+			t.Skip("a second domain is not there")
+		}
+		finFrom, finTo = j.rails[0][1], j.rails[1][1]
+	}
+	r := &finRig{j: j, src: make([]byte, 4<<20), target: make([]byte, 4<<20)}
+	var err error
+	if r.finEP, err = finFrom.Endpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	if r.rrg, err = j.mods[1].RegisterMem(r.target, core.AccessRemoteWrite|core.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	if r.lrg, err = j.mods[0].RegisterMem(r.src, core.AccessRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	finTo.Register(core.TypeRndvFin, func(h *core.Header, p []byte) {
+		n, round := int(binary.LittleEndian.Uint32(p)), binary.LittleEndian.Uint64(p[4:])
+		r.checked++
+		if want := mptest.Fill(make([]byte, n), round); !bytes.Equal(r.target[:n], want) {
+			r.bad++
+			r.why = fmt.Sprintf("round %d: %d bytes, first difference at %d", round, n, firstDiff(r.target[:n], want))
+		}
+	})
+	return r
+}
+
+// sendFin sends the FIN, reporting whether it must be sent again
+// (refused for now: the PML would send it from its backlog).
+func (r *finRig) sendFin(t *testing.T, fin []byte) bool {
+	err := r.finEP.Send(core.Header{Type: core.TypeRndvFin}, fin, nil, 0)
+	if err != nil && !errors.Is(err, core.ErrNoResources) {
+		t.Errorf("fin: %v", err)
+	}
+	return errors.Is(err, core.ErrNoResources)
+}
+
+// round writes n bytes of pattern round and, from inside the Progress
+// that completes the write, sends the FIN.
+func (r *finRig) round(t *testing.T, n, round int) {
+	j := r.j
+	mptest.Fill(r.src[:n], uint64(round))
+	var fin [12]byte
+	binary.LittleEndian.PutUint32(fin[:], uint32(n))
+	binary.LittleEndian.PutUint64(fin[4:], uint64(round))
+	done, pending := false, false
+	op := &core.RDMAOp{Local: r.src[:n], Region: r.lrg, Remote: r.rrg.Key(), Done: doneFunc(func(_ *core.RDMAOp, err error) {
+		if err != nil {
+			t.Errorf("put: %v", err)
+		}
+		done = true
+		pending = r.sendFin(t, fin[:])
+	})}
+	j.rdma(0, 1, op, true)
+	j.until("the put", func() bool { return done })
+	for pending {
+		j.progress()
+		pending = r.sendFin(t, fin[:])
+	}
+	j.until("its fin", func() bool { return r.checked == round })
+}
+
 func finAfterPut(t *testing.T, j *tjob, otherRail bool) {
-	{
-		{
-			if !j.mods[0].attrs.Caps.Has(core.CapPut) {
-				t.Fatalf("no Put (fin mode %s)", j.mods[0].finMode)
-			}
-			finFrom, finTo := j.mods[0], j.mods[1]
-			if otherRail {
-				if len(j.rails[0]) < 2 {
-					t.Skip("a second domain is not there")
-				}
-				finFrom, finTo = j.rails[0][1], j.rails[1][1]
-			}
-			finEP, err := finFrom.Endpoint(1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("FIN by %s", j.mods[0].finMode)
-			const size = 4 << 20
-			target := make([]byte, size)
-			rg, err := j.mods[1].RegisterMem(target, core.AccessRemoteWrite|core.AccessLocalWrite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := make([]byte, size)
-			lrg, err := j.mods[0].RegisterMem(src, core.AccessRemoteRead)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var checked, bad int
-			var why string
-			finTo.Register(core.TypeRndvFin, func(h *core.Header, p []byte) {
-				n, round := int(binary.LittleEndian.Uint32(p)), binary.LittleEndian.Uint64(p[4:])
-				checked++
-				if want := mptest.Fill(make([]byte, n), round); !bytes.Equal(target[:n], want) {
-					bad++
-					why = fmt.Sprintf("round %d: %d bytes, first difference at %d", round, n, firstDiff(target[:n], want))
-				}
-			})
-			rounds := 0
-			for _, n := range []int{1, 63, 4096, 65536, 1 << 20, size} {
-				for range max(4, 64>>(n/65536)) {
-					rounds++
-					mptest.Fill(src[:n], uint64(rounds))
-					done, pending := false, false
-					var fin [12]byte
-					binary.LittleEndian.PutUint32(fin[:], uint32(n))
-					binary.LittleEndian.PutUint64(fin[4:], uint64(rounds))
-					op := &core.RDMAOp{Local: src[:n], Region: lrg, Remote: rg.Key(), Done: doneFunc(func(_ *core.RDMAOp, err error) {
-						if err != nil {
-							t.Errorf("put: %v", err)
-						}
-						done = true
-						// From inside Progress, at once: the FIN the PML sends
-						// (or, refused for now, from its backlog right after).
-						err = finEP.Send(core.Header{Type: core.TypeRndvFin}, fin[:], nil, 0)
-						pending = errors.Is(err, core.ErrNoResources)
-						if err != nil && !pending {
-							t.Errorf("fin: %v", err)
-						}
-					})}
-					j.rdma(0, 1, op, true)
-					j.until("the put", func() bool { return done })
-					for pending {
-						err := finEP.Send(core.Header{Type: core.TypeRndvFin}, fin[:], nil, 0)
-						pending = errors.Is(err, core.ErrNoResources)
-						if err != nil && !pending {
-							t.Fatal(err)
-						}
-						j.progress()
-					}
-					j.until("its fin", func() bool { return checked == rounds })
-				}
-			}
-			if bad > 0 {
-				t.Fatalf("%d of %d frames after a put found its bytes missing: %s", bad, rounds, why)
-			}
-			t.Logf("%d puts, each followed by a frame that found its bytes", rounds)
+	r := newFinRig(t, j, otherRail)
+	t.Logf("FIN by %s", j.mods[0].finMode)
+	rounds := 0
+	for _, n := range []int{1, 63, 4096, 65536, 1 << 20, len(r.src)} {
+		for range max(4, 64>>(n/65536)) {
+			rounds++
+			r.round(t, n, rounds)
 		}
 	}
+	if r.bad > 0 {
+		t.Fatalf("%d of %d frames after a put found its bytes missing: %s", r.bad, rounds, r.why)
+	}
+	t.Logf("%d puts, each followed by a frame that found its bytes", rounds)
 }
 
 func firstDiff(a, b []byte) int {
