@@ -1,6 +1,10 @@
 package ofi
 
-import "github.com/gobtl/gobtl/core"
+import (
+	"fmt"
+
+	"github.com/gobtl/gobtl/core"
+)
 
 // Credits: the user-level static scheme of seed 000 §4.2 on every
 // receive class. A sender starts with the window the receiver published
@@ -13,7 +17,9 @@ import "github.com/gobtl/gobtl/core"
 // owed and no frame has carried them by the next Progress, an explicit
 // credit message (a control message, one count per class) goes. Credit
 // messages are optimistic: they spend no credit and are owed none, so
-// two sides out of credits cannot deadlock. A frame sent with
+// two sides out of credits cannot deadlock. A class whose window is 0
+// (the hardware scheme, core.FlowNone) counts nothing: the provider holds
+// a sender back, and keeps what finds no buffer. A frame sent with
 // core.SendNoFlowControl carries the no-credit bit in its tag and is owed
 // nothing either.
 //
@@ -23,6 +29,7 @@ import "github.com/gobtl/gobtl/core"
 
 // credit is a sender's state for one class of one peer.
 type credit struct {
+	counted  bool // the receiver counts this class's credits
 	avail    int
 	held     bool // a frame was refused and has not gone yet
 	draining bool // a stall ended; frames from the backlog still come
@@ -49,4 +56,62 @@ func (c *credit) commit(queued bool) bool {
 	}
 	c.draining = false
 	return false
+}
+
+// flowCfg is what a flow-control policy asks of the module: credits on
+// every class (the default, with the layout's numbers), or none, and the
+// per-peer windows and threshold it sets.
+type flowCfg struct {
+	none      bool // core.FlowNone: no credits; the provider holds frames back
+	quota     int  // credits per peer on per-peer classes; 0: the layout's count
+	threshold int  // explicit credits once this many are owed; 0: the layout's
+}
+
+// resolveFlow asks the job's flow-control policy, if any, for its scheme
+// over posted buffers. The static schemes run here; a policy that grows
+// quotas (dynamic) or counts slots is refused by name: this transport
+// does not offer them yet. Rendezvous while out of credits (seed 000
+// §4.2) is not offered either: frames wait in the PML's backlog instead,
+// and the log says so.
+func resolveFlow(env core.BTLEnv, firstBuf int) (flowCfg, error) {
+	if env.FlowControl == nil {
+		return flowCfg{}, nil
+	}
+	s, err := env.FlowControl.Setup(core.FlowInfo{Resource: core.ResourcePostedBuffers, Ranks: env.Boot.Size(),
+		Senders: env.Boot.Size() - 1, BufferSize: firstBuf})
+	if err != nil {
+		return flowCfg{}, fmt.Errorf("ofi: flow-control policy: %w", err)
+	}
+	switch {
+	case s.CreditSlots != 0 || s.DynamicRegion:
+		return flowCfg{}, fmt.Errorf("ofi: the flow-control policy asks for credit slots or a dynamic region, which a slot pool has: it is not a policy for posted buffers")
+	case s.MaxQuota > s.Quota:
+		return flowCfg{}, fmt.Errorf("ofi: the flow-control policy grows quotas (dynamic, seed 000 §4.3): ofi runs the static schemes only")
+	case s.Quota < 0 || s.Quota > 0xffff || s.CreditThreshold < 0:
+		return flowCfg{}, fmt.Errorf("ofi: flow-control policy: quota %d, threshold %d out of range", s.Quota, s.CreditThreshold)
+	}
+	if s.RndvOnNoCredit {
+		env.Log.Info().Msg("ofi: the flow-control policy asks for rendezvous while out of credits, which ofi does not offer: frames out of credits wait in the backlog")
+	}
+	switch s.Scheme {
+	case core.FlowNone:
+		return flowCfg{none: true}, nil
+	case core.FlowCredits:
+		return flowCfg{quota: s.Quota, threshold: s.CreditThreshold}, nil
+	}
+	return flowCfg{}, fmt.Errorf("ofi: unknown flow-control scheme %d", s.Scheme)
+}
+
+// apply sets a class's window and threshold as the policy asks.
+func (f flowCfg) apply(window, low int, shared bool) (int, int) {
+	switch {
+	case f.none:
+		return 0, 0
+	case f.quota > 0 && !shared:
+		window = f.quota
+	}
+	if f.threshold > 0 {
+		low = f.threshold
+	}
+	return window, max(min(low, window), 1)
 }

@@ -86,7 +86,7 @@ func newPeer(m *Module, rank int, addr fabric.Addr, pub *published) *peer {
 		cred: make([]credit, len(m.classes)), owed: make([]int, len(m.classes)), heard: m.now,
 		maxWaitCt: m.cfg.sendBuffers}
 	for i := range p.cred {
-		p.cred[i].avail = pub.window[i]
+		p.cred[i] = credit{counted: pub.window[i] > 0, avail: pub.window[i]}
 	}
 	return p
 }
@@ -119,8 +119,7 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 	if p.tx != txUp || len(p.wait) > 0 {
 		return p.hold(c, &h, pre, data, flags)
 	}
-	credited := flags&core.SendNoFlowControl == 0
-	if credited && p.cred[c.idx].avail <= 0 {
+	if cr := &p.cred[c.idx]; cr.counted && flags&core.SendNoFlowControl == 0 && cr.avail <= 0 {
 		p.refused(c.idx)
 		return errNoCredit
 	}
@@ -133,7 +132,7 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 // waited in one, or a new one). Nothing is spent unless it leaves.
 func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags core.SendFlags) error {
 	m := p.m
-	credited := flags&core.SendNoFlowControl == 0
+	credited := flags&core.SendNoFlowControl == 0 && p.cred[c.idx].counted
 	owed := min(p.owed[c.idx], 0xffff)
 	h.Credits = uint16(owed)
 	if credited {
@@ -240,7 +239,7 @@ func (p *peer) flushOne() int {
 	n := 0
 	for len(p.wait) > 0 && p.err == nil {
 		w := &p.wait[0]
-		if w.flags&core.SendNoFlowControl == 0 && p.cred[w.c.idx].avail <= 0 {
+		if cr := &p.cred[w.c.idx]; cr.counted && w.flags&core.SendNoFlowControl == 0 && cr.avail <= 0 {
 			p.refused(w.c.idx)
 			break
 		}

@@ -82,3 +82,52 @@ func TestAnUnknownProviderOrDomainIsAnErrorAtItsPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticFlowControlPoliciesRunAndDynamicOnesAreRefused: the static
+// and hardware schemes of a flow_control policy run over ofi (the ring
+// arrives); one that grows quotas is refused at open, saying so.
+func TestStaticFlowControlPoliciesRunAndDynamicOnesAreRefused(t *testing.T) {
+	requireProvider(t, "tcp")
+	for _, tc := range []struct{ policy, wantErr string }{
+		{`builtin = "ib_static"` + "\n  pre_post = 2\n  credit_threshold = 1", ""},
+		{`builtin = "ib_hardware"`, ""},
+		{`builtin = "ib_dynamic"`, "grows quotas"},
+	} {
+		cfg, diags := conf.LoadSources(conf.Options{}, conf.Source{Name: "stack.hcl", Bytes: []byte(`
+btl "self" "self" {}
+btl "ofi" "net" { provider = "tcp" }
+policy "flow_control" {
+  ` + tc.policy + `
+}
+`)})
+		if diags.HasErrors() {
+			t.Fatal(conf.Err(diags))
+		}
+		err := gobtl.RunLocal(context.Background(), 3, gobtl.Options{Config: cfg}, func(c *gobtl.Comm) error {
+			me, n := c.Rank(), c.Size()
+			for i := range 200 {
+				buf := make([]byte, 100)
+				r, err := c.Irecv(buf, (me+n-1)%n, i)
+				if err != nil {
+					return err
+				}
+				if err := c.Send(mptest.Fill(make([]byte, 100), uint64(me*1000+i)), (me+1)%n, i); err != nil {
+					return err
+				}
+				if _, err := c.Wait(r); err != nil {
+					return err
+				}
+				if err := mptest.Check(buf, uint64((me+n-1)%n*1000+i)); err != nil {
+					return err
+				}
+			}
+			return c.Barrier()
+		})
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tc.policy, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: %v, want an error saying %q", tc.policy, err, tc.wantErr)
+		}
+	}
+}

@@ -142,6 +142,10 @@ func newModule(env core.BTLEnv, c *config, key *core.JobKey, in *fabric.Info, id
 	if err != nil {
 		return nil, fmt.Errorf("ofi: receive-buffer policy: %w", err)
 	}
+	flow, err := resolveFlow(env, layout.Queues[0].BufSize)
+	if err != nil {
+		return nil, err
+	}
 	ep, wflags, fin, err := openEndpoint(in, postedWant(layout, info.Peers))
 	if err != nil {
 		return nil, fmt.Errorf("ofi: open %s domain %s: %w", in.Provider, in.Domain, err)
@@ -156,7 +160,7 @@ func newModule(env core.BTLEnv, c *config, key *core.JobKey, in *fabric.Info, id
 	if m.clock == nil {
 		m.clock = core.SystemClock
 	}
-	if err := m.setup(c, in, layout); err != nil {
+	if err := m.setup(c, in, layout, flow); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -164,13 +168,13 @@ func newModule(env core.BTLEnv, c *config, key *core.JobKey, in *fabric.Info, id
 }
 
 // setup makes the module's parts and publishes its address.
-func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup) error {
+func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup, flow flowCfg) error {
 	var err error
 	if m.name, err = m.ep.Name(); err != nil {
 		return fmt.Errorf("ofi: %w", err)
 	}
 	m.self = identity(m.rank, m.name)
-	if err := m.rxq.init(m.ep, layout, m.size-1, c.sendBuffers); err != nil {
+	if err := m.rxq.init(m.ep, layout, m.size-1, c.sendBuffers, flow); err != nil {
 		return fmt.Errorf("ofi %s: %w", in.Domain, err)
 	}
 	if err := m.postAll(); err != nil {

@@ -135,7 +135,7 @@ func postedWant(layout core.RecvSetup, peers int) int {
 }
 
 // init lays out the classes of layout for peers senders.
-func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs int) error {
+func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs int, flow flowCfg) error {
 	x.ep, x.inject = ep, ep.Info.InjectSize
 	if len(layout.Queues) >= maxClasses {
 		return fmt.Errorf("%d receive queues: at most %d", len(layout.Queues), maxClasses-1)
@@ -158,6 +158,7 @@ func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs i
 			c.window, c.low = q.Count, min(max(q.Low, 1), q.Count)
 			want[i] = q.Count * max(peers, 1)
 		}
+		c.window, c.low = flow.apply(c.window, c.low, c.shared)
 		sum += want[i]
 		x.classes = append(x.classes, c)
 	}

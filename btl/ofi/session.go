@@ -350,6 +350,9 @@ func (p *peer) refused(ci int) {
 
 // owe records a credit owed to p for a buffer of c reposted.
 func (p *peer) owe(c *rxClass) {
+	if c.window == 0 {
+		return
+	}
 	p.owed[c.idx]++
 	if !p.due && p.owed[c.idx] >= c.low {
 		p.due, p.dueGen = true, p.m.gen
