@@ -41,6 +41,8 @@ var Params = []core.Param{
 		Doc: "registered user memory kept for reuse (gobtl's cache: libfabric's own is off, it cannot see Go free memory)"},
 	{Name: "probe_interval", Type: core.ParamDuration, Default: "1s", Min: "1ms",
 		Doc: "a peer on another host that has sent nothing for this long is probed; a probe the provider cannot deliver loses the peer"},
+	{Name: "peer_timeout", Type: core.ParamDuration, Default: "30s", Min: "1ms",
+		Doc: "a peer on another host whose probes the provider has refused for this long (tcp's way of saying the peer is gone), with nothing else in flight to it, is lost"},
 }
 
 func init() {

@@ -66,7 +66,9 @@ type peer struct {
 	// Liveness (live.go).
 	heard     time.Duration
 	probed    time.Duration
-	proc      *procState // a peer in this process
+	refusedAt time.Duration // since when (+1) the provider refuses its probes; 0: it does not
+	inflight  int           // sends to it whose completion has not come
+	proc      *procState    // a peer in this process
 	pidfd     int
 	remote    bool
 	maxWaitCt int
@@ -170,7 +172,10 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 		}
 		b := c.sbuf(buf)[:total]
 		h.Encode(b)
-		if err = m.ep.TSend(b, c.sdesc(), cqData(p.txTok, p.txSeq), p.addr, tag, ctxOf(kindSend, c.idx, buf)); err != nil && fresh {
+		err = m.ep.TSend(b, c.sdesc(), cqData(p.txTok, p.txSeq), p.addr, tag, ctxOf(kindSend, c.idx, buf))
+		if err == nil {
+			p.inflight++
+		} else if fresh {
 			c.putSend(buf)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/gobtl/gobtl/btl/ofi/fabric"
 	"github.com/gobtl/gobtl/core"
@@ -148,6 +149,46 @@ func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
 			sendOne(len(sent))
 			j.until("a frame after the attack", func() bool { return len(got) == len(sent) })
 			t.Logf("%d job frames delivered, %d foreign messages rejected", len(got), j.mods[1].st.rejected.Load())
+		})
+	}
+}
+
+// TestAPeerOnAnotherHostIsLostWhenAProbeCannotReachIt: a peer the
+// module takes for one on another host (no pidfd, no module table to
+// look at) is watched by probes; once its endpoint is gone, a probe
+// fails at the provider and the peer is lost. Silence alone loses
+// nobody: before the kill, probes come and go unanswered.
+func TestAPeerOnAnotherHostIsLostWhenAProbeCannotReachIt(t *testing.T) {
+	for _, prov := range []string{"tcp", "sockets"} {
+		t.Run(prov, func(t *testing.T) {
+			j := openTestJob(t, prov, 2, map[string]string{"probe_interval": "10ms", "peer_timeout": "200ms"})
+			var lost []error
+			j.mods[0].OnPeerLost(func(r int, err error) { lost = append(lost, err) })
+			got := 0
+			j.mods[0].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+			j.mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+			j.send(0, 1, core.Header{Type: core.TypeUserBase, Src: 0}, []byte("hi"), nil, 0)
+			j.send(1, 0, core.Header{Type: core.TypeUserBase, Src: 1}, []byte("hi"), nil, 0)
+			j.until("the greetings", func() bool { return got == 2 })
+			m := j.mods[0]
+			p := m.peers[1]
+			p.proc, p.remote = nil, true
+			m.live.local = nil
+			m.live.remote = append(m.live.remote, p)
+			// Probes while rank 1 lives but does not answer them.
+			quiet := m.clock.Now() + 100*time.Millisecond
+			for m.clock.Now() < quiet {
+				m.Progress()
+			}
+			if len(lost) > 0 {
+				t.Fatalf("a silent peer was lost: %v", lost[0])
+			}
+			Kill(j.mods[1])
+			mptest.Until(t, "rank 1 lost", 30*time.Second, func() bool { return len(lost) > 0 }, m.Progress)
+			if !errors.Is(lost[0], core.ErrPeerLost) {
+				t.Fatalf("lost with %v", lost[0])
+			}
+			t.Log(lost[0])
 		})
 	}
 }

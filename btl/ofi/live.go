@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/btl/ofi/fabric"
 )
 
 // Liveness. libfabric says nothing when a peer's process dies: a reliable
@@ -28,8 +30,12 @@ import (
 //     process-wide table of open modules, which Kill and Close mark;
 //   - a peer on another host: when it has been silent for probe_interval,
 //     a probe message on the session; a provider that cannot deliver it
-//     fails it, and the peer is lost. Silence alone never loses a peer:
-//     a rank may compute for minutes without calling in.
+//     fails it, and the peer is lost. tcp under ofi_rxm does not fail it:
+//     once it has seen the connection go, it answers every send to the
+//     peer with -FI_EAGAIN, for good. So a peer to which nothing of ours
+//     is in flight and whose every probe (or hello) the provider has
+//     refused for peer_timeout is lost too. Silence alone never loses a
+//     peer: a rank may compute for minutes without calling in.
 //
 // A peer that said goodbye (Close) is closed, not lost.
 
@@ -190,7 +196,25 @@ func (p *peer) sendProbe() {
 	case txUp:
 		var b [ctlHdr]byte
 		putCtl(b[:], opProbe, p.m.rank)
-		p.ctlErr("probe", p.m.sendCtlTracked(p, b[:], cqData(p.txTok, 0)))
+		err := p.m.sendCtlTracked(p, b[:], cqData(p.txTok, 0))
+		if p.ctlErr("probe", err) {
+			p.refusedAt = 0
+		} else if errors.Is(err, fabric.ErrAgain) {
+			p.stuck()
+		}
+	}
+}
+
+// stuck notes a probe or hello the provider refused for now; refused for
+// peer_timeout with nothing else of ours in flight to the peer, the peer
+// is lost (see above: tcp's way of saying it is gone).
+func (p *peer) stuck() {
+	now := p.m.now
+	switch {
+	case p.refusedAt == 0:
+		p.refusedAt = now + 1
+	case p.inflight == 0 && now+1-p.refusedAt >= time.Duration(p.m.cfg.peerTimeout):
+		p.lose(fmt.Errorf("the provider has refused every message to it for %v", time.Duration(p.m.cfg.peerTimeout)))
 	}
 }
 

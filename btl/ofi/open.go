@@ -31,6 +31,7 @@ type config struct {
 	sendBuffers     int
 	regCache        int64
 	probe           int64 // ns
+	peerTimeout     int64 // ns
 	bandwidth       float64
 	latency         int64
 	exclusivity     int
@@ -42,7 +43,7 @@ func parseConfig(env core.BTLEnv) (*config, error) {
 	c := &config{
 		provider: p.String("provider"), eagerLimit: int(p.Size("eager_limit")), rndvEager: int(p.Size("rndv_eager_limit")),
 		maxReads: p.Int("max_reads"), sendBuffers: p.Int("send_buffers"), regCache: p.Size("reg_cache_size"),
-		probe:     int64(p.Duration("probe_interval")),
+		probe: int64(p.Duration("probe_interval")), peerTimeout: int64(p.Duration("peer_timeout")),
 		bandwidth: p.Rate("bandwidth"), latency: int64(p.Duration("latency")), exclusivity: p.Int("exclusivity"),
 		instance: env.Instance,
 	}

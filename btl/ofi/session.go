@@ -39,6 +39,8 @@ func (m *Module) sendCtlTracked(p *peer, b []byte, tok uint64) error {
 	err := m.ep.TSend(sb, c.sdesc(), tok, p.addr, classCtl, ctxOf(kindSend, classCtl, i))
 	if err != nil {
 		c.putSend(i)
+	} else {
+		p.inflight++
 	}
 	return err
 }
@@ -72,11 +74,14 @@ func (p *peer) dial() {
 // sendHello sends the held hello; the session is up once it has left
 // (frames after it stay after it: FI_ORDER_SAS).
 func (p *peer) sendHello() {
-	if p.ctlErr("hello", p.m.sendCtlTracked(p, p.helloMsg[:], 0)) {
-		p.tx = txUp
+	err := p.m.sendCtlTracked(p, p.helloMsg[:], 0)
+	if p.ctlErr("hello", err) {
+		p.tx, p.refusedAt = txUp, 0
 		if len(p.wait) > 0 {
 			p.m.wantFlush(p)
 		}
+	} else if errors.Is(err, fabric.ErrAgain) && p.remote {
+		p.stuck()
 	}
 }
 
@@ -124,6 +129,9 @@ func (m *Module) complete(c *fabric.Completion) int {
 	case kindSend:
 		if q := m.class(class); q != nil && idx < len(q.sowner) {
 			q.putSend(idx)
+			if p := m.peers[q.sowner[idx]]; p != nil {
+				p.inflight--
+			}
 		}
 	case kindRDMA:
 		m.ops.finish(m, idx, nil)
@@ -324,6 +332,7 @@ func (m *Module) cqError() int {
 		}
 		q.putSend(idx)
 		if p := m.peers[q.sowner[idx]]; p != nil {
+			p.inflight--
 			p.lose(fmt.Errorf("send: %w", &ce))
 		}
 	case kindRDMA:
