@@ -85,8 +85,7 @@ func (p *peer) sendHello() {
 	}
 }
 
-// tick runs p's timers: a hello the provider refused earlier, strays
-// held too long.
+// tick runs p's timers: a hello the provider refused earlier.
 func (p *peer) tick(now time.Duration) {
 	if p.tx == txHello {
 		p.sendHello()
@@ -215,6 +214,10 @@ func (p *peer) holdEarly(c *rxClass, i, n int, tag uint64, d int) {
 		w := 64
 		for _, x := range m.me.window {
 			w += x
+			if x == 0 { // a class without credits bounds nothing
+				w = 1 << 15
+				break
+			}
 		}
 		size := 1
 		for size < w {
