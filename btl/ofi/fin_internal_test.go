@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // TestAFrameSentAfterAPutFindsThePutsBytes is the rdma_write protocol's
@@ -82,7 +82,7 @@ func newFinRig(t *testing.T, j *tjob, otherRail bool) *finRig {
 	finTo.Register(core.TypeRndvFin, func(h *core.Header, p []byte) {
 		n, round := int(binary.LittleEndian.Uint32(p)), binary.LittleEndian.Uint64(p[4:])
 		r.checked++
-		if want := mptest.Fill(make([]byte, n), round); !bytes.Equal(r.target[:n], want) {
+		if want := msgtest.Fill(make([]byte, n), round); !bytes.Equal(r.target[:n], want) {
 			r.bad++
 			r.why = fmt.Sprintf("round %d: %d bytes, first difference at %d", round, n, firstDiff(r.target[:n], want))
 		}
@@ -104,7 +104,7 @@ func (r *finRig) sendFin(t *testing.T, fin []byte) bool {
 // that completes the write, sends the FIN.
 func (r *finRig) round(t *testing.T, n, round int) {
 	j := r.j
-	mptest.Fill(r.src[:n], uint64(round))
+	msgtest.Fill(r.src[:n], uint64(round))
 	var fin [12]byte
 	binary.LittleEndian.PutUint32(fin[:], uint32(n))
 	binary.LittleEndian.PutUint64(fin[4:], uint64(round))

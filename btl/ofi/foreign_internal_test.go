@@ -12,7 +12,7 @@ import (
 
 	"github.com/gobtl/gobtl/btl/ofi/fabric"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // intruder is a process outside the job: an endpoint of its own on the
@@ -61,7 +61,7 @@ func newIntruder(t *testing.T, j *tjob, target int) *intruder {
 // busy; the job's ranks progress meanwhile.
 func (x *intruder) send(j *tjob, msg []byte, tag, data uint64) {
 	copy(x.buf, msg)
-	err := mptest.Poll("the intruder's send", 30e9, func() bool {
+	err := msgtest.Poll("the intruder's send", 30e9, func() bool {
 		err := x.ep.TSend(x.buf[:len(msg)], fabric.Desc{}, data, x.to, tag, 1)
 		if err != nil && !errors.Is(err, fabric.ErrAgain) {
 			x.t.Fatal(err)
@@ -98,7 +98,7 @@ func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
 			var sent [][]byte
 			sendOne := func(i int) {
 				n := rng.IntN(3000)
-				b := mptest.Fill(make([]byte, n), uint64(i))
+				b := msgtest.Fill(make([]byte, n), uint64(i))
 				sent = append(sent, b)
 				j.send(0, 1, core.Header{Type: core.TypeUserBase, Src: 0, PSN: uint32(i)}, b, nil, 0)
 			}
@@ -112,7 +112,7 @@ func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
 			for i := 1; i < 200; i++ {
 				switch i % 5 {
 				case 0: // garbage on a random class, random data
-					x.send(j, mptest.Fill(make([]byte, rng.IntN(200)), uint64(i)), uint64(rng.IntN(5)), rng.Uint64())
+					x.send(j, msgtest.Fill(make([]byte, rng.IntN(200)), uint64(i)), uint64(rng.IntN(5)), rng.Uint64())
 				case 1: // a well-formed frame in rank 0's name with a guessed token
 					x.send(j, frame, 0, cqData(rng.Uint64()>>seqBits, p0.txSeq))
 				case 2: // a hello without the key
@@ -184,7 +184,7 @@ func TestAPeerOnAnotherHostIsLostWhenAProbeCannotReachIt(t *testing.T) {
 				t.Fatalf("a silent peer was lost: %v", lost[0])
 			}
 			Kill(j.mods[1])
-			mptest.Until(t, "rank 1 lost", 30*time.Second, func() bool { return len(lost) > 0 }, m.Progress)
+			msgtest.Until(t, "rank 1 lost", 30*time.Second, func() bool { return len(lost) > 0 }, m.Progress)
 			if !errors.Is(lost[0], core.ErrPeerLost) {
 				t.Fatalf("lost with %v", lost[0])
 			}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
@@ -99,7 +99,7 @@ func (j *tjob) progress() int {
 
 func (j *tjob) until(what string, cond func() bool) {
 	j.t.Helper()
-	mptest.Until(j.t, what, 30*time.Second, cond, j.progress)
+	msgtest.Until(j.t, what, 30*time.Second, cond, j.progress)
 }
 
 func (j *tjob) ep(from, to int) core.Endpoint {
@@ -115,7 +115,7 @@ func (j *tjob) ep(from, to int) core.Endpoint {
 func (j *tjob) send(from, to int, h core.Header, pre, data []byte, flags core.SendFlags) {
 	j.t.Helper()
 	ep := j.ep(from, to)
-	err := mptest.Poll("room to send", 30*time.Second, func() bool {
+	err := msgtest.Poll("room to send", 30*time.Second, func() bool {
 		err := ep.Send(h, pre, data, flags)
 		if err != nil && !errors.Is(err, core.ErrNoResources) {
 			j.t.Fatalf("send from %d to %d: %v", from, to, err)
@@ -131,7 +131,7 @@ func (j *tjob) send(from, to int, h core.Header, pre, data []byte, flags core.Se
 func (j *tjob) rdma(from, to int, op *core.RDMAOp, put bool) {
 	j.t.Helper()
 	r := j.ep(from, to).(core.RDMA)
-	err := mptest.Poll("room for rdma", 30*time.Second, func() bool {
+	err := msgtest.Poll("room for rdma", 30*time.Second, func() bool {
 		var err error
 		if put {
 			err = r.Put(op)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/conf"
-	"github.com/gobtl/gobtl/internal/mptest"
+	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
 // TestTwoDomainsAreTwoRails runs the PML over a block that names two
@@ -41,13 +41,13 @@ btl "ofi" "net" {
 			if err != nil {
 				return err
 			}
-			if err := c.Send(mptest.Fill(make([]byte, size), uint64(me*10+i)), next, i); err != nil {
+			if err := c.Send(msgtest.Fill(make([]byte, size), uint64(me*10+i)), next, i); err != nil {
 				return err
 			}
 			if _, err := c.Wait(r); err != nil {
 				return err
 			}
-			if err := mptest.Check(buf, uint64(prev*10+i)); err != nil {
+			if err := msgtest.Check(buf, uint64(prev*10+i)); err != nil {
 				return fmt.Errorf("rank %d: %d bytes from %d: %w", me, size, prev, err)
 			}
 		}
@@ -111,13 +111,13 @@ policy "flow_control" {
 				if err != nil {
 					return err
 				}
-				if err := c.Send(mptest.Fill(make([]byte, 100), uint64(me*1000+i)), (me+1)%n, i); err != nil {
+				if err := c.Send(msgtest.Fill(make([]byte, 100), uint64(me*1000+i)), (me+1)%n, i); err != nil {
 					return err
 				}
 				if _, err := c.Wait(r); err != nil {
 					return err
 				}
-				if err := mptest.Check(buf, uint64((me+n-1)%n*1000+i)); err != nil {
+				if err := msgtest.Check(buf, uint64((me+n-1)%n*1000+i)); err != nil {
 					return err
 				}
 			}
