@@ -67,7 +67,7 @@ func (c *Comm) derived(cc *coll.Comm) *Comm {
 	if cc == nil {
 		return nil
 	}
-	return &Comm{Comm: cc.PML(), coll: cc}
+	return &Comm{Comm: cc.PML().(*pml.Comm), coll: cc}
 }
 
 // Barrier returns when every rank of c has entered it.

@@ -517,7 +517,7 @@ func TestSplitMakesCommunicatorsOfEachColorRankedByKey(t *testing.T) {
 // pointToPoint sends every other rank of c its rank and checks what
 // arrives: sources are c's ranks.
 func pointToPoint(c *coll.Comm) error {
-	p := c.PML()
+	p := pmlOf(c)
 	n, me := p.Size(), p.Rank()
 	for i := 1; i < n; i++ {
 		dst, src := (me+i)%n, (me-i+n)%n

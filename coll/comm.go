@@ -20,9 +20,12 @@ import (
 // non-blocking ones return a *pml.Request that any wait or test of the
 // job advances and completes.
 type Comm struct {
-	p *pml.Comm // the communicator the program sees
-	x *pml.Comm // the same ranks on its collective context
+	p PML // the communicator the program sees
+	x PML // the same ranks on its collective context
 	t *Tuning
+	// derive makes the PML communicator of Split and Dup and its
+	// collective layer (see New).
+	derive func(ctx uint32, ranks []int) (*Comm, error)
 
 	mu   sync.Mutex
 	seq  uint32      // collectives started: the tag of the next one
@@ -35,12 +38,21 @@ type Comm struct {
 }
 
 // New returns the collective layer of p, choosing algorithms by t (nil:
-// the built-in decision alone).
-func New(p *pml.Comm, t *Tuning) *Comm {
+// the built-in decision alone). p is a *pml.Comm in every program; the
+// type parameter only lets Split and Dup derive communicators of p's own
+// type (see Communicator).
+func New[P Communicator[P]](p P, t *Tuning) *Comm {
 	if t == nil {
 		t = &Tuning{}
 	}
 	c := &Comm{p: p, x: p.Collectives(), t: t}
+	c.derive = func(ctx uint32, ranks []int) (*Comm, error) {
+		q, err := p.Derive(ctx, ranks)
+		if err != nil {
+			return nil, err
+		}
+		return New(q, t), nil
+	}
 	for k, d := range kinds {
 		for _, a := range d.algs {
 			c.calls[k][a] = p.Metrics().Counter("coll." + d.name + "." + a.String())
@@ -49,8 +61,9 @@ func New(p *pml.Comm, t *Tuning) *Comm {
 	return c
 }
 
-// PML returns the point-to-point communicator c runs over.
-func (c *Comm) PML() *pml.Comm { return c.p }
+// PML returns the point-to-point communicator c runs over (the one New
+// was given, or one it derived for Split and Dup).
+func (c *Comm) PML() PML { return c.p }
 
 // Tuning returns the algorithm choices c was made with.
 func (c *Comm) Tuning() *Tuning { return c.t }

@@ -82,7 +82,7 @@ func TestReductionExchangesTakeTheExchangeTable(t *testing.T) {
 				if err := diff(tc.kind, out, want); err != nil {
 					return err
 				}
-				m := c.PML().Metrics()
+				m := pmlOf(c).Metrics()
 				rdma, pipe := m.Counter("pml.rndv_sends").Load(), m.Counter("pml.pipeline_sends").Load()
 				if (rdma > 0) != tc.wantRDMA || (pipe > 0) != tc.wantPipe {
 					t.Errorf("rank %d: %d sends by RDMA, %d by the pipeline; want RDMA %v, pipeline %v",

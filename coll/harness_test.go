@@ -56,7 +56,7 @@ func newJob(t tester, n int, tu *coll.Tuning, opts ...func(*pml.Options)) *job {
 func (j *job) close() {
 	var wg sync.WaitGroup
 	for _, c := range j.comms {
-		wg.Go(func() { c.PML().Close() })
+		wg.Go(func() { pmlOf(c).Close() })
 	}
 	wg.Wait()
 }
@@ -158,3 +158,7 @@ func diff(what string, got, want []byte) error {
 	}
 	return nil
 }
+
+// pmlOf is the PML communicator under c: the tests build every one from a
+// *pml.Comm.
+func pmlOf(c *coll.Comm) *pml.Comm { return c.PML().(*pml.Comm) }

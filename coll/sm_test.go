@@ -56,7 +56,7 @@ func smJob(t testing.TB, n int, opts pml.Options) []*coll.Comm {
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, c := range comms {
-			wg.Go(func() { c.PML().Close() })
+			wg.Go(func() { pmlOf(c).Close() })
 		}
 		wg.Wait()
 	})
@@ -76,7 +76,7 @@ func lockstep(t testing.TB, comms []*coll.Comm, reqs []*pml.Request, start func(
 		reqs[r] = q
 	}
 	for r, c := range comms {
-		if _, err := c.PML().Wait(reqs[r]); err != nil {
+		if _, err := pmlOf(c).Wait(reqs[r]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestABlockingCollectiveWaitsOnTheFusedPath(t *testing.T) {
 	comms := smJob(t, 2, pml.Options{Backoff: pml.Backoff{Spin: 1 << 30, Yield: 1}})
 	const iters = 20
 	sum := coll.Sum[int64]()
-	fused := func(c *coll.Comm) int64 { return c.PML().Metrics().Counter("pml.fused_recvs").Load() }
+	fused := func(c *coll.Comm) int64 { return pmlOf(c).Metrics().Counter("pml.fused_recvs").Load() }
 	before := fused(comms[1])
 	errs := make([]error, 2)
 	var wg sync.WaitGroup

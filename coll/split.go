@@ -49,11 +49,11 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	for i, m := range members {
 		ranks[i] = m.rank
 	}
-	p, err := c.p.Derive(next, ranks)
+	d, err := c.derive(next, ranks)
 	if err != nil {
 		return nil, fmt.Errorf("coll: split: %w", err)
 	}
-	return New(p, c.t), nil
+	return d, nil
 }
 
 // Dup returns a communicator over c's ranks with contexts of its own,
@@ -68,11 +68,11 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	p, err := c.p.Derive(binary.LittleEndian.Uint32(next), ranks)
+	d, err := c.derive(binary.LittleEndian.Uint32(next), ranks)
 	if err != nil {
 		return nil, fmt.Errorf("coll: dup: %w", err)
 	}
-	return New(p, c.t), nil
+	return d, nil
 }
 
 // maxUint32 is the maximum of little-endian uint32s.

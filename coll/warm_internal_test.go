@@ -26,8 +26,8 @@ func TestASmallCollectiveReusesItsStepsOnlyBetweenTheSameBuffers(t *testing.T) {
 	}
 	defer func() {
 		done := make(chan struct{})
-		go func() { cs[1].PML().Close(); close(done) }()
-		cs[0].PML().Close()
+		go func() { pmlOf(cs[1]).Close(); close(done) }()
+		pmlOf(cs[0]).Close()
 		<-done
 	}()
 	// both runs an allreduce of a and b (rank 0's and rank 1's vectors,
@@ -43,7 +43,7 @@ func TestASmallCollectiveReusesItsStepsOnlyBetweenTheSameBuffers(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, q := range []*pml.Request{q0, q1} {
-			if _, err := cs[i].PML().Wait(q); err != nil {
+			if _, err := pmlOf(cs[i]).Wait(q); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -74,15 +74,18 @@ func TestASmallCollectiveReusesItsStepsOnlyBetweenTheSameBuffers(t *testing.T) {
 	for range 2 {
 		q0, _ := cs[0].Ibarrier()
 		q1, _ := cs[1].Ibarrier()
-		cs[0].PML().Wait(q0)
-		cs[1].PML().Wait(q1)
+		pmlOf(cs[0]).Wait(q0)
+		pmlOf(cs[1]).Wait(q1)
 	}
 	bar := cs[0].warm[KindBarrier]
 	q0, _ := cs[0].Ibarrier()
 	q1, _ := cs[1].Ibarrier()
-	cs[0].PML().Wait(q0)
-	cs[1].PML().Wait(q1)
+	pmlOf(cs[0]).Wait(q0)
+	pmlOf(cs[1]).Wait(q1)
 	if bar == nil || cs[0].warm[KindBarrier] != bar {
 		t.Fatal("a barrier built its steps anew")
 	}
 }
+
+// pmlOf is the PML communicator under c, a *pml.Comm here.
+func pmlOf(c *Comm) *pml.Comm { return c.PML().(*pml.Comm) }
