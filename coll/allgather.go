@@ -1,15 +1,37 @@
 package coll
 
-import "context"
+import (
+	"context"
+
+	"github.com/gobtl/gobtl/pml"
+)
 
 // Allgather gathers every rank's send, in rank order, into every rank's
 // recv: rank i's bytes land at recv[i*len(send):]. Every rank sends as
 // many bytes; send may be this rank's own block of recv (in place).
 func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
+	s, err := c.allgather(send, recv)
+	if err != nil {
+		return err
+	}
+	return c.block(ctx, s)
+}
+
+// Iallgather starts an Allgather; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Iallgather(send, recv []byte) (*pml.Request, error) {
+	s, err := c.allgather(send, recv)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
+}
+
+func (c *Comm) allgather(send, recv []byte) (*schedule, error) {
 	n, me := c.Size(), c.Rank()
 	b := len(send)
 	if len(recv) < n*b {
-		return errf("allgather", "%d ranks' %d bytes into %d", n, b, len(recv))
+		return nil, errf("allgather", "%d ranks' %d bytes into %d", n, b, len(recv))
 	}
 	recv = recv[:n*b]
 	alg, _ := c.t.decide(KindAllgather, n, b)
@@ -36,7 +58,7 @@ func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
 			ringAllgather(s, n, me, 0, func(r int) int { return r }, off, recv)
 		}
 	}
-	return c.block(ctx, s)
+	return s, nil
 }
 
 // allgatherRecursiveDoubling (a power-of-two job): in step k rank r swaps

@@ -1,13 +1,35 @@
 package coll
 
-import "context"
+import (
+	"context"
+
+	"github.com/gobtl/gobtl/pml"
+)
 
 // Alltoall sends block bytes at send[i*block:] to rank i and receives
 // rank i's block into recv[i*block:]. send may be recv (in place).
 func (c *Comm) Alltoall(ctx context.Context, send, recv []byte, block int) error {
+	s, err := c.alltoall(send, recv, block)
+	if err != nil {
+		return err
+	}
+	return c.block(ctx, s)
+}
+
+// Ialltoall starts an Alltoall; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Ialltoall(send, recv []byte, block int) (*pml.Request, error) {
+	s, err := c.alltoall(send, recv, block)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
+}
+
+func (c *Comm) alltoall(send, recv []byte, block int) (*schedule, error) {
 	n := c.Size()
 	if block < 0 || len(send) < n*block || len(recv) < n*block {
-		return errf("alltoall", "%d ranks' blocks of %d bytes from %d into %d bytes", n, block, len(send), len(recv))
+		return nil, errf("alltoall", "%d ranks' blocks of %d bytes from %d into %d bytes", n, block, len(send), len(recv))
 	}
 	alg, _ := c.t.decide(KindAlltoall, n, block)
 	s := c.begin(KindAlltoall, alg)
@@ -16,7 +38,7 @@ func (c *Comm) Alltoall(ctx context.Context, send, recv []byte, block int) error
 		counts[i], displs[i] = block, i*block
 	}
 	alltoallv(s, n, c.Rank(), alg, send, counts, displs, recv, counts, displs)
-	return c.block(ctx, s)
+	return s, nil
 }
 
 // Alltoallv sends sendCounts[i] bytes at send[sendDispls[i]:] to rank i

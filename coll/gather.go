@@ -1,19 +1,41 @@
 package coll
 
-import "context"
+import (
+	"context"
+
+	"github.com/gobtl/gobtl/pml"
+)
 
 // Gather collects every rank's send, in rank order, into root's recv:
 // rank i's bytes land at recv[i*len(send):]. Every rank sends as many
 // bytes; recv matters on the root only, and send may be the root's own
 // block of recv (in place).
 func (c *Comm) Gather(ctx context.Context, send, recv []byte, root int) error {
-	if err := c.checkRoot("gather", root); err != nil {
+	s, err := c.gather(send, recv, root)
+	if err != nil {
 		return err
+	}
+	return c.block(ctx, s)
+}
+
+// Igather starts a Gather; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Igather(send, recv []byte, root int) (*pml.Request, error) {
+	s, err := c.gather(send, recv, root)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
+}
+
+func (c *Comm) gather(send, recv []byte, root int) (*schedule, error) {
+	if err := c.checkRoot("gather", root); err != nil {
+		return nil, err
 	}
 	n, me := c.Size(), c.Rank()
 	b := len(send)
 	if me == root && len(recv) < n*b {
-		return errf("gather", "%d ranks' %d bytes into %d", n, b, len(recv))
+		return nil, errf("gather", "%d ranks' %d bytes into %d", n, b, len(recv))
 	}
 	alg, _ := c.t.decide(KindGather, n, b)
 	s := c.begin(KindGather, alg)
@@ -23,7 +45,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv []byte, root int) error {
 		counts, displs := s.equal(n, b)
 		gatherLinear(s, n, me, root, send, recv, counts, displs)
 	}
-	return c.block(ctx, s)
+	return s, nil
 }
 
 // Gatherv collects every rank's send into root's recv: rank i's counts[i]
@@ -111,13 +133,31 @@ func gatherBinomial(s *schedule, n, me, root int, send, recv []byte) {
 // send[i*len(recv):]) to rank i's recv. send matters on the root only;
 // recv may be the root's own block of send (in place).
 func (c *Comm) Scatter(ctx context.Context, send, recv []byte, root int) error {
-	if err := c.checkRoot("scatter", root); err != nil {
+	s, err := c.scatter(send, recv, root)
+	if err != nil {
 		return err
+	}
+	return c.block(ctx, s)
+}
+
+// Iscatter starts a Scatter; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Iscatter(send, recv []byte, root int) (*pml.Request, error) {
+	s, err := c.scatter(send, recv, root)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
+}
+
+func (c *Comm) scatter(send, recv []byte, root int) (*schedule, error) {
+	if err := c.checkRoot("scatter", root); err != nil {
+		return nil, err
 	}
 	n, me := c.Size(), c.Rank()
 	b := len(recv)
 	if me == root && len(send) < n*b {
-		return errf("scatter", "%d ranks' %d bytes from %d", n, b, len(send))
+		return nil, errf("scatter", "%d ranks' %d bytes from %d", n, b, len(send))
 	}
 	alg, _ := c.t.decide(KindScatter, n, b)
 	s := c.begin(KindScatter, alg)
@@ -127,7 +167,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv []byte, root int) error {
 		counts, displs := s.equal(n, b)
 		scatterLinear(s, n, me, root, send, recv, counts, displs)
 	}
-	return c.block(ctx, s)
+	return s, nil
 }
 
 // Scatterv sends counts[i] bytes at root's send[displs[i]:] to rank i's

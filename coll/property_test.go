@@ -2,17 +2,20 @@ package coll_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/pml"
 )
 
 // TestCollectivesOfRandomShapesMatchTheSerialReference draws a job size,
-// a collective, one of its algorithms, a segment size, a root and vector
-// lengths, runs it, and compares every rank's result with the serial
-// one.
+// a collective, one of its algorithms, a segment size, a root, vector
+// lengths and whether to run its blocking form or its non-blocking one
+// (completed by polling Test), runs it, and compares every rank's result
+// with the serial one.
 func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 	kinds := []string{"bcast", "reduce", "allreduce", "allgather", "alltoall", "reduce_scatter", "gather"}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -27,11 +30,19 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 			op = sumInt64 // the layout collectives: 8-byte elements
 			count = count/n + 1
 		}
+		nb := rapid.Bool().Draw(rt, "non-blocking")
 		size := count * op.Size
 		j := newJob(rt, n, forced(kind, alg, seg))
 		defer j.close()
 		j.run(rt, func(c *coll.Comm) error {
 			me := c.Rank()
+			// do runs the collective, blocking or not.
+			do := func(blocking func() error, start func() (*pml.Request, error)) error {
+				if !nb {
+					return blocking()
+				}
+				return testUntilDone(c, start)
+			}
 			mine := fill(make([]byte, size), me, count)
 			switch kind {
 			case "bcast":
@@ -39,13 +50,15 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 				if me == root {
 					copy(buf, mine)
 				}
-				if err := c.Bcast(bg, buf, root); err != nil {
+				if err := do(func() error { return c.Bcast(bg, buf, root) },
+					func() (*pml.Request, error) { return c.Ibcast(buf, root) }); err != nil {
 					return err
 				}
 				return diff("bcast", buf, fill(make([]byte, size), root, count))
 			case "reduce":
 				recv := make([]byte, size)
-				if err := c.Reduce(bg, mine, recv, op, root); err != nil {
+				if err := do(func() error { return c.Reduce(bg, mine, recv, op, root) },
+					func() (*pml.Request, error) { return c.Ireduce(mine, recv, op, root) }); err != nil {
 					return err
 				}
 				if me != root {
@@ -53,7 +66,8 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 				}
 				return diff("reduce", recv, fold(op, size, 0, n, count))
 			case "allreduce":
-				if err := c.Allreduce(bg, mine, mine, op); err != nil {
+				if err := do(func() error { return c.Allreduce(bg, mine, mine, op) },
+					func() (*pml.Request, error) { return c.Iallreduce(mine, mine, op) }); err != nil {
 					return err
 				}
 				return diff("allreduce", mine, fold(op, size, 0, n, count))
@@ -68,9 +82,11 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 				all := make([]byte, n*size)
 				var err error
 				if kind == "gather" {
-					err = c.Gather(bg, mine, all, root)
+					err = do(func() error { return c.Gather(bg, mine, all, root) },
+						func() (*pml.Request, error) { return c.Igather(mine, all, root) })
 				} else {
-					err = c.Allgather(bg, mine, all)
+					err = do(func() error { return c.Allgather(bg, mine, all) },
+						func() (*pml.Request, error) { return c.Iallgather(mine, all) })
 				}
 				if err != nil || kind == "gather" && me != root {
 					return err
@@ -85,7 +101,8 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 				for d := range n {
 					fill(send[d*size:(d+1)*size], me, d)
 				}
-				if err := c.Alltoall(bg, send, recv, size); err != nil {
+				if err := do(func() error { return c.Alltoall(bg, send, recv, size) },
+					func() (*pml.Request, error) { return c.Ialltoall(send, recv, size) }); err != nil {
 					return err
 				}
 				for s := range n {
@@ -97,4 +114,25 @@ func TestCollectivesOfRandomShapesMatchTheSerialReference(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// testUntilDone starts a non-blocking collective and polls its request
+// with Test until it completes: the collective must then advance by the
+// tests alone, with no Wait.
+func testUntilDone(c *coll.Comm, start func() (*pml.Request, error)) error {
+	r, err := start()
+	if err != nil {
+		return err
+	}
+	p := pmlOf(c)
+	for {
+		done, st, err := p.Test(r)
+		if err != nil {
+			return err
+		}
+		if done {
+			return st.Err
+		}
+		runtime.Gosched()
+	}
 }

@@ -1,6 +1,10 @@
 package coll
 
-import "context"
+import (
+	"context"
+
+	"github.com/gobtl/gobtl/pml"
+)
 
 // checkVector validates a vector of op's elements.
 func checkVector(what string, op Op, v []byte) error {
@@ -22,6 +26,16 @@ func (c *Comm) Reduce(ctx context.Context, send, recv []byte, op Op, root int) e
 		return err
 	}
 	return c.block(ctx, s)
+}
+
+// Ireduce starts a Reduce; neither buffer may be touched until its
+// request completes.
+func (c *Comm) Ireduce(send, recv []byte, op Op, root int) (*pml.Request, error) {
+	s, err := c.reduce(send, recv, op, root)
+	if err != nil {
+		return nil, err
+	}
+	return c.nonblocking(s)
 }
 
 func (c *Comm) reduce(send, recv []byte, op Op, root int) (*schedule, error) {
