@@ -2,6 +2,7 @@ package coll
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -159,10 +160,10 @@ func (c *Comm) put(s *schedule) {
 	c.mu.Unlock()
 }
 
-// block runs a schedule to its end and returns its error, or ctx.Err() if
-// ctx ends first: the collective then goes on in the background, as its
-// non-blocking form would (every rank must still take part), and its
-// buffers stay in use until it completes.
+// block runs a schedule to its end and returns its error, or a
+// *PendingError if ctx ends first: the collective then goes on in the
+// background as the error's request, as its non-blocking form would
+// (every rank must still take part).
 //
 // It waits each round itself (pml.Comm.WaitRound) instead of handing the
 // schedule to the PML as an operation to wait on: a round's receives
@@ -178,13 +179,7 @@ func (c *Comm) block(ctx context.Context, s *schedule) error {
 		if len(s.reqs) > 0 {
 			err := x.WaitRound(ctx, s.reqs, s.sts[:len(s.reqs)], s)
 			if err != nil && ctx.Err() != nil && err == ctx.Err() {
-				// The rest goes on in the background; what completed
-				// is nil in s.reqs, its status in s.sts.
-				r, serr := x.Start(s)
-				if serr == nil {
-					_ = x.Free(r)
-				}
-				return err
+				return c.pending(s, err)
 			}
 			if err == nil {
 				err = s.checkCounts()
@@ -203,6 +198,45 @@ func (c *Comm) block(ctx context.Context, s *schedule) error {
 		}
 	}
 }
+
+// pending hands s, whose blocking call's context ended with err, to the
+// PML as a request, returned in a *PendingError: what completed of the
+// round is nil in s.reqs, its status in s.sts, and the rest goes on in
+// the background. A PML that takes no operation any more (closed,
+// aborted) ends the collective here.
+func (c *Comm) pending(s *schedule, err error) error {
+	r, serr := c.x.Start(s)
+	if serr != nil {
+		return s.fail(errors.Join(err, serr))
+	}
+	return &PendingError{Request: r, Err: err}
+}
+
+// PendingError is the error a blocking collective returns when its
+// context ends before the collective has completed on this rank. A
+// collective is one operation of every rank — the others may be waiting
+// for this rank's messages, or already past them — so it does not stop
+// half-way: it goes on in the background as Request, which every wait
+// and test of the job advances, and which completes when the collective
+// completes on this rank, or fails here (with the collective's error).
+// Until Request completes the collective's buffers are in use: the PML may
+// still read the send buffer and write the receive buffer. Wait for it
+// (any Wait or Test of the PML, WaitContext with a context of its own)
+// before touching them, or Free it to give them up.
+//
+// Err is the context's error, which Unwrap returns: errors.Is(err,
+// context.DeadlineExceeded) holds for a PendingError of a deadline.
+type PendingError struct {
+	Request *pml.Request
+	Err     error
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("coll: %v; the collective goes on until its request completes", e.Err)
+}
+
+// Unwrap returns the context's error.
+func (e *PendingError) Unwrap() error { return e.Err }
 
 // start advances s once and, unless that finished it, hands it to the PML
 // as a request. A nil request with a nil error means s is done.

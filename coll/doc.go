@@ -33,20 +33,21 @@
 // combines and copies, cut into rounds by wait marks, run by one executor
 // that posts a round's messages and moves on when they complete. The
 // blocking calls run it to the end, waiting each round with
-// pml.Comm.WaitRound — the PML's fused receive path, and a failure when a
-// member is lost; Ibarrier, Ibcast and Iallreduce hand it to the PML as a
-// request (pml.Comm.Start), which every wait and test of the job advances
-// and the usual Wait/Test family completes. A round's eager sends go by
-// pml.Comm.TrySend, with no request. A small linear allreduce or a
+// PML.WaitRound — the PML's fused receive path, and a failure when a
+// member is lost; the non-blocking ones (Ibarrier, Ibcast, Ireduce,
+// Iallreduce, Igather, Iscatter, Iallgather, Ialltoall) hand it to the
+// PML as a request (PML.Start), which every wait and test of the job
+// advances and the usual Wait/Test family completes. A round's eager
+// sends go by PML.TrySend, with no request. A small linear allreduce or a
 // barrier called again between the same buffers reruns the steps built
 // for the last call. A
 // collective's messages go on the communicator's collective context
-// (pml.Comm.Collectives) with a tag of their own — the collective's place
+// (Communicator.Collectives) with a tag of their own — the collective's place
 // in the sequence every rank follows — so they never match point-to-point
 // messages, nor those of another collective in flight. The sends of an
 // exchange step — recursive halving and doubling in allreduce and
 // reduce-scatter, where both ranks send and each waits for the other's
-// message — go by pml.Comm.IsendExchange, which lets the transport move
+// message — go by PML.IsendExchange, which lets the transport move
 // them as suits two processes that run together (shared memory with more
 // ranks than cores copies them through its fragments instead of reading
 // them by CMA). The one-round algorithms' messages (linear, direct) are
@@ -84,7 +85,19 @@
 // lost (a rank waiting on a live member that will never send, because it
 // lost another, does not hang), and when a rank sent fewer bytes than
 // this rank's arguments expect (ErrMismatch). A blocking call whose
-// context ends returns ctx.Err(); the collective then goes on in the
-// background, as its non-blocking form would, since the other ranks take
-// part in it, and its buffers stay in use until it completes.
+// context ends returns a *PendingError wrapping ctx.Err(): the collective
+// goes on in the background, as its non-blocking form would, since the
+// other ranks take part in it, and the error's request says when it is
+// over — its buffers are in use until that request completes. A failed
+// collective does not wait for the messages it had in flight that cannot
+// be cancelled (a receive already matched, a send): they may still
+// complete into or out of its buffers, which a program that goes on after
+// the failure gives up.
+//
+// # The PML
+//
+// coll reaches the point-to-point layer through PML, an interface of its
+// own — the fifteen calls a schedule makes — which package pml's *Comm
+// implements; New takes the communicator's type as a parameter
+// (Communicator) so that Split and Dup derive communicators of that type.
 package coll

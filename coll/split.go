@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -16,7 +17,9 @@ const Undefined = -1
 // MPI_Comm_split does. A rank with color Undefined gets nil. Every rank
 // of c must call it. The new communicators' context ids are agreed in the
 // same exchange: the largest id any rank of c has handed out, plus one,
-// is free on all of them.
+// is free on all of them. If ctx ends first, Split returns its error and
+// no communicator; the exchange goes on in the background, on buffers of
+// its own.
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	if color < 0 && color != Undefined {
 		return nil, errf("split", "color %d: colors are 0 or more, or Undefined", color)
@@ -29,7 +32,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	binary.LittleEndian.PutUint32(mine[16:], c.p.NextContext())
 	all := make([]byte, n*rec)
 	if err := c.Allgather(ctx, mine, all); err != nil {
-		return nil, fmt.Errorf("coll: split: %w", err)
+		return nil, fmt.Errorf("coll: split: %w", c.drop(err))
 	}
 	type member struct{ rank, key int }
 	var members []member
@@ -57,12 +60,12 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 }
 
 // Dup returns a communicator over c's ranks with contexts of its own,
-// agreed like Split's.
+// agreed like Split's; a context that ends first is as for Split.
 func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 	next := make([]byte, 4)
 	binary.LittleEndian.PutUint32(next, c.p.NextContext())
 	if err := c.Allreduce(ctx, next, next, maxUint32); err != nil {
-		return nil, fmt.Errorf("coll: dup: %w", err)
+		return nil, fmt.Errorf("coll: dup: %w", c.drop(err))
 	}
 	ranks := make([]int, c.Size())
 	for i := range ranks {
@@ -73,6 +76,18 @@ func (c *Comm) Dup(ctx context.Context) (*Comm, error) {
 		return nil, fmt.Errorf("coll: dup: %w", err)
 	}
 	return d, nil
+}
+
+// drop frees the request of a *PendingError of an exchange whose buffers
+// are Split's or Dup's own, none of the caller's: nothing need wait for
+// it. It returns the context's error.
+func (c *Comm) drop(err error) error {
+	var p *PendingError
+	if errors.As(err, &p) {
+		_ = c.x.Free(p.Request)
+		return p.Err
+	}
+	return err
 }
 
 // maxUint32 is the maximum of little-endian uint32s.
