@@ -10,34 +10,27 @@ import (
 	"github.com/gobtl/gobtl/pml"
 )
 
-// The collectives of a Comm, over bytes, from package coll; the typed
-// reductions are the generic functions of reduce.go. Every blocking call
-// has a form that takes a context first: when the context ends it returns
-// ctx.Err(), and the collective goes on in the background — every rank
-// takes part in it — with its buffers in use until it completes.
+// The collectives of a Comm over bytes, from package coll; their typed
+// forms and the non-blocking ones are the generic functions of typed.go
+// and reduce.go. Every rank of the communicator calls each collective, in
+// the same order, with arguments that fit together (ErrMismatch when the
+// lengths do not). A blocking call returns when this rank's part is done
+// — its buffers are then the caller's again — which says nothing of the
+// other ranks' (but for Barrier). It fails with ErrPeerLost when a member
+// of the communicator is lost (any member: a rank waiting on a live one
+// that lost another would wait for ever), and with ErrInvalid for
+// arguments that are wrong on this rank alone (a root outside the
+// communicator, a buffer too short).
+//
+// Every blocking call has a form that takes a context first. When the
+// context ends before the collective is done on this rank, it returns a
+// *PendingError wrapping ctx.Err(): the collective cannot stop half-way —
+// the other ranks are in it too — so it goes on in the background as the
+// error's Request, and the buffers are in use until that request
+// completes (Wait for it, or Free it and give them up).
 
 // Undefined is the color of a rank that joins no communicator in Split.
 const Undefined = coll.Undefined
-
-// Errors a program branches on, re-exported from core and coll.
-var (
-	// ErrTruncated: a message longer than its receive buffer (the buffer
-	// holds what fit).
-	ErrTruncated = core.ErrTruncated
-	// ErrPeerLost: a rank, or the connection to it, is gone; the requests
-	// and collectives that involve it fail with it.
-	ErrPeerLost = core.ErrPeerLost
-	// ErrAborted: the job was given up (another rank failed, Abort).
-	ErrAborted = core.ErrAborted
-	// ErrCanceled: a receive cancelled before it matched.
-	ErrCanceled = core.ErrCanceled
-	// ErrMismatch: ranks called a collective with arguments that do not
-	// fit together (different lengths).
-	ErrMismatch = coll.ErrMismatch
-	// ErrInvalid: a bad argument (a rank outside the communicator, a
-	// buffer too short).
-	ErrInvalid = pml.ErrInvalid
-)
 
 // collTuning turns the stack's coll block into the collective layer's
 // choices.
@@ -57,28 +50,21 @@ func collTuning(p core.Params) (*coll.Tuning, error) {
 	return t, nil
 }
 
-// Coll returns the collective layer of c, for what the byte-level API of
-// package coll offers beyond the methods here (its reductions over raw
-// operations, say).
-func (c *Comm) Coll() *coll.Comm { return c.coll }
-
 // derived wraps a communicator Split or Dup made.
 func (c *Comm) derived(cc *coll.Comm) *Comm {
 	if cc == nil {
 		return nil
 	}
-	return &Comm{Comm: cc.PML().(*pml.Comm), coll: cc}
+	return &Comm{p: cc.PML().(*pml.Comm), coll: cc}
 }
 
 // Barrier returns when every rank of c has entered it.
 func (c *Comm) Barrier() error { return c.coll.Barrier(context.Background()) }
 
-// BarrierContext is Barrier with a context.
+// BarrierContext is Barrier with a context. A context that ends first
+// makes it return a *PendingError, whose request completes with the
+// barrier.
 func (c *Comm) BarrierContext(ctx context.Context) error { return c.coll.Barrier(ctx) }
-
-// Ibarrier starts a barrier: its request completes once every rank has
-// entered it.
-func (c *Comm) Ibarrier() (*Request, error) { return c.coll.Ibarrier() }
 
 // Bcast copies root's buf into every rank's buf (of the same length).
 func (c *Comm) Bcast(buf []byte, root int) error {
@@ -86,13 +72,11 @@ func (c *Comm) Bcast(buf []byte, root int) error {
 }
 
 // BcastContext is Bcast with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) BcastContext(ctx context.Context, buf []byte, root int) error {
 	return c.coll.Bcast(ctx, buf, root)
 }
-
-// Ibcast starts a broadcast; buf must not be touched until its request
-// completes.
-func (c *Comm) Ibcast(buf []byte, root int) (*Request, error) { return c.coll.Ibcast(buf, root) }
 
 // Gather collects every rank's send (of one length) into root's recv, in
 // rank order: rank i's bytes at recv[i*len(send):]. send may be the
@@ -102,6 +86,8 @@ func (c *Comm) Gather(send, recv []byte, root int) error {
 }
 
 // GatherContext is Gather with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) GatherContext(ctx context.Context, send, recv []byte, root int) error {
 	return c.coll.Gather(ctx, send, recv, root)
 }
@@ -113,6 +99,8 @@ func (c *Comm) Gatherv(send, recv []byte, counts, displs []int, root int) error 
 }
 
 // GathervContext is Gatherv with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) GathervContext(ctx context.Context, send, recv []byte, counts, displs []int, root int) error {
 	return c.coll.Gatherv(ctx, send, recv, counts, displs, root)
 }
@@ -124,6 +112,8 @@ func (c *Comm) Scatter(send, recv []byte, root int) error {
 }
 
 // ScatterContext is Scatter with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) ScatterContext(ctx context.Context, send, recv []byte, root int) error {
 	return c.coll.Scatter(ctx, send, recv, root)
 }
@@ -135,6 +125,8 @@ func (c *Comm) Scatterv(send, recv []byte, counts, displs []int, root int) error
 }
 
 // ScattervContext is Scatterv with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) ScattervContext(ctx context.Context, send, recv []byte, counts, displs []int, root int) error {
 	return c.coll.Scatterv(ctx, send, recv, counts, displs, root)
 }
@@ -146,6 +138,8 @@ func (c *Comm) Allgather(send, recv []byte) error {
 }
 
 // AllgatherContext is Allgather with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) AllgatherContext(ctx context.Context, send, recv []byte) error {
 	return c.coll.Allgather(ctx, send, recv)
 }
@@ -157,6 +151,8 @@ func (c *Comm) Allgatherv(send, recv []byte, counts, displs []int) error {
 }
 
 // AllgathervContext is Allgatherv with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) AllgathervContext(ctx context.Context, send, recv []byte, counts, displs []int) error {
 	return c.coll.Allgatherv(ctx, send, recv, counts, displs)
 }
@@ -168,6 +164,8 @@ func (c *Comm) Alltoall(send, recv []byte, block int) error {
 }
 
 // AlltoallContext is Alltoall with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) AlltoallContext(ctx context.Context, send, recv []byte, block int) error {
 	return c.coll.Alltoall(ctx, send, recv, block)
 }
@@ -180,58 +178,25 @@ func (c *Comm) Alltoallv(send []byte, sendCounts, sendDispls []int, recv []byte,
 }
 
 // AlltoallvContext is Alltoallv with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func (c *Comm) AlltoallvContext(ctx context.Context, send []byte, sendCounts, sendDispls []int, recv []byte, recvCounts, recvDispls []int) error {
 	return c.coll.Alltoallv(ctx, send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
-}
-
-// Sendrecv sends send to dest with sendTag and receives into recv a
-// message from source (or AnySource) with recvTag (or AnyTag), both at
-// once, so that ranks exchanging in a cycle do not deadlock. It returns
-// the receive's status.
-func (c *Comm) Sendrecv(send []byte, dest, sendTag int, recv []byte, source, recvTag int) (Status, error) {
-	return c.SendrecvContext(context.Background(), send, dest, sendTag, recv, source, recvTag)
-}
-
-// SendrecvContext is Sendrecv with a context: when it ends, the receive
-// is cancelled if it has not matched and the send goes on in the
-// background.
-func (c *Comm) SendrecvContext(ctx context.Context, send []byte, dest, sendTag int, recv []byte, source, recvTag int) (Status, error) {
-	r, err := c.Irecv(recv, source, recvTag)
-	if err != nil {
-		return Status{}, err
-	}
-	s, err := c.Isend(send, dest, sendTag)
-	if err != nil {
-		_ = c.Cancel(r)
-		_ = c.Free(r)
-		return Status{}, err
-	}
-	rs := [2]*Request{r, s}
-	var sts [2]Status
-	err = c.WaitallContext(ctx, rs[:], sts[:])
-	if ctx.Err() != nil && err == ctx.Err() {
-		if rs[0] != nil {
-			_ = c.Cancel(rs[0])
-		}
-		for _, q := range rs {
-			if q != nil {
-				_ = c.Free(q)
-			}
-		}
-		return Status{}, err
-	}
-	return sts[0], err
 }
 
 // Split partitions c's ranks by color: the ranks with one color form a
 // new communicator, ranked by key (ties by their rank in c), as
 // MPI_Comm_split does. A rank whose color is Undefined gets nil. Every
-// rank of c calls it.
+// rank of c calls it. The new communicator's messages never match c's;
+// closing it is not needed (closing the communicator of Init ends it).
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	return c.SplitContext(context.Background(), color, key)
 }
 
-// SplitContext is Split with a context.
+// SplitContext is Split with a context. If it ends first, SplitContext
+// returns its error and no communicator: the exchange goes on in the
+// background, on buffers of its own, and the ranks that completed it hold
+// a communicator this rank is not part of — give up on them (Abort).
 func (c *Comm) SplitContext(ctx context.Context, color, key int) (*Comm, error) {
 	cc, err := c.coll.Split(ctx, color, key)
 	if err != nil {
@@ -244,7 +209,8 @@ func (c *Comm) SplitContext(ctx context.Context, color, key int) (*Comm, error) 
 // c's. Every rank of c calls it.
 func (c *Comm) Dup() (*Comm, error) { return c.DupContext(context.Background()) }
 
-// DupContext is Dup with a context.
+// DupContext is Dup with a context; one that ends first is as for
+// SplitContext.
 func (c *Comm) DupContext(ctx context.Context) (*Comm, error) {
 	cc, err := c.coll.Dup(ctx)
 	if err != nil {

@@ -12,9 +12,58 @@
 // mpiexec.hydra through PMI-2 — or from Options.Boot; a program started
 // alone is a job of one rank (see package boot). The engine also says
 // which ranks share a node: shared memory serves those, the network the
-// others. RunLocal
-// runs the ranks of a job as goroutines of one process over the in-process
-// fabric, for tests and examples.
+// others. RunLocal runs the ranks of a job as goroutines of one process
+// over the in-process fabric, for tests and examples.
+//
+// # Point-to-point
+//
+// A Comm's Send, Recv, Isend, Irecv, Probe and Iprobe move []byte
+// messages between two ranks, matched by source, tag and communicator as
+// MPI matches them: messages from one rank to another that a receive
+// could match alike arrive in the order they were sent. Isend and Irecv
+// return a *Request; the Wait/Test family (Wait, Test, Waitall, Testany,
+// ...) completes requests of every kind, collectives' included, and each
+// call of it also advances the job's pending work.
+//
+// # Collectives
+//
+// Every rank of a communicator calls its collectives in the same order.
+// They come as methods of Comm over []byte (Barrier, Bcast, Gather,
+// Alltoall, ...) and as generic functions over []T (Bcast, Gather,
+// Allgather, Alltoall and their v-forms for any plain-data T; Allreduce,
+// Reduce, Scan and the other reductions for T a Number): Go methods cannot
+// have type parameters. The non-blocking collectives — Ibarrier, Ibcast,
+// Ireduce, Iallreduce, Igather, Iscatter, Iallgather, Ialltoall — are
+// functions alike, all of them, and return a *Request completed by the
+// Wait/Test family; their buffers are in use until it completes.
+//
+// A typed collective moves its elements as their bytes, with no copy: T
+// must hold no pointer (no pointer, slice, string, map, channel, function
+// or interface at any depth) and have a non-zero size, or the call fails
+// with ErrInvalid; and every rank must lay T out alike (the same program
+// on the same architecture).
+//
+// # Contexts
+//
+// Every blocking call has a form that takes a context first. A
+// point-to-point or completion call whose context ends returns ctx.Err()
+// (RecvContext cancels its receive if it has not matched; Wait leaves the
+// request pending). A collective cannot stop half-way on one rank — the
+// others are in it too — so a collective whose context ends returns a
+// *PendingError: the collective goes on in the background as the error's
+// Request, and its buffers are in use until that request completes.
+//
+// # Errors
+//
+// Errors wrap the sentinels of this package (ErrInvalid, ErrPeerLost,
+// ErrTruncated, ErrAborted, ...; see the var block) for errors.Is, with
+// the component and the call in their text. Besides those named on each
+// call, every call may fail with ErrInvalid (a rank outside the
+// communicator, a tag outside 0..2³¹−1, a request that is nil, released or
+// another job's), ErrClosed (a closed communicator), ErrAborted (the job
+// was given up: Abort, or a failed rank of RunLocal); and a blocking call
+// with ErrStalled once nothing has moved for the stack's stall_timeout
+// (never, by default).
 //
 // Importing gobtl compiles in the components listed in components.go.
 package gobtl
@@ -32,16 +81,26 @@ import (
 	"github.com/gobtl/gobtl/pml"
 )
 
-// Re-exported so programs need import only this package.
+// AnySource and AnyTag are the receive and probe wildcards: a message from
+// any rank, with any tag.
 const (
 	AnySource = pml.AnySource
 	AnyTag    = pml.AnyTag
 )
 
-// Status describes a completed request.
+// Status describes a completed receive, send or collective: Source and
+// Tag of the message a receive matched, Count the bytes it received (or
+// a send sent), and Err its error (wrapping ErrTruncated, ErrPeerLost,
+// ErrCanceled and the like), nil on success.
 type Status = pml.Status
 
-// Request is a non-blocking operation.
+// Request is a non-blocking send, receive or collective in progress
+// (Isend, Irecv, Ibcast, ...). It has no methods of its own: the Comm's
+// Wait/Test family completes it — Wait, Test, their all/any/some forms —
+// and Free drops it. Each request is completed or freed exactly once,
+// after which it must not be used again (it is recycled, as MPI sets a
+// handle to MPI_REQUEST_NULL). Any goroutine may wait on or test a
+// request, one at a time.
 type Request = pml.Request
 
 // EnvConfig names the environment variable holding the stack file(s) of a
@@ -72,8 +131,17 @@ type Options struct {
 }
 
 // Comm is a communicator: all the job's ranks (Init, RunLocal) or some of
-// them (Split). Its point-to-point calls are the PML's; its collectives
-// are package coll's (see collective.go).
+// them (Split), and a context that keeps its messages apart from those of
+// every other communicator (Dup). Ranks are numbered 0 to Size()−1.
+//
+// Point-to-point (p2p.go) moves []byte buffers between two ranks, by
+// rank and tag, with MPI's matching and ordering rules: blocking calls
+// (Send, Recv, Probe) with forms that take a context, non-blocking ones
+// (Isend, Irecv) that return a *Request completed by the Wait/Test
+// family. Collectives (collective.go) are calls every rank makes in the
+// same order: methods over []byte, and generic functions over []T
+// (Bcast, Allreduce, ...; typed.go, reduce.go), blocking or not (Ibcast,
+// Iallreduce, ...).
 //
 // Several goroutines may use a Comm at once for point-to-point: sends,
 // receives, probes, Cancel and Free, and the Wait/Test family on
@@ -83,8 +151,8 @@ type Options struct {
 // one goroutine at a time, or in an order the program fixes; Dup gives
 // each goroutine a communicator of its own. Close comes last, once.
 type Comm struct {
-	*pml.Comm
-	coll    *coll.Comm
+	p       *pml.Comm  // point-to-point and completion: the PML's communicator
+	coll    *coll.Comm // the collectives over p
 	closers []io.Closer
 	// boot is the bootstrap Init made from the environment, finalized or
 	// dropped at Close; nil when the caller gave one (Options.Boot).
@@ -95,14 +163,16 @@ type Comm struct {
 	err     error
 }
 
-// Abort gives up on the job: this rank's blocking calls fail with
-// core.ErrAborted and cause (pml.Comm.Abort), and the engine that
-// started the job — `gobtl run`, mpirun, srun, mpiexec.hydra — is asked to
-// end every rank (PMIx_Abort, PMI's abort), this one included, as
-// MPI_Abort does. The program should then exit with a non-zero status.
-// Ranks of RunLocal only abort each other.
+// Abort gives up on the job: every blocking call of this rank in progress
+// (from any goroutine) and every one to come returns an error wrapping
+// ErrAborted and cause, and the engine that started the job — `gobtl
+// run`, mpirun, srun, mpiexec.hydra — is asked to end every rank
+// (PMIx_Abort, PMI's abort), this one included, as MPI_Abort does. The
+// program should then exit with a non-zero status. Ranks of RunLocal only
+// abort each other. Abort is safe from any goroutine and more than once
+// (the first cause stays).
 func (c *Comm) Abort(cause error) {
-	c.Comm.Abort(cause)
+	c.p.Abort(cause)
 	if c.aborter != nil {
 		msg := "gobtl: aborted"
 		if cause != nil {
@@ -112,14 +182,19 @@ func (c *Comm) Abort(cause error) {
 	}
 }
 
-// Close closes the communicator, its transports and its policies. A rank
-// that closes cleanly — not aborted, every step without error — then
-// tells the engine it is done (PMIx_Finalize, PMI's finalize); one that
-// failed does not, so that the engine sees an abnormal end and ends the
-// job, and the program's non-zero exit status reaches mpirun or srun.
+// Close ends the communicator. Closing the one Init or RunLocal gave
+// finalizes the job for this rank, like MPI_Finalize, and is collective:
+// it sends what this rank still owes its peers, waits (boundedly) until
+// every rank has done the same, and closes the transports and policies;
+// communicators made by Dup and Split then become unusable, and closing
+// them does nothing. A rank that closes cleanly — not aborted, every step
+// without error — then tells the engine it is done (PMIx_Finalize, PMI's
+// finalize); one that failed does not, so that the engine sees an
+// abnormal end and ends the job, and the program's non-zero exit status
+// reaches mpirun or srun. Close is called once, last.
 func (c *Comm) Close() error {
 	c.once.Do(func() {
-		errs := []error{c.Comm.Close()}
+		errs := []error{c.p.Close()}
 		for _, cl := range c.closers {
 			errs = append(errs, cl.Close())
 		}
@@ -133,7 +208,7 @@ func (c *Comm) Close() error {
 		// finalize, or it takes the rank for one that died (mpirun:
 		// "exiting improperly") and fails the whole job. Only an aborted
 		// job skips it.
-		if f, ok := c.boot.(core.Finalizer); ok && c.Comm.Aborted() == nil {
+		if f, ok := c.boot.(core.Finalizer); ok && c.p.Aborted() == nil {
 			if err := f.Finalize(); err != nil {
 				c.err = errors.Join(c.err, fmt.Errorf("gobtl: finalize the bootstrap: %w", err))
 			}
@@ -156,8 +231,8 @@ func closeBoot(b core.Bootstrap) {
 // default stack) or by the stack opts names. It returns when every rank
 // has returned, with their errors joined. A rank that returns an error
 // ends the job, as the launcher does when a process dies: every other
-// rank's blocking calls return an error wrapping core.ErrAborted (see
-// pml.Comm.Abort), and the first failure comes first in the result.
+// rank's blocking calls return an error wrapping ErrAborted (see
+// Comm.Abort), and the first failure comes first in the result.
 func RunLocal(ctx context.Context, n int, opts Options, fn func(c *Comm) error) error {
 	if n <= 0 {
 		return fmt.Errorf("gobtl: RunLocal needs at least one rank, not %d", n)

@@ -50,7 +50,7 @@ btl "inproc" "a" { jitter = "50us" }
 btl "inproc" "b" {}
 `), 0o644)
 	err := RunLocal(context.Background(), 2, Options{ConfigFiles: []string{stack}}, func(c *Comm) error {
-		if got := len(c.Weights(1 - c.Rank())); got != 2 {
+		if got := len(c.p.Weights(1 - c.Rank())); got != 2 {
 			return errors.New("the peer should have two subchannels")
 		}
 		buf := make([]byte, 2<<20)

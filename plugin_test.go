@@ -18,7 +18,7 @@ func oneRank(t *testing.T) *pml.Comm {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c.Comm
+	return c.p
 }
 
 // TestAPluginAbortReachesTheCommunicatorWheneverItComes: a plugin with

@@ -78,22 +78,14 @@ func Allreduce[T Number](c *Comm, send, recv []T, op Op) error {
 }
 
 // AllreduceContext is Allreduce with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func AllreduceContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	o, err := opOf[T](op)
 	if err != nil {
 		return err
 	}
 	return c.coll.Allreduce(ctx, coll.Bytes(send), coll.Bytes(recv), o)
-}
-
-// Iallreduce starts an Allreduce; neither vector may be touched until its
-// request completes.
-func Iallreduce[T Number](c *Comm, send, recv []T, op Op) (*Request, error) {
-	o, err := opOf[T](op)
-	if err != nil {
-		return nil, err
-	}
-	return c.coll.Iallreduce(coll.Bytes(send), coll.Bytes(recv), o)
 }
 
 // Reduce combines the send vectors of every rank with op into root's recv
@@ -104,6 +96,8 @@ func Reduce[T Number](c *Comm, send, recv []T, op Op, root int) error {
 }
 
 // ReduceContext is Reduce with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func ReduceContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op, root int) error {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -120,6 +114,8 @@ func ReduceScatterBlock[T Number](c *Comm, send, recv []T, op Op) error {
 }
 
 // ReduceScatterBlockContext is ReduceScatterBlock with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func ReduceScatterBlockContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -135,6 +131,8 @@ func Scan[T Number](c *Comm, send, recv []T, op Op) error {
 }
 
 // ScanContext is Scan with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func ScanContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -150,6 +148,8 @@ func Exscan[T Number](c *Comm, send, recv []T, op Op) error {
 }
 
 // ExscanContext is Exscan with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func ExscanContext[T Number](ctx context.Context, c *Comm, send, recv []T, op Op) error {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -174,6 +174,8 @@ func AllreduceFunc[T any](c *Comm, send, recv []T, f func(inout, in []T)) error 
 }
 
 // AllreduceFuncContext is AllreduceFunc with a context.
+// A context that ends first makes it return a *PendingError, whose
+// request says when the buffers are the caller's again.
 func AllreduceFuncContext[T any](ctx context.Context, c *Comm, send, recv []T, f func(inout, in []T)) error {
 	t := reflect.TypeFor[T]()
 	if !plainData(t) || t.Size() == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -18,19 +19,14 @@ import (
 // sum float32 vectors of size bytes; bcast and reduce have root 0;
 // allgather and alltoall move size bytes per rank (per pair).
 
-// Collective is the extra of a communicator with a collective layer of
-// its own (*gobtl.Comm, whose stack file may tune it). The benchmarks
-// build one with the built-in decision over a bare *pml.Comm.
-type Collective interface {
-	Coll() *coll.Comm
-}
-
-// collOf returns the collective layer of c.
+// collOf returns the collective layer of c: a *gobtl.Comm's own (whose
+// stack file may tune it), reached through internal/layers, or one with
+// the built-in decision over a bare *pml.Comm.
 func collOf(c Comm) (*coll.Comm, error) {
-	switch x := c.(type) {
-	case Collective:
-		return x.Coll(), nil
-	case *pml.Comm:
+	if _, cc, ok := layers.Of(c); ok {
+		return cc, nil
+	}
+	if x, ok := c.(*pml.Comm); ok {
 		return coll.New(x, nil), nil
 	}
 	return nil, fmt.Errorf("bench: a %T has no collective layer", c)

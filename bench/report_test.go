@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -98,5 +100,28 @@ func TestBandwidthItersCountWindows(t *testing.T) {
 	rep := report(t, 2, "bw", bench.Options{Sizes: []int{1024}, Iters: 5, Warmup: 1, Window: 16})
 	if row := rep.Rows[0]; row["iters"] != 5 || row["msgs"] != 80 || !(row["mbps_min"] <= row["mbps_median"] && row["mbps_median"] <= row["mbps_max"]) {
 		t.Fatalf("row %v: want 5 windows of 16 messages and the spread over the windows", row)
+	}
+}
+
+// The collective benchmarks run on a *gobtl.Comm's own collective layer
+// (reached through internal/layers), so the stack file's coll block
+// decides their algorithm: a layer of their own would take the built-in
+// decision, which does not pick the ring for 64 bytes.
+func TestCollectiveBenchmarksRunOnTheStacksCollectiveLayer(t *testing.T) {
+	stack := filepath.Join(t.TempDir(), "stack.hcl")
+	if err := os.WriteFile(stack, []byte("coll {\n  allreduce = \"ring\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := gobtl.RunLocal(context.Background(), 3, gobtl.Options{ConfigFiles: []string{stack}}, func(c *gobtl.Comm) error {
+		if _, err := bench.Run(c, "allreduce", bench.Options{Sizes: []int{64}, Iters: 3, Warmup: 1}); err != nil {
+			return err
+		}
+		if n := c.Metrics().Counter("coll.allreduce.ring").Load(); n < 4 {
+			return fmt.Errorf("rank %d: %d ring allreduces, want the benchmark's 4", c.Rank(), n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/layers"
 )
 
 // The attack of issue 15, and its relatives, on a running job: a process
@@ -211,7 +212,7 @@ func TestOutsidersCannotTouchARunningJob(t *testing.T) {
 			if c.Rank() == 0 {
 				rounds.Add(1)
 			}
-			return exchange(c.Comm, sizes, mine%2 == 0)
+			return exchange(layers.PML(c), sizes, mine%2 == 0)
 		}
 		if err := round(); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/layers"
 )
 
 // TestTheExampleStackRunsThroughInit opens conf/examples/ib.hcl the way
@@ -17,7 +18,7 @@ func TestTheExampleStackRunsThroughInit(t *testing.T) {
 		if len(c.Metrics().Names()) == 0 {
 			return fmt.Errorf("no metrics")
 		}
-		return exchange(c.Comm, sizes, false)
+		return exchange(layers.PML(c), sizes, false)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +29,7 @@ func TestTheExampleStackRunsThroughInit(t *testing.T) {
 // for are there.
 func TestMetricsNameTheModuleAndTheQueues(t *testing.T) {
 	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{"../../conf/examples/ib.hcl"}}, func(c *gobtl.Comm) error {
-		if err := exchange(c.Comm, []int{8, 300, 5000, 100000}, true); err != nil {
+		if err := exchange(layers.PML(c), []int{8, 300, 5000, 100000}, true); err != nil {
 			return err
 		}
 		names := bytes.NewBufferString("")

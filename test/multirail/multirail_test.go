@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/internal/msgtest"
 )
 
@@ -64,7 +65,7 @@ func TestTheMultirailExamplesStripeOverBothRails(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			file := filepath.Join("..", "..", "conf", "examples", tc.file)
 			err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{file}}, func(c *gobtl.Comm) error {
-				if w := c.Weights(1 - c.Rank()); len(w) != len(tc.rails) {
+				if w := layers.PML(c).Weights(1 - c.Rank()); len(w) != len(tc.rails) {
 					return fmt.Errorf("the virtual channel has %d subchannels (weights %v), want one per rail", len(w), w)
 				}
 				if err := exchange(c, sizes); err != nil {
@@ -125,7 +126,7 @@ func TestALocalPeerUsesSharedMemoryUnlessTheJobSaysOtherwise(t *testing.T) {
 				if !exclusive {
 					want = 3
 				}
-				if w := c.Weights(1 - c.Rank()); len(w) != want {
+				if w := layers.PML(c).Weights(1 - c.Rank()); len(w) != want {
 					return fmt.Errorf("the virtual channel has %d subchannels, want %d", len(w), want)
 				}
 				if err := exchange(c, sizes); err != nil {

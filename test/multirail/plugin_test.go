@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/internal/mptest"
 )
 
@@ -68,7 +69,7 @@ func TestAdaptiveStripingAsAPluginLearnsTheFasterRail(t *testing.T) {
 			// Decisions of a plugin arrive in batches; the last ones
 			// may be on their way, but many messages have been
 			// measured.
-			if w := c.Weights(0); !(w[0] > w[1]) {
+			if w := layers.PML(c).Weights(0); !(w[0] > w[1]) {
 				return fmt.Errorf("weights %v after 20 MiB: the 1GB/s rail does not lead the 250MB/s one", w)
 			}
 		}
@@ -88,7 +89,7 @@ func TestAdaptiveStripingAsAPluginLearnsTheFasterRail(t *testing.T) {
 func TestWeightedStripingWithStaticWeightsOpens(t *testing.T) {
 	stack := stackFrom(t, "ib-4x1x.hcl", "adaptive_striping", "builtin          = \"weighted_striping\"\n  weights          = [4, 1]")
 	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{stack}}, func(c *gobtl.Comm) error {
-		if w := c.Weights(1 - c.Rank()); len(w) != 2 || w[0] != 80 || w[1] != 20 {
+		if w := layers.PML(c).Weights(1 - c.Rank()); len(w) != 2 || w[0] != 80 || w[1] != 20 {
 			return fmt.Errorf("weights %v, want 80:20", w)
 		}
 		return exchange(c, sizes)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/internal/mptest"
 	"github.com/gobtl/gobtl/internal/msgtest"
 )
@@ -129,9 +130,9 @@ func TestASchedulingPluginSteersAJob(t *testing.T) {
 		}
 		// The plugin's weights arrive asynchronously; the progress loop
 		// applies them.
-		unequal := func() bool { w := c.Weights(1); return len(w) == 2 && w[0] != w[1] }
-		if err := msgtest.Poll("a decision of the plugin to be applied", 20*time.Second, unequal, func() int { c.Progress(); time.Sleep(time.Millisecond); return 0 }); err != nil {
-			return fmt.Errorf("weights toward rank 1 still %v: %w", c.Weights(1), err)
+		unequal := func() bool { w := layers.PML(c).Weights(1); return len(w) == 2 && w[0] != w[1] }
+		if err := msgtest.Poll("a decision of the plugin to be applied", 20*time.Second, unequal, func() int { layers.PML(c).Progress(); time.Sleep(time.Millisecond); return 0 }); err != nil {
+			return fmt.Errorf("weights toward rank 1 still %v: %w", layers.PML(c).Weights(1), err)
 		}
 		return nil
 	})
