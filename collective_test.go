@@ -506,3 +506,75 @@ func TestReductionsInSteadyStateAllocateNothing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestACollectiveWhoseContextEndsReturnsARequestThatSaysWhenItsBuffersAreFree:
+// rank 0's allreduce starts with a context that has ended, before the
+// other ranks join. It returns a *PendingError; the collective goes on
+// with rank 0's vectors, and once Wait returns on the error's request
+// they hold the sum and are rank 0's: it overwrites them, the job runs
+// more collectives, and nothing writes them again. A request that
+// completed before the collective was done with them fails the sum or
+// the overwrite check (and the race detector).
+func TestACollectiveWhoseContextEndsReturnsARequestThatSaysWhenItsBuffersAreFree(t *testing.T) {
+	const n, count = 4, 8 << 10
+	ready := make(chan struct{})
+	run(t, n, Options{}, func(c *Comm) error {
+		me := c.Rank()
+		send, recv := make([]float64, count), make([]float64, count)
+		for i := range send {
+			send[i] = float64(me*count + i)
+		}
+		var wrong []error
+		if me != 0 {
+			<-ready
+			if err := Allreduce(c, send, recv, Sum); err != nil {
+				return err
+			}
+		} else {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := AllreduceContext(ctx, c, send, recv, Sum)
+			var p *PendingError
+			if !errors.As(err, &p) || !errors.Is(err, context.Canceled) {
+				close(ready)
+				return fmt.Errorf("an allreduce whose context ended: %v, want a *PendingError", err)
+			}
+			if done, _, err := c.Test(p.Request); done || err != nil {
+				wrong = append(wrong, fmt.Errorf("the request is done (%v, %v) before the other ranks joined", done, err))
+			}
+			close(ready)
+			if _, err := c.Wait(p.Request); err != nil {
+				wrong = append(wrong, err)
+			}
+			for i, v := range recv {
+				if want := float64(n*i + count*n*(n-1)/2); v != want {
+					wrong = append(wrong, fmt.Errorf("element %d is %v once the request completed, want %v", i, v, want))
+					break
+				}
+			}
+			for i := range recv {
+				send[i], recv[i] = -1, -2
+			}
+		}
+		// More collectives; then nothing may have written rank 0's
+		// vectors.
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if err := sumOfOnes(c); err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			if i := slices.IndexFunc(send, func(v float64) bool { return v != -1 }); i >= 0 {
+				wrong = append(wrong, fmt.Errorf("send[%d] is %v after the request completed and was overwritten", i, send[i]))
+			}
+			if i := slices.IndexFunc(recv, func(v float64) bool { return v != -2 }); i >= 0 {
+				wrong = append(wrong, fmt.Errorf("recv[%d] is %v after the request completed and was overwritten", i, recv[i]))
+			}
+		}
+		return errors.Join(wrong...)
+	})
+}
