@@ -2,6 +2,7 @@ package gobtl_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -137,4 +138,68 @@ func ExampleComm_Gather() {
 	// Output:
 	// a.b.c.
 	// .a
+}
+
+// A broadcast of structs: the typed collectives move any element type
+// that holds no pointer.
+func ExampleBcast() {
+	type body struct {
+		X, Y, Mass float64
+		ID         int32
+	}
+	err := gobtl.RunLocal(context.Background(), 3, gobtl.Options{}, func(c *gobtl.Comm) error {
+		bodies := make([]body, 2)
+		if c.Rank() == 0 {
+			bodies[0], bodies[1] = body{0, 0, 5.9e24, 3}, body{3.8e8, 0, 7.3e22, 301}
+		}
+		if err := gobtl.Bcast(c, bodies, 0); err != nil {
+			return err
+		}
+		if c.Rank() == 2 {
+			fmt.Println(bodies[1].ID, bodies[1].Mass)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output: 301 7.3e+22
+}
+
+// A collective whose context ends does not stop half-way — the other ranks
+// are in it — but returns a *PendingError whose request completes when it
+// is done with the buffers.
+func ExamplePendingError() {
+	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{}, func(c *gobtl.Comm) error {
+		x, sum := []int{c.Rank() + 1}, make([]int, 1)
+		if c.Rank() == 1 {
+			// Rank 1 comes late: once rank 0 has given up waiting.
+			if _, err := c.Recv(make([]byte, 1), 0, 0); err != nil {
+				return err
+			}
+			return gobtl.Allreduce(c, x, sum, gobtl.Sum)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := gobtl.AllreduceContext(ctx, c, x, sum, gobtl.Sum)
+		var p *gobtl.PendingError
+		if !errors.As(err, &p) {
+			return err
+		}
+		fmt.Println("rank 0 gave up waiting:", p.Err)
+		if err := c.Send([]byte{1}, 1, 0); err != nil {
+			return err
+		}
+		if _, err := c.Wait(p.Request); err != nil {
+			return err
+		}
+		fmt.Println("sum", sum[0]) // x and sum are rank 0's again
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// rank 0 gave up waiting: context canceled
+	// sum 3
 }

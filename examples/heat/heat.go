@@ -134,10 +134,10 @@ func Solve(c *gobtl.Comm, p Params) (Result, error) {
 		counts, displs = make([]int, size), make([]int, size)
 		for r := range size {
 			l, h := band(n, size, r)
-			counts[r], displs[r] = (h-l)*w*8, l*w*8
+			counts[r], displs[r] = (h-l)*w, l*w
 		}
 	}
-	if err := c.Gatherv(bytesOf(u[w:(rows+1)*w]), bytesOf(grid), counts, displs, 0); err != nil {
+	if err := gobtl.Gatherv(c, u[w:(rows+1)*w], grid, counts, displs, 0); err != nil {
 		return Result{}, err
 	}
 	elapsed := time.Since(start)
