@@ -101,15 +101,17 @@ func sentinels(t *testing.T, dir string) []string {
 	return names
 }
 
+// check says what is wrong when err does not match want.
+func check(what string, err, want error) error {
+	if !errors.Is(err, want) {
+		return fmt.Errorf("%s: %v, want %v", what, err, want)
+	}
+	return nil
+}
+
 // TestTheErrorsOfTheStackMatchTheReexports: errors the stack returns for
 // each reason match this package's sentinels under errors.Is.
 func TestTheErrorsOfTheStackMatchTheReexports(t *testing.T) {
-	check := func(what string, err, want error) error {
-		if !errors.Is(err, want) {
-			return fmt.Errorf("%s: %v, want %v", what, err, want)
-		}
-		return nil
-	}
 	run(t, 2, Options{}, func(c *Comm) error {
 		me := c.Rank()
 		if err := check("send to rank 9", c.Send(nil, 9, 0), ErrInvalid); err != nil {
@@ -163,8 +165,13 @@ func TestTheErrorsOfTheStackMatchTheReexports(t *testing.T) {
 		}
 		return check("a send after Close", c.Send(nil, 1-me, 0), ErrClosed)
 	})
-	// A job of one rank, where nothing else can move: a receive nothing
-	// matches stalls; then Abort.
+}
+
+// TestAStalledAndAnAbortedJobReturnTheReexports: in a job of one rank,
+// where nothing else can move, a receive nothing matches stalls
+// (ErrStalled, the stack's stall_timeout 50ms); after Abort every call
+// returns ErrAborted.
+func TestAStalledAndAnAbortedJobReturnTheReexports(t *testing.T) {
 	stack := filepath.Join(t.TempDir(), "stall.hcl")
 	if err := os.WriteFile(stack, []byte("job {\n  stall_timeout = \"50ms\"\n}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,16 +22,27 @@ import (
 // detector).
 func TestACollectiveWhoseContextEndsGoesOnAsItsRequestAndThenLeavesTheBuffersAlone(t *testing.T) {
 	const n, size = 4, 16 << 10 // rendezvous over the harness's 1 KiB eager limit, in several rounds
-	for _, tc := range []struct {
-		name string
-		tu   *coll.Tuning
-		// run calls the collective; sizes: send and recv of rank 0.
-		run        func(ctx context.Context, c *coll.Comm, send, recv []byte) error
-		sendN      int
-		recvN      int
-		want       func() []byte // rank 0's result
-		sendFilled bool
-	}{
+	for _, tc := range pendingCases(n, size) {
+		t.Run(tc.name, func(t *testing.T) {
+			ready := make(chan struct{})
+			withJob(t, n, tc.tu, func(c *coll.Comm) error { return tc.check(c, ready) })
+		})
+	}
+}
+
+// pendingCase is a collective rank 0 starts with an ended context.
+type pendingCase struct {
+	name string
+	tu   *coll.Tuning
+	// run calls the collective.
+	run          func(ctx context.Context, c *coll.Comm, send, recv []byte) error
+	sendN, recvN int           // rank 0's send and receive lengths
+	want         func() []byte // rank 0's result
+	sendFilled   bool          // send holds the rank's values
+}
+
+func pendingCases(n, size int) []pendingCase {
+	return []pendingCase{
 		{"allreduce ring", forced("allreduce", "ring", 0),
 			func(ctx context.Context, c *coll.Comm, send, recv []byte) error {
 				return c.Allreduce(ctx, send, recv, sumInt64)
@@ -53,62 +64,62 @@ func TestACollectiveWhoseContextEndsGoesOnAsItsRequestAndThenLeavesTheBuffersAlo
 				}
 				return want
 			}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ready := make(chan struct{})
-			withJob(t, n, tc.tu, func(c *coll.Comm) error {
-				send, recv := make([]byte, tc.sendN), make([]byte, tc.recvN)
-				if tc.sendFilled {
-					fill(send, c.Rank(), 1)
-				}
-				// Rank 0 notes what is wrong and goes on with the
-				// others, so that a broken rule fails the test rather
-				// than hanging the ranks that wait for it.
-				var wrong error
-				if c.Rank() != 0 {
-					<-ready
-					if err := tc.run(bg, c, send, recv); err != nil {
-						return err
-					}
-				} else {
-					wrong = cancelled(c, ready, func(ctx context.Context) error { return tc.run(ctx, c, send, recv) })
-				}
-				if c.Rank() == 0 {
-					if err := diff("rank 0's result, once the request completed", recv, tc.want()); err != nil {
-						wrong = errors.Join(wrong, err)
-					}
-					// The buffers are the caller's again.
-					for i := range send {
-						send[i] = 0xAA
-					}
-					for i := range recv {
-						recv[i] = 0x55
-					}
-				}
-				// More traffic on the communicator: nothing of the
-				// collective may reach rank 0's buffers any more.
-				if err := c.Barrier(bg); err != nil {
-					return err
-				}
-				v := fill(make([]byte, 64), c.Rank(), 2)
-				if err := c.Allreduce(bg, v, v, sumInt64); err != nil {
-					return err
-				}
-				if err := c.Barrier(bg); err != nil {
-					return err
-				}
-				if c.Rank() == 0 {
-					if i := slices.IndexFunc(send, func(b byte) bool { return b != 0xAA }); i >= 0 {
-						wrong = errors.Join(wrong, fmt.Errorf("send byte %d is %#x after the request completed and was overwritten", i, send[i]))
-					}
-					if i := slices.IndexFunc(recv, func(b byte) bool { return b != 0x55 }); i >= 0 {
-						wrong = errors.Join(wrong, fmt.Errorf("receive byte %d is %#x after the request completed and was overwritten", i, recv[i]))
-					}
-				}
-				return wrong
-			})
-		})
 	}
+}
+
+// check is one rank's part. Rank 0 notes what is wrong and goes on with
+// the others, so that a broken rule fails the test rather than hanging
+// the ranks that wait for it.
+func (tc pendingCase) check(c *coll.Comm, ready chan struct{}) error {
+	send, recv := make([]byte, tc.sendN), make([]byte, tc.recvN)
+	if tc.sendFilled {
+		fill(send, c.Rank(), 1)
+	}
+	var wrong error
+	if c.Rank() != 0 {
+		<-ready
+		if err := tc.run(bg, c, send, recv); err != nil {
+			return err
+		}
+	} else {
+		wrong = cancelled(c, ready, func(ctx context.Context) error { return tc.run(ctx, c, send, recv) })
+		if err := diff("rank 0's result, once the request completed", recv, tc.want()); err != nil {
+			wrong = errors.Join(wrong, err)
+		}
+		// The buffers are the caller's again.
+		for i := range send {
+			send[i] = 0xAA
+		}
+		for i := range recv {
+			recv[i] = 0x55
+		}
+	}
+	// More traffic on the communicator: nothing of the collective may
+	// reach rank 0's buffers any more.
+	if err := moreTraffic(c); err != nil {
+		return err
+	}
+	if c.Rank() == 0 {
+		if i := slices.IndexFunc(send, func(b byte) bool { return b != 0xAA }); i >= 0 {
+			wrong = errors.Join(wrong, fmt.Errorf("send byte %d is %#x after the request completed and was overwritten", i, send[i]))
+		}
+		if i := slices.IndexFunc(recv, func(b byte) bool { return b != 0x55 }); i >= 0 {
+			wrong = errors.Join(wrong, fmt.Errorf("receive byte %d is %#x after the request completed and was overwritten", i, recv[i]))
+		}
+	}
+	return wrong
+}
+
+// moreTraffic runs a barrier, an allreduce and a barrier.
+func moreTraffic(c *coll.Comm) error {
+	if err := c.Barrier(bg); err != nil {
+		return err
+	}
+	v := fill(make([]byte, 64), c.Rank(), 2)
+	if err := c.Allreduce(bg, v, v, sumInt64); err != nil {
+		return err
+	}
+	return c.Barrier(bg)
 }
 
 // cancelled runs call with a context that has ended, expects a
