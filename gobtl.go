@@ -32,16 +32,34 @@
 // Alltoall, ...) and as generic functions over []T (Bcast, Gather,
 // Allgather, Alltoall and their v-forms for any plain-data T; Allreduce,
 // Reduce, Scan and the other reductions for T a Number): Go methods cannot
-// have type parameters. The non-blocking collectives — Ibarrier, Ibcast,
-// Ireduce, Iallreduce, Igather, Iscatter, Iallgather, Ialltoall — are
-// functions alike, all of them, and return a *Request completed by the
-// Wait/Test family; their buffers are in use until it completes.
+// have type parameters.
 //
 // A typed collective moves its elements as their bytes, with no copy: T
 // must hold no pointer (no pointer, slice, string, map, channel, function
 // or interface at any depth) and have a non-zero size, or the call fails
 // with ErrInvalid; and every rank must lay T out alike (the same program
 // on the same architecture).
+//
+// # Non-blocking collectives
+//
+// Ibarrier, Ibcast, Ireduce, Iallreduce, Igather, Iscatter, Iallgather and
+// Ialltoall start their collective and return at once with a *Request,
+// as MPI_Ibcast and the like do; each is its blocking form's twin in
+// arguments and element types, and all are functions, taking the
+// communicator first. Every Wait and Test of the job advances them, so
+// they progress while the program computes between tests. The rules:
+//
+//   - The buffers are in use from the call until the request completes:
+//     neither read nor write them (a send buffer included) until Wait, or
+//     a Test that reports completion, returns.
+//   - Every rank starts the job's collectives in the same order, blocking
+//     and non-blocking alike; several may be in flight at once.
+//   - The request is completed once by the Wait/Test family (with requests
+//     of any kind in one Waitall), or dropped with Free; it cannot be
+//     cancelled.
+//   - Arguments wrong on this rank fail the call (ErrInvalid) and start
+//     nothing; failures met on the way — ErrPeerLost, ErrMismatch,
+//     ErrTruncated — complete the request with the error.
 //
 // # Contexts
 //

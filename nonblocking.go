@@ -2,36 +2,20 @@ package gobtl
 
 import "github.com/gobtl/gobtl/coll"
 
-// The non-blocking collectives: each starts the collective and returns at
-// once with a *Request that completes when the collective is done on this
-// rank, as MPI's MPI_Ibcast and the like. The collective is a schedule of
-// messages and local steps that the PML advances whenever any Wait or
-// Test of the job runs (package coll, "Schedules"), so it progresses
-// while the program computes between tests, and needs no goroutine.
-//
-// They are all functions taking the communicator first, Ibarrier as the
-// typed ones: Go methods cannot have type parameters, and one style for
-// the whole family reads better than methods for some and functions for
-// others. Each is its blocking form's twin in arguments, element types
-// and rules (typed.go, reduce.go), with these for the request:
-//
-//   - Its buffers are in use from the call until the request completes:
-//     neither read nor write them (a send buffer included) until Wait or
-//     a Test that reports completion returns.
-//   - Every rank starts the job's collectives in the same order, blocking
-//     and non-blocking alike; several may be in flight at once.
-//   - The request is completed once, by the Wait/Test family (with other
-//     requests of any kind in the same Waitall), or dropped with Free. It
-//     cannot be cancelled (Cancel does nothing).
-//   - Arguments wrong on this rank fail the call (ErrInvalid) and start
-//     nothing. Failures met on the way — ErrPeerLost, ErrMismatch,
-//     ErrTruncated — complete the request with the error.
+// The non-blocking collectives (see the package doc's "Non-blocking
+// collectives"): each builds its collective's schedule and hands it to
+// the PML as a request (package coll, "Schedules"), so that every Wait
+// and Test of the job advances it and it needs no goroutine. Functions
+// all, Ibarrier too: Go methods cannot have type parameters, and one
+// style for the family reads better than methods for some and functions
+// for others.
 
-// Ibarrier starts a barrier: its request completes once every rank of c
-// has entered it.
+// Ibarrier starts a barrier and returns at once: its request completes
+// once every rank of c has entered it.
 func Ibarrier(c *Comm) (*Request, error) { return c.coll.Ibarrier() }
 
-// Ibcast starts a Bcast of buf from root.
+// Ibcast starts a Bcast of buf from root and returns at once; buf is in
+// use until the request completes.
 func Ibcast[T any](c *Comm, buf []T, root int) (*Request, error) {
 	if err := plainElems[T]("ibcast"); err != nil {
 		return nil, err
@@ -39,7 +23,8 @@ func Ibcast[T any](c *Comm, buf []T, root int) (*Request, error) {
 	return c.coll.Ibcast(coll.Bytes(buf), root)
 }
 
-// Ireduce starts a Reduce of every rank's send with op into root's recv.
+// Ireduce starts a Reduce of every rank's send with op into root's recv
+// and returns at once; both are in use until the request completes.
 func Ireduce[T Number](c *Comm, send, recv []T, op Op, root int) (*Request, error) {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -49,7 +34,8 @@ func Ireduce[T Number](c *Comm, send, recv []T, op Op, root int) (*Request, erro
 }
 
 // Iallreduce starts an Allreduce of every rank's send with op into every
-// rank's recv.
+// rank's recv and returns at once; both are in use until the request
+// completes.
 func Iallreduce[T Number](c *Comm, send, recv []T, op Op) (*Request, error) {
 	o, err := opOf[T](op)
 	if err != nil {
@@ -58,7 +44,8 @@ func Iallreduce[T Number](c *Comm, send, recv []T, op Op) (*Request, error) {
 	return c.coll.Iallreduce(coll.Bytes(send), coll.Bytes(recv), o)
 }
 
-// Igather starts a Gather of every rank's send into root's recv.
+// Igather starts a Gather of every rank's send into root's recv and
+// returns at once; both are in use until the request completes.
 func Igather[T any](c *Comm, send, recv []T, root int) (*Request, error) {
 	if err := plainElems[T]("igather"); err != nil {
 		return nil, err
@@ -66,7 +53,8 @@ func Igather[T any](c *Comm, send, recv []T, root int) (*Request, error) {
 	return c.coll.Igather(coll.Bytes(send), coll.Bytes(recv), root)
 }
 
-// Iscatter starts a Scatter of root's send into every rank's recv.
+// Iscatter starts a Scatter of root's send into every rank's recv and
+// returns at once; both are in use until the request completes.
 func Iscatter[T any](c *Comm, send, recv []T, root int) (*Request, error) {
 	if err := plainElems[T]("iscatter"); err != nil {
 		return nil, err
@@ -75,7 +63,7 @@ func Iscatter[T any](c *Comm, send, recv []T, root int) (*Request, error) {
 }
 
 // Iallgather starts an Allgather of every rank's send into every rank's
-// recv.
+// recv and returns at once; both are in use until the request completes.
 func Iallgather[T any](c *Comm, send, recv []T) (*Request, error) {
 	if err := plainElems[T]("iallgather"); err != nil {
 		return nil, err
@@ -83,8 +71,9 @@ func Iallgather[T any](c *Comm, send, recv []T) (*Request, error) {
 	return c.coll.Iallgather(coll.Bytes(send), coll.Bytes(recv))
 }
 
-// Ialltoall starts an Alltoall: block i of send to rank i, rank i's block
-// into block i of recv.
+// Ialltoall starts an Alltoall — block i of send to rank i, rank i's
+// block into block i of recv — and returns at once; both are in use until
+// the request completes.
 func Ialltoall[T any](c *Comm, send, recv []T) (*Request, error) {
 	block, err := alltoallBlock[T](c, "ialltoall", len(send), len(recv))
 	if err != nil {
