@@ -23,19 +23,32 @@ func FormatDiagnostic(d *hcl.Diagnostic) string {
 	if d.Severity == hcl.DiagWarning {
 		b.WriteString("warning: ")
 	}
-	b.WriteString(d.Summary)
+	b.WriteString(clipQuoted(d.Summary))
 	if d.Detail != "" {
 		b.WriteString("; ")
-		b.WriteString(d.Detail)
+		b.WriteString(clipQuoted(d.Detail))
 	}
 	return b.String()
 }
 
-// WriteDiagnostics writes every diagnostic, one per line.
+// MaxDiagnosticsShown is how many diagnostics WriteDiagnostics and
+// Error's message list before they say how many more there are: a file
+// of 100,000 repeated lines is not answered with 100,000 lines.
+const MaxDiagnosticsShown = 50
+
+// WriteDiagnostics writes the diagnostics, one per line, the first
+// MaxDiagnosticsShown of them and then how many more there are.
 func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
-	for _, d := range diags {
-		if _, err := fmt.Fprintln(w, FormatDiagnostic(d)); err != nil {
+	for i, d := range diags {
+		line := FormatDiagnostic(d)
+		if i == MaxDiagnosticsShown {
+			line = fmt.Sprintf("... and %d more", len(diags)-i)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
+		}
+		if i == MaxDiagnosticsShown {
+			break
 		}
 	}
 	return nil
@@ -49,10 +62,17 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var lines []string
+	n := 0
 	for _, d := range e.Diagnostics {
-		if d.Severity == hcl.DiagError {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		if n++; n <= MaxDiagnosticsShown {
 			lines = append(lines, FormatDiagnostic(d))
 		}
+	}
+	if n > MaxDiagnosticsShown {
+		lines = append(lines, fmt.Sprintf("... and %d more errors", n-MaxDiagnosticsShown))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -27,7 +27,10 @@
 // Every problem is an hcl.Diagnostic with a position, rendered by
 // FormatDiagnostic as `file:line:col: summary; detail`, with a "Did you
 // mean ...?" wherever a near name exists. Bad input never panics: the
-// loader is fuzzed (FuzzLoad).
+// loader is fuzzed (FuzzLoad). A file is bounded before HCL parses it
+// (bounds.go: MaxFileSize, MaxNesting, MaxTemplatePieces), since every
+// rank parses the stack and HCL's parser recurses per level of nesting;
+// a diagnostic quotes at most a line's worth of a value.
 //
 // Logging levels come from the job's log block and GOBTL_LOG; Log.Loggers
 // builds the per-component zerolog loggers.

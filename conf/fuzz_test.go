@@ -3,6 +3,7 @@ package conf_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gobtl/gobtl/conf"
@@ -26,6 +27,15 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("btl \"testnet\" \"n0\" {\n  queue { size = \"1KiB\" }\n  tuning { retry { count = 1 } }\n  labels = { a = \"b\" }\n}\n"))
 	f.Add([]byte("variable \"x\" { default = [1, {a = 2}] }\njob { eager_limit = var.x[1].a }\n"))
 	f.Add([]byte("job { eager_limit = \"${\""))
+	// Hostile shapes, small: the bounds must hold for every mutation.
+	r := strings.Repeat
+	f.Add([]byte("variable \"x\" { default = " + r("[", 70) + r("]", 70) + " }\n"))
+	f.Add([]byte("variable \"x\" {\n  default = " + r("!", 70) + "true\n}\n"))
+	f.Add([]byte("variable \"x\" {\n  default = " + r("true ? 1 : ", 70) + "2\n}\n"))
+	f.Add([]byte("variable \"x\" {\n  default = " + r("1 + ", 70) + "1\n}\n"))
+	f.Add([]byte("a = \"" + r("%{if true}", 70) + "x" + r("%{endif}", 70) + "\"\n"))
+	f.Add([]byte("a = " + r("<<E\n${", 70) + "1" + r("}\nE\n", 70)))
+	f.Add([]byte("variable \"x\" {\n  default = <<-EOT\n  " + r("$${x}", 100) + "\n  EOT\n}\n"))
 	opts := conf.Options{
 		LookupEnv:   noEnv,
 		CheckPolicy: fakeHost(nil),
@@ -38,6 +48,10 @@ func FuzzLoad(f *testing.F) {
 		for _, d := range diags {
 			if d.Subject == nil || d.Subject.Filename != "fuzz.hcl" {
 				t.Fatalf("diagnostic without a position in the file: %q", conf.FormatDiagnostic(d))
+			}
+			// A line's worth of each value, a few lines in all.
+			if s := conf.FormatDiagnostic(d); len(s) > 2200 {
+				t.Fatalf("a diagnostic of %d bytes: %.300q", len(s), s)
 			}
 		}
 		if !diags.HasErrors() {

@@ -116,10 +116,9 @@ func Load(opts Options, paths ...string) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	var srcs []Source
 	for _, path := range expandPaths(paths, &diags) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
-				Summary: "Cannot read configuration file", Detail: sentence(err.Error())})
+		b, d := readSource(path)
+		if d != nil {
+			diags = append(diags, d)
 			continue
 		}
 		srcs = append(srcs, Source{Name: path, Bytes: b})
@@ -192,6 +191,10 @@ func LoadSources(opts Options, srcs ...Source) (*Config, hcl.Diagnostics) {
 		seen[s.Name] = true
 		c.Files = append(c.Files, s.Name)
 		if d := notText(s); d != nil {
+			diags = append(diags, d)
+			continue
+		}
+		if d := checkBounds(s); d != nil {
 			diags = append(diags, d)
 			continue
 		}
