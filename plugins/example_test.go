@@ -27,7 +27,7 @@ func TestTheExamplePluginBuildsOnItsOwnAndRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	log, _ := testLogger()
-	p, err := Open(context.Background(), Block{Kind: core.KindFlowControl, Plugin: "aimd", PluginDir: dir, Params: params, Pos: "stack.hcl:1"}, Options{Log: log})
+	p, err := Open(context.Background(), Block{Kind: core.KindFlowControl, Plugin: "aimd", PluginDir: dir, Params: params, Pos: "stack.hcl:1"}, Options{Log: log, Deadline: testDeadline})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,23 +80,30 @@ func TestAnIdlePluginProcessWakesNoThread(t *testing.T) {
 	pid := p.Pid()
 	batches := sent.Load()
 	// The start-up's work (the runtime's first GC cycles, the handshake's
-	// goroutines ending) settles first.
-	time.Sleep(300 * time.Millisecond)
-	before := switches(t, pid)
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(core.PolicyPollInterval) {
-		out = fc.Observe(nil, out[:0])
-		if len(out) > 0 {
-			t.Fatalf("an idle policy proposed %+v", out)
+	// goroutines ending) settles first, in a time a loaded machine
+	// stretches: the plugin is idle once a second passes with at most one
+	// switch, and one that polls never has such a second (polling the
+	// parent four times a second costs four).
+	var woke []int
+	for range 10 {
+		before := switches(t, pid)
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(core.PolicyPollInterval) {
+			out = fc.Observe(nil, out[:0])
+			if len(out) > 0 {
+				t.Fatalf("an idle policy proposed %+v", out)
+			}
+		}
+		// One spare for a runtime chore (a forced GC, the scavenger)
+		// landing in the second.
+		if woke = append(woke, switches(t, pid)-before); woke[len(woke)-1] <= 1 {
+			break
 		}
 	}
-	woke := switches(t, pid) - before
 	if n := sent.Load() - batches; n != 0 {
 		t.Errorf("%d batches went to the plugin while the mechanism only polled", n)
 	}
-	// One spare for a runtime chore (a forced GC, the scavenger) landing
-	// in the second; polling the parent four times a second costs four.
-	if woke > 1 {
-		t.Errorf("the idle plugin process's threads were switched %d times in 1s, want at most 1", woke)
+	if woke[len(woke)-1] > 1 {
+		t.Errorf("the idle plugin process's threads were switched %v times in each of %d seconds, want at most 1 in one of them", woke, len(woke))
 	}
 }
 

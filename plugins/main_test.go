@@ -30,6 +30,12 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 
 func testBin(name string) string { return filepath.Join(binDir, name) }
 
+// testDeadline is how long a test's plugin may leave a batch unanswered
+// before the host counts it dead, for every test but those of the
+// deadline itself: a well-behaved plugin on a loaded machine (two CPU
+// hogs, another test run) can take longer than the 2 s default.
+const testDeadline = 30 * time.Second
+
 // logBuffer collects zerolog JSON lines for assertions.
 type logBuffer struct {
 	mu sync.Mutex

@@ -88,6 +88,9 @@ func testParams(t testing.TB, kv map[string]string) core.Params {
 func openTest(t testing.TB, kind core.Kind, kv map[string]string, onFailure string, o Options) *Policy {
 	t.Helper()
 	b := Block{Kind: kind, Path: testBin("testpolicy"), Params: testParams(t, kv), OnFailure: onFailure, Pos: "test.hcl:7"}
+	if o.Deadline == 0 {
+		o.Deadline = testDeadline
+	}
 	p, err := Open(context.Background(), b, o)
 	if err != nil {
 		t.Fatal(err)

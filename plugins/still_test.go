@@ -201,7 +201,7 @@ func TestExtollDynamicDecidesAsAPluginAsBuiltIn(t *testing.T) {
 
 	m := core.NewMetrics()
 	log, _ := testLogger()
-	p, err := Open(context.Background(), Block{Kind: core.KindFlowControl, Path: bin, Params: params, Pos: "test.hcl:1"}, Options{Log: log, Metrics: m})
+	p, err := Open(context.Background(), Block{Kind: core.KindFlowControl, Path: bin, Params: params, Pos: "test.hcl:1"}, Options{Log: log, Metrics: m, Deadline: testDeadline})
 	if err != nil {
 		t.Fatal(err)
 	}

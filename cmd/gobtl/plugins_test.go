@@ -42,11 +42,11 @@ func TestPluginsListAndVerifyAndConfigCheck(t *testing.T) {
 		}
 	}
 
-	out, errOut, code = run(t, newPluginsCmd(), "verify", "--events", "500", "--param", "mode=good", bin)
+	out, errOut, code = run(t, newPluginsCmd(), "verify", "--events", "500", "--deadline", "30s", "--param", "mode=good", bin)
 	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "ok") {
 		t.Fatalf("plugins verify of a good policy: exit %d\n%s\n%s", code, out, errOut)
 	}
-	out, _, code = run(t, newPluginsCmd(), "verify", "--events", "500", "--param", "mode=bad", bin)
+	out, _, code = run(t, newPluginsCmd(), "verify", "--events", "500", "--deadline", "30s", "--param", "mode=bad", bin)
 	if code != 1 || !strings.Contains(out, "FAIL  flow_control/stream/ib") {
 		t.Fatalf("plugins verify of a bad policy: exit %d\n%s", code, out)
 	}
