@@ -1,7 +1,6 @@
 package plugins
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -92,28 +91,17 @@ func hostPluginSets() map[int]plugin.PluginSet {
 // who it is. The error says, in words, what went wrong: not a plugin, the
 // wrong protocol, a checksum mismatch, ...
 func start(ctx context.Context, path string, o startOptions) (*proc, error) {
-	if err := checkExecutable(path); err != nil {
-		return nil, err
-	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	var secure *plugin.SecureConfig
-	if o.sha256 != "" {
-		want, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(o.sha256), "sha256:"))
-		if err != nil || len(want) != sha256.Size {
-			return nil, fmt.Errorf("sha256 %q is not 64 hex digits", o.sha256)
-		}
-		got, err := fileSHA256(abs)
-		if err != nil {
-			return nil, err
-		}
-		if !bytes.Equal(got, want) {
-			return nil, fmt.Errorf("%s has sha256 %x, the stack file pins %x", path, got, want)
-		}
-		// go-plugin checks again right before it executes the file.
-		secure = &plugin.SecureConfig{Checksum: want, Hash: sha256.New()}
+	exe, err := openExecutable(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer exe.close()
+	if err := exe.checkPin(path, o.sha256); err != nil {
+		return nil, err
 	}
 	if o.startTimeout <= 0 {
 		o.startTimeout = 10 * time.Second
@@ -136,11 +124,21 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		return nil, fmt.Errorf("host pipe: %w", err)
 	}
 	p := &proc{path: path, sockDir: sockDir, stderr: &tailBuffer{max: 4096}, hostEnd: hostEnd}
-	p.cmd = exec.Command(abs)
+	if testHookBeforeExec != nil {
+		testHookBeforeExec(abs)
+	}
+	// What runs is the file opened and checked above (exec.go).
+	cmd, release, err := exe.command(abs, []*os.File{pluginEnd}) // descriptor 3
+	if err != nil {
+		pluginEnd.Close()
+		hostEnd.Close()
+		_ = os.RemoveAll(sockDir)
+		return nil, err
+	}
+	p.cmd = cmd
 	// The plugin leads a process group of its own, so that a plugin that
 	// misses its handshake or its deadline goes with whatever it started.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p.cmd.ExtraFiles = []*os.File{pluginEnd} // descriptor 3
 	// The host's environment first, ours after it: os/exec keeps the last
 	// of duplicate keys, and go-plugin, left to add the host's itself
 	// (SkipHostEnv false), would add it after ours, so that a rank started
@@ -164,12 +162,13 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Cmd:              p.cmd,
 		SkipHostEnv:      true, // in p.cmd.Env already, under ours
-		SecureConfig:     secure,
-		StartTimeout:     o.startTimeout,
-		Logger:           newZlog(o.log, filepath.Base(path)),
-		Stderr:           p.stderr,
-		SyncStdout:       &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stdout"},
-		SyncStderr:       &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stderr"},
+		// No SecureConfig: it would hash p.cmd's path, which names the
+		// open file above, checked already.
+		StartTimeout: o.startTimeout,
+		Logger:       newZlog(o.log, filepath.Base(path)),
+		Stderr:       p.stderr,
+		SyncStdout:   &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stdout"},
+		SyncStderr:   &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stderr"},
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(wire.MaxMessage), grpc.MaxCallSendMsgSize(wire.MaxMessage))},
 	})
@@ -177,12 +176,18 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	// Started or not, the plugin's end is the plugin's alone now: were it
 	// left open here, the plugin would never read end of file.
 	pluginEnd.Close()
+	release()
 	if err != nil {
 		// At the handshake deadline the plugin is not asked to stop: it
 		// has shown it does not listen.
 		p.hardKill()
 		p.kill()
 		return nil, p.explainStart(err, o.startTimeout)
+	}
+	if !exe.unchanged() {
+		p.hardKill()
+		p.kill()
+		return nil, fmt.Errorf("%s was written while it started (its modification time or size changed); it was stopped", path)
 	}
 	// Connected: nobody dials the socket again (no broker), so its name
 	// goes now, and a host killed outright later leaves no directory.
@@ -238,8 +243,6 @@ func (p *proc) explainStart(err error, timeout time.Duration) error {
 		return fmt.Errorf("%s serves go-plugin's net/rpc protocol; gobtl policy plugins serve gRPC (build it with plugins/sdk)", p.path)
 	case strings.Contains(msg, "incompatible core API version"):
 		return fmt.Errorf("%s was built with an incompatible hashicorp/go-plugin: %v", p.path, err)
-	case strings.Contains(msg, "checksums did not match"):
-		return fmt.Errorf("%s changed after its sha256 was checked", p.path)
 	}
 	return withTail(fmt.Sprintf("%s: %v", p.path, err))
 }
