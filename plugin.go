@@ -21,7 +21,8 @@ import (
 // (CheckPolicy). If a plugin fails later, the host switches the policy to
 // its built-in fallback and logs it; with on_failure = "abort" the job
 // ends instead, through abort: the rank logs the error, naming the policy
-// block, and every blocking call of its communicator returns an error
+// block, the engine that started the job is asked to end every rank
+// (aborter), and every blocking call of its communicator returns an error
 // wrapping core.ErrAborted and the plugin's failure, as when another rank
 // dies. A library does not exit its host: the program decides what to
 // do, and Close stops the plugins.
@@ -78,20 +79,34 @@ func policyError(p *conf.Policy, err error) error {
 // aborter takes a plugin's abort to the job's abort path. The plugin may
 // fail before the communicator exists (while the job starts) or any time
 // after; the first failure is kept and reaches the communicator either
-// way.
+// way. on_failure = "abort" ends the whole job, not this rank alone: the
+// engine that started it (job, the bootstrap's core.Aborter: `gobtl
+// run`, mpirun, srun) is told first, with the plugin's failure — which
+// names the policy, the plugin, its block and how it ended — so that
+// the launcher blames the plugin and this rank, before this rank's calls
+// fail and its program exits for its own reasons.
 type aborter struct {
 	mu    sync.Mutex
 	comm  *pml.Comm
 	cause error
+	job   core.Aborter // nil: the engine cannot end the job (RunLocal)
 }
 
-// abort aborts the communicator with err, or keeps err for attach.
+// abort aborts the job and the communicator with err, or keeps err for
+// attach.
 func (a *aborter) abort(err error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.cause == nil {
+	first := a.cause == nil
+	if first {
 		a.cause = err
 	}
+	job := a.job
+	a.mu.Unlock()
+	if first && job != nil {
+		job.Abort(1, err.Error())
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.comm != nil {
 		a.comm.Abort(err)
 	}

@@ -165,6 +165,7 @@ func (s *start) undo() {
 
 // openPolicies builds the stack's policies, in process or as plugins.
 func (s *start) openPolicies(ctx context.Context) error {
+	s.abort.job, _ = s.boot.(core.Aborter)
 	for _, p := range s.cfg.Policies {
 		pol, err := openPolicy(ctx, s.cfg, p, s.logs, s.metrics, s.abort.abort)
 		if err != nil {

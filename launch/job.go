@@ -348,7 +348,10 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		case r := <-reports:
 			heard(r)
 		case a := <-aborts:
-			if res.First == nil && res.Reason == "" {
+			// A rank's abort explains its failed exit, which can be
+			// reaped before the report is read from its socket.
+			explains := res.First != nil && res.First.Rank == a.Rank && res.First.Abort == ""
+			if res.First == nil && res.Reason == "" || explains {
 				ee := Exit{Rank: a.Rank, Pid: procs[a.Rank].cmd.Process.Pid, Abort: a.Msg}
 				res.First = &ee
 				res.Status = ee.Status()

@@ -32,7 +32,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	mptest.Main(m, map[string]func() int{"rank": rankMain}, build)
+	mptest.Main(m, map[string]func() int{"rank": rankMain, "abortrank": abortRankMain}, build)
 }
 
 // build builds the test policy plugin and every plugins/<name> wrapper of
