@@ -37,7 +37,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	for _, step := range []struct {
 		run    func(context.Context) error
 		metric string
-	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}, {s.report, ""}} {
+	}{{s.openPolicies, ""}, {s.openBTLs, core.MetricInitBTLs}, {s.exchange, core.MetricInitExchange}, {s.startPML, core.MetricInitDone}, {s.checkRails, ""}, {s.report, ""}} {
 		if err := step.run(ctx); err != nil {
 			s.undo()
 			return nil, err
@@ -92,6 +92,8 @@ type start struct {
 	// watch answers the launcher's request for a state report (report.go);
 	// nil when no launcher of ours started the job.
 	watch *stateWatch
+	// probe keeps checkRails's channels out of the PML's log (rails.go).
+	probe probeHook
 }
 
 // newStart finds the job's bootstrap and loads its stack.
@@ -178,7 +180,9 @@ func (s *start) openPolicies(ctx context.Context) error {
 		case core.KindRecvBuf:
 			s.recv = pol.RecvBuffers()
 		case core.KindSched:
-			s.sched = pol.Scheduler()
+			if sc := pol.Scheduler(); sc != nil {
+				s.sched = refusals{sc} // rails.go
+			}
 		}
 	}
 	return nil
@@ -199,7 +203,7 @@ func (s *start) openBTLs(ctx context.Context) error {
 			JobKey: s.key,
 		})
 		if err != nil {
-			return fmt.Errorf("gobtl: %s: btl %q %q: %w", rangeOf(b.DeclRange), b.Kind, b.Name, err)
+			return fmt.Errorf("gobtl: %w", startError(b.DeclRange, fmt.Sprintf("Cannot open btl %q %q", b.Kind, b.Name), err))
 		}
 		s.mods = append(s.mods, ms...)
 	}
@@ -286,7 +290,7 @@ func (s *start) startPML(ctx context.Context) error {
 			log.Warn().Msg(w)
 		}
 	}
-	po.Scheduler, po.Clock, po.Log, po.Metrics = s.sched, s.clock, s.logs.For("pml"), s.metrics
+	po.Scheduler, po.Clock, po.Log, po.Metrics = s.sched, s.clock, s.logs.For("pml").Hook(&s.probe), s.metrics
 	if s.sched != nil {
 		// Per-process binding needs this rank's place among its host's.
 		if po.LocalRank, po.LocalRanks, err = localRank(ctx, s.boot, s.locality); err != nil {
@@ -457,6 +461,16 @@ func defaultBTLs(cfg *conf.Config, inProcess, spans bool) *conf.Config {
 		c.BTLs = append(c.BTLs, &conf.BTL{Kind: "inproc", Name: "default", Component: comp, Params: core.MustParams(comp.Params)})
 	}
 	return &c
+}
+
+// startError is what a block that the start could not build from the
+// stack fails with: a configuration error at the block
+// (conf.StartError), or err at "<config>" for a block no file holds.
+func startError(block hcl.Range, summary string, err error) error {
+	if block.Filename == "" {
+		return fmt.Errorf("<config>: %s: %w", summary, err)
+	}
+	return conf.StartError(block, summary, err)
 }
 
 // rangeOf renders where a block starts, file:line:col, for errors.

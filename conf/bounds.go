@@ -55,6 +55,9 @@ func readSource(path string) ([]byte, *hcl.Diagnostic) {
 		return nil, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: sentence(err.Error())}
 	}
 	if len(b) > MaxFileSize {
+		if bytes.IndexByte(b, 0) >= 0 {
+			return nil, notText(Source{Name: path, Bytes: b}) // a binary, by mistake
+		}
 		size := "more"
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 			size = fmt.Sprintf("%d bytes", st.Size())

@@ -95,7 +95,8 @@ func manyVariables(n int) string {
 
 // A stack file larger than MaxFileSize is refused by its size: a 100 MB
 // string is not parsed (79 s before the bound) nor echoed, and a file is
-// not read whole to find out (a device that never ends, here).
+// not read whole to find out (a device that never ends, here, whose first
+// MiB says it is not text).
 func TestAnOversizedStackFileIsRefusedBySize(t *testing.T) {
 	big := "a = \"" + strings.Repeat("x", 100<<20) + "\"\n"
 	got := hostile(t, big)
@@ -106,10 +107,10 @@ func TestAnOversizedStackFileIsRefusedBySize(t *testing.T) {
 	if err := os.WriteFile(path, []byte(big[:conf.MaxFileSize+10]), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{path, "/dev/zero"} {
+	for p, want := range map[string]string{path: "Stack file too large", "/dev/zero": "Not a text file"} {
 		_, diags := conf.Load(conf.Options{LookupEnv: noEnv}, p)
-		if got := render(diags); len(got) != 1 || !strings.Contains(got[0], "Stack file too large") || !strings.HasPrefix(got[0], p+":1:1:") {
-			t.Errorf("Load(%s): %.300q", p, got)
+		if got := render(diags); len(got) != 1 || !strings.Contains(got[0], want) || !strings.HasPrefix(got[0], p+":1:1:") {
+			t.Errorf("Load(%s): %.300q, want %q", p, got, want)
 		}
 	}
 	if _, diags := conf.LoadSources(conf.Options{LookupEnv: noEnv}, conf.Source{Name: "edge.hcl", Bytes: []byte("#" + strings.Repeat("x", conf.MaxFileSize-2) + "\n")}); diags.HasErrors() {

@@ -58,7 +58,22 @@ func WriteDiagnostics(w io.Writer, diags hcl.Diagnostics) error {
 // every error diagnostic, one per line.
 type Error struct {
 	Diagnostics hcl.Diagnostics
+	// cause is what a start reported (StartError), for errors.Is.
+	cause error
 }
+
+// StartError is the configuration error of a block that a job's start
+// could not build from the stack — a transport that does not open on this
+// host, a policy that refuses the job's transports or rails — at the
+// block's file:line:col: what `gobtl config check` reports, and what
+// every rank's start returns, instead of a failure at the first message
+// (a lost peer). It wraps err.
+func StartError(block hcl.Range, summary string, err error) *Error {
+	return &Error{Diagnostics: hcl.Diagnostics{errorAt(block, summary, err.Error())}, cause: err}
+}
+
+// Unwrap is the error a start reported, if any.
+func (e *Error) Unwrap() error { return e.cause }
 
 func (e *Error) Error() string {
 	var lines []string

@@ -1,16 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/gobtl/gobtl"
+	"github.com/gobtl/gobtl/bench"
 	"github.com/gobtl/gobtl/conf"
+	"github.com/gobtl/gobtl/experiment/simjob"
 )
 
 // checkPolicy builds every policy of a stack the way a job's start does
@@ -25,6 +30,9 @@ func init() { rootCmd.AddCommand(newConfigCmd()) }
 type configFlags struct {
 	vars  []string
 	merge bool
+	// start has check start a job of the stack too (startCheck), with
+	// the plugin host (checkPolicy), which builds its policies.
+	start bool
 }
 
 func (f *configFlags) register(cmd *cobra.Command) {
@@ -69,6 +77,9 @@ func (f *configFlags) each(cmd *cobra.Command, args []string, fn func(i int, pat
 	failed := false
 	for i, paths := range f.configurations(args) {
 		c, diags := load(opts, paths)
+		if f.start && opts.CheckPolicy != nil && !diags.HasErrors() {
+			diags = append(diags, startCheck(c, startCheckRanks)...)
+		}
 		if err := conf.WriteDiagnostics(cmd.ErrOrStderr(), diags); err != nil {
 			return err
 		}
@@ -111,14 +122,57 @@ keeps the default transports (` + "`gobtl config show`" + ` with no PATH prints
 them), as an MCA parameter changes only what it names. check builds every
 policy as a job's start does — a plugin is started (after its sha256 pin
 is checked), its body decoded against its own schema and its own checks
-run — and warns when no transport reaches another process.`,
+run — then starts a job of two ranks of the stack in this process, as a
+job's start does: its transports open on this host (the interfaces
+if_include names, the directories), its policies set up with the job's
+transports and rails; and warns when no transport reaches another
+process.`,
 	}
 	cmd.AddCommand(newConfigCheckCmd(), newConfigShowCmd())
 	return cmd
 }
 
+// startCheckRanks is the size of the job config check starts.
+const startCheckRanks = 2
+
+// startCheck starts a job of ranks ranks on a loaded stack, in this
+// process, as a job's start does (gobtl.CheckStart; a simulated stack
+// under the simulator, as gobtl sim runs it), and returns what failed:
+// the diagnostics of a stack's mistake at its block, else the error.
+func startCheck(c *conf.Config, ranks int) hcl.Diagnostics {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	if simulated(c) {
+		quiet := *c
+		quiet.Job.Log = conf.Log{Level: "disabled"}
+		_, err = simjob.Run(ctx, simjob.Config{Ranks: ranks, Stack: &quiet, Pattern: "start", Body: func(bench.Comm) error { return nil }})
+	} else {
+		err = gobtl.CheckStart(ctx, c, ranks)
+	}
+	if err == nil {
+		return nil
+	}
+	var ce *conf.Error
+	if errors.As(err, &ce) {
+		return ce.Diagnostics
+	}
+	return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "The stack does not start", Detail: err.Error()}}
+}
+
+// simulated says whether a stack's transports run in the simulator (a
+// stack that mixes them with others runs nowhere: simjob.Run says so).
+func simulated(c *conf.Config) bool {
+	for _, b := range c.BTLs {
+		if b.Kind == "ib" && b.Params.String("provider") == "sim" || b.Kind == "extoll" && b.Params.String("transport") == "sim" {
+			return true
+		}
+	}
+	return false
+}
+
 func newConfigCheckCmd() *cobra.Command {
-	var f configFlags
+	f := configFlags{start: true}
 	cmd := &cobra.Command{
 		Use:   "check PATH...",
 		Short: "check stack files; exit 1 with file:line:col diagnostics on error",

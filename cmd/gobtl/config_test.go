@@ -244,3 +244,22 @@ func TestInfoTakesAComponentsNameAlone(t *testing.T) {
 		t.Fatalf("info smm: exit %d, %s", code, errOut)
 	}
 }
+
+// config check starts a job of the stack, as a job's start does: a
+// transport that does not open on this host, or a policy that refuses
+// the job's rails, is an error at its block (issue 30's stacks; the
+// plugin's among them is test/startcheck's).
+func TestConfigCheckStartsTheStack(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"btl \"ib\" \"a\" {\n  device = \"hca0\"\n}\nbtl \"ib\" \"b\" {\n  device = \"hca1\"\n}\npolicy \"sched\" {\n  builtin = \"weighted_striping\"\n  weights = [4, 1, 7]\n}\n",
+			`:7:1: The scheduling policy "weighted_striping" refused the job's rails; sched: 3 weights for the 2 subchannels`},
+		{"btl \"ib\" \"i0\" {\n  if_include = \"nosuch0\"\n}\n", `:1:1: Cannot open btl "ib" "i0"; ib: softrc port address: netif: no interface that is up matches if_include "nosuch0"`},
+		{"btl \"sm\" \"local\" {\n  dir = \"/nonexistent/gobtl-shm\"\n}\n", `:1:1: Cannot open btl "sm" "local"; sm: segment directory`},
+	} {
+		f := writeFile(t, "stack.hcl", c.src)
+		out, errOut, code := run(t, newConfigCmd(), "check", f)
+		if code != 1 || out != f+": 1 error\n" || !strings.HasPrefix(errOut, f+c.want) {
+			t.Errorf("exit %d\nstdout: %s\nstderr: %s\nwant: %s", code, out, errOut, f+c.want)
+		}
+	}
+}

@@ -103,8 +103,10 @@ func init() { rootCmd.AddCommand(runCmd) }
 // checkStack loads the job's stack (-c, else $GOBTL_CONFIG) once, in the
 // launcher, with the checks `gobtl config check` runs: a mistake in it is
 // printed once, and the job does not start, instead of every rank
-// printing it as its gobtl.Init fails. Warnings are printed once too.
-// The stack's placement block fills what the flags left unset.
+// printing it as its gobtl.Init fails — a transport that does not open,
+// a policy that refuses the job's rails (startCheck). Warnings are
+// printed once too. The stack's placement block fills what the flags
+// left unset.
 func checkStack(w io.Writer, cfg *launch.Config) error {
 	stack := cfg.StackFile
 	if stack == "" {
@@ -116,6 +118,9 @@ func checkStack(w io.Writer, cfg *launch.Config) error {
 	c, diags := conf.Load(conf.Options{CheckPolicy: checkPolicy}, strings.Split(stack, ",")...)
 	if !diags.HasErrors() && cfg.NP > 1 {
 		diags = append(diags, c.CheckReach()...)
+	}
+	if !diags.HasErrors() {
+		diags = append(diags, startCheck(c, min(cfg.NP, startCheckRanks))...)
 	}
 	if err := conf.WriteDiagnostics(w, diags); err != nil {
 		return err

@@ -24,6 +24,8 @@ var params = []core.Param{
 			"chatty: echo, printing a line per batch on stdout"},
 	{Name: "after", Type: core.ParamInt, Default: "0", Doc: "batches answered before hang, crash or panic"},
 	{Name: "before", Type: core.ParamString, Default: "echo", Enum: []string{"echo", "good"}, Doc: "how hang, crash and panic answer until they trip"},
+	{Name: "credit_slots", Type: core.ParamInt, Default: "1",
+		Doc: "the credit slots per peer a flow-control Setup gives a slot pool (EXTOLL's mailbox); tests give 0, which EXTOLL refuses"},
 	{Name: "step", Type: core.ParamInt, Default: "1", Doc: "must be positive (tests the plugin-side Check)",
 		Check: func(v any) error {
 			if v.(int64) <= 0 {
@@ -75,7 +77,8 @@ var errRefused = errors.New("testpolicy refuses this setup")
 
 type flow struct {
 	base
-	setup core.FlowSetup
+	setup       core.FlowSetup
+	creditSlots int
 }
 
 func (f *flow) Setup(info core.FlowInfo) (core.FlowSetup, error) {
@@ -84,7 +87,7 @@ func (f *flow) Setup(info core.FlowInfo) (core.FlowSetup, error) {
 	}
 	f.setup = core.FlowSetup{Scheme: core.FlowCredits, Quota: 2, MaxQuota: 16, CreditThreshold: 1}
 	if info.Resource == core.ResourceSlotPool {
-		f.setup.CreditSlots = 1 // seed 003 Equation 2: a credit slot per sender
+		f.setup.CreditSlots = f.creditSlots // seed 003 Equation 2: one per sender
 	}
 	if info.Buffers > 0 && info.Senders > 0 {
 		// An equal share of what is left for data, so that all senders at
@@ -207,7 +210,7 @@ func Plugin() sdk.Plugin {
 		Doc:     "gobtl's test policy plugin",
 		Params:  params,
 		NewFlowControl: func(p core.Params) (core.FlowControl, error) {
-			return &flow{base: newBase(p)}, nil
+			return &flow{base: newBase(p), creditSlots: p.Int("credit_slots")}, nil
 		},
 		NewRecvBuffers: func(p core.Params) (core.RecvBuffers, error) {
 			return &recv{base: newBase(p)}, nil
