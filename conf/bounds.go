@@ -435,8 +435,9 @@ func numberEnd(b []byte, i int) int {
 	return i
 }
 
-// maxQuote is how much of a value a diagnostic quotes: a line's worth.
-const maxQuote = 64
+// maxQuote is how much of a value a diagnostic quotes: a line's worth
+// (a path of a plugin fits).
+const maxQuote = 100
 
 // clipQuoted shortens every double-quoted value in s to maxQuote
 // characters and an ellipsis, and s itself to a few lines' worth: a

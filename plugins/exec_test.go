@@ -199,3 +199,17 @@ func TestAPluginWrittenWhileItStartsIsRefused(t *testing.T) {
 		t.Fatalf("Check = %v, want the plugin refused", err)
 	}
 }
+
+// A plugin started from its open file is still named after its
+// executable (the kernel names it after the descriptor; the SDK renames
+// it): ps, top and pgrep find it by its name.
+func TestAPluginIsNamedAfterItsExecutable(t *testing.T) {
+	p := openTest(t, core.KindFlowControl, nil, "", Options{})
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "testpolicy" {
+		t.Fatalf("the plugin process is named %q, want testpolicy", got)
+	}
+}

@@ -210,6 +210,7 @@ func Serve(p Plugin) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	nameProcess()
 	log := newLogger(p.Name)
 	s := &server{p: p, log: log, policies: map[core.Kind]any{}}
 	set := plugin.PluginSet{wire.ServicePlugin: &wire.GRPCPlugin{Register: func(g *grpc.Server) {
@@ -318,4 +319,13 @@ func moduleVersion() string {
 		return "builtin (devel)"
 	}
 	return "builtin " + strings.TrimPrefix(bi.Main.Version, "v")
+}
+
+// nameProcess names the process after its executable again. The host
+// starts a plugin from the file it checked (exec of /proc/self/fd/N), so
+// the kernel named the process after the descriptor ("7"), which is what
+// ps, top and pgrep would show; os.Args[0] is the plugin's path. Where
+// /proc/self/comm cannot be written the name stays.
+func nameProcess() {
+	_ = os.WriteFile("/proc/self/comm", []byte(filepath.Base(os.Args[0])), 0)
 }
