@@ -348,14 +348,8 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		case r := <-reports:
 			heard(r)
 		case a := <-aborts:
-			// A rank's abort explains its failed exit, which can be
-			// reaped before the report is read from its socket.
-			explains := res.First != nil && res.First.Rank == a.Rank && res.First.Abort == ""
-			if res.First == nil && res.Reason == "" || explains {
-				ee := Exit{Rank: a.Rank, Pid: procs[a.Rank].cmd.Process.Pid, Abort: a.Msg}
-				res.First = &ee
-				res.Status = ee.Status()
-				stop(ee.String())
+			if res.blame(a, procs[a.Rank].cmd.Process.Pid) {
+				stop(res.First.String())
 			}
 		case <-ctxDone:
 			ctxDone = nil
@@ -390,6 +384,20 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		}
 	}
 	return res
+}
+
+// blame makes a rank's abort report the job's first failure, if nothing
+// failed before it but the same rank's exit: the report explains that
+// exit, which can be reaped before the report is read from the rank's
+// socket. It says whether it did.
+func (res *Result) blame(a Abort, pid int) bool {
+	explains := res.First != nil && res.First.Rank == a.Rank && res.First.Abort == ""
+	if !explains && (res.First != nil || res.Reason != "") {
+		return false
+	}
+	res.First = &Exit{Rank: a.Rank, Pid: pid, Abort: a.Msg}
+	res.Status = res.First.Status()
+	return true
 }
 
 func joinInts(v []int) string {

@@ -139,39 +139,8 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	// The plugin leads a process group of its own, so that a plugin that
 	// misses its handshake or its deadline goes with whatever it started.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The host's environment first, ours after it: os/exec keeps the last
-	// of duplicate keys, and go-plugin, left to add the host's itself
-	// (SkipHostEnv false), would add it after ours, so that a rank started
-	// with a GOMAXPROCS of its own would hand that to its plugins.
-	p.cmd.Env = append(os.Environ(),
-		plugin.EnvUnixSocketDir+"="+sockDir,
-		wire.EnvLogLevel+"="+levelToHclog(o.log.GetLevel()).String(),
-		// One P: a plugin answers one stream of batches at a time. With
-		// more, every batch that wakes a goroutine also wakes a second
-		// thread to spin for work, and on a node whose cores the ranks
-		// keep busy, that spinning is taken from them (a profile of
-		// extoll_dynamic's process: most samples in the Go scheduler's
-		// findRunnable, stopm and sysmon, few in gRPC or the policy).
-		"GOMAXPROCS=1",
-		wire.EnvQuiet+"=1",
-		wire.EnvHostFD+"=3",
-	)
-	p.client = plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  wire.Handshake,
-		VersionedPlugins: hostPluginSets(),
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Cmd:              p.cmd,
-		SkipHostEnv:      true, // in p.cmd.Env already, under ours
-		// No SecureConfig: it would hash p.cmd's path, which names the
-		// open file above, checked already.
-		StartTimeout: o.startTimeout,
-		Logger:       newZlog(o.log, filepath.Base(path)),
-		Stderr:       p.stderr,
-		SyncStdout:   &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stdout"},
-		SyncStderr:   &lineLog{log: o.log.With().Str("plugin", filepath.Base(path)).Logger(), stream: "stderr"},
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(wire.MaxMessage), grpc.MaxCallSendMsgSize(wire.MaxMessage))},
-	})
+	p.cmd.Env = pluginEnv(sockDir, o.log.GetLevel())
+	p.client = plugin.NewClient(p.clientConfig(o))
 	rpc, err := p.client.Client()
 	// Started or not, the plugin's end is the plugin's alone now: were it
 	// left open here, the plugin would never read end of file.
@@ -193,24 +162,73 @@ func start(ctx context.Context, path string, o startOptions) (*proc, error) {
 	// goes now, and a host killed outright later leaves no directory.
 	_ = os.RemoveAll(sockDir)
 	p.rpc = rpc
-	raw, err := rpc.Dispense(wire.ServicePlugin)
-	if err != nil {
+	if err := p.hello(ctx, o.startTimeout); err != nil {
 		p.kill()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
+	}
+	return p, nil
+}
+
+// pluginEnv is a plugin's environment: the host's first, ours after it.
+// os/exec keeps the last of duplicate keys, and go-plugin, left to add
+// the host's itself (SkipHostEnv false), would add it after ours, so that
+// a rank started with a GOMAXPROCS of its own would hand that to its
+// plugins.
+func pluginEnv(sockDir string, level zerolog.Level) []string {
+	return append(os.Environ(),
+		plugin.EnvUnixSocketDir+"="+sockDir,
+		wire.EnvLogLevel+"="+levelToHclog(level).String(),
+		// One P: a plugin answers one stream of batches at a time. With
+		// more, every batch that wakes a goroutine also wakes a second
+		// thread to spin for work, and on a node whose cores the ranks
+		// keep busy, that spinning is taken from them (a profile of
+		// extoll_dynamic's process: most samples in the Go scheduler's
+		// findRunnable, stopm and sysmon, few in gRPC or the policy).
+		"GOMAXPROCS=1",
+		wire.EnvQuiet+"=1",
+		wire.EnvHostFD+"=3",
+	)
+}
+
+// clientConfig is go-plugin's configuration for p's command.
+func (p *proc) clientConfig(o startOptions) *plugin.ClientConfig {
+	name := filepath.Base(p.path)
+	return &plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: hostPluginSets(),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Cmd:              p.cmd,
+		SkipHostEnv:      true, // in p.cmd.Env already, under ours
+		// No SecureConfig: it would hash p.cmd's path, which names the
+		// open file start checked already.
+		StartTimeout: o.startTimeout,
+		Logger:       newZlog(o.log, name),
+		Stderr:       p.stderr,
+		SyncStdout:   &lineLog{log: o.log.With().Str("plugin", name).Logger(), stream: "stdout"},
+		SyncStderr:   &lineLog{log: o.log.With().Str("plugin", name).Logger(), stream: "stderr"},
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(wire.MaxMessage), grpc.MaxCallSendMsgSize(wire.MaxMessage))},
+	}
+}
+
+// hello asks the connected plugin who it is.
+func (p *proc) hello(ctx context.Context, timeout time.Duration) error {
+	raw, err := p.rpc.Dispense(wire.ServicePlugin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.path, err)
 	}
 	p.ctl = raw.(pb.PluginClient)
-	ictx, cancel := context.WithTimeout(ctx, o.startTimeout)
+	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r, err := p.ctl.Info(ictx, &pb.InfoRequest{})
 	if err != nil {
-		p.kill()
-		return nil, fmt.Errorf("%s completed the handshake but does not answer Info: %w", path, err)
+		return fmt.Errorf("%s completed the handshake but does not answer Info: %w", p.path, err)
 	}
-	p.info = Info{Name: r.GetName(), Version: r.GetVersion(), Doc: r.GetDoc(), Path: path, Protocol: p.client.NegotiatedVersion()}
+	p.info = Info{Name: r.GetName(), Version: r.GetVersion(), Doc: r.GetDoc(), Path: p.path, Protocol: p.client.NegotiatedVersion()}
 	for _, k := range r.GetKinds() {
 		p.info.Kinds = append(p.info.Kinds, core.Kind(k))
 	}
-	return p, nil
+	return nil
 }
 
 var incompatible = regexp.MustCompile(`Plugin version: (\d+)`)
