@@ -137,10 +137,18 @@ func TestTemplatePiecesAreBounded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := hostile(t, src)
-			if len(got) != 1 || !strings.Contains(got[0], "too many template lines") {
+			if len(got) != 1 || !strings.Contains(got[0], "too many template lines") && !strings.Contains(got[0], "too long a template") {
 				t.Fatalf("%.300q", got)
 			}
 		})
+	}
+	// Fewer lines, but long: 1,000 lines of 250 bytes would copy 125 MB.
+	long := "a = <<E\n" + strings.Repeat(strings.Repeat("y", 249)+"\n", 1000) + "E\n"
+	if got := hostile(t, long); len(got) != 1 || !strings.Contains(got[0], "too long a template") {
+		t.Fatalf("a heredoc of long lines: %.300q", got)
+	}
+	if got := hostile(t, doc(400)); len(got) != 0 {
+		t.Fatalf("a heredoc of 400 lines: %q", got)
 	}
 }
 
