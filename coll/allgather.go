@@ -10,6 +10,9 @@ import (
 // recv: rank i's bytes land at recv[i*len(send):]. Every rank sends as
 // many bytes; send may be this rank's own block of recv (in place).
 func (c *Comm) Allgather(ctx context.Context, send, recv []byte) error {
+	if done, err := c.nodeAllgather(ctx, send, recv); done {
+		return err
+	}
 	s, err := c.allgather(send, recv)
 	if err != nil {
 		return err

@@ -10,6 +10,9 @@ import (
 // Allreduce combines every rank's send with op into every rank's recv (as
 // long as send). recv may be send (in place).
 func (c *Comm) Allreduce(ctx context.Context, send, recv []byte, op Op) error {
+	if done, err := c.nodeAllreduce(ctx, send, recv, op); done {
+		return err
+	}
 	s, err := c.allreduce(send, recv, op)
 	if err != nil {
 		return err

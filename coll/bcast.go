@@ -8,7 +8,12 @@ import (
 )
 
 // Barrier returns when every rank of c has entered it.
-func (c *Comm) Barrier(ctx context.Context) error { return c.block(ctx, c.barrier()) }
+func (c *Comm) Barrier(ctx context.Context) error {
+	if done, err := c.nodeBarrier(ctx); done {
+		return err
+	}
+	return c.block(ctx, c.barrier())
+}
 
 // Ibarrier starts a barrier; its request completes once every rank has
 // entered it.
@@ -57,6 +62,9 @@ func (c *Comm) barrier() *schedule {
 // Bcast copies root's buf into every rank's buf; every rank passes a buf
 // of the same length.
 func (c *Comm) Bcast(ctx context.Context, buf []byte, root int) error {
+	if done, err := c.nodeBcast(ctx, buf, root); done {
+		return err
+	}
 	s, err := c.bcast(buf, root)
 	if err != nil {
 		return err

@@ -36,6 +36,9 @@ type Comm struct {
 	warm [numKinds]*schedule
 	// calls counts the collectives by algorithm (coll.<kind>.<alg>).
 	calls [numKinds][numAlgs]*core.Counter
+	// node is the node component's module (node.go): the blocking
+	// collectives run in order, so only they touch it.
+	node nodeState
 }
 
 // New returns the collective layer of p, choosing algorithms by t (nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/gobtl/gobtl/btl/inproc"
 	"github.com/gobtl/gobtl/btl/self"
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/coll/shm"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -139,8 +140,11 @@ func fold(op coll.Op, size, lo, hi, seed int) []byte {
 	return acc
 }
 
+// forced is a tuning that forces alg for k; "shm" gets the shared-memory
+// node component with small chunks (coll/shm), so that the vectors of
+// the tests cross its slots and its chunks alike.
 func forced(k, alg string, seg int) *coll.Tuning {
-	tu := &coll.Tuning{Segment: seg}
+	tu := &coll.Tuning{Segment: seg, Node: shmNode}
 	if err := tu.Set(k, alg); err != nil {
 		panic(err)
 	}
@@ -162,3 +166,8 @@ func diff(what string, got, want []byte) error {
 // pmlOf is the PML communicator under c: the tests build every one from a
 // *pml.Comm.
 func pmlOf(c *coll.Comm) *pml.Comm { return c.PML().(*pml.Comm) }
+
+// shmNode is the node component the tests force: slots of 512 bytes and
+// chunks of 1 KiB, so that a few KiB already take several chunk steps
+// and wrap the pipeline.
+var shmNode = shm.New(shm.Options{Small: 512, Chunk: 1024, Depth: 3})

@@ -21,6 +21,9 @@ func checkVector(what string, op Op, v []byte) error {
 // send; ignored on the other ranks, which may pass nil). recv may be send
 // (in place).
 func (c *Comm) Reduce(ctx context.Context, send, recv []byte, op Op, root int) error {
+	if done, err := c.nodeReduce(ctx, send, recv, op, root); done {
+		return err
+	}
 	s, err := c.reduce(send, recv, op, root)
 	if err != nil {
 		return err

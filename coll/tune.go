@@ -77,6 +77,10 @@ const (
 	// which folds the n blocks, then sends the result to every rank: the
 	// bytes Rabenseifner moves, in 2 rounds instead of 2·log2 n.
 	Direct
+	// Shm: the node component (Tuning.Node, package coll/shm): flags and
+	// buffers in memory the ranks of a node share, and the network part
+	// between the nodes' leaders.
+	Shm
 	numAlgs
 )
 
@@ -85,7 +89,7 @@ var algNames = [numAlgs]string{
 	Pipeline: "pipeline", ScatterAllgather: "scatter_allgather", RecursiveDoubling: "recursive_doubling",
 	Rabenseifner: "rabenseifner", Ring: "ring", ReduceBcast: "reduce_bcast", Bruck: "bruck",
 	Linear: "linear", Pairwise: "pairwise", RecursiveHalving: "recursive_halving", ReduceScatterv: "reduce_scatter",
-	Direct: "direct",
+	Direct: "direct", Shm: "shm",
 }
 
 func (a Alg) String() string {
@@ -103,11 +107,11 @@ type kind struct {
 }
 
 var kinds = [numKinds]kind{
-	KindBarrier:       {"barrier", []Alg{Dissemination, Linear}},
-	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear}},
-	KindReduce:        {"reduce", []Alg{Binomial, Binary}},
-	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear, Direct}},
-	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring, Linear}},
+	KindBarrier:       {"barrier", []Alg{Dissemination, Linear, Shm}},
+	KindBcast:         {"bcast", []Alg{Binomial, Binary, Pipeline, ScatterAllgather, Linear, Shm}},
+	KindReduce:        {"reduce", []Alg{Binomial, Binary, Shm}},
+	KindAllreduce:     {"allreduce", []Alg{RecursiveDoubling, Rabenseifner, Ring, ReduceBcast, Linear, Direct, Shm}},
+	KindAllgather:     {"allgather", []Alg{Bruck, RecursiveDoubling, Ring, Linear, Shm}},
 	KindAlltoall:      {"alltoall", []Alg{Linear, Pairwise}},
 	KindGather:        {"gather", []Alg{Binomial, Linear}},
 	KindScatter:       {"scatter", []Alg{Binomial, Linear}},
@@ -149,6 +153,11 @@ type Tuning struct {
 	// through the bootstrap): ranks that decide differently run different
 	// algorithms and never meet.
 	Machine Machine
+	// Node is the component that serves collectives through the memory
+	// the ranks of a node share (package coll/shm); nil: none, and "shm"
+	// falls back to the table. The table chooses it by itself where the
+	// ranks own their cores (Machine.OwnCore, nodeRule).
+	Node NodeComponent
 }
 
 // Machine is what the decision knows of where the job's ranks run. The
@@ -390,7 +399,9 @@ var ownTable = func() [numKinds][]rule {
 
 // decide returns the algorithm and segment size for a collective of kind
 // over n ranks moving bytes, honouring the tuning: the rules of ownTable
-// when the ranks own their cores, of table when they share them.
+// when the ranks own their cores, of table when they share them. It is a
+// point-to-point algorithm: a collective forced to "shm" that the node
+// component does not take (useNode) gets the table's.
 func (t *Tuning) decide(k Kind, n, bytes int) (Alg, int) {
 	alg, seg := Auto, 0
 	rules, one := table[k], t.Machine.oneNode()
@@ -403,7 +414,7 @@ func (t *Tuning) decide(k Kind, n, bytes int) (Alg, int) {
 			break
 		}
 	}
-	if f := t.Force[k]; f != Auto {
+	if f := t.Force[k]; f != Auto && f != Shm {
 		alg = f
 	}
 	if t.Segment > 0 {

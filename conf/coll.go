@@ -24,11 +24,11 @@ var collAlgs = []struct {
 	algs []string
 	doc  string
 }{
-	{"barrier", []string{"dissemination", "linear"}, "barrier: dissemination, or every rank to every rank in one round"},
-	{"bcast", []string{"binomial", "binary", "pipeline", "scatter_allgather", "linear"}, "broadcast: binomial tree, pipelined binary tree, pipelined chain, scatter + ring allgather, or straight from the root"},
-	{"reduce", []string{"binomial", "binary"}, "reduce: binomial tree or pipelined binary tree (commutative operations)"},
-	{"allreduce", []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "linear", "direct"}, "allreduce: recursive doubling, reduce-scatter + allgather (Rabenseifner), ring, reduce then broadcast, every vector to every rank in one round, or every block to its rank and back in two"},
-	{"allgather", []string{"bruck", "recursive_doubling", "ring", "linear"}, "allgather: Bruck, recursive doubling (powers of two), ring, or every block to every rank in one round"},
+	{"barrier", []string{"dissemination", "linear", "shm"}, "barrier: dissemination, every rank to every rank in one round, or flags in shared memory (shm)"},
+	{"bcast", []string{"binomial", "binary", "pipeline", "scatter_allgather", "linear", "shm"}, "broadcast: binomial tree, pipelined binary tree, pipelined chain, scatter + ring allgather, straight from the root, or through shared memory (shm)"},
+	{"reduce", []string{"binomial", "binary", "shm"}, "reduce: binomial tree, pipelined binary tree (commutative operations), or through shared memory (shm)"},
+	{"allreduce", []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "linear", "direct", "shm"}, "allreduce: recursive doubling, reduce-scatter + allgather (Rabenseifner), ring, reduce then broadcast, every vector to every rank in one round, every block to its rank and back in two, or through shared memory (shm)"},
+	{"allgather", []string{"bruck", "recursive_doubling", "ring", "linear", "shm"}, "allgather: Bruck, recursive doubling (powers of two), ring, every block to every rank in one round, or through shared memory (shm)"},
 	{"alltoall", []string{"linear", "pairwise"}, "alltoall and alltoallv: every message at once, or one exchange per step"},
 	{"gather", []string{"binomial", "linear"}, "gather: binomial tree or straight to the root"},
 	{"scatter", []string{"binomial", "linear"}, "scatter: binomial tree or straight from the root"},

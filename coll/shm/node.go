@@ -1,0 +1,281 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// node is the collectives of the ranks of one node through their
+// segment: what every rank of the node keeps of it.
+type node struct {
+	seg   *segment
+	n, me int
+	// x is the node's own communicator: the PML's waits (Start,
+	// WaitRound) and a member's loss are reckoned on it.
+	x    *pml.Comm
+	spin int
+	tree tree
+
+	seq uint64 // collectives begun
+	// synced: every rank of the node has finished the collectives up to
+	// this one (a barrier or an allreduce that ended here proves it).
+	synced uint64
+	// rd: for each generation of this rank's slots, the collective that
+	// last wrote them and the ranks that read them in it (free).
+	rd [2]readers
+
+	step  uint64 // chunk steps begun (chunk.go)
+	taken uint64 // every rank's take counter is at least this
+
+	o    *op          // the op the next collective runs (nil: make one)
+	bg   *op          // a collective that a context left to the PML
+	bgr  *pml.Request // and its request
+	reqs [1]*pml.Request
+	sts  [1]pml.Status
+}
+
+// readers are the ranks that read one generation of this rank's slots
+// in collective seq.
+type readers struct {
+	seq  uint64
+	rank []int
+}
+
+// The codes of the broken word: why a rank gave up, which every rank
+// of the node then reports (plus the rank, shifted by 8).
+const (
+	brokenLost     = 1 // a member is lost, or the network part failed
+	brokenMismatch = 2 // ranks passed different lengths
+)
+
+func brokenErr(w uint64) error {
+	if w&0xff == brokenMismatch {
+		return fmt.Errorf("coll/shm: rank %d of the node found lengths that differ: %w", w>>8-1, coll.ErrMismatch)
+	}
+	return fmt.Errorf("coll/shm: a collective failed on rank %d of the node: %w", w>>8-1, core.ErrPeerLost)
+}
+
+// fail breaks the segment for err, so that every rank of the node fails
+// its collective too instead of waiting for this one.
+func (m *node) fail(err error) error {
+	code := uint64(brokenLost)
+	if errors.Is(err, coll.ErrMismatch) {
+		code = brokenMismatch
+	}
+	m.seg.breakWith(code | uint64(m.me+1)<<8)
+	return err
+}
+
+// free reports whether this rank may write its slots of generation g:
+// the ranks that read them last have finished that collective.
+func (m *node) free(g int) bool {
+	r := &m.rd[g]
+	if r.seq <= m.synced {
+		return true
+	}
+	for _, x := range r.rank {
+		if atomic.LoadUint64(m.seg.counter(x, cDone)) < r.seq {
+			return false
+		}
+	}
+	return true
+}
+
+// begin readies the op of the next collective.
+func (m *node) begin(k kind) *op {
+	o := m.o
+	if o == nil {
+		o = &op{m: m}
+		m.o = o
+	}
+	m.seq++
+	*o = op{m: m, kind: k, seq: m.seq, g: int(m.seq & 1)}
+	return o
+}
+
+// run runs o to its end: it polls o's flags up to spin times, then
+// hands o to the PML and waits for it there — the PML's back-off
+// (yield, then sleep), its progress (which notices a lost member), its
+// stall bound and the context's end.
+func (m *node) run(ctx context.Context, o *op) error {
+	if m.bgr != nil {
+		if err := m.drain(ctx); err != nil {
+			return err
+		}
+	}
+	for i := 0; ; i++ {
+		if done, err := o.Advance(); done {
+			return m.end(err)
+		}
+		if i >= m.spin {
+			break
+		}
+	}
+	r, err := m.x.Start(o)
+	if err != nil {
+		return m.end(fmt.Errorf("coll/shm: %w", err))
+	}
+	m.reqs[0] = r
+	err = m.x.WaitRound(ctx, m.reqs[:], m.sts[:], o)
+	if m.reqs[0] == nil {
+		return m.end(err)
+	}
+	return m.left(ctx, o, r, err)
+}
+
+// end finishes a collective whose op is done.
+func (m *node) end(err error) error {
+	if err != nil {
+		return m.fail(err)
+	}
+	return nil
+}
+
+// left deals with a wait that returned with o still running in the PML:
+// a context that ended leaves it there to finish (the next collective
+// waits for it first); a lost member ends it.
+func (m *node) left(ctx context.Context, o *op, r *pml.Request, err error) error {
+	m.o = nil // the PML holds o until it is done
+	m.reqs[0] = nil
+	if ctx.Err() != nil && err == ctx.Err() {
+		m.bg, m.bgr = o, r
+		return err
+	}
+	o.halt(err)
+	_ = m.x.Free(r)
+	return m.fail(fmt.Errorf("coll/shm: %w", err))
+}
+
+// drain waits for the collective a context left running.
+func (m *node) drain(ctx context.Context) error {
+	m.reqs[0] = m.bgr
+	err := m.x.WaitRound(ctx, m.reqs[:], m.sts[:], m.bg)
+	if m.reqs[0] != nil {
+		m.reqs[0] = nil
+		if ctx.Err() != nil && err == ctx.Err() {
+			return err
+		}
+		m.bg.halt(err)
+		_ = m.x.Free(m.bgr)
+		m.bg, m.bgr = nil, nil
+		return m.fail(fmt.Errorf("coll/shm: %w", err))
+	}
+	m.bg, m.bgr = nil, nil
+	if err != nil {
+		return m.fail(err)
+	}
+	return nil
+}
+
+// kind is what an op runs.
+type kind uint8
+
+const (
+	kBarrier kind = iota
+	kAllreduce
+	kReduce
+	kBcast
+	kAllreduceChunks
+	kReduceChunks
+	kBcastChunks
+	kAllgatherChunks
+)
+
+var kindNames = [...]string{
+	kBarrier: "coll/shm barrier", kAllreduce: "coll/shm allreduce", kReduce: "coll/shm reduce", kBcast: "coll/shm bcast",
+	kAllreduceChunks: "coll/shm allreduce (chunks)", kReduceChunks: "coll/shm reduce (chunks)",
+	kBcastChunks: "coll/shm bcast (chunks)", kAllgatherChunks: "coll/shm allgather (chunks)",
+}
+
+// op is one collective in progress on this rank: a resumable program
+// that Advance runs as far as the flags allow. It is a pml.Op, so that
+// the PML's waits can advance it once the spin is over.
+type op struct {
+	m          *node
+	kind       kind
+	seq        uint64
+	g          int // the generation of the slots
+	root       int // local
+	send, recv []byte
+	fn         coll.Op
+	pc, i      int
+	// chunk steps (chunk.go): the first step, how many, the one at
+	// hand and its phase
+	t0     uint64
+	steps  int
+	j, ph  int
+	halted atomic.Pointer[error]
+}
+
+// String names the collective for the PML's state reports.
+func (o *op) String() string { return kindNames[o.kind] }
+
+// halt makes the next Advance end o with err (from any goroutine: the
+// PML may be advancing o).
+func (o *op) halt(err error) { o.halted.Store(&err) }
+
+// Advance runs o as far as it can without waiting (pml.Op).
+func (o *op) Advance() (bool, error) {
+	if p := o.halted.Load(); p != nil {
+		return true, *p
+	}
+	m := o.m
+	if w := m.seg.broken(); w != 0 {
+		return true, brokenErr(w)
+	}
+	var done bool
+	var err error
+	switch o.kind {
+	case kBarrier, kAllreduce:
+		done, err = o.allreduce()
+	case kReduce:
+		done, err = o.reduce()
+	case kBcast:
+		done, err = o.bcast()
+	case kAllreduceChunks, kReduceChunks:
+		done, err = o.reduceChunks()
+	case kBcastChunks:
+		done, err = o.bcastChunks()
+	case kAllgatherChunks:
+		done, err = o.allgatherChunks()
+	}
+	if done && err == nil {
+		atomic.StoreUint64(m.seg.counter(m.me, cDone), o.seq)
+		switch o.kind {
+		case kBarrier, kAllreduce, kAllreduceChunks, kAllgatherChunks:
+			// Every rank has begun this collective, so finished the last.
+			m.synced = o.seq - 1
+		}
+	}
+	return done, err
+}
+
+// call runs one collective of the node: kind k, the small form when its
+// bytes fit a slot, the chunked one otherwise (allgather always).
+func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, root int) error {
+	n := max(len(send), len(recv))
+	per := m.seg.lay.chunk
+	switch {
+	case k == kAllgatherChunks:
+		n = len(send)
+	case n <= m.seg.lay.small:
+	case k == kBcast:
+		k = kBcastChunks
+	default:
+		k += kAllreduceChunks - kAllreduce
+		per = per / fn.Size * fn.Size
+	}
+	o := m.begin(k)
+	o.send, o.recv, o.fn, o.root = send, recv, fn, root
+	if k >= kAllreduceChunks {
+		o.t0, o.steps = m.step, (n+per-1)/per
+		m.step += uint64(o.steps)
+	}
+	return m.run(ctx, o)
+}
