@@ -2,10 +2,12 @@ package shm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gobtl/gobtl/coll"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
 )
 
 // module serves one communicator: its node's part through the segment
@@ -18,6 +20,12 @@ type module struct {
 	sub     *coll.Comm // the node's ranks: its PML carries the node's own messages
 	leaders *coll.Comm // the leaders, on a leader of a communicator that spans nodes
 
+	// px is the communicator's PML: the leaders' part is waited for on
+	// it, so that a member lost anywhere in it — not only a leader —
+	// ends the wait.
+	px         *pml.Comm
+	reqs       [1]*pml.Request
+	sts        [1]pml.Status
 	rank, size int
 	nodes      int
 	nodeOf     []int // the node of each rank of the communicator
@@ -43,6 +51,40 @@ func (m *module) leader() bool { return m.local[m.rank] == 0 }
 // myNode is this rank's node.
 func (m *module) myNode() int { return m.nodeOf[m.rank] }
 
+// A collective over several nodes runs in stages — the node's, the
+// leaders', the node's — that the other ranks wait for: one that
+// returned half-way because its context ended would leave them waiting.
+// So it runs to its end (or fails) whatever its context; only a
+// collective of one node returns at the context's end, leaving the rest
+// to the PML (node.run).
+var whole = context.Background()
+
+// netStage names the leaders' part in the PML's state reports.
+type netStage struct{}
+
+func (netStage) String() string { return "coll/shm: the leaders' part" }
+
+// net waits for the leaders' part, started as r (or failed to start
+// with err). A failure fails the node's ranks too, which wait on their
+// leader.
+func (m *module) net(r *pml.Request, err error) error {
+	if err == nil {
+		m.reqs[0] = r
+		err = m.px.WaitRound(whole, m.reqs[:], m.sts[:], netStage{})
+		if m.reqs[0] != nil { // a member lost: r never ends well
+			_ = m.px.Free(r)
+			m.reqs[0] = nil
+		}
+	}
+	if err != nil {
+		err = fmt.Errorf("coll/shm: the leaders' part: %w", err)
+		if m.node != nil {
+			return m.node.fail(err)
+		}
+	}
+	return err
+}
+
 // Barrier: the node's fan-in to its leader, a barrier of the leaders,
 // the node's fan-out.
 func (m *module) Barrier(ctx context.Context) error {
@@ -50,28 +92,19 @@ func (m *module) Barrier(ctx context.Context) error {
 		return m.node.call(ctx, kBarrier, nil, nil, coll.Op{}, 0)
 	}
 	if m.node != nil {
-		if err := m.node.call(ctx, kReduce, nil, nil, noop, 0); err != nil {
+		if err := m.node.call(whole, kReduce, nil, nil, noop, 0); err != nil {
 			return err
 		}
 	}
 	if m.leaders != nil {
-		if err := m.leaders.Barrier(ctx); err != nil {
-			return m.failNode(err)
+		if err := m.net(m.leaders.Ibarrier()); err != nil {
+			return err
 		}
 	}
 	if m.node != nil {
-		return m.node.call(ctx, kBcast, nil, nil, coll.Op{}, 0)
+		return m.node.call(whole, kBcast, nil, nil, coll.Op{}, 0)
 	}
 	return nil
-}
-
-// failNode fails the node's ranks, waiting on their leader, with the
-// network part's error.
-func (m *module) failNode(err error) error {
-	if m.node != nil {
-		return m.node.fail(err)
-	}
-	return err
 }
 
 // Bcast: on the root's node from the root, between the leaders from the
@@ -82,17 +115,17 @@ func (m *module) Bcast(ctx context.Context, buf []byte, root int) error {
 	}
 	rn := m.nodeOf[root]
 	if rn == m.myNode() && m.node != nil {
-		if err := m.node.call(ctx, kBcast, nil, buf, coll.Op{}, m.local[root]); err != nil {
+		if err := m.node.call(whole, kBcast, nil, buf, coll.Op{}, m.local[root]); err != nil {
 			return err
 		}
 	}
 	if m.leaders != nil {
-		if err := m.leaders.Bcast(ctx, buf, rn); err != nil {
-			return m.failNode(err)
+		if err := m.net(m.leaders.Ibcast(buf, rn)); err != nil {
+			return err
 		}
 	}
 	if rn != m.myNode() && m.node != nil {
-		return m.node.call(ctx, kBcast, nil, buf, coll.Op{}, 0)
+		return m.node.call(whole, kBcast, nil, buf, coll.Op{}, 0)
 	}
 	return nil
 }
@@ -120,25 +153,27 @@ func (m *module) Allreduce(ctx context.Context, send, recv []byte, op coll.Op) e
 		if m.leader() {
 			part = recv
 		}
-		if err := m.node.call(ctx, kReduce, send, part, op, 0); err != nil {
+		if err := m.node.call(whole, kReduce, send, part, op, 0); err != nil {
 			return err
 		}
 	} else {
 		copy(recv, send)
 	}
 	if m.leaders != nil {
-		if err := m.leaders.Allreduce(ctx, recv, recv, op); err != nil {
-			return m.failNode(err)
+		if err := m.net(m.leaders.Iallreduce(recv, recv, op)); err != nil {
+			return err
 		}
 	}
 	if m.node != nil {
-		return m.node.call(ctx, kBcast, nil, recv, coll.Op{}, 0)
+		return m.node.call(whole, kBcast, nil, recv, coll.Op{}, 0)
 	}
 	return nil
 }
 
 // Reduce: a reduce to each node's leader, a reduce of the leaders to the
-// root's node's, which hands the result to the root.
+// root's node's, which hands the result to the root (whatever happened:
+// a failure is handed on as an empty message, so that the root never
+// waits for a leader that gave up).
 func (m *module) Reduce(ctx context.Context, send, recv []byte, op coll.Op, root int) error {
 	if !m.ordered(op) || !m.fits(op) {
 		return coll.ErrUnserved
@@ -150,50 +185,63 @@ func (m *module) Reduce(ctx context.Context, send, recv []byte, op coll.Op, root
 	if m.leader() {
 		part = m.part(len(send))
 	}
+	var err error
 	if m.node != nil {
-		if err := m.node.call(ctx, kReduce, send, part, op, 0); err != nil {
-			return err
-		}
+		err = m.node.call(whole, kReduce, send, part, op, 0)
 	} else {
 		copy(part, send)
 	}
 	rn := m.nodeOf[root]
-	if m.leaders != nil {
+	hand := rn == m.myNode() && m.local[root] != 0
+	switch {
+	case m.leaders != nil:
 		var result []byte
 		if rn == m.myNode() {
 			result = recv
-			if root != m.rank {
+			if hand {
 				result = m.part2(len(send))
 			}
 		}
-		err := m.leaders.Reduce(ctx, part, result, op, rn)
-		if rn == m.myNode() && root != m.rank {
+		if err == nil {
+			err = m.net(m.leaders.Ireduce(part, result, op, rn))
+		}
+		if hand {
 			if err != nil {
-				result = nil // tells the root that it failed
+				result = nil
 			}
-			if herr := m.handoff(ctx, result, m.local[root]); err == nil {
-				err = herr
-			}
+			err = errors.Join(err, m.handoff(result, m.local[root]))
 		}
-		if err != nil {
-			return m.failNode(err)
-		}
-		return nil
-	}
-	if root != m.rank {
-		return nil
-	}
-	st, err := m.sub.PML().RecvContext(ctx, recv, 0, tagHandoff)
-	if err == nil && st.Count != len(recv) {
-		err = fmt.Errorf("coll/shm: reduce: the network part failed on this node's leader: %w", core.ErrPeerLost)
+	case root == m.rank:
+		err = errors.Join(err, m.received(recv))
 	}
 	return err
 }
 
 // handoff sends the reduce's result (nil: its failure) from the leader
 // to the root of its node.
-func (m *module) handoff(ctx context.Context, b []byte, to int) error {
-	if err := m.sub.PML().SendContext(ctx, b, to, tagHandoff); err != nil {
+func (m *module) handoff(b []byte, to int) error {
+	if err := m.sub.PML().SendContext(whole, b, to, tagHandoff); err != nil {
+		return fmt.Errorf("coll/shm: reduce: %w", err)
+	}
+	return nil
+}
+
+// received takes the root's result from its node's leader, waiting on the
+// whole communicator: a member lost ends it.
+func (m *module) received(recv []byte) error {
+	r, err := m.sub.PML().Irecv(recv, 0, tagHandoff)
+	if err == nil {
+		m.reqs[0] = r
+		err = m.px.WaitRound(whole, m.reqs[:], m.sts[:], netStage{})
+		if m.reqs[0] != nil {
+			_ = m.px.Cancel(r)
+			_ = m.px.Free(r)
+			m.reqs[0] = nil
+		} else if err == nil && m.sts[0].Count != len(recv) {
+			err = fmt.Errorf("coll/shm: reduce: it failed on this node's leader: %w", core.ErrPeerLost)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("coll/shm: reduce: %w", err)
 	}
 	return nil
@@ -228,19 +276,19 @@ func (m *module) Allgather(ctx context.Context, send, recv []byte) error {
 	per := m.size / m.nodes * b
 	mine := recv[m.myNode()*per : (m.myNode()+1)*per]
 	if m.node != nil {
-		if err := m.node.call(ctx, kAllgatherChunks, send, mine, coll.Op{}, 0); err != nil {
+		if err := m.node.call(whole, kAllgatherChunks, send, mine, coll.Op{}, 0); err != nil {
 			return err
 		}
 	} else {
 		copy(mine, send)
 	}
 	if m.leaders != nil {
-		if err := m.leaders.Allgather(ctx, mine, recv); err != nil {
-			return m.failNode(err)
+		if err := m.net(m.leaders.Iallgather(mine, recv)); err != nil {
+			return err
 		}
 	}
 	if m.node != nil {
-		return m.node.call(ctx, kBcast, nil, recv, coll.Op{}, 0)
+		return m.node.call(whole, kBcast, nil, recv, coll.Op{}, 0)
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 type node struct {
 	seg   *segment
 	n, me int
-	// x is the node's own communicator: the PML's waits (Start,
-	// WaitRound) and a member's loss are reckoned on it.
+	// x is the whole communicator's PML: the waits (Start, WaitRound)
+	// end when any of its members is lost, on this node or another.
 	x    *pml.Comm
 	spin int
 	tree tree
@@ -226,9 +226,6 @@ func (o *op) Advance() (bool, error) {
 		return true, *p
 	}
 	m := o.m
-	if w := m.seg.broken(); w != 0 {
-		return true, brokenErr(w)
-	}
 	var done bool
 	var err error
 	switch o.kind {
@@ -245,7 +242,15 @@ func (o *op) Advance() (bool, error) {
 	case kAllgatherChunks:
 		done, err = o.allgatherChunks()
 	}
-	if done && err == nil {
+	if !done {
+		// A rank that gave up breaks the segment: the flags this rank
+		// waits for may never move.
+		if w := m.seg.broken(); w != 0 {
+			return true, brokenErr(w)
+		}
+		return false, nil
+	}
+	if err == nil {
 		atomic.StoreUint64(m.seg.counter(m.me, cDone), o.seq)
 		switch o.kind {
 		case kBarrier, kAllreduce, kAllreduceChunks, kAllgatherChunks:
@@ -270,6 +275,11 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 	default:
 		k += kAllreduceChunks - kAllreduce
 		per = per / fn.Size * fn.Size
+	}
+	// A broken segment fails every collective that begins after it broke
+	// (one in flight whose flags are all set may still finish).
+	if w := m.seg.broken(); w != 0 {
+		return brokenErr(w)
 	}
 	o := m.begin(k)
 	o.send, o.recv, o.fn, o.root = send, recv, fn, root

@@ -138,8 +138,9 @@ func (k *Component) Open(ctx context.Context, c *coll.Comm) (coll.NodeModule, er
 		}
 		return nil, local
 	}
+	m.px = c.PML()
 	if seg != nil {
-		m.node = k.newNode(seg, m.sub)
+		m.node = k.newNode(seg, m.sub.PML(), m.px)
 	}
 	return m, nil
 }
@@ -263,11 +264,11 @@ func hello(ctx context.Context, x *pml.Comm) error {
 	return x.WaitallContext(ctx, reqs, nil)
 }
 
-// newNode is this rank's part of the node's collectives. The segment is
+// newNode is this rank's part of the node's collectives, sub the node's
+// communicator, px the whole one's, on which it waits. The segment is
 // unmapped once the module is unreachable.
-func (k *Component) newNode(seg *segment, sub *coll.Comm) *node {
-	x := sub.PML()
-	m := &node{seg: seg, n: x.Size(), me: x.Rank(), x: x, spin: k.opts.Spin, tree: newTree(x.Size(), k.opts.Radix)}
+func (k *Component) newNode(seg *segment, sub, px *pml.Comm) *node {
+	m := &node{seg: seg, n: sub.Size(), me: sub.Rank(), x: px, spin: k.opts.Spin, tree: newTree(sub.Size(), k.opts.Radix)}
 	for g := range m.rd {
 		m.rd[g].rank = make([]int, 0, k.opts.Radix+2)
 	}

@@ -1,0 +1,170 @@
+package shm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml"
+)
+
+// The last rank of the job dies — its links drop — while the others are
+// inside a collective through the segment, waiting on flags it will
+// never move, or on ranks that gave up because of it: on one node, on
+// its own node of two, and on a node of its own. Every survivor's
+// collective fails with ErrPeerLost; none hangs.
+func TestARankLostDuringACollectiveFailsItOnTheOthers(t *testing.T) {
+	big := 8 << 10 // 16 chunk steps of the tests' 512 bytes
+	ops := []struct {
+		name string
+		op   func(c *coll.Comm, buf []byte) error
+	}{
+		{"barrier", func(c *coll.Comm, _ []byte) error { return c.Barrier(bg) }},
+		{"allreduce 8 B", func(c *coll.Comm, buf []byte) error { return c.Allreduce(bg, buf[:8], buf[:8], sumInt64) }},
+		{"allreduce chunks", func(c *coll.Comm, buf []byte) error { return c.Allreduce(bg, buf, buf, sumInt64) }},
+		{"bcast 8 B", func(c *coll.Comm, buf []byte) error { return c.Bcast(bg, buf[:8], 0) }},
+		{"bcast chunks", func(c *coll.Comm, buf []byte) error { return c.Bcast(bg, buf, 0) }},
+		{"reduce 8 B", func(c *coll.Comm, buf []byte) error { return c.Reduce(bg, buf[:8], buf[:8], sumInt64, 1) }},
+		{"allgather", func(c *coll.Comm, buf []byte) error {
+			return c.Allgather(bg, buf[:len(buf)/c.Size()/8*8], buf)
+		}},
+	}
+	for _, nodes := range [][]int{{0, 0, 0, 0, 0}, {0, 0, 0, 1, 1}, {0, 0, 1, 1, 2}} {
+		for _, tc := range ops {
+			t.Run(fmt.Sprint(nodes, " ", tc.name), func(t *testing.T) {
+				n := len(nodes)
+				j := newJob(t, n, forceAll(nodes, nil), func(o *pml.Options) { o.FinalizeTimeout = 100 * time.Millisecond })
+				defer j.close()
+				j.run(t, func(c *coll.Comm) error {
+					buf := make([]byte, big)
+					if c.Rank() == n-1 {
+						for range 3 {
+							if err := tc.op(c, buf); err != nil {
+								return err
+							}
+						}
+						for r := range n - 1 {
+							j.f.Drop(0, n-1, r)
+						}
+						return nil
+					}
+					for i := 0; ; i++ {
+						err := tc.op(c, buf)
+						if err == nil {
+							if i > 1000 {
+								return errors.New("the collective kept succeeding without a rank")
+							}
+							continue
+						}
+						if !errors.Is(err, core.ErrPeerLost) {
+							return fmt.Errorf("failed with %v, want ErrPeerLost", err)
+						}
+						// and so does the next one, at once
+						if err := tc.op(c, buf); !errors.Is(err, core.ErrPeerLost) {
+							return fmt.Errorf("the next collective: %v, want ErrPeerLost", err)
+						}
+						return nil
+					}
+				})
+			})
+		}
+	}
+}
+
+// A context that ends while a rank waits in a collective on one node
+// returns its error; the collective goes on, and once the next one is
+// over on every rank both have the right results.
+func TestAContextThatEndsLeavesTheCollectiveToFinish(t *testing.T) {
+	const n = 3
+	const count = 40 // compose's 16-byte elements: 640 bytes, in chunks
+	j := newJob(t, n, forceAll(nil, nil))
+	defer j.close()
+	late := make(chan struct{})
+	j.run(t, func(c *coll.Comm) error {
+		me := c.Rank()
+		first := fill(make([]byte, count*16), me, 1)
+		second := fill(make([]byte, count*16), me, 2)
+		r1, r2 := make([]byte, len(first)), make([]byte, len(second))
+		// The first collective opens the component, which every rank
+		// must join.
+		if err := c.Allreduce(bg, second, r2, compose); err != nil {
+			return err
+		}
+		if me == 2 {
+			<-late // the others wait for this rank's chunks
+			if err := c.Allreduce(bg, first, r1, compose); err != nil {
+				return err
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
+			err := c.Allreduce(ctx, first, r1, compose)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("a collective waiting for a late rank ended with %v, want the context's deadline", err)
+			}
+			if me == 0 {
+				close(late)
+			}
+		}
+		if err := c.Allreduce(bg, second, r2, compose); err != nil {
+			return err
+		}
+		if err := diff("first", r1, fold(compose, len(first), n, 1)); err != nil {
+			return err
+		}
+		return diff("second", r2, fold(compose, len(second), n, 2))
+	})
+}
+
+// Ranks that pass different lengths — both fitting a slot, or both
+// taking chunks — fail with ErrMismatch, every one of them: the rank that
+// sees it breaks the segment for the others, which would otherwise wait.
+func TestRanksThatDisagreeOnTheLengthFailWithErrMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mine, rest int // bytes on rank 0, on the others
+		kind       string
+	}{
+		{"allreduce in slots", 16, 8, "allreduce"},
+		{"allreduce in chunks", 4096, 2048, "allreduce"},
+		{"bcast in slots", 16, 8, "bcast"},
+		{"bcast in chunks", 4096, 2048, "bcast"},
+		{"allgather", 1024, 2048, "allgather"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4
+			j := newJob(t, n, forceAll(nil, nil))
+			defer j.close()
+			j.run(t, func(c *coll.Comm) error {
+				if err := c.Barrier(bg); err != nil {
+					return fmt.Errorf("barrier: %w", err)
+				}
+				size := tc.rest
+				if c.Rank() == 0 {
+					size = tc.mine
+				}
+				buf := make([]byte, size*n)
+				var err error
+				switch tc.kind {
+				case "allreduce":
+					err = c.Allreduce(bg, buf[:size], buf[:size], sumInt64)
+				case "bcast":
+					err = c.Bcast(bg, buf[:size], 0)
+				default:
+					err = c.Allgather(bg, buf[:size], buf)
+				}
+				if tc.kind == "bcast" && c.Rank() == 0 && err == nil {
+					return nil // the root does not wait to learn of it
+				}
+				if !errors.Is(err, coll.ErrMismatch) {
+					return fmt.Errorf("%d bytes against %d: %v, want ErrMismatch", size, tc.mine, err)
+				}
+				return nil
+			})
+		})
+	}
+}
