@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/coll/shm"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/pml"
 )
@@ -162,6 +164,54 @@ func TestRanksThatDisagreeOnTheLengthFailWithErrMismatch(t *testing.T) {
 				}
 				if !errors.Is(err, coll.ErrMismatch) {
 					return fmt.Errorf("%d bytes against %d: %v, want ErrMismatch", size, tc.mine, err)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// A node whose leader cannot make its segment (its directory does not
+// exist) fails the open on every rank alike: the collectives forced to
+// "shm" fail with the reason, every time and on every rank, and with
+// the decision's own choice (NodeAuto) the communicator keeps the
+// point-to-point algorithms and gives the right results.
+func TestASegmentThatCannotBeMadeFailsTheOpenOnEveryRank(t *testing.T) {
+	nodes := []int{0, 0, 0, 1, 1}
+	badLeader := func(force bool) func(r int) *coll.Tuning {
+		return forceAll(nodes, func(o shm.Options) shm.Options {
+			if o.Label == "node1" && o.Dir == "" {
+				o.Dir = "/nonexistent/shm" // rank 3, the first of node 1, asks first
+			}
+			return o
+		})
+	}
+	for _, force := range []bool{true, false} {
+		t.Run(fmt.Sprint("forced ", force), func(t *testing.T) {
+			tune := badLeader(force)
+			j := newJob(t, len(nodes), func(r int) *coll.Tuning {
+				tu := tune(r)
+				if !force {
+					*tu = coll.Tuning{Node: tu.Node, NodeAuto: true}
+				}
+				return tu
+			})
+			defer j.close()
+			j.run(t, func(c *coll.Comm) error {
+				for range 2 {
+					err := check(c, shape{kind: "allreduce", op: compose, count: 50})
+					if force && err == nil {
+						return errors.New("a forced allreduce succeeded without a segment")
+					}
+					if force && c.Rank() == 3 && !strings.Contains(err.Error(), "/nonexistent/shm") {
+						return fmt.Errorf("the leader's error does not name its directory: %v", err)
+					}
+					if !force && err != nil {
+						return err
+					}
+				}
+				if !force && calls(c, "allreduce", "shm") != 0 {
+					return errors.New("the allreduces went through the component")
 				}
 				return nil
 			})
