@@ -67,9 +67,12 @@ func newJob(t tester, n int, tune func(r int) *coll.Tuning, opts ...func(*pml.Op
 // chunks, so that a few KiB cross both and wrap the pipeline, a short
 // spin (the ranks share two CPUs), and names of the test's own.
 func testOptions(label string) shm.Options {
-	return shm.Options{Label: label, Small: 256, Chunk: 512, Depth: 3, Spin: 64,
+	return shm.Options{Label: label, Small: 256, Chunk: 512, Depth: 3, Spin: 64, Flat: flat,
 		Prefix: fmt.Sprintf("gobtl-shmtest%d-%d-", os.Getpid(), prefixSeq.Add(1))}
 }
+
+// flat is the tests' Options.Flat: -1 (the tree) unless a test sets it.
+var flat = -1
 
 // forceAll is a tuning that sends every collective the component serves
 // to it, rank r on node nodes[r] (nil: one node), with opts' changes to

@@ -20,6 +20,7 @@ type node struct {
 	// end when any of its members is lost, on this node or another.
 	x    *pml.Comm
 	spin int
+	flat int // the largest node whose barrier and small allreduce are flat
 	tree tree
 
 	seq uint64 // collectives begun
@@ -230,7 +231,11 @@ func (o *op) Advance() (bool, error) {
 	var err error
 	switch o.kind {
 	case kBarrier, kAllreduce:
-		done, err = o.allreduce()
+		if m.n <= m.flat {
+			done, err = o.flat()
+		} else {
+			done, err = o.allreduce()
+		}
 	case kReduce:
 		done, err = o.reduce()
 	case kBcast:

@@ -35,9 +35,14 @@ type Options struct {
 	// Radix is the fan-out of the tree (default 4, as Open MPI's
 	// coll/sm).
 	Radix int
+	// Flat is the largest node whose barrier and small allreduce every
+	// rank reads from every other rank's slot, in one round, rather than
+	// over the tree (default 16; negative: always the tree).
+	Flat int
 	// Spin is how many times a wait polls its flags before it goes to
-	// the PML's back-off (default 4096; negative: not at all, for ranks
-	// that share their CPUs).
+	// the PML's back-off (default 1024, a few microseconds: the PML's
+	// wait spins again, yields, then sleeps; negative: not at all, for
+	// ranks that share their CPUs).
 	Spin int
 }
 
@@ -51,7 +56,8 @@ func (o Options) withDefaults() Options {
 	def(&o.Chunk, 64<<10)
 	def(&o.Depth, 4)
 	def(&o.Radix, 4)
-	def(&o.Spin, 4096)
+	def(&o.Spin, 1024)
+	def(&o.Flat, 16)
 	o.Spin = max(o.Spin, 0)
 	o.Small = align(o.Small, 8)
 	o.Chunk = align(o.Chunk, line)
@@ -268,9 +274,10 @@ func hello(ctx context.Context, x *pml.Comm) error {
 // communicator, px the whole one's, on which it waits. The segment is
 // unmapped once the module is unreachable.
 func (k *Component) newNode(seg *segment, sub, px *pml.Comm) *node {
-	m := &node{seg: seg, n: sub.Size(), me: sub.Rank(), x: px, spin: k.opts.Spin, tree: newTree(sub.Size(), k.opts.Radix)}
+	m := &node{seg: seg, n: sub.Size(), me: sub.Rank(), x: px, spin: k.opts.Spin, flat: k.opts.Flat,
+		tree: newTree(sub.Size(), k.opts.Radix)}
 	for g := range m.rd {
-		m.rd[g].rank = make([]int, 0, k.opts.Radix+2)
+		m.rd[g].rank = make([]int, 0, max(k.opts.Radix+2, sub.Size()))
 	}
 	runtime.AddCleanup(m, func(mem []byte) { _ = unix.Munmap(mem) }, seg.mem)
 	return m

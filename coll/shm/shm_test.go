@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/gobtl/gobtl/coll"
+	"github.com/gobtl/gobtl/coll/shm"
 )
 
 // shape is one collective call of the tests.
@@ -127,6 +128,14 @@ var layouts = [][]int{
 // (its counter), and those it leaves to the point-to-point algorithms
 // still give the reference.
 func TestEveryCollectiveThroughTheSegmentMatchesTheSerialReference(t *testing.T) {
+	for _, f := range []int{-1, 16} {
+		flat = f
+		t.Run(fmt.Sprint("flat ", f), everyCollective)
+	}
+	flat = -1
+}
+
+func everyCollective(t *testing.T) {
 	for _, nodes := range layouts {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			n := len(nodes)
@@ -209,7 +218,8 @@ func TestCollectivesOnRandomNodesMatchTheSerialReference(t *testing.T) {
 				count:   rapid.IntRange(0, 400).Draw(rt, "elements"),
 				inPlace: rapid.Bool().Draw(rt, "in place")})
 		}
-		j := newJob(rt, n, forceAll(nodes, nil))
+		f := rapid.SampledFrom([]int{-1, 3, 16}).Draw(rt, "flat")
+		j := newJob(rt, n, forceAll(nodes, func(o shm.Options) shm.Options { o.Flat = f; return o }))
 		defer j.close()
 		j.run(rt, func(c *coll.Comm) error {
 			for _, s := range calls {

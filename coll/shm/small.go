@@ -79,6 +79,49 @@ func (o *op) fold(kids []int, acc []byte) (bool, error) {
 	return true, nil
 }
 
+// flat is the barrier (no data) and the small allreduce on a node of up
+// to Options.Flat ranks: every rank puts its vector in its up slot and
+// reads every other rank's, and folds the n vectors itself, in rank
+// order — the same bits on every rank. One round of waits instead of the
+// tree's two per level, for n−1 line reads per rank instead of radix:
+// on a node of a few ranks, and with more ranks than CPUs above all,
+// where each wait may be a wait for a rank to be scheduled, the waits
+// are the cost (coll's table takes its linear allreduce and barrier up
+// to 16 ranks for the same reason; xhc reads its groups flat). Every
+// rank reads every other one's slot, so a rank that finished the
+// collective knows that every rank has begun it.
+func (o *op) flat() (bool, error) {
+	m, s := o.m, o.m.seg
+	n, me, g := len(o.send), m.me, o.g
+	if o.pc == 0 {
+		if !m.free(g) {
+			return false, nil
+		}
+		r := &m.rd[g]
+		r.seq, r.rank = o.seq, r.rank[:0]
+		for x := range m.n {
+			if x != me {
+				r.rank = append(r.rank, x)
+			}
+		}
+		copy(s.data(s.up(me, g), n), o.send)
+		o.publish(s.up(me, g), n)
+		o.pc = 1
+	}
+	for ; o.i < m.n; o.i++ {
+		if ok, err := o.slot(s.up(o.i, g), n); !ok || err != nil {
+			return err != nil, err
+		}
+	}
+	if n > 0 {
+		copy(o.recv, s.data(s.up(0, g), n))
+		for x := 1; x < m.n; x++ {
+			o.fn.Fn.Combine(o.recv, s.data(s.up(x, g), n))
+		}
+	}
+	return true, nil
+}
+
 // allreduce is the barrier (no data) and the small allreduce, over the
 // tree rooted at rank 0, which combines in rank order.
 func (o *op) allreduce() (bool, error) {
