@@ -195,7 +195,7 @@ func TestTypedReductionsOfEveryOperationAndElementType(t *testing.T) {
 
 func TestFloatingPointSumsAreTheSameBitsOnEveryRankAndEveryRun(t *testing.T) {
 	const count = 4096
-	for _, alg := range []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast"} {
+	for _, alg := range []string{"recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "shm"} {
 		t.Run(alg, func(t *testing.T) {
 			dir := t.TempDir()
 			stack := filepath.Join(dir, "stack.hcl")

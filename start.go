@@ -52,6 +52,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, err
 	}
 	tu.Machine = s.machine
+	s.nodeColl(tu)
 	c := &Comm{p: s.comm, coll: coll.New(s.comm, tu), closers: s.closers}
 	if s.ownBoot {
 		c.boot = s.boot
