@@ -163,4 +163,3 @@ func jobLeft(stderr string) []string {
 	left, _ := filepath.Glob(filepath.Join("/dev/shm", core.ShmPrefix(m[1])+"coll-*"))
 	return left
 }
-
