@@ -27,6 +27,13 @@
 // (`coll { allreduce = "ring" }`, see Tuning). The metric
 // coll.<collective>.<algorithm> counts the calls of each.
 //
+// A node component (Tuning.Node, NodeComponent: package coll/shm) may
+// serve the blocking barrier, broadcast, reduce, allreduce and allgather
+// instead, as Open MPI's coll/sm, coll/xhc and HAN sit beside coll/tuned:
+// flags and buffers in memory the ranks of a node share, and coll's own
+// algorithms between the nodes' leaders. The algorithm "shm" names it; the
+// table chooses it where Tuning.NodeAuto allows (node.go).
+//
 // # Schedules
 //
 // An algorithm builds a schedule (libnbc's idea): sends, receives, local
