@@ -32,7 +32,7 @@
 // instead, as Open MPI's coll/sm, coll/xhc and HAN sit beside coll/tuned:
 // flags and buffers in memory the ranks of a node share, and coll's own
 // algorithms between the nodes' leaders. The algorithm "shm" names it; the
-// table chooses it where Tuning.NodeAuto allows (node.go).
+// table chooses it where the ranks own their cores (node.go).
 //
 // # Schedules
 //

@@ -10,13 +10,14 @@ type fakeNode struct{}
 func (fakeNode) Open(context.Context, *Comm) (NodeModule, error) { return nil, nil }
 
 // The node component takes a collective when the coll block forces "shm"
-// and a component is there, or when the table may choose it (NodeAuto)
+// and a component is there, or when the table may choose it (the ranks
+// own their cores)
 // and the collective is one it serves; never for another forced
 // algorithm, and never without a component. A collective forced to "shm"
 // that the component does not take builds the table's schedule.
 func TestTheNodeComponentIsChosenWhenForcedOrAllowed(t *testing.T) {
 	forced := func(k Kind, a Alg, node NodeComponent, auto bool) *Tuning {
-		tu := &Tuning{Node: node, NodeAuto: auto}
+		tu := &Tuning{Node: node, Machine: Machine{OwnCore: auto}}
 		tu.Force[k] = a
 		return tu
 	}

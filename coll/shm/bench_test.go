@@ -68,7 +68,7 @@ func BenchmarkCollectives2(b *testing.B) {
 	node := shm.New(shm.Options{Spin: benchEnv("SHM_SPIN"), Chunk: benchEnv("SHM_CHUNK"), Depth: benchEnv("SHM_DEPTH")})
 	jobs := map[string][]*coll.Comm{
 		"shm": smJob(b, n, func(int) *coll.Tuning {
-			tu := &coll.Tuning{Node: node, NodeAuto: true}
+			tu := &coll.Tuning{Node: node, Machine: coll.Machine{OwnCore: true}}
 			return tu
 		}),
 		"p2p": smJob(b, n, func(int) *coll.Tuning { return &coll.Tuning{} }),

@@ -10,10 +10,11 @@
 // The first collective that chooses the component opens it (Open): the
 // ranks exchange labels of their nodes, split the communicator into one
 // per node and one of the leaders (the lowest rank of each node), and
-// each node's leader creates a file in /dev/shm — exclusively, without
-// following links, mode 0600, checked with fstat, named with 64 random
-// bits, its space reserved with fallocate so that a full /dev/shm is an
-// error here and not a SIGBUS later — and sends its name to the others
+// each node's leader creates a file in /dev/shm with internal/jobfile —
+// exclusively, without following links, mode 0600, checked with fstat,
+// named with 64 random bits, its pages reserved with fallocate so that a
+// full /dev/shm is an error here and not a SIGBUS later — and sends its
+// name to the others
 // over the node's communicator. Once every rank of the communicator has
 // said that it mapped its node's, the leader unlinks it (as btl/sm
 // does): a job killed after that leaves nothing in /dev/shm. A node that

@@ -174,7 +174,7 @@ func TestRanksThatDisagreeOnTheLengthFailWithErrMismatch(t *testing.T) {
 // A node whose leader cannot make its segment (its directory does not
 // exist) fails the open on every rank alike: the collectives forced to
 // "shm" fail with the reason, every time and on every rank, and with
-// the decision's own choice (NodeAuto) the communicator keeps the
+// the decision's own choice (ranks that own their cores) the communicator keeps the
 // point-to-point algorithms and gives the right results.
 func TestASegmentThatCannotBeMadeFailsTheOpenOnEveryRank(t *testing.T) {
 	nodes := []int{0, 0, 0, 1, 1}
@@ -192,7 +192,7 @@ func TestASegmentThatCannotBeMadeFailsTheOpenOnEveryRank(t *testing.T) {
 			j := newJob(t, len(nodes), func(r int) *coll.Tuning {
 				tu := tune(r)
 				if !force {
-					*tu = coll.Tuning{Node: tu.Node, NodeAuto: true}
+					*tu = coll.Tuning{Node: tu.Node, Machine: coll.Machine{OwnCore: true}}
 				}
 				return tu
 			})

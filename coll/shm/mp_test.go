@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 	mptest.Main(m, map[string]func() int{
 		"collectives": rank(collectives),
 		"killed":      rank(killed),
+		"auto":        rank(auto),
 	}, nil)
 }
 
@@ -149,6 +151,44 @@ func TestARankKilledFailsTheOthersCollectives(t *testing.T) {
 		t.Errorf("left in /dev/shm: %v", left)
 	}
 	t.Log(strings.TrimSpace(res.Stdout))
+}
+
+// auto: the default stack's collectives, which go through the segment
+// exactly when the job agreed that its ranks own their cores.
+func auto(c *gobtl.Comm) error {
+	cc := c.Coll()
+	for _, kind := range []string{"barrier", "allreduce", "bcast"} {
+		for _, s := range shapes(kind, cc.Size())[:3] {
+			if err := check(cc, s); err != nil {
+				return err
+			}
+		}
+	}
+	own := cc.Tuning().Machine.OwnCore
+	shm := calls(cc, "allreduce", "shm") > 0
+	fmt.Printf("rank %d: own core %v, through the segment %v\n", c.Rank(), own, shm)
+	if shm != own {
+		return fmt.Errorf("own core %v but through the segment %v", own, shm)
+	}
+	return nil
+}
+
+// With the default stack, ranks that own their cores — two ranks bound to
+// two CPUs by the launcher — take the component by the decision's own
+// choice, and ranks that share them (one more rank than CPUs) do not.
+func TestTheDefaultStackTakesTheComponentWhereRanksOwnTheirCores(t *testing.T) {
+	for _, np := range []int{2, runtime.NumCPU() + 1} {
+		t.Run(fmt.Sprint(np, " ranks"), func(t *testing.T) {
+			res := mptest.Job{NP: np, Role: "auto"}.Run(t)
+			if res.Failed() {
+				t.Fatalf("the job failed:\n%s", res)
+			}
+			want := np <= runtime.NumCPU()
+			if !strings.Contains(res.Stdout, fmt.Sprintf("own core %v, through the segment %v", want, want)) {
+				t.Errorf("%d ranks on %d CPUs:\n%s", np, runtime.NumCPU(), res.Stdout)
+			}
+		})
+	}
 }
 
 var jobLine = regexp.MustCompile(`job (\S+) rank`)

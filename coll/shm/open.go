@@ -213,12 +213,9 @@ func (k *Component) setUp(ctx context.Context, x *pml.Comm) (*segment, error) {
 	var seg *segment
 	var err error
 	if x.Rank() == 0 {
-		var name string
-		if name, err = segName(o.Prefix); err == nil {
-			seg, err = createSegment(o.Dir, name, lay)
-		}
-		if err != nil {
-			name = "" // tells the others
+		var name string // "" tells the others that it failed
+		if seg, err = createSegment(o.Dir, o.Prefix, lay); err == nil {
+			name = seg.name()
 		}
 		for r := 1; r < x.Size(); r++ {
 			if serr := x.SendContext(ctx, []byte(name), r, tagName); serr != nil {

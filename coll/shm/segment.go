@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gobtl/gobtl/internal/jobfile"
 )
 
 // line is the unit of layout: words that different ranks write never
@@ -123,54 +124,23 @@ func (s *segment) broken() uint64 { return atomic.LoadUint64(s.u64(hBroken)) }
 // it is already.
 func (s *segment) breakWith(why uint64) { atomic.CompareAndSwapUint64(s.u64(hBroken), 0, why) }
 
-// segName is a fresh name: the job's prefix, the component, and 16
-// random hex digits, so that nobody can guess it ahead of the leader.
-func segName(prefix string) (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return prefix + "coll-" + hex.EncodeToString(b[:]), nil
-}
-
-// validName accepts the names segName makes with prefix: a plain file
-// name, never a path.
-func validName(name, prefix string) bool {
-	rest, ok := strings.CutPrefix(name, prefix+"coll-")
-	if !ok || len(rest) != 16 || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
-		return false
-	}
-	_, err := hex.DecodeString(rest)
-	return err == nil
-}
-
-// createSegment makes and maps a new segment file in dir: created
-// exclusively and without following a link, readable by this user only,
-// checked to be the plain empty file it made, and its space reserved at
-// once — on a full /dev/shm that is an error here, not a SIGBUS on a
-// page touched later.
-func createSegment(dir, name string, lay layout) (*segment, error) {
-	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+// createSegment makes and maps a new segment file in dir, named prefix
+// + "coll-" + 16 random hex digits (internal/jobfile: created
+// exclusively, without following a link, mode 0600, checked with fstat,
+// its pages reserved at once — on a full /dev/shm that is an error here,
+// not a SIGBUS on a page touched later).
+func createSegment(dir, prefix string, lay layout) (*segment, error) {
+	f, err := jobfile.Create(dir, prefix+"coll-", "", int64(lay.total))
 	if err != nil {
-		return nil, fmt.Errorf("coll/shm: create %s: %w", path, err)
+		return nil, fmt.Errorf("coll/shm: segment: %w", err)
 	}
-	defer unix.Close(fd)
-	fail := func(err error) (*segment, error) {
-		_ = os.Remove(path)
-		return nil, err
-	}
-	if err := checkFile(fd, 0); err != nil {
-		return fail(fmt.Errorf("coll/shm: %s: %w", path, err))
-	}
-	if err := reserve(fd, lay.total); err != nil {
-		return fail(fmt.Errorf("coll/shm: reserve %d bytes for %s: %w", lay.total, path, err))
-	}
-	mem, err := unix.Mmap(fd, 0, lay.total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, lay.total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
-		return fail(fmt.Errorf("coll/shm: map %s: %w", path, err))
+		_ = os.Remove(f.Name())
+		return nil, fmt.Errorf("coll/shm: map %s: %w", f.Name(), err)
 	}
-	s := &segment{mem: mem, lay: lay, path: path}
+	s := &segment{mem: mem, lay: lay, path: f.Name()}
 	*s.u64(hTotal) = uint64(lay.total)
 	s.put32(hVersion, segVersion)
 	s.put32(hRanks, lay.n)
@@ -181,53 +151,37 @@ func createSegment(dir, name string, lay layout) (*segment, error) {
 	return s, nil
 }
 
-// reserve allocates the file's blocks. A file system without fallocate
-// gets a plain size instead (its pages then come on first touch).
-func reserve(fd, n int) error {
-	err := unix.Fallocate(fd, 0, 0, int64(n))
-	if errors.Is(err, unix.EOPNOTSUPP) {
-		err = unix.Ftruncate(fd, int64(n))
-	}
-	return err
-}
+// name is the segment's file name, which the leader sends the others.
+func (s *segment) name() string { return filepath.Base(s.path) }
 
-// checkFile refuses anything but a plain file of this user's, readable
-// and writable by it alone, of size bytes.
-func checkFile(fd, size int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
+// validName accepts the names createSegment makes with prefix: a plain
+// file name, never a path.
+func validName(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix+"coll-")
+	if !ok || len(rest) != 16 || strings.ContainsAny(prefix, "/\x00") {
+		return false
 	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return errors.New("not a plain file")
-	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
-	case st.Mode&0o777 != 0o600:
-		return fmt.Errorf("mode %#o, want 0600", st.Mode&0o777)
-	case st.Size != int64(size):
-		return fmt.Errorf("%d bytes, want %d", st.Size, size)
-	}
-	return nil
+	_, err := hex.DecodeString(rest)
+	return err == nil
 }
 
 // attachSegment maps the segment the leader made and checks that it is
-// one: a file of this user's of the size lay says, whose header the
-// leader filled in for lay.
+// one: a file of this user's alone (jobfile.Open) of the size lay says,
+// whose header the leader filled in for lay.
 func attachSegment(dir, name, prefix string, lay layout) (*segment, error) {
 	if !validName(name, prefix) {
 		return nil, fmt.Errorf("coll/shm: %q is not a segment name", name)
 	}
 	path := filepath.Join(dir, name)
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	f, err := jobfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("coll/shm: open %s: %w", path, err)
+		return nil, fmt.Errorf("coll/shm: segment: %w", err)
 	}
-	defer unix.Close(fd)
-	if err := checkFile(fd, lay.total); err != nil {
-		return nil, fmt.Errorf("coll/shm: %s: %w", path, err)
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() != int64(lay.total) {
+		return nil, fmt.Errorf("coll/shm: %s: not %d bytes (%v)", path, lay.total, err)
 	}
-	mem, err := unix.Mmap(fd, 0, lay.total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(int(f.Fd()), 0, lay.total, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("coll/shm: map %s: %w", path, err)
 	}
