@@ -43,3 +43,28 @@ func TestTheNodeComponentServesInProcessRanksWhenForced(t *testing.T) {
 		})
 	}
 }
+
+// The typed reductions of every operation and element type through the
+// node component: a stack that forces allreduce and reduce to "shm".
+func TestTypedReductionsThroughTheNodeComponent(t *testing.T) {
+	stack := filepath.Join(t.TempDir(), "stack.hcl")
+	if err := os.WriteFile(stack, []byte("btl \"inproc\" \"a\" {}\ncoll {\n  allreduce = \"shm\"\n  reduce = \"shm\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	every := []func(*Comm) error{
+		reductions[int], reductions[int8], reductions[int16], reductions[int32], reductions[int64],
+		reductions[uint], reductions[uint8], reductions[uint16], reductions[uint32], reductions[uint64],
+		reductions[uintptr], reductions[float32], reductions[float64], reductions[myInt],
+	}
+	run(t, 4, Options{ConfigFiles: []string{stack}}, func(c *Comm) error {
+		for _, f := range every {
+			if err := f(c); err != nil {
+				return err
+			}
+		}
+		if c.Coll().PML().Metrics().Counter("coll.reduce.shm").Load() == 0 {
+			return fmt.Errorf("no reduce went through the node component")
+		}
+		return nil
+	})
+}
