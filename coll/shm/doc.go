@@ -43,9 +43,16 @@
 // other when the segment is set up, so each watches each), and a member
 // lost ends the wait with core.ErrPeerLost. A rank whose collective
 // fails sets the segment's broken word, which every wait of the node
-// reads, so that the ranks waiting on it fail too, in bounded time. A
-// context that ends leaves the collective running in the PML, and the
-// next one waits for it first.
+// reads, so that the ranks waiting on it fail too, in bounded time (it
+// also fails every collective that begins after it: the communicator is
+// done for). The PML's waits are on the whole communicator, so that a
+// member lost on another node ends a wait on this one.
+//
+// A context that ends returns its error and leaves the collective
+// running in the PML; the next one waits for it first, whatever its own
+// context. A collective over several nodes runs its stages — the
+// node's, the leaders', the node's — to the end whatever its context:
+// the other ranks wait for each of them.
 //
 // # Results
 //

@@ -105,11 +105,6 @@ func (m *node) begin(k kind) *op {
 // (yield, then sleep), its progress (which notices a lost member), its
 // stall bound and the context's end.
 func (m *node) run(ctx context.Context, o *op) error {
-	if m.bgr != nil {
-		if err := m.drain(ctx); err != nil {
-			return err
-		}
-	}
 	for i := 0; ; i++ {
 		if done, err := o.Advance(); done {
 			return m.end(err)
@@ -153,15 +148,15 @@ func (m *node) left(ctx context.Context, o *op, r *pml.Request, err error) error
 	return m.fail(fmt.Errorf("coll/shm: %w", err))
 }
 
-// drain waits for the collective a context left running.
-func (m *node) drain(ctx context.Context) error {
+// drain waits for the collective a context left running, before the
+// next one begins: the two would share the slots and the sequence. It
+// waits whatever the next one's context — the other ranks finish the
+// earlier collective (or fail it) without this rank's help.
+func (m *node) drain() error {
 	m.reqs[0] = m.bgr
-	err := m.x.WaitRound(ctx, m.reqs[:], m.sts[:], m.bg)
+	err := m.x.WaitRound(context.Background(), m.reqs[:], m.sts[:], m.bg)
 	if m.reqs[0] != nil {
 		m.reqs[0] = nil
-		if ctx.Err() != nil && err == ctx.Err() {
-			return err
-		}
 		m.bg.halt(err)
 		_ = m.x.Free(m.bgr)
 		m.bg, m.bgr = nil, nil
@@ -283,6 +278,11 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 	}
 	// A broken segment fails every collective that begins after it broke
 	// (one in flight whose flags are all set may still finish).
+	if m.bgr != nil {
+		if err := m.drain(); err != nil {
+			return err
+		}
+	}
 	if w := m.seg.broken(); w != 0 {
 		return brokenErr(w)
 	}
