@@ -59,8 +59,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Spin, 1024)
 	def(&o.Flat, 16)
 	o.Spin = max(o.Spin, 0)
-	o.Small = align(o.Small, 8)
-	o.Chunk = align(o.Chunk, line)
+	o.Small = align(max(o.Small, 0), 8)
+	o.Chunk = align(max(o.Chunk, line), line)
+	o.Depth, o.Radix = max(o.Depth, 1), max(o.Radix, 1)
 	if o.Dir == "" {
 		o.Dir = "/dev/shm"
 	}
