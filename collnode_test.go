@@ -34,7 +34,7 @@ func TestTheNodeComponentServesInProcessRanksWhenForced(t *testing.T) {
 				if want := int64(n * (n - 1) / 2); v[0] != want {
 					return fmt.Errorf("allreduce gave %d, want %d", v[0], want)
 				}
-				got := c.Coll().PML().Metrics().Counter("coll.allreduce.shm").Load() > 0
+				got := c.coll.PML().Metrics().Counter("coll.allreduce.shm").Load() > 0
 				if got != tc.want {
 					return fmt.Errorf("through the node component: %v, want %v", got, tc.want)
 				}
@@ -62,7 +62,7 @@ func TestTypedReductionsThroughTheNodeComponent(t *testing.T) {
 				return err
 			}
 		}
-		if c.Coll().PML().Metrics().Counter("coll.reduce.shm").Load() == 0 {
+		if c.coll.PML().Metrics().Counter("coll.reduce.shm").Load() == 0 {
 			return fmt.Errorf("no reduce went through the node component")
 		}
 		return nil

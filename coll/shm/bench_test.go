@@ -49,7 +49,7 @@ func smJob(t testing.TB, n int, tune func(r int) *coll.Tuning) []*coll.Comm {
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, c := range comms {
-			wg.Go(func() { c.PML().Close() })
+			wg.Go(func() { c.PML().(*pml.Comm).Close() })
 		}
 		wg.Wait()
 	})

@@ -108,7 +108,7 @@ var lastPrefix string
 func (j *job) close() {
 	var wg sync.WaitGroup
 	for _, c := range j.comms {
-		wg.Go(func() { c.PML().Close() })
+		wg.Go(func() { c.PML().(*pml.Comm).Close() })
 	}
 	wg.Wait()
 }

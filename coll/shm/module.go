@@ -23,7 +23,7 @@ type module struct {
 	// px is the communicator's PML: the leaders' part is waited for on
 	// it, so that a member lost anywhere in it — not only a leader —
 	// ends the wait.
-	px         *pml.Comm
+	px         coll.PML
 	reqs       [1]*pml.Request
 	sts        [1]pml.Status
 	rank, size int
@@ -220,7 +220,16 @@ func (m *module) Reduce(ctx context.Context, send, recv []byte, op coll.Op, root
 // handoff sends the reduce's result (nil: its failure) from the leader
 // to the root of its node.
 func (m *module) handoff(b []byte, to int) error {
-	if err := m.sub.PML().SendContext(whole, b, to, tagHandoff); err != nil {
+	r, err := m.sub.PML().Isend(b, to, tagHandoff)
+	if err == nil {
+		m.reqs[0] = r
+		err = m.px.WaitRound(whole, m.reqs[:], m.sts[:], netStage{})
+		if m.reqs[0] != nil {
+			_ = m.px.Free(r)
+			m.reqs[0] = nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("coll/shm: reduce: %w", err)
 	}
 	return nil

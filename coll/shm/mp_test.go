@@ -17,6 +17,7 @@ import (
 	"github.com/gobtl/gobtl"
 	"github.com/gobtl/gobtl/boot"
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/internal/mptest"
 )
 
@@ -74,7 +75,7 @@ coll {
 // collectives runs the table test's calls (the component's default
 // slots and chunks: 4 KiB and 64 KiB) through the segment.
 func collectives(c *gobtl.Comm) error {
-	cc := c.Coll()
+	cc := layers.Coll(c)
 	for _, kind := range []string{"barrier", "bcast", "reduce", "allreduce", "allgather"} {
 		for _, s := range shapes(kind, cc.Size()) {
 			s.count *= 100 // up to 20,000 elements: 160 KiB of sums, 320 of maps
@@ -106,7 +107,7 @@ func TestProcessesOfOneNodeMatchTheSerialReference(t *testing.T) {
 // ended, outliving the launcher's SIGTERM long enough to see it.
 func killed(c *gobtl.Comm) error {
 	signal.Ignore(syscall.SIGTERM)
-	cc := c.Coll()
+	cc := layers.Coll(c)
 	buf := make([]byte, 256<<10)
 	ops := []func() error{
 		func() error { return cc.Barrier(bg) },
@@ -156,7 +157,7 @@ func TestARankKilledFailsTheOthersCollectives(t *testing.T) {
 // auto: the default stack's collectives, which go through the segment
 // exactly when the job agreed that its ranks own their cores.
 func auto(c *gobtl.Comm) error {
-	cc := c.Coll()
+	cc := layers.Coll(c)
 	for _, kind := range []string{"barrier", "allreduce", "bcast"} {
 		for _, s := range shapes(kind, cc.Size())[:3] {
 			if err := check(cc, s); err != nil {

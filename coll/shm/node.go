@@ -18,7 +18,7 @@ type node struct {
 	n, me int
 	// x is the whole communicator's PML: the waits (Start, WaitRound)
 	// end when any of its members is lost, on this node or another.
-	x    *pml.Comm
+	x    coll.PML
 	spin int
 	flat int // the largest node whose barrier and small allreduce are flat
 	tree tree
@@ -34,9 +34,8 @@ type node struct {
 	step  uint64 // chunk steps begun (chunk.go)
 	taken uint64 // every rank's take counter is at least this
 
-	o    *op          // the op the next collective runs (nil: make one)
-	bg   *op          // a collective that a context left to the PML
-	bgr  *pml.Request // and its request
+	o    *op // the op the next collective runs (nil: make one)
+	bg   *op // a collective that a context left to the PML
 	reqs [1]*pml.Request
 	sts  [1]pml.Status
 }
@@ -134,14 +133,15 @@ func (m *node) end(err error) error {
 }
 
 // left deals with a wait that returned with o still running in the PML:
-// a context that ended leaves it there to finish (the next collective
-// waits for it first); a lost member ends it.
+// a context that ended leaves it there to finish, as the request of a
+// *coll.PendingError (the next collective waits for it first); a lost
+// member ends it.
 func (m *node) left(ctx context.Context, o *op, r *pml.Request, err error) error {
 	m.o = nil // the PML holds o until it is done
 	m.reqs[0] = nil
 	if ctx.Err() != nil && err == ctx.Err() {
-		m.bg, m.bgr = o, r
-		return err
+		m.bg = o
+		return &coll.PendingError{Request: r, Err: err}
 	}
 	o.halt(err)
 	_ = m.x.Free(r)
@@ -149,25 +149,39 @@ func (m *node) left(ctx context.Context, o *op, r *pml.Request, err error) error
 }
 
 // drain waits for the collective a context left running, before the
-// next one begins: the two would share the slots and the sequence. It
+// next one begins: the two would share the slots and the sequence. Its
+// request is the program's, so it waits for the op itself (overOp). It
 // waits whatever the next one's context — the other ranks finish the
 // earlier collective (or fail it) without this rank's help.
 func (m *node) drain() error {
-	m.reqs[0] = m.bgr
-	err := m.x.WaitRound(context.Background(), m.reqs[:], m.sts[:], m.bg)
-	if m.reqs[0] != nil {
-		m.reqs[0] = nil
-		m.bg.halt(err)
-		_ = m.x.Free(m.bgr)
-		m.bg, m.bgr = nil, nil
-		return m.fail(fmt.Errorf("coll/shm: %w", err))
+	o := m.bg
+	m.bg = nil
+	if o.over.Load() {
+		return nil
 	}
-	m.bg, m.bgr = nil, nil
+	w := overOp{o}
+	r, err := m.x.Start(w)
+	if err == nil {
+		m.reqs[0] = r
+		err = m.x.WaitRound(context.Background(), m.reqs[:], m.sts[:], w)
+		if m.reqs[0] != nil {
+			m.reqs[0] = nil
+			o.halt(err)
+			_ = m.x.Free(r)
+		}
+	}
 	if err != nil {
-		return m.fail(err)
+		return m.fail(fmt.Errorf("coll/shm: %w", err))
 	}
 	return nil
 }
+
+// overOp is done when the collective o is: drain's wait.
+type overOp struct{ o *op }
+
+func (w overOp) Advance() (bool, error) { return w.o.over.Load(), nil }
+
+func (w overOp) String() string { return w.o.String() + ", before the next one" }
 
 // kind is what an op runs.
 type kind uint8
@@ -207,6 +221,7 @@ type op struct {
 	steps  int
 	j, ph  int
 	halted atomic.Pointer[error]
+	over   atomic.Bool // Advance has reported done
 }
 
 // String names the collective for the PML's state reports.
@@ -219,6 +234,7 @@ func (o *op) halt(err error) { o.halted.Store(&err) }
 // Advance runs o as far as it can without waiting (pml.Op).
 func (o *op) Advance() (bool, error) {
 	if p := o.halted.Load(); p != nil {
+		o.over.Store(true)
 		return true, *p
 	}
 	m := o.m
@@ -245,12 +261,16 @@ func (o *op) Advance() (bool, error) {
 	if !done {
 		// A rank that gave up breaks the segment: the flags this rank
 		// waits for may never move.
-		if w := m.seg.broken(); w != 0 {
-			return true, brokenErr(w)
+		w := m.seg.broken()
+		if w == 0 {
+			return false, nil
 		}
-		return false, nil
+		done, err = true, brokenErr(w)
 	}
-	if err == nil {
+	o.over.Store(true)
+	if err != nil {
+		m.fail(err) // the others may wait for this rank
+	} else {
 		atomic.StoreUint64(m.seg.counter(m.me, cDone), o.seq)
 		switch o.kind {
 		case kBarrier, kAllreduce, kAllreduceChunks, kAllgatherChunks:
@@ -278,7 +298,7 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 	}
 	// A broken segment fails every collective that begins after it broke
 	// (one in flight whose flags are all set may still finish).
-	if m.bgr != nil {
+	if m.bg != nil {
 		if err := m.drain(); err != nil {
 			return err
 		}

@@ -208,37 +208,46 @@ const (
 // to every other one, so that each rank's PML watches every other — a
 // rank that waits on a flag of one that died learns of it from its PML
 // (btl/sm's pidfd), not only from its leader.
-func (k *Component) setUp(ctx context.Context, x *pml.Comm) (*segment, error) {
+func (k *Component) setUp(ctx context.Context, x coll.PML) (*segment, error) {
 	o := k.opts
 	lay := newLayout(x.Size(), o.Small, o.Chunk, o.Depth)
 	var seg *segment
 	var err error
+	var reqs []*pml.Request
 	if x.Rank() == 0 {
 		var name string // "" tells the others that it failed
 		if seg, err = createSegment(o.Dir, o.Prefix, lay); err == nil {
 			name = seg.name()
 		}
 		for r := 1; r < x.Size(); r++ {
-			if serr := x.SendContext(ctx, []byte(name), r, tagName); serr != nil {
+			sr, serr := x.Isend([]byte(name), r, tagName)
+			if serr != nil {
 				err = errors.Join(err, serr)
+				break
 			}
+			reqs = append(reqs, sr)
 		}
 	} else {
 		buf := make([]byte, 256)
-		st, rerr := x.RecvContext(ctx, buf, 0, tagName)
+		var sts []pml.Status
+		r, rerr := x.Irecv(buf, 0, tagName)
+		if rerr == nil {
+			sts, rerr = waitAll(ctx, x, []*pml.Request{r})
+		}
 		switch {
 		case rerr != nil:
 			err = rerr
-		case st.Count == 0:
+		case sts[0].Count == 0:
 			err = errors.New("coll/shm: the node's leader could not make the segment")
 		default:
-			seg, err = attachSegment(o.Dir, string(buf[:st.Count]), o.Prefix, lay)
+			seg, err = attachSegment(o.Dir, string(buf[:sts[0].Count]), o.Prefix, lay)
 		}
 	}
-	if herr := hello(ctx, x); herr != nil {
-		err = errors.Join(err, herr)
+	reqs, herr := hello(x, reqs)
+	if herr == nil {
+		_, herr = waitAll(ctx, x, reqs)
 	}
-	if err != nil && seg != nil {
+	if err = errors.Join(err, herr); err != nil && seg != nil {
 		if x.Rank() == 0 {
 			_ = seg.unlink()
 		}
@@ -248,30 +257,49 @@ func (k *Component) setUp(ctx context.Context, x *pml.Comm) (*segment, error) {
 	return seg, err
 }
 
-// hello exchanges an empty message between every two ranks of x.
-func hello(ctx context.Context, x *pml.Comm) error {
-	var reqs []*pml.Request
+// hello posts an empty message to and from every other rank of x, after
+// reqs.
+func hello(x coll.PML, reqs []*pml.Request) ([]*pml.Request, error) {
 	for r := range x.Size() {
 		if r == x.Rank() {
 			continue
 		}
 		rr, err := x.Irecv(nil, r, tagHello)
 		if err != nil {
-			return err
+			return reqs, err
 		}
 		sr, err := x.Isend(nil, r, tagHello)
 		if err != nil {
-			return err
+			return reqs, err
 		}
 		reqs = append(reqs, rr, sr)
 	}
-	return x.WaitallContext(ctx, reqs, nil)
+	return reqs, nil
+}
+
+// setUpStage names the set-up's messages in the PML's state reports.
+type setUpStage struct{}
+
+func (setUpStage) String() string { return "coll/shm: setting up the segment" }
+
+// waitAll waits for reqs on x (failing when a member is lost) and
+// returns their statuses; what did not complete is cancelled and freed.
+func waitAll(ctx context.Context, x coll.PML, reqs []*pml.Request) ([]pml.Status, error) {
+	sts := make([]pml.Status, len(reqs))
+	err := x.WaitRound(ctx, reqs, sts, setUpStage{})
+	for _, r := range reqs {
+		if r != nil {
+			_ = x.Cancel(r)
+			_ = x.Free(r)
+		}
+	}
+	return sts, err
 }
 
 // newNode is this rank's part of the node's collectives, sub the node's
 // communicator, px the whole one's, on which it waits. The segment is
 // unmapped once the module is unreachable.
-func (k *Component) newNode(seg *segment, sub, px *pml.Comm) *node {
+func (k *Component) newNode(seg *segment, sub, px coll.PML) *node {
 	m := &node{seg: seg, n: sub.Size(), me: sub.Rank(), x: px, spin: k.opts.Spin, flat: k.opts.Flat,
 		tree: newTree(sub.Size(), k.opts.Radix)}
 	for g := range m.rd {
