@@ -60,21 +60,38 @@ const (
 )
 
 // nodeRule is where the table, for ranks that own their cores, takes the
-// node component: every barrier, broadcast, reduce, allreduce and
-// allgather. With more ranks than cores a wait on a flag is a wait for a
-// rank to be scheduled, as a message is, and the table measured for that
-// case stays.
-func nodeRule(k Kind, bytes int) bool {
+// node component: every barrier, and broadcasts, reduces, allreduces and
+// allgathers of n ranks moving bytes — below 256 KiB on any number of
+// ranks, larger ones from 4 ranks. With more ranks than cores a wait on
+// a flag is a wait for a rank to be scheduled, as a message is, and the
+// table measured for that case stays.
+//
+// Two ranks bound to the 2 CPUs of this VM, gobtl bench, the component
+// against the point-to-point algorithms alternately (medians, µs; the
+// machine loaded by other jobs, 12-25): barrier 0.45-0.53 against
+// 0.48-0.53 (fastest 0.17 against 0.27-0.33, p99 0.7 against up to 25),
+// allreduce 8 B 0.55-0.63 against 0.56-0.65 (0.19 against 0.35), 16 KiB
+// 11-14 against 14-15, allgather of 16 KiB blocks 9-12 against 3.5-14; at
+// 1 MiB a broadcast 470-644 against 437-476, an allreduce 584-1962
+// against 567-659, an allgather 535-742 against 528-705. Two ranks read
+// a 1 MiB message faster by one CMA copy than by the chunks' two copies;
+// many ranks reading the one copy in a node's shared cache is what the
+// chunks are for (on the 16-core node of issue 29 a memcpy moves 26.9
+// GB/s where CMA moves 12), so large messages go through them from 4
+// ranks, where no measurement here can say more.
+func nodeRule(k Kind, n, bytes int) bool {
 	switch k {
-	case KindBarrier, KindBcast, KindReduce, KindAllreduce, KindAllgather:
+	case KindBarrier:
 		return true
+	case KindBcast, KindReduce, KindAllreduce, KindAllgather:
+		return bytes < 256<<10 || n >= 4
 	}
 	return false
 }
 
-// useNode says whether a collective of kind k moving bytes goes to the
-// node component.
-func (t *Tuning) useNode(k Kind, bytes int) bool {
+// useNode says whether a collective of kind k over n ranks moving bytes
+// goes to the node component.
+func (t *Tuning) useNode(k Kind, n, bytes int) bool {
 	if t.Node == nil {
 		return false
 	}
@@ -82,7 +99,7 @@ func (t *Tuning) useNode(k Kind, bytes int) bool {
 	case Shm:
 		return true
 	case Auto:
-		return t.Machine.OwnCore && nodeRule(k, bytes)
+		return t.Machine.OwnCore && nodeRule(k, n, bytes)
 	}
 	return false
 }
@@ -97,7 +114,7 @@ func (t *Tuning) useNode(k Kind, bytes int) bool {
 // are opening it too, and a rank that left them half-way would leave
 // them waiting.
 func (c *Comm) nodeModule(ctx context.Context, k Kind, bytes int) (NodeModule, error) {
-	if c.node.state == nodeOpening || !c.t.useNode(k, bytes) {
+	if c.node.state == nodeOpening || !c.t.useNode(k, c.Size(), bytes) {
 		return nil, nil
 	}
 	if c.node.state == nodeUntried {

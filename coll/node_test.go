@@ -37,9 +37,22 @@ func TestTheNodeComponentIsChosenWhenForcedOrAllowed(t *testing.T) {
 		{"auto, allgather", forced(KindAllgather, Auto, fakeNode{}, true), KindAllgather, true},
 		{"auto, alltoall", forced(KindAlltoall, Auto, fakeNode{}, true), KindAlltoall, false},
 	} {
-		if got := c.tu.useNode(c.k, 8); got != c.want {
+		if got := c.tu.useNode(c.k, 2, 8); got != c.want {
 			t.Errorf("%s: %v, want %v", c.what, got, c.want)
 		}
+	}
+	// Large messages: through the component from 4 ranks, not on 2.
+	auto := forced(KindBcast, Auto, fakeNode{}, true)
+	for _, c := range []struct {
+		n, bytes int
+		want     bool
+	}{{2, 255 << 10, true}, {2, 1 << 20, false}, {3, 1 << 20, false}, {4, 1 << 20, true}, {16, 1 << 20, true}} {
+		if got := auto.useNode(KindBcast, c.n, c.bytes); got != c.want {
+			t.Errorf("a broadcast of %d bytes on %d ranks: %v, want %v", c.bytes, c.n, got, c.want)
+		}
+	}
+	if !auto.useNode(KindBarrier, 2, 0) || !forced(KindAllreduce, Shm, fakeNode{}, false).useNode(KindAllreduce, 2, 1<<20) {
+		t.Errorf("a barrier, or an allreduce forced to shm, does not take the component")
 	}
 	if alg, _ := forced(KindAllreduce, Shm, fakeNode{}, false).decide(KindAllreduce, 4, 8); alg != Linear {
 		t.Errorf("an allreduce forced to shm that the component leaves builds %v, want the table's linear", alg)
