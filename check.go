@@ -15,9 +15,10 @@ import (
 // the job's transports and rails. `gobtl config check` and `gobtl run`
 // call it, so that a stack they accept starts. It returns the first
 // rank's error: a stack's mistake is a *conf.Error at file:line:col
-// (errors.As). The stack's logs are off.
+// (errors.As). The ranks log nothing, whatever the stack or GOBTL_LOG
+// says: the job that follows logs for itself.
 func CheckStart(ctx context.Context, cfg *conf.Config, n int) error {
 	c := *cfg
 	c.Job.Log = conf.Log{Level: "disabled"}
-	return runLocal(ctx, localJob(n), Options{Config: &c}, false, func(*Comm) error { return nil })
+	return runLocal(ctx, localJob(n), Options{Config: &c, quiet: true}, false, func(*Comm) error { return nil })
 }

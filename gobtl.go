@@ -146,6 +146,9 @@ type Options struct {
 	// (RunLocal, or a job of one rank), whose default stack is the
 	// in-process fabric.
 	inProcess bool
+	// quiet silences the job's logs whatever the stack or GOBTL_LOG says
+	// (CheckStart: its ranks are a check, not the job).
+	quiet bool
 }
 
 // Comm is a communicator: all the job's ranks (Init, RunLocal) or some of

@@ -134,7 +134,12 @@ func newStart(ctx context.Context, opts Options) (*start, error) {
 	if s.cfg, err = loadConfig(opts, core.SpansNodes(s.locality)); err != nil {
 		return fail(err)
 	}
-	if s.logs, err = s.cfg.Job.Log.Loggers(); err != nil {
+	if opts.quiet {
+		s.logs, err = s.cfg.Job.Log.NewLoggers(io.Discard, "")
+	} else {
+		s.logs, err = s.cfg.Job.Log.Loggers()
+	}
+	if err != nil {
 		return fail(fmt.Errorf("gobtl: logging: %w", err))
 	}
 	s.logs = s.logs.WithJob(s.boot.JobID(), s.boot.Rank())

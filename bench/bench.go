@@ -36,13 +36,6 @@ type Comm interface {
 	Metrics() *core.Metrics
 }
 
-// RailWeights is the extra of a communicator whose peers may be reached
-// over several rails (*gobtl.Comm): the scheduling weights of the
-// subchannels toward rank, in rail order, summing to the policy's total.
-type RailWeights interface {
-	Weights(rank int) []float64
-}
-
 // Computer is the extra of a communicator whose ranks run in virtual time
 // (package sim): Compute stands for d of computation, advancing the rank's
 // clock instead of spinning the processor.

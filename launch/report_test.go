@@ -116,7 +116,7 @@ func TestATimedOutJobReportsWhereEveryRankIs(t *testing.T) {
 	// The outermost API call is named, with the innermost gobtl call
 	// when they differ, and the caller in the program.
 	for _, want := range []string{
-		`\[1\]   blocked in pml\.\(\*Comm\)\.Recv( \(inside .*\))?, called from github\.com/gobtl/gobtl/launch\.init\.func`,
+		`\[1\]   blocked in gobtl\.\(\*Comm\)\.Recv( \(inside .*\))?, called from github\.com/gobtl/gobtl/launch\.init\.func`,
 		`\[0\]   blocked in gobtl\.\(\*Comm\)\.Barrier( \(inside .*\))?, called from github\.com/gobtl/gobtl/launch\.init\.func`,
 		// sm's default mechanism table reads a message alone of 1 MiB by
 		// CMA, and pipelines it where CMA is not allowed

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/bench"
+	"github.com/gobtl/gobtl/internal/layers"
 	"github.com/gobtl/gobtl/pml"
 )
 
@@ -64,7 +65,8 @@ const (
 
 // Stream runs one rank of the stream; rank 0 writes the JSON report to
 // out. Ranks above 1 only take part in nothing. The samples carry the
-// scheduling weights when c has them (bench.RailWeights).
+// scheduling weights when c is a *gobtl.Comm (its PML's, reached through
+// internal/layers).
 func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 	if c.Size() < 2 {
 		return fmt.Errorf("stream: needs 2 ranks, not %d", c.Size())
@@ -83,8 +85,8 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 		return nil
 	}
 	weights := func(int) []float64 { return nil }
-	if rw, ok := c.(bench.RailWeights); ok {
-		weights = rw.Weights
+	if p, _, ok := layers.Of(c); ok {
+		weights = p.Weights
 	}
 	peer := 1 - me
 	buf := make([]byte, o.Size)

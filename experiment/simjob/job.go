@@ -152,6 +152,10 @@ type comm struct {
 
 func (c comm) Compute(d time.Duration) { c.s.Compute(d) }
 
+// Wrapped lets bench reach the layers under the communicator
+// (layers.Wrapper).
+func (c comm) Wrapped() any { return c.Comm }
+
 var jobSeq int
 
 // Run runs the configured job and returns what it did.

@@ -23,11 +23,21 @@ var of func(c any) (*pml.Comm, *coll.Comm, bool)
 // Register installs package gobtl's accessor; gobtl calls it from init.
 func Register(f func(c any) (*pml.Comm, *coll.Comm, bool)) { of = f }
 
-// Of returns the PML communicator and the collective layer under c, with
-// ok false when c is not a *gobtl.Comm.
+// Wrapper is a program's type that wraps a *gobtl.Comm to add to it
+// (the simulator's job runner adds Compute); Of looks through it.
+type Wrapper interface {
+	// Wrapped returns the *gobtl.Comm inside.
+	Wrapped() any
+}
+
+// Of returns the PML communicator and the collective layer under c, a
+// *gobtl.Comm or a Wrapper of one, with ok false when c is neither.
 func Of(c any) (p *pml.Comm, cc *coll.Comm, ok bool) {
 	if of == nil {
 		return nil, nil, false
+	}
+	if w, isW := c.(Wrapper); isW {
+		c = w.Wrapped()
 	}
 	return of(c)
 }
