@@ -15,8 +15,8 @@
 //     buffers, one SRQ and B-SRQ at 64 … 4,096 ranks against the paper's
 //     25 MB, and buffer utilization (frame / buffer) of per-peer and
 //     B-SRQ under MG at scale.
-//   - extoll: seed 003 Table 3 on the simulated EXTOLL fabric (wired by
-//     ExtollTable3, which that fabric's package sets).
+//   - extoll: seed 003 Table 3 on the simulated EXTOLL fabric
+//     (extoll.SimTable3).
 //   - cost: the simulator's own wall time and peak memory per simulated
 //     rank, LU and alltoall, each run in a `gobtl sim` process of its own.
 package scale
