@@ -29,6 +29,27 @@ func TestOversubscribedRanksYieldUnlessTheStackSaysOtherwise(t *testing.T) {
 	}
 }
 
+// A rank whose node's ranks each have a core spins while it keeps it
+// (OwnCore); ranks that share cores — hardware threads of one core, or
+// more ranks than CPUs — do not.
+func TestRanksThatOwnTheirCoresSpinWhileTheyKeepThem(t *testing.T) {
+	def := pml.Backoff{Spin: 2000, Yield: 50}
+	for _, c := range []struct {
+		name               string
+		ranks, cpus, cores int
+		want               pml.Backoff
+	}{
+		{"a core each", 2, 2, 2, pml.Backoff{Spin: 2000, Yield: 50, OwnCore: true}},
+		{"fewer ranks than cores", 3, 16, 16, pml.Backoff{Spin: 2000, Yield: 50, OwnCore: true}},
+		{"hardware threads of shared cores", 4, 4, 2, def},
+		{"oversubscribed", 4, 2, 2, pml.Backoff{Spin: oversubscribedSpin, Yield: math.MaxInt32}},
+	} {
+		if got := placedBackoff(def, conf.Progress{}, c.ranks, c.cpus, c.cores); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
 // A stack that spins long on a node with more ranks than CPUs is warned
 // about; one that spins briefly, yields at once or fits its CPUs is not.
 func TestALongSpinOnAnOversubscribedNodeIsWarnedAbout(t *testing.T) {

@@ -290,7 +290,7 @@ func (s *start) startPML(ctx context.Context) error {
 	}
 	if s.ownBoot {
 		ranks, cpus := s.nodeRanks(), nodeCPUs()
-		po.Backoff = oversubscribed(po.Backoff, s.cfg.Job.Progress, ranks, cpus)
+		po.Backoff = placedBackoff(po.Backoff, s.cfg.Job.Progress, ranks, cpus, nodeCores(s))
 		if w := spinWarning(po.Backoff, s.cfg.Job.Progress, ranks, cpus); w != "" && s.firstOnNode() {
 			log := s.logs.For("gobtl")
 			log.Warn().Msg(w)
@@ -360,6 +360,17 @@ func oversubscribed(b pml.Backoff, p conf.Progress, ranks, cpus int) pml.Backoff
 	if !p.YieldSet {
 		b.Yield = math.MaxInt32
 	}
+	return b
+}
+
+// placedBackoff is the back-off of a rank whose node runs ranks of the
+// job's processes on cpus CPUs of cores cores: oversubscribed's, and where
+// each rank has a core of its own, one that spins for as long as the core
+// stays its own (pml.Backoff.OwnCore) instead of climbing to sleeps that
+// wake it late.
+func placedBackoff(b pml.Backoff, p conf.Progress, ranks, cpus, cores int) pml.Backoff {
+	b = oversubscribed(b, p, ranks, cpus)
+	b.OwnCore = ranks <= cores
 	return b
 }
 

@@ -57,85 +57,12 @@ type Options struct {
 	Metrics *core.Metrics
 }
 
-// Backoff is the waiting policy of blocking calls: Spin polls in a tight
-// loop, then Yield polls each followed by a yield of the processor to
-// other processes (sched_yield), then sleeps starting at Sleep and
-// doubling up to MaxSleep. Any progress starts over. Oversubscribed ranks
-// (more ranks than cores, common on small machines) need the yields and
-// sleeps so that they don't starve each other. The yield and the sleep are
-// system calls, not runtime.Gosched and time.Sleep: Gosched does not give
-// the core to another process, and the runtime's timers turn a 10 µs
-// sleep into about a millisecond.
-type Backoff struct {
-	Spin, Yield     int
-	Sleep, MaxSleep time.Duration
-}
-
-// DefaultBackoff is used for zero fields of Options.Backoff.
-var DefaultBackoff = Backoff{Spin: 2000, Yield: 50, Sleep: 10 * time.Microsecond, MaxSleep: 500 * time.Microsecond}
-
-type backoff struct {
-	cfg   Backoff
-	n     int
-	sleep time.Duration
-	// stall detection: the time of the last event, checked only once the
-	// waiter sleeps, so the fast path never reads the clock.
-	stall time.Duration
-	clock core.Clock
-	quiet time.Duration
-	// idle is the clock as a core.IdleClock (virtual time), asserted
-	// once here rather than on every round of a spinning waiter.
-	idle core.IdleClock
-}
-
 // aborted returns the error Comm.Abort set, or nil.
 func (e *engine) aborted() error {
 	if p := e.abort.Load(); p != nil {
 		return *p
 	}
 	return nil
-}
-
-func (e *engine) newBackoff() backoff {
-	b := backoff{cfg: e.opts.Backoff, stall: e.opts.StallTimeout, clock: e.opts.Clock}
-	b.idle, _ = e.opts.Clock.(core.IdleClock)
-	b.reset()
-	return b
-}
-
-func (b *backoff) reset() { b.n, b.sleep, b.quiet = 0, b.cfg.Sleep, -1 }
-
-// stalled reports whether the waiter has seen no event for the stall
-// timeout.
-func (b *backoff) stalled() bool {
-	if b.stall <= 0 || b.n <= b.cfg.Spin+b.cfg.Yield {
-		return false
-	}
-	now := b.clock.Now()
-	if b.quiet < 0 {
-		b.quiet = now
-	}
-	return now-b.quiet >= b.stall
-}
-
-func (b *backoff) wait() {
-	b.n++
-	if b.idle != nil {
-		// Virtual time: the simulator runs the other ranks and the
-		// fabric until this one may have work.
-		b.idle.Idle()
-		return
-	}
-	switch {
-	case b.n <= b.cfg.Spin:
-	case b.n <= b.cfg.Spin+b.cfg.Yield:
-		osYield()
-	default:
-		osSleep(b.sleep)
-		if b.sleep *= 2; b.sleep > b.cfg.MaxSleep {
-			b.sleep = b.cfg.MaxSleep
-		}
-	}
 }
 
 // module is a BTL module as the engine sees it.
@@ -294,6 +221,8 @@ type engine struct {
 	msgSeq  uint64
 
 	m metrics
+	// bo is what the back-off keeps from one wait to the next (backoff.go).
+	bo backoffState
 	// hot counts what every eager message counts, under the engine lock
 	// without an atomic add each; flushMetrics publishes it.
 	hot struct {
@@ -371,8 +300,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("pml: unknown protocol %d", opts.Protocol)
 	}
 	b := &opts.Backoff
-	if *b == (Backoff{}) {
+	if own := b.OwnCore; (Backoff{OwnCore: own}) == *b {
 		*b = DefaultBackoff
+		b.OwnCore = own
 	}
 	if b.Sleep <= 0 {
 		b.Sleep = DefaultBackoff.Sleep

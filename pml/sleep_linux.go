@@ -2,6 +2,7 @@ package pml
 
 import (
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,4 +30,19 @@ func osSleep(d time.Duration) {
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	ts := unix.NsecToTimespec(int64(d))
 	_ = unix.Nanosleep(&ts, nil)
+}
+
+// osSleepRaw is osSleep as a raw system call, for a rank that owns its
+// core (Backoff.OwnCore): the Go scheduler does not see it, so the rank
+// keeps its P while it sleeps. Through syscall.Syscall a sleep of more
+// than 20 µs let sysmon take the P back and hand it to a fresh thread
+// (futex wake-ups, a thread spinning for work on the rank's core), the
+// rank's thread waited for a P when the sleep ended, and sysmon, having
+// taken one, polled again 20 µs later instead of backing off to 10 ms:
+// on a rank bound to one CPU every one of those is a thread switch on
+// that CPU. The caller lets the runtime's goroutines run first.
+func osSleepRaw(d time.Duration) {
+	_, _, _ = unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_TIMERSLACK, 1, 0, 0, 0, 0)
+	ts := unix.NsecToTimespec(int64(d))
+	_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 }

@@ -5,6 +5,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestYieldIsInvisibleToTheScheduler pins that osYield is a raw system
@@ -15,6 +16,21 @@ import (
 // goroutine that does nothing but yield is then seen there in most
 // samples.
 func TestYieldIsInvisibleToTheScheduler(t *testing.T) {
+	invisibleToTheScheduler(t, "yield", osYield)
+}
+
+// TestAnOwnedCoresSleepIsInvisibleToTheScheduler pins the same of
+// osSleepRaw, the sleep of a rank that owns its core: sysmon must not take
+// its P while it sleeps (through syscall.Syscall — osSleep — the sleeping
+// goroutine is seen out of Go in nearly every sample).
+func TestAnOwnedCoresSleepIsInvisibleToTheScheduler(t *testing.T) {
+	invisibleToTheScheduler(t, "sleep", func() { osSleepRaw(20 * time.Microsecond) })
+}
+
+// invisibleToTheScheduler fails t if a goroutine that calls call in a loop
+// is seen out of Go (in a system call the scheduler tracks) in more than a
+// quarter of the samples.
+func invisibleToTheScheduler(t *testing.T, what string, call func()) {
 	s := []rtmetrics.Sample{{Name: "/sched/goroutines/not-in-go:goroutines"}}
 	read := func() uint64 {
 		rtmetrics.Read(s)
@@ -25,25 +41,25 @@ func TestYieldIsInvisibleToTheScheduler(t *testing.T) {
 	}
 	base := read()
 	var stop atomic.Bool
-	var yields atomic.Int64
+	var calls atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			osYield()
-			yields.Add(1)
+			call()
+			calls.Add(1)
 		}
 	}()
-	for yields.Load() == 0 {
+	for calls.Load() == 0 {
 		runtime.Gosched()
 	}
-	// Sample while the goroutine makes 2,000 more yields, at least 1,000
+	// Sample while the goroutine makes 2,000 more calls, at least 1,000
 	// times and at most 2^20 (a yield the scheduler sees may lose its P
 	// and wait for one).
 	const want = 2000
-	until := yields.Load() + want
+	until := calls.Load() + want
 	samples, seen := 0, 0
-	for samples < 1000 || yields.Load() < until && samples < 1<<20 {
+	for samples < 1000 || calls.Load() < until && samples < 1<<20 {
 		if read() > base {
 			seen++
 		}
@@ -57,6 +73,6 @@ func TestYieldIsInvisibleToTheScheduler(t *testing.T) {
 	// Other goroutines of the binary may enter system calls now and then;
 	// a yield the scheduler sees is in nearly every sample.
 	if seen > samples/4 {
-		t.Errorf("%d of %d samples saw a goroutine out of Go while one yielded %d times: the yield is a system call the scheduler tracks", seen, samples, yields.Load())
+		t.Errorf("%d of %d samples saw a goroutine out of Go while one called %s %d times: the %[3]s is a system call the scheduler tracks", seen, samples, what, calls.Load())
 	}
 }

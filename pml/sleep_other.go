@@ -10,3 +10,5 @@ import (
 func osYield() { runtime.Gosched() }
 
 func osSleep(d time.Duration) { time.Sleep(d) }
+
+func osSleepRaw(d time.Duration) { time.Sleep(d) }

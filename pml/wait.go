@@ -60,6 +60,9 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
 	}
+	if e.opts.Backoff.OwnCore {
+		e.bo.keepScheduling()
+	}
 	done := ctx.Done()
 	var b backoff // built only once the first poll has not finished r
 	built := false
@@ -82,7 +85,7 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 			k, res := e.waitFast(r)
 			switch {
 			case res == fastDone:
-			case res == fastEmpty && (!built || b.n < b.cfg.Spin && b.n&63 != 63):
+			case res == fastEmpty && (!built || b.spinning() && b.n&63 != 63):
 			default:
 				k += e.progress()
 			}
