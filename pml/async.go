@@ -10,6 +10,14 @@ import "sync"
 // the notifiers only while receives are pending or reads are in flight
 // (dynamic interrupt requests): with nothing pending, progress is polled
 // by the application's own calls, as without events.
+//
+// It also arms them while a rendezvous send waits for the receiver to
+// read it: arming a CQ tells a software device (softrc) that nobody polls
+// and its NIC goroutine must serve the wire now, so that the receiver's
+// reads are answered while the sender computes, as an HCA answers them
+// (seed 004 §5.1's sender overlap), instead of once the device has seen
+// no poll for its idle_after, a Go timer that fired a millisecond and
+// more late.
 type asyncProgress struct {
 	e       *engine
 	wake    chan struct{}
@@ -97,10 +105,14 @@ func (a *asyncProgress) close() {
 	a.wg.Wait()
 }
 
-// readsInFlight reports whether any subchannel has reads outstanding.
+// readsInFlight reports whether any subchannel has reads outstanding, as
+// the reader or as the sender whose memory a peer reads.
 func (e *engine) readsInFlight() bool {
 	for _, r := range e.reqs {
-		if !r.done && r.kind == reqRecv && r.x != nil && r.x.stripes > 0 {
+		if r.done {
+			continue
+		}
+		if r.kind == reqRecv && r.x != nil && r.x.stripes > 0 || r.kind == reqSend && r.proto == ProtoReadAsync {
 			return true
 		}
 	}

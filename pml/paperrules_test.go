@@ -183,6 +183,51 @@ func TestTheAsyncProgressArmsOnlyWhileReceivesArePending(t *testing.T) {
 	}
 }
 
+// A rendezvous send of rdma_read_async arms the notifiers until the
+// receiver has read it: a software device serves the reads from its NIC
+// goroutine at once when armed (seed 004 §5.1's sender overlap), not once
+// it has seen no poll for a while.
+func TestAReadAsyncSendArmsUntilItsDataIsRead(t *testing.T) {
+	w, mods := countingWorld(t, 2, inproc.RailOptions{}, Options{Protocol: ProtoReadAsync})
+	c := w.comms[0]
+	e, a := c.e, c.e.async
+	arms := func() int {
+		mods[0].mu.Lock()
+		defer mods[0].mu.Unlock()
+		return mods[0].arms
+	}
+	e.mu.Lock()
+	a.armed = false
+	e.mu.Unlock()
+	before := arms()
+	buf := make([]byte, 1<<20)
+	s, err := c.Isend(buf, 1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := arms() - before; got != 1 {
+		t.Fatalf("a rendezvous send started: %d notification requests, want 1", got)
+	}
+	e.mu.Lock()
+	inFlight := e.readsInFlight()
+	e.mu.Unlock()
+	if !inFlight {
+		t.Fatal("a send the peer has not read yet does not keep the notifiers armed")
+	}
+	if _, err := w.comms[1].Recv(make([]byte, 1<<20), 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(s); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	inFlight = e.readsInFlight()
+	e.mu.Unlock()
+	if inFlight {
+		t.Fatal("the send completed and still keeps the notifiers armed")
+	}
+}
+
 // Seed 001 §4.4: window round robin sends W consecutive small messages on
 // one subchannel before moving to the next; round robin alternates.
 func TestWindowRoundRobinSendsWMessagesPerSubchannel(t *testing.T) {

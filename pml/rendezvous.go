@@ -121,6 +121,9 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 		flags = core.SendSolicited
 	}
 	e.sendFrame(p, s, h, e.scratch[:n], r.buf[:inline], flags, nil)
+	if proto == ProtoReadAsync && e.async != nil {
+		e.async.arm() // the receiver reads while the sender computes (async.go)
+	}
 }
 
 // rdmaFits reports whether some subchannel can move size bytes by RDMA

@@ -33,7 +33,7 @@ var Params = append([]core.Param{
 	{Name: "nic_thread", Type: core.ParamString, Default: "shared", Enum: []string{"shared", "pinned"},
 		Doc: "softrc: shared: the device's NIC work shares the application's cores; pinned: it runs on an OS thread of its own pinned to nic_cpu, and the process's other threads keep off that CPU (overlap needs a core the ranks do not compute on, seed 004 §5.1)"},
 	{Name: "nic_cpu", Type: core.ParamInt, Default: "-1", Min: "-1",
-		Doc: "softrc: the CPU of a pinned NIC thread; -1: the last CPU the process may use"},
+		Doc: "softrc: the CPU of a pinned NIC thread; -1: of the CPUs the process may use, the last for its node's first rank, the one before for the second, and so on"},
 	core.BTLParam("eager_limit", "12KiB"),
 	core.BTLParam("rndv_eager_limit", "0"),
 	{Name: "receive_queues", Type: core.ParamString, Default: "",

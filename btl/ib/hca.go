@@ -70,7 +70,7 @@ func openHCA(c *config, boot core.Bootstrap, jobKey *core.JobKey, spans bool) (*
 		if int(c.port) > softrcPorts {
 			return nil, fmt.Errorf("ib: softrc devices have %d ports, not %d", softrcPorts, c.port)
 		}
-		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter, PinNIC: c.pinNIC, NICCPU: c.nicCPU, Key: jobKey}); err != nil {
+		if err := sp.Configure(c.device, softrc.DeviceConfig{Ports: softrcPorts, IdleAfter: c.idleAfter, PinNIC: c.pinNIC, NICCPU: nicCPU(c.nicCPU, boot), Key: jobKey}); err != nil {
 			return nil, fmt.Errorf("ib: %w (idle_after, nic_thread and nic_cpu must agree across blocks on one device)", err)
 		}
 		addr, err := c.softrcAddress(spans)
@@ -149,4 +149,26 @@ func (m *module) siblings() []*module {
 	m.h.mu.Lock()
 	defer m.h.mu.Unlock()
 	return append([]*module(nil), m.h.mods...)
+}
+
+// nicCPU is the CPU a pinned NIC thread takes (nic_cpu): the one the
+// stack names, else the CPU of the process's counted from the last by
+// the rank's index among its node's ranks, so that ranks that share CPUs
+// — unbound, as the overlap experiment runs them — pin their NICs to
+// different ones rather than all to the last.
+func nicCPU(want int, boot core.Bootstrap) int {
+	if want >= 0 {
+		return want
+	}
+	l := core.LocalityOf(boot)
+	if l == nil {
+		// Unknown: every rank on one node, as gobtl run starts them.
+		return -1 - boot.Rank()
+	}
+	for i, r := range core.LocalRanks(l, boot.Size(), boot.Rank()) {
+		if r == boot.Rank() {
+			return -1 - i
+		}
+	}
+	return -1
 }

@@ -36,14 +36,20 @@ var IBPerf = experiment.Register(&experiment.Experiment{
 // ibStack is the stack an experiment runs over: self plus one softrc rail
 // with the default receive queues (policy srq: built in, or its plugin as
 // choose says), its link at rate (unlimited if empty), and softrc's NIC
-// thread pinned to a core of its own when nicThread says so.
+// thread pinned to a core of its own when nicThread says so. The ranks
+// are then left unbound: bound to one core each (gobtl run's default), a
+// rank would compute on the core its NIC thread and its progress thread
+// need — an HCA and its interrupts do not take the application's core
+// (seed 004 §5.1) — and the kernel lets a computing thread finish its
+// slice, milliseconds, before the woken progress thread runs there.
 func ibStack(choose func(string) string, protocol, rate string, nicThread bool) string {
-	r := ""
+	r, job := "", experiment.Progress
 	if rate != "" {
 		r = fmt.Sprintf("  rate     = %q\n", rate)
 	}
 	if nicThread {
 		r += "  nic_thread = \"pinned\"\n"
+		job += "  placement {\n    bind_to = \"none\"\n  }\n"
 	}
 	pol := ""
 	if choose != nil {
@@ -57,7 +63,7 @@ btl "ib" "rail0" {
   provider = "softrc"
   port     = 1
 %s}
-%s`, protocol, experiment.Progress, r, pol)
+%s`, protocol, job, r, pol)
 }
 
 // Options configure the overlap experiment.

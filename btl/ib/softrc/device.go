@@ -97,6 +97,12 @@ type Device struct {
 	// while the process polls only now and then (pacer.go).
 	pacing bool
 	paceCh chan struct{}
+	// engageCh hands the wire to the device goroutine at once, without
+	// waiting for IdleAfter: a CQ was armed (engage). armedCQs counts
+	// the CQs armed for an event: while there is one, the device
+	// goroutine keeps the wire even while the process polls.
+	engageCh chan struct{}
+	armedCQs int
 
 	iov     []unix.Iovec
 	msg     unix.Msghdr // sendvNB's header
@@ -194,12 +200,13 @@ func newDevice(p *Provider, name string, cfg DeviceConfig) (*Device, error) {
 		mrs: map[uint32]*mr{}, qps: map[uint32]*qp{}, cqs: map[*cq]struct{}{},
 		byFD: map[int32]*link{}, epfd: epfd, evfd: evfd,
 		idleAfter: int64(cfg.IdleAfter), ackDelay: int64(cfg.AckDelay),
-		done:   make(chan struct{}),
-		paceCh: make(chan struct{}, 1),
-		iov:    make([]unix.Iovec, 0, 64),
-		evs:    make([]unix.EpollEvent, 64),
-		nicEvs: make([]unix.EpollEvent, 1),
-		trash:  make([]byte, 64<<10),
+		done:     make(chan struct{}),
+		paceCh:   make(chan struct{}, 1),
+		engageCh: make(chan struct{}, 1),
+		iov:      make([]unix.Iovec, 0, 64),
+		evs:      make([]unix.EpollEvent, 64),
+		nicEvs:   make([]unix.EpollEvent, 1),
+		trash:    make([]byte, 64<<10),
 	}
 	d.ports = make([]*port, cfg.Ports)
 	for i := range d.ports {
@@ -369,7 +376,7 @@ func (d *Device) portLocked(num uint8) (*port, error) {
 // one-sided operations still progress between polls.
 func (d *Device) pollEnter() int64 {
 	now := nowNS()
-	if d.nicEngaged && now-d.lastPoll < activeWindow {
+	if d.nicEngaged && now-d.lastPoll < activeWindow && d.armedCQs == 0 {
 		d.nicEngaged = false
 	}
 	d.lastPoll = now
@@ -567,62 +574,103 @@ func (d *Device) nic() {
 		defer p.unpin()
 	}
 	for {
+		now, ok := d.waitIdle()
+		if !ok {
+			return
+		}
+		d.nicEngaged = true
+		d.stats.NICEngagements++
+		if !d.serve(now) {
+			return
+		}
+		d.mu.Unlock()
+	}
+}
+
+// waitIdle waits until the device goroutine takes the wire: the process
+// has not polled for IdleAfter, or a CQ was armed (engage). It returns
+// with d.mu held, or false once the device closed (d.mu not held).
+func (d *Device) waitIdle() (int64, bool) {
+	for {
+		armed := false
 		select {
 		case <-d.idleTimer.C:
+		case <-d.engageCh:
+			armed = true
 		case <-d.paceCh:
 			if !d.paceLinks() {
-				return
+				return 0, false
 			}
 			continue
 		case <-d.done:
-			return
+			return 0, false
 		}
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
-			return
+			return 0, false
 		}
 		now := nowNS()
-		if idle := now - d.lastPoll; idle < d.idleAfter {
+		if idle := now - d.lastPoll; idle < d.idleAfter && !armed {
 			d.stats.NICIdleChecks++
 			d.idleTimer.Reset(time.Duration(d.idleAfter - idle))
 			d.idleArmedAt = now
 			d.mu.Unlock()
 			continue
 		}
-		d.nicEngaged = true
-		d.stats.NICEngagements++
-		for {
-			d.inNIC = true
-			d.progress(now)
-			d.flushAcks(now)
-			d.flushAll(now)
-			d.inNIC = false
-			// Sleep until something is ready, the next timer, or at most
-			// nicMaxSleep: a backstop against a wake-up that never comes.
-			timeout := int64(nicMaxSleep)
-			if d.nextDeadline != 0 {
-				timeout = min(timeout, max(d.nextDeadline-now, 1000))
-			}
-			d.nicUntil = now + timeout
-			d.mu.Unlock()
-			d.sleep(timeout)
-			d.mu.Lock()
-			if d.closed {
-				d.mu.Unlock()
-				return
-			}
-			now = nowNS()
-			d.stats.NICWakeups++
-			if !d.nicEngaged || now-d.lastPoll < activeWindow {
-				// The process is polling again: the wire is its own.
-				d.nicEngaged = false
-				d.idleTimer.Reset(time.Duration(d.idleAfter))
-				d.idleArmedAt = now
-				break
-			}
+		return now, true
+	}
+}
+
+// serve is the engaged device goroutine's loop (d.mu held): it serves
+// the wire until the process polls again, and returns false, d.mu not
+// held, once the device closed.
+func (d *Device) serve(now int64) bool {
+	for {
+		d.inNIC = true
+		d.progress(now)
+		d.flushAcks(now)
+		d.flushAll(now)
+		d.inNIC = false
+		// Sleep until something is ready, the next timer, or at most
+		// nicMaxSleep: a backstop against a wake-up that never comes.
+		timeout := int64(nicMaxSleep)
+		if d.nextDeadline != 0 {
+			timeout = min(timeout, max(d.nextDeadline-now, 1000))
 		}
+		d.nicUntil = now + timeout
 		d.mu.Unlock()
+		d.sleep(timeout)
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return false
+		}
+		now = nowNS()
+		d.stats.NICWakeups++
+		if !d.nicEngaged || now-d.lastPoll < activeWindow && d.armedCQs == 0 {
+			// The process is polling again: the wire is its own.
+			d.nicEngaged = false
+			d.idleTimer.Reset(time.Duration(d.idleAfter))
+			d.idleArmedAt = now
+			return true
+		}
+	}
+}
+
+// engage hands the wire to the device goroutine now rather than after
+// IdleAfter (d.mu held): a CQ armed for an event means that its consumer
+// — a progress thread (seed 004 §4.3) — stops polling and sleeps until
+// the device raises one, which a device that waited for IdleAfter on a Go
+// timer (a millisecond and more when no P is about) raised that late. A
+// process that polls again takes the wire back (pollEnter).
+func (d *Device) engage() {
+	if d.nicEngaged || d.closed {
+		return
+	}
+	select {
+	case d.engageCh <- struct{}{}:
+	default:
 	}
 }
 

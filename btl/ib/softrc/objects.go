@@ -251,7 +251,7 @@ func (c *cq) push(wc verbs.WC, solicited bool) {
 	c.ring[(c.head+c.n)%len(c.ring)] = wc
 	c.n++
 	if c.armed == armAny || (c.armed == armSolicited && (solicited || wc.Status != verbs.WCSuccess)) {
-		c.armed = armNone
+		c.setArmed(armNone)
 		if c.ch != nil {
 			c.ch.fire(c)
 		}
@@ -295,12 +295,25 @@ func (c *cq) ReqNotify(solicitedOnly bool) error {
 	}
 	if solicitedOnly {
 		if c.armed != armAny {
-			c.armed = armSolicited
+			c.setArmed(armSolicited)
 		}
 	} else {
-		c.armed = armAny
+		c.setArmed(armAny)
 	}
+	c.d.engage()
 	return nil
+}
+
+// setArmed changes how c is armed and keeps the device's count of armed
+// CQs (d.mu held).
+func (c *cq) setArmed(a uint8) {
+	switch {
+	case c.armed == armNone && a != armNone:
+		c.d.armedCQs++
+	case c.armed != armNone && a == armNone:
+		c.d.armedCQs--
+	}
+	c.armed = a
 }
 
 // AckEvents acknowledges n events.
@@ -323,6 +336,7 @@ func (c *cq) Destroy() error {
 		}
 	}
 	if !c.dead {
+		c.setArmed(armNone)
 		c.dead = true
 		delete(c.d.cqs, c)
 		if c.ch != nil {

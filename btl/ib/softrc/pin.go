@@ -53,15 +53,8 @@ func pin(want int) (p nicPin) {
 		p.err = errNoFreeCore
 		return p
 	}
-	cpu := want
-	if cpu < 0 {
-		for c := 0; c < 8*int(unsafeSizeofCPUSet); c++ {
-			if allowed.IsSet(c) {
-				cpu = c
-			}
-		}
-	}
-	if !allowed.IsSet(cpu) {
+	cpu := nicCPU(&allowed, want)
+	if cpu < 0 || !allowed.IsSet(cpu) {
 		p.err = fmt.Errorf("CPU %d is not one this process may use", cpu)
 		return p
 	}
@@ -87,6 +80,25 @@ func pin(want int) (p nicPin) {
 		return true
 	})
 	return p
+}
+
+// nicCPU is the CPU a NIC thread pins to: want, or with want < 0 the
+// (-want)th CPU of allowed counted from the last — the ranks of a node
+// give their NICs -1 - their index on it (DeviceConfig.NICCPU), so that
+// with ranks unbound each NIC has a CPU of its own — or -1 when allowed
+// has fewer.
+func nicCPU(allowed *unix.CPUSet, want int) int {
+	if want >= 0 {
+		return want
+	}
+	for c := 8*unsafeSizeofCPUSet - 1; c >= 0; c-- {
+		if allowed.IsSet(c) {
+			if want++; want == 0 {
+				return c
+			}
+		}
+	}
+	return -1
 }
 
 // unpin gives the NIC's CPU back to the process's threads, other NIC

@@ -41,8 +41,9 @@ type DeviceConfig struct {
 	// piggyback it on a packet going the other way (default 20 µs).
 	AckDelay time.Duration
 	// PinNIC runs the device goroutine on an OS thread of its own, pinned
-	// to NICCPU (the last CPU the process may use when negative), and
-	// keeps the process's other threads off that CPU (pin.go).
+	// to NICCPU (when negative, the (-NICCPU)th CPU the process may use,
+	// counted from the last), and keeps the process's other threads off
+	// that CPU (pin.go).
 	PinNIC bool
 	NICCPU int
 	// Key is the job's secret: every link between two ports proves with

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"golang.org/x/sys/unix"
 )
 
 const allAccess = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
@@ -576,5 +577,62 @@ func TestStateMachineRejectsSkippedTransitionsAndMissingAttributes(t *testing.T)
 	sb := a.reg(8, allAccess)
 	if err := a.qp.PostSend(&verbs.SendWR{Opcode: verbs.OpSend, SG: sge(sb, 0, 8)}); err == nil {
 		t.Fatal("post send in RESET accepted")
+	}
+}
+
+// An armed CQ hands the wire to the device goroutine at once: its
+// consumer sleeps until an event (seed 004 §4.3's progress thread) and
+// polls no more. With idle_after an hour, the device would otherwise take
+// over — read the solicited message, raise the event — an hour later; the
+// process that armed does not poll here at all.
+func TestAnArmedCQHasItsEventRaisedWithoutWaitingForIdleAfter(t *testing.T) {
+	a := newEnd(t, endOpts{})
+	b := newEnd(t, endOpts{cfg: DeviceConfig{IdleAfter: time.Hour}})
+	// b's device answers the connection's handshake only while polled.
+	stop, polled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(polled)
+		var wc [4]verbs.WC
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				b.cq.Poll(wc[:])
+			}
+		}
+	}()
+	connect(t, a, b, defaultRC())
+	close(stop)
+	<-polled
+	rb := b.reg(64, allAccess)
+	b.postRecv(rb, 0, 16, 1)
+	b.poll() // b has polled just now: idle_after is an hour away
+	if err := b.cq.ReqNotify(true); err != nil {
+		t.Fatal(err)
+	}
+	sb := a.reg(16, allAccess)
+	a.post(verbs.SendWR{WRID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendSolicited, SG: sge(sb, 0, 8)})
+	select {
+	case <-b.ch.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no event for a solicited message to an armed CQ whose process does not poll; stats %+v", b.dev.Stats())
+	}
+	if s := b.dev.Stats(); s.NICEngagements == 0 {
+		t.Fatalf("the event came without the device goroutine: stats %+v", s)
+	}
+}
+
+// nicCPU counts a negative choice from the last allowed CPU, so that the
+// NIC threads of a node's ranks take different CPUs.
+func TestTheNICsOfANodesRanksTakeCPUsFromTheLast(t *testing.T) {
+	var set unix.CPUSet
+	for _, c := range []int{0, 1, 4, 5} {
+		set.Set(c)
+	}
+	for _, c := range []struct{ want, cpu int }{{-1, 5}, {-2, 4}, {-3, 1}, {-4, 0}, {-5, -1}, {2, 2}} {
+		if got := nicCPU(&set, c.want); got != c.cpu {
+			t.Errorf("nicCPU(%d) = %d, want %d", c.want, got, c.cpu)
+		}
 	}
 }
