@@ -41,12 +41,30 @@ var MechParams = []core.Param{
 //     each, idle machine, both states sampled) the pipeline's median beat
 //     CMA from both ends at every size: 64 KiB 12.0 us against 18.3, 256 KiB 17.7 against
 //     26.6, 1 MiB 50.3 against 86.9 (means 85 against 89; the pipeline's
-//     90th percentile 223 against 108, its runs in the second state). So
-//     a message goes through the pipeline at every size, alone or not;
+//     90th percentile 223 against 108, its runs in the second state);
 //   - up to 16 KiB a fragment or two cost less than CMA's system call;
 //   - with osu bw's window of 64 messages in flight the pipeline's best
 //     windows carried 17-25 GB/s at 64 KiB and 4 MiB, CMA from both ends
-//     12-16 GB/s: there both processes copy at once anyway.
+//     12-16 GB/s: there both processes copy at once anyway;
+//   - but in a third state, or under the load of other jobs, the
+//     pipeline fell apart where CMA did not (5 alternating runs, both
+//     main's binary and this one): osu bw 4 MiB 2.4-2.5 GB/s against
+//     13-14 by CMA from both ends and 10-11 by a CMA read alone (Open
+//     MPI vader's single copy), 1 MiB 2.4 against 13.4; in that state
+//     CMA from both ends led at 64 KiB too (bw 15.8 GB/s against 10.1,
+//     latency 7.7 us against 13.8).
+//
+// And on a quiet 16-core Xeon (issue 29: one core copies 26.9 GB/s, a
+// process_vm_readv 12 GB/s, a line crosses between cores in 180 ns) the
+// pipeline lost to vader's single CMA copy where this VM's shared-cache
+// state had it ahead: latency 1 MiB 111-128 us against 67-110, bandwidth
+// 4 MiB 11.7 GB/s against 13.9-14.1, while at 64 KiB and 1 MiB bandwidth
+// it was even or ahead (0.91-1.13x). The copy split between the two
+// processes — half each, both by CMA at once — is the one mechanism
+// that is not behind a single copy anywhere: here 1 MiB took 46-58 us
+// (median) against 105-117 for the read alone, the sender writing 50 %.
+// So the pipeline carries messages up to 512 KiB, alone or not, and
+// above that every message is read from both ends, whatever is in flight.
 //
 // CMA stays the mechanism of a node with more ranks than CPUs
 // (oversubscribedMech), where a pipeline's partner is often off its CPU,
@@ -71,7 +89,8 @@ var MechParams = []core.Param{
 // receiver keeps up the sender rewrites the few it just took back, and
 // the set in use stays small without one.
 var defaultMech = core.MechTable{
-	{RDMADepth: core.NoRDMA},
+	{Max: 512 << 10, RDMADepth: core.NoRDMA},
+	{RDMADepth: 65536},
 }
 
 // oversubscribedMech is sm's default table on a node that runs more of

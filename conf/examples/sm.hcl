@@ -70,9 +70,13 @@ btl "sm" "sm" {
   # by CMA from both ends 62-123 us in either. Over 1,209 alternating
   # ping-pong runs the pipeline's median was lower at every size (1 MiB
   # 50 us against 87; 64 KiB 12 against 18), and with osu bw's window of
-  # messages in flight it carried 17-25 GB/s against CMA's 12-16. So every
-  # message goes through the pipeline; on a node with more ranks than
-  # CPUs the default becomes CMA, which needs only the receiver running.
+  # messages in flight it carried 17-25 GB/s against CMA's 12-16; but
+  # under load, or in a third state of the host, it fell to 2.4 GB/s
+  # where CMA from both ends kept 13-14, and on a quiet 16-core Xeon it
+  # was behind a single CMA copy from 1 MiB (issue 29). So the pipeline
+  # carries messages up to 512 KiB and every larger one is read from both
+  # ends (btl/sm/mechanism.go); on a node with more ranks than CPUs the
+  # default becomes CMA, which needs only the receiver running.
   # Leave the blocks out to get the defaults; single_copy_min/
   # single_copy_max instead give the older window by size alone.
   #
@@ -97,7 +101,11 @@ btl "sm" "sm" {
   choose_mechanism = false
 
   mechanism {
+    max               = "512KiB"
     single_copy_depth = -1
+  }
+  mechanism {
+    single_copy_depth = 65536
   }
 
   # How often a rank checks that the peers it talks to are alive.
