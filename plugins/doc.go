@@ -37,8 +37,9 @@
 // checking every decision: no message depends on a plugin being alive.
 //
 // Discovery: `plugin = "name"` is searched in the block's plugin_dir, then
-// $GOBTL_PLUGIN_PATH, then ./bin/plugins (where `make plugins` puts the
-// built-ins); `path = "..."` names the executable, and `sha256` pins its
+// $GOBTL_PLUGIN_PATH, plugins/ next to the running executable, the install
+// prefix's lib/gobtl/plugins, then ./bin/plugins (where `make plugins` puts
+// the built-ins; Search); `path = "..."` names the executable, and `sha256` pins its
 // checksum. The handshake checks a magic cookie (an executable that is not
 // a gobtl plugin is refused with what it printed) and negotiates the
 // protocol version (plugins/policypb; a mismatch names both versions).

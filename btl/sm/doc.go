@@ -57,7 +57,37 @@
 // mechanism table's (mechanism.go), or with choose_mechanism the
 // receiver's, by what each delivered lately (adapt.go).
 //
-// Liveness: each peer's process is watched through a pidfd, polled from
+// # The mechanism table and the copy pipeline
+//
+// The module proposes, per message size and per how many rendezvous
+// sends to the peer are in flight, CMA or the copy pipeline with its
+// fragment size and depth (core.MechTable in Attrs.Mech; a stack
+// replaces it with mechanism blocks), and the PML follows. The default
+// (mechanism.go has the numbers): the pipeline up to 512 KiB, and above
+// it a CMA read from both ends (coop.go: the receiver reads chunks from
+// the back while the sender writes from the front, each moving about
+// half) — on a 16-core Xeon the pipeline lost to Open MPI's single CMA
+// copy from 1 MiB, and under load on a 2-core VM it fell to 2.4 GB/s
+// where the split copy kept 12-14. On a node with more ranks than
+// CPUs the default is CMA above 16 KiB at any depth, since the pipeline
+// needs both processes running at once and a CMA read only the receiver —
+// except for the messages of an exchange (Attrs.MechExchange: recursive
+// halving and doubling, where both ranks send and wait), which pipeline
+// up to 512 KiB. A stack's own mechanism blocks are kept as given.
+//
+// The pipeline's fragments are max_send_size, 64 KiB: the PML cuts a
+// medium message into power-of-two chunks and a long one into whole
+// fragments (17 frames per MiB), and a segment holds 32 of them. The
+// sender writes a fragment through the caches (copy_in = "cache", the
+// default), with non-temporal stores ("stream": the receiver then reads
+// from memory, which wins only where the two cores share no cache), or
+// times its own copies around rare probes and keeps the faster with a
+// hysteresis band ("auto", copyin.go; off by default: under load it
+// measured no better than either).
+//
+// # Liveness
+//
+// Each peer's process is watched through a pidfd, polled from
 // Progress when it has been idle for a while, and a segment states whether
 // its owner closed cleanly or failed. A peer that dies without closing is
 // reported through OnPeerLost; a peer that closed makes later sends fail

@@ -38,9 +38,13 @@
 // messages through its send pipeline; sm and inproc show both.
 //
 // Trust: only this user can reach a rank's socket (it lives in a
-// directory of mode 0700). A transport that crosses hosts must also prove
-// job membership on every link before reading its bytes — a design rule no
-// transport implements yet (ARCHITECTURE.md, section 11).
+// directory of mode 0700), which is all a transport within one host
+// needs. A transport that crosses hosts must also prove job membership on
+// every link before it reads the link's bytes, with the job's key
+// (core.BTLEnv.Key): softrc's TCP links and the EXTOLL software card's
+// engines run core's challenge–response (core/auth.go) at a link's start;
+// btl/ofi opens a session per direction with a hello that proves the key
+// and tags every message after it with the session's token.
 //
 // To start a new BTL: copy the directory, rename the package and the
 // component (Name), replace the sockets with the device, and keep

@@ -189,3 +189,42 @@ func TestTheDocCheckCatchesStaleNames(t *testing.T) {
 		t.Fatalf("%d problems %q, want 3 (core.Gone, core.Module.Gone, the missing link)", len(got), got)
 	}
 }
+
+// docLimits are the most lines a doc may have (issue 27): a reader
+// takes in the README and the architecture in one sitting, and detail
+// belongs in the package docs (go doc) or docs/*.md.
+var docLimits = map[string]int{"README.md": 250, "ARCHITECTURE.md": 250}
+
+// lineCount is the number of lines of text, a last line without a
+// newline included.
+func lineCount(text string) int {
+	n := strings.Count(text, "\n")
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		n++
+	}
+	return n
+}
+
+func TestTheReadmeAndTheArchitectureStayShort(t *testing.T) {
+	for f, limit := range docLimits {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := lineCount(string(b)); n > limit {
+			t.Errorf("%s has %d lines, at most %d: move detail into the package docs or docs/*.md", f, n, limit)
+		}
+	}
+}
+
+// TestTheLineCountCountsEveryLine breaks the limit on purpose.
+func TestTheLineCountCountsEveryLine(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int
+	}{{"", 0}, {"a\n", 1}, {"a\nb", 2}, {strings.Repeat("x\n", 251), 251}} {
+		if got := lineCount(c.text); got != c.want {
+			t.Errorf("lineCount(%q…) = %d, want %d", c.text[:min(len(c.text), 4)], got, c.want)
+		}
+	}
+}
