@@ -44,7 +44,7 @@ import (
 //     buffer). The price is the paper's: a credit frame may take the buffer
 //     a credited frame was counting on, which then waits on an RNR NAK
 //     until the credit frame's buffer is reposted. While out of credits,
-//     small messages may go by rendezvous (core.Credited): the START waits
+//     small messages may go by rendezvous (core.Resources): the START waits
 //     instead of the data, and the handshake brings credits back.
 //   - User-level dynamic (§4.3): as static, but a peer starts with few
 //     buffers and a frame that waited for a credit carries core.FlagBacklog.

@@ -84,6 +84,7 @@ func (m *module) complete(wc *verbs.WC) {
 		b := m.sbufs[idx]
 		e := b.ep
 		m.putSend(b)
+		m.replenished++
 		if e == nil {
 			return
 		}
@@ -96,6 +97,7 @@ func (m *module) complete(wc *verbs.WC) {
 		m.freeOp(idx)
 		e := s.ep
 		e.out[0]--
+		m.replenished++
 		if s.solicited {
 			m.solicitedOps--
 		}
@@ -166,6 +168,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	if h.Credits > 0 && m.fc.credits {
 		if ci := m.creditQueue(b.queue); ci >= 0 {
 			e.cred[ci].grant(int(h.Credits))
+			m.replenished++
 			e.st.credits.Set(int64(e.cred[ci].avail))
 		}
 	}
