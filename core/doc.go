@@ -29,19 +29,27 @@
 //	notify       Notifier                     module    ib, sm, inproc
 //	attach       Attacher                     module    sm, extoll
 //
-// Messaging includes Disconnect: every transport can drop one peer and
-// let it learn of that through its own OnPeerLost (sm flags its box for
-// the peer, ib and extoll send a message that says so, inproc and the
-// template close the link); the PML calls it when it fails a virtual
-// channel for a reason of its own, so that the peer's requests fail
-// instead of waiting.
+// Why these sets. Messaging includes Disconnect: every transport can
+// drop one peer and let it learn of that through its own OnPeerLost (sm
+// flags its box for the peer, ib and extoll send a message that says so,
+// inproc and the template close the link); the PML calls it when it fails
+// a virtual channel for a reason of its own, and without it the peer's
+// requests would wait forever. RDMA takes registration into the set: a
+// transport that needs none registers all the same (sm, self), so that
+// the PML has one path and a key to send. The eager set is the fast path
+// any transport with per-peer receive space in order may offer; its calls
+// carry fields of the frame header, never the PML's decisions: PeekEager
+// says which frame is next, and the PML, not the transport, matches it to
+// a receive (its tag, a wildcard, the buffer's size) before TakeEager
+// copies it. Resources gathers what the PML reads of a transport's
+// back-pressure — credits (PreferRendezvous), fragments in flight, when a
+// refused send may pass — in one set implemented whole, with answers from
+// the transport's own mechanism.
 //
 // Where a set's support depends on the configuration or the device (inproc
 // with rdma = false, sm without CMA, a libfabric provider without FI_RMA),
 // the module hands out endpoints of a type without the set's methods
-// (rdma.go). A set's calls carry fields of the frame header, never the
-// PML's decisions: Eager's PeekEager says which frame is next, and the
-// PML, not the transport, matches it to a receive.
+// (rdma.go).
 //
 // The choice of rendezvous mechanism — a single copy by RDMA or the
 // send-based pipeline, its fragments and depth — is part of the

@@ -19,12 +19,16 @@ package core
 // Every call is serialized with the module's others, like Send and
 // Progress, and keeps the pair's order with them: a frame SendEager wrote
 // arrives after every frame Send sent before it, and PeekEager shows a
-// frame only when it is the next the pair delivers. A call from inside
-// Progress (a handler) finds nothing and sends nothing by the direct way.
+// frame only when it is the next the pair delivers. From inside Progress
+// (a handler) PeekEager and TakeEager find nothing, for Progress may be
+// delivering that very frame; SendEager may be called there as Send may.
 //
 // Allocation-free and cheap per message are the point: the PML's window
 // of receives costs one TakeEager per message (it also looks at the next
-// frame), a blocking receive a PeekEager and a TakeEager.
+// frame), a blocking receive a PeekEager and a TakeEager. (RecvEager,
+// which this replaces, took a receive's tag, wildcard and buffer and
+// decided in the transport: one call for a blocking receive, the PML's
+// matching in every transport that offers the set.)
 type Eager interface {
 	// SendEager sends data from this rank as the EAGER frame on context
 	// ctx with tag and psn, no flags — the frame Send would send with that
