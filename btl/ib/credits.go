@@ -175,6 +175,14 @@ func (c *credits) spend() { c.avail-- }
 // grant adds credits the peer returned.
 func (c *credits) grant(n int) { c.avail += n }
 
+// grant adds n credits the peer returned for e's per-peer queue ci: a
+// frame refused for want of one may pass now (Replenished).
+func (m *module) grant(e *endpoint, ci, n int) {
+	e.cred[ci].grant(n)
+	m.replenished++
+	e.st.credits.Set(int64(e.cred[ci].avail))
+}
+
 // due reports whether an explicit credit frame should go: threshold
 // credits are owed, or as many as the peer is meant to have (then it may
 // have none left and be waiting: with a threshold above the posted count,

@@ -167,9 +167,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	e.rxFrames++
 	if h.Credits > 0 && m.fc.credits {
 		if ci := m.creditQueue(b.queue); ci >= 0 {
-			e.cred[ci].grant(int(h.Credits))
-			m.replenished++
-			e.st.credits.Set(int64(e.cred[ci].avail))
+			m.grant(e, ci, int(h.Credits))
 		}
 	}
 	if m.draining {
