@@ -2,46 +2,8 @@ package core
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
 	"time"
 )
-
-// Caps are a module's capability flags (Open MPI's btl_flags).
-type Caps uint32
-
-const (
-	// CapSend: the module sends active messages (every module must).
-	CapSend Caps = 1 << iota
-	// CapPut: endpoints implement RDMA.Put (RDMA write).
-	CapPut
-	// CapGet: endpoints implement RDMA.Get (RDMA read).
-	CapGet
-	// CapNotify: the module implements Notifier (solicited events).
-	CapNotify
-	// CapLocalOnly: the module reaches only ranks on this host.
-	CapLocalOnly
-)
-
-// Has reports whether all bits of want are set.
-func (c Caps) Has(want Caps) bool { return c&want == want }
-
-func (c Caps) String() string {
-	names := []string{"send", "put", "get", "notify", "local-only"}
-	s := ""
-	for i, n := range names {
-		if c&(1<<i) != 0 {
-			if s != "" {
-				s += ","
-			}
-			s += n
-		}
-	}
-	if s == "" {
-		return "none"
-	}
-	return s
-}
 
 // Attrs are a module's limits and performance model: the only things the
 // PML reads to choose protocols and rails.
@@ -89,8 +51,6 @@ type Attrs struct {
 	// exclusivity is higher than another's, only the higher is used (shared
 	// memory over the network for local peers), unless configured otherwise.
 	Exclusivity int
-	// Caps are the capability flags.
-	Caps Caps
 }
 
 // SendFlags modify one Send.
@@ -133,7 +93,7 @@ type Endpoint interface {
 //
 // Concurrency. The caller serializes every call into a module and into its
 // endpoints (Send, Progress, Register, Endpoint, Put, Get, RegisterMem,
-// Arm, Close...): at most one runs at a time, so a module needs no lock on
+// SendEager, PeekEager, TakeEager, Arm, Disconnect, Close...): at most one runs at a time, so a module needs no lock on
 // its own state for them. They may come from different goroutines over
 // time (an application thread, then the PML's event-driven progress
 // thread), so a module must not depend on which goroutine calls it.
@@ -159,110 +119,18 @@ type Module interface {
 	// Progress delivers arrived frames and completions and returns how many
 	// it handled. It never blocks.
 	Progress() int
+	// Disconnect drops the connection to rank for a reason of the
+	// caller's (the PML fails a virtual channel for a bad payload or a
+	// lost sibling subchannel): later Sends, Puts and Gets to it fail with
+	// ErrPeerLost, and the peer learns of it through its own module's
+	// OnPeerLost within a bounded time, instead of waiting for this rank
+	// forever. It may report rank lost to this module's OnPeerLost too,
+	// and does nothing for a rank already lost, unknown or never
+	// connected (a peer that never heard of this rank waits for nothing
+	// from it).
+	Disconnect(rank int, reason error)
 	// Close releases the module's resources.
 	Close() error
-}
-
-// MemKeySize is the wire size of a MemKey.
-const MemKeySize = 32
-
-// MemKey names registered memory so that a peer can reach it with a Put or
-// a Get. Its meaning belongs to the transport that issued it (an rkey and a
-// virtual address, a process id for CMA, a slot in a table).
-type MemKey struct {
-	Addr uint64 // base address or offset as the transport defines it
-	Len  uint64 // bytes registered
-	Key  uint64 // the remote key
-	Aux  uint64 // transport-specific (process id, segment id, ...)
-}
-
-// Encode writes k into b, which must hold MemKeySize bytes.
-func (k MemKey) Encode(b []byte) {
-	_ = b[MemKeySize-1]
-	binary.LittleEndian.PutUint64(b[0:], k.Addr)
-	binary.LittleEndian.PutUint64(b[8:], k.Len)
-	binary.LittleEndian.PutUint64(b[16:], k.Key)
-	binary.LittleEndian.PutUint64(b[24:], k.Aux)
-}
-
-// DecodeMemKey reads a MemKey from b.
-func DecodeMemKey(b []byte) (MemKey, error) {
-	if len(b) < MemKeySize {
-		return MemKey{}, fmt.Errorf("memory key: %d bytes, want %d: %w", len(b), MemKeySize, ErrBadFrame)
-	}
-	return MemKey{
-		Addr: binary.LittleEndian.Uint64(b[0:]),
-		Len:  binary.LittleEndian.Uint64(b[8:]),
-		Key:  binary.LittleEndian.Uint64(b[16:]),
-		Aux:  binary.LittleEndian.Uint64(b[24:]),
-	}, nil
-}
-
-// Access says what a registration allows.
-type Access uint8
-
-const (
-	// AccessLocalWrite lets the local device write the memory (Get target).
-	AccessLocalWrite Access = 1 << iota
-	// AccessRemoteRead lets peers Get from the memory.
-	AccessRemoteRead
-	// AccessRemoteWrite lets peers Put into the memory.
-	AccessRemoteWrite
-)
-
-// Region is registered memory.
-type Region interface {
-	// Key is what a peer needs to reach the memory.
-	Key() MemKey
-	// Bytes is the registered memory.
-	Bytes() []byte
-}
-
-// Registrar is implemented by modules whose RDMA needs registered memory.
-// The memory must stay reachable and unmoved until Deregister; Go's heap
-// does not move objects, and the module keeps a reference.
-type Registrar interface {
-	// RegisterMem registers buf for the given access.
-	RegisterMem(buf []byte, access Access) (Region, error)
-	// DeregisterMem releases a registration.
-	DeregisterMem(r Region) error
-}
-
-// Completer is told when a Put or Get finishes.
-type Completer interface {
-	// RDMADone runs inside Progress (or an armed event drain) on the
-	// initiator. err is nil on success.
-	RDMADone(op *RDMAOp, err error)
-}
-
-// RDMAOp describes one Put or Get. The initiator owns it until RDMADone.
-type RDMAOp struct {
-	// Local is the local side: the source of a Put, the destination of a
-	// Get. It lies within Region when the module needs registrations.
-	Local []byte
-	// Region is the local registration covering Local (nil if the module
-	// does not implement Registrar).
-	Region Region
-	// Remote names the peer's memory; Offset is where in it to start.
-	Remote MemKey
-	Offset uint64
-	// Solicited asks for a solicited event when this operation completes
-	// locally, waking an armed Notifier (seed 004 §4.3).
-	Solicited bool
-	// Done is told of completion.
-	Done Completer
-	// Cookie is the initiator's own bookkeeping; modules never touch it.
-	Cookie uint64
-}
-
-// RDMA is implemented by endpoints of modules with CapPut or CapGet.
-// A returned error means the operation did not start; ErrNoResources means
-// retry after Progress.
-type RDMA interface {
-	// Put writes op.Local into the peer's memory (RDMA write).
-	Put(op *RDMAOp) error
-	// Get reads the peer's memory into op.Local (RDMA read).
-	Get(op *RDMAOp) error
 }
 
 // Notifier is implemented by modules that can wake a sleeping progress
@@ -276,73 +144,6 @@ type Notifier interface {
 	Arm()
 	// Notify is the channel notifications arrive on.
 	Notify() <-chan struct{}
-}
-
-// Credited is implemented by endpoints whose module runs user-level credit
-// flow control, so that the PML can send a small message by rendezvous
-// while the peer is out of credits (seed 000 §4.2): the START waits in the
-// backlog instead of the data, and the handshake brings credits back.
-type Credited interface {
-	// PreferRendezvous reports that an eager frame would wait for credits
-	// now and the flow-control policy asks for rendezvous in that case.
-	PreferRendezvous() bool
-}
-
-// EagerReceiver is implemented by endpoints whose module can hand the
-// PML the next frame from the peer in place, for the PML's fused receive
-// path: a receive from one peer polls that peer's channel alone and, when
-// the next frame is the plain EAGER message it takes, gets its payload
-// copied straight into the user's buffer in the same call, without a
-// handler call, a decoded header or a copy to an unexpected queue. It is
-// the mirror of EagerSender. RecvEager is serialized with the module's
-// other calls like Send and Progress.
-type EagerReceiver interface {
-	// RecvEager looks at the next frame the peer sent this rank. It
-	// returns EagerNone when nothing has arrived, when the next frame
-	// comes another way (Progress delivers it), when the peer is lost and
-	// when called from a handler; EagerOther when the next frame is not a
-	// plain EAGER frame (EagerMatch) on context ctx with PSN psn. For
-	// such a frame it returns its tag and payload length n, and takes it
-	// — copies the payload into buf and consumes the frame, as Progress
-	// does once a handler returned — when its tag is tag (any tag when
-	// anyTag) and buf holds it: EagerTaken; otherwise the frame stays
-	// where it is: EagerKept.
-	RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (htag int32, n int, res EagerResult)
-}
-
-// EagerResult is what EagerReceiver.RecvEager found.
-type EagerResult uint8
-
-// The results of RecvEager.
-const (
-	EagerNone  EagerResult = iota // nothing by the direct way: look again later
-	EagerTaken                    // the payload is in buf and the frame consumed
-	EagerKept                     // the next message, but not for this receive: it stays
-	EagerOther                    // a frame RecvEager does not take: Progress delivers it
-)
-
-// EagerSender is implemented by endpoints that can take a plain EAGER
-// frame as its match fields and payload and write it straight into the
-// peer's receive space — sm's fast box — for the PML's fused send path,
-// the mirror of EagerReceiver: a send that fits leaves without a Header built
-// and passed by value (EagerWords), and without the module's general
-// Send. SendEager is serialized with the module's other calls.
-type EagerSender interface {
-	// SendEager sends data from this rank as an EAGER frame on context
-	// ctx with tag and psn, no flags — the frame Send would send with that
-	// header — if it can at once by its direct way. It reports false,
-	// having sent nothing, when it cannot (too long for the direct way, no
-	// room there, a lost peer, a connection not yet set up); the caller
-	// then sends the frame with Send, which keeps the pair's order.
-	SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool
-}
-
-// Disconnecter is implemented by modules that can tear down the connection
-// to one peer. The PML calls it when it fails a virtual channel for its own
-// reasons (a bad PML payload, a lost sibling subchannel), so that the peer
-// learns of it through its own module's OnPeerLost instead of waiting.
-type Disconnecter interface {
-	Disconnect(rank int, reason error)
 }
 
 // Attacher is implemented by modules whose peers reach this rank through

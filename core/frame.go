@@ -130,7 +130,7 @@ func (h *Header) Words() [4]uint64 {
 
 // EagerWords returns the Words of Header{Type: TypeEager, Src: src,
 // Context: ctx, Tag: tag, PSN: psn, Length: n} — no flags, no credits —
-// without a Header built: a transport's direct eager path (EagerSender).
+// without a Header built: a transport's direct eager path (Eager.SendEager).
 // EagerMatch reads them back.
 func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
 	return [4]uint64{
@@ -143,7 +143,7 @@ func EagerWords(src int32, ctx uint32, tag int32, psn uint32, n int) [4]uint64 {
 
 // PutEagerHeader writes the header EagerWords describes into h, four
 // stores without the words passed through memory as an array (a
-// transport's direct eager path, EagerSender).
+// transport's direct eager path, Eager.SendEager).
 func PutEagerHeader(h *[HeaderSize]byte, src int32, ctx uint32, tag int32, psn uint32, n int) {
 	binary.LittleEndian.PutUint64(h[0:], HeaderVersion|uint64(TypeEager)<<8|uint64(uint32(src))<<32)
 	binary.LittleEndian.PutUint64(h[offContext:], uint64(ctx)|uint64(uint32(tag))<<32)

@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // MechRule is what a module proposes for the rendezvous data of messages
@@ -28,12 +27,17 @@ type MechRule struct {
 	Frag int
 	// Depth bounds the pipeline fragments of one message in flight (sent,
 	// not yet consumed by the receiver), for endpoints that count them
-	// (FragCounter); 0: as many as the module takes.
+	// (Resources.FragsInFlight); 0: as many as the module takes.
 	Depth int
-	// Choose lets the receiver's endpoint, where it is a MechChooser,
-	// turn a message the rule would move by RDMA into a pipelined one,
-	// message by message, by what earlier messages took. The rule still
-	// decides where RDMA is allowed at all; the pipeline is always.
+	// Choose lets the receiver turn a message the rule would move by RDMA
+	// into a pipelined one, message by message, by how fast each
+	// mechanism delivered the peer's earlier messages of its size: when
+	// the faster one depends on a state that changes within seconds
+	// (which cores the host runs the two processes on, what else shares
+	// them), no table fixed at start-up can follow it. The PML measures
+	// and chooses (pml/choose.go); the module's table only says where
+	// the choice is worth having. The rule still decides where RDMA is
+	// allowed at all; the pipeline is always.
 	Choose bool
 }
 
@@ -89,45 +93,4 @@ func (t MechTable) Validate(maxSend int) error {
 		}
 	}
 	return nil
-}
-
-// MechChooser is implemented by endpoints that choose, while the job
-// runs, between RDMA and the copy pipeline for the messages their rule
-// lets them choose for (MechRule.Choose): when the best mechanism depends
-// on a state that changes within seconds (which cores the host runs the
-// two processes on, what else shares them), no table fixed at start-up
-// can follow it. The receiver chooses, because only it sees when either
-// mechanism has delivered the whole message; the sender offers RDMA and
-// learns the answer from the receiver's reply. The PML calls both methods
-// only for such messages, never on the eager path, and reads its clock
-// for them alone.
-type MechChooser interface {
-	// ChooseRDMA reports whether a message of size bytes, which the
-	// sender offered by RDMA, moves by RDMA (else by the pipeline); now
-	// is the PML clock's reading.
-	ChooseRDMA(size int, now time.Duration) bool
-	// MechDone reports that the data of a message of size bytes arrived
-	// by RDMA (rdma) or by the pipeline d after ChooseRDMA chose for it.
-	MechDone(size int, rdma bool, d time.Duration)
-}
-
-// FragCounter is implemented by endpoints that know how many of their
-// send fragments the peer has not yet consumed; the PML bounds a
-// pipeline's fragments in flight (MechRule.Depth) with it. The count may
-// lag behind the receiver (a module takes fragments back in Progress), never
-// run ahead of it.
-type FragCounter interface {
-	FragsInFlight() int
-}
-
-// Replenisher is implemented by endpoints that can tell when a send they
-// refused with ErrNoResources may succeed if tried again. Replenished is
-// a count that grows whenever the endpoint regains what a refused send
-// lacked (sm: a send fragment taken back from a receiver), and at any
-// refusal whose end the endpoint cannot watch; while it has not changed
-// since a refusal, the same send would be refused again. The PML's
-// pipeline pump retries a refused fragment only once it has changed,
-// instead of at every poll while the receiver copies.
-type Replenisher interface {
-	Replenished() uint64
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-// scripted is a core.MechChooser whose choices a test dictates, message
-// by message, and which records what the PML tells it.
+// scripted is a choice of mechanism (chooser) whose choices a test
+// dictates, message by message, and which records what the PML tells it.
 type scripted struct {
 	mu     sync.Mutex
 	script []bool // choices in order; past its end, the last one
-	asked  []int  // sizes ChooseRDMA was asked about
-	done   []doneCall
+	asked  []int  // sizes choose was asked about
+	told   []doneCall
 }
 
 type doneCall struct {
@@ -26,7 +26,7 @@ type doneCall struct {
 	d    time.Duration
 }
 
-func (s *scripted) ChooseRDMA(size int, _ time.Duration) bool {
+func (s *scripted) choose(size int, _ time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.asked = append(s.asked, size)
@@ -34,35 +34,14 @@ func (s *scripted) ChooseRDMA(size int, _ time.Duration) bool {
 	return s.script[i]
 }
 
-func (s *scripted) MechDone(size int, rdma bool, d time.Duration) {
+func (s *scripted) done(size int, rdma bool, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.done = append(s.done, doneCall{size, rdma, d})
-}
-
-// choosing is an inproc module whose endpoints choose as their rank's
-// chooser says.
-type choosing struct {
-	*inproc.Module
-	c *scripted
-}
-
-type choosingEP struct {
-	core.Endpoint
-	core.RDMA
-	*scripted
-}
-
-func (m *choosing) Endpoint(rank int) (core.Endpoint, error) {
-	ep, err := m.Module.Endpoint(rank)
-	if err != nil {
-		return nil, err
-	}
-	return &choosingEP{ep, ep.(core.RDMA), m.c}, nil
+	s.told = append(s.told, doneCall{size, rdma, d})
 }
 
 // chooseWorld is two ranks over one inproc rail with table mech, each
-// rank's endpoints choosing by its own script.
+// rank's choice for the other's messages made by its own script.
 func chooseWorld(t *testing.T, mech core.MechTable, scripts [2][]bool) (*world, [2]*scripted) {
 	t.Helper()
 	f := inproc.New(2, nil)
@@ -71,11 +50,13 @@ func chooseWorld(t *testing.T, mech core.MechTable, scripts [2][]bool) (*world, 
 	var cs [2]*scripted
 	for r := range 2 {
 		cs[r] = &scripted{script: scripts[r]}
-		m := &choosing{f.Modules(r)[0].(*inproc.Module), cs[r]}
-		c, err := New(r, 2, []core.Module{m}, Options{Metrics: core.NewMetrics()})
+		c, err := New(r, 2, f.Modules(r), Options{Metrics: core.NewMetrics()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.e.mu.Lock()
+		c.e.peer(1 - r).choice = cs[r]
+		c.e.mu.Unlock()
 		w.comms = append(w.comms, c)
 	}
 	t.Cleanup(w.close)
@@ -91,7 +72,7 @@ func mechCounts(c *Comm) (rdma, pipe, declined int64) {
 
 var chooseTable = core.MechTable{{Max: 8 << 10, RDMADepth: core.NoRDMA}, {RDMADepth: 0, Choose: true}}
 
-// The receiver's endpoint chooses, message by message, and both ends agree
+// The receiver chooses, message by message, and both ends agree
 // on what each message used: the sender counts it by the mechanism the
 // receiver chose (a REPLY without keys turned its rdma_read offer into a
 // pipeline), the data arrive whole either way, and the receiver's chooser
@@ -124,16 +105,16 @@ func TestTheReceiverChoosesAndTheSenderFollows(t *testing.T) {
 		return nil
 	})
 	got := cs[1]
-	if len(got.asked) != len(script) || len(got.done) != len(script) {
-		t.Fatalf("the receiver was asked %d times and told %d times, want %d each", len(got.asked), len(got.done), len(script))
+	if len(got.asked) != len(script) || len(got.told) != len(script) {
+		t.Fatalf("the receiver was asked %d times and told %d times, want %d each", len(got.asked), len(got.told), len(script))
 	}
-	for i, d := range got.done {
+	for i, d := range got.told {
 		if got.asked[i] != n || d.size != n || d.rdma != script[i] || d.d <= 0 {
 			t.Errorf("message %d: asked about %d bytes, told %+v; want %d bytes by RDMA %v in a positive time", i, got.asked[i], d, n, script[i])
 		}
 	}
 	if len(cs[0].asked) != 0 {
-		t.Errorf("the sender's endpoint was asked %d times; only a receiver chooses", len(cs[0].asked))
+		t.Errorf("the sender's choice was asked %d times; only a receiver chooses", len(cs[0].asked))
 	}
 }
 
@@ -208,8 +189,194 @@ func TestEagerMessagesAreNotChosenFor(t *testing.T) {
 		return nil
 	})
 	for r, c := range cs {
-		if len(c.asked) != 0 || len(c.done) != 0 {
-			t.Errorf("rank %d's chooser was asked %d times and told %d times about eager messages", r, len(c.asked), len(c.done))
+		if len(c.asked) != 0 || len(c.told) != 0 {
+			t.Errorf("rank %d's chooser was asked %d times and told %d times about eager messages", r, len(c.asked), len(c.told))
 		}
+	}
+}
+
+// feed runs n messages of size bytes through c, one every gap on a clock
+// that starts at *now, each taking pipe or dma by the mechanism chosen,
+// and returns how many went by RDMA and the message indices of the
+// choices that were not the majority's.
+func feed(c *mechChoice, now *time.Duration, n, size int, gap, pipe, dma time.Duration) (byRDMA int, choices []bool) {
+	for range n {
+		rdma := c.choose(size, *now)
+		d := pipe
+		if rdma {
+			d, byRDMA = dma, byRDMA+1
+		}
+		c.done(size, rdma, d)
+		choices = append(choices, rdma)
+		*now += gap
+	}
+	return byRDMA, choices
+}
+
+// The receiver takes the faster mechanism, and when the host's state
+// makes the other one faster it follows: the faster one is measured with
+// every message, so its slowing shows within a few messages; the slower
+// one's speeding up shows at its next probe, at most probeGapMax (and
+// probeEvery messages) later. 1 MiB, a message every 100 us: the pipeline
+// 50 us against RDMA's 90 (shared cache), then 200 against 90 (no shared
+// cache), then back, then RDMA faster still. After the switch only probes
+// take the slower one.
+func TestTheChoiceFollowsTheFasterMechanism(t *testing.T) {
+	const size, n = 1 << 20, 400
+	var c mechChoice
+	var now time.Duration
+	gap := 100 * time.Microsecond
+	late := int(probeGapMax/gap) + probeEvery + 1
+	phases := []struct {
+		pipe, rdma time.Duration
+		wantRDMA   bool
+		settle     int // messages the switch may take
+	}{
+		{50 * time.Microsecond, 90 * time.Microsecond, false, 2},
+		{200 * time.Microsecond, 90 * time.Microsecond, true, 6},
+		{50 * time.Microsecond, 90 * time.Microsecond, false, late},
+		{50 * time.Microsecond, 30 * time.Microsecond, true, late},
+	}
+	for i, ph := range phases {
+		_, ch := feed(&c, &now, n, size, gap, ph.pipe, ph.rdma)
+		sw := firstRun(ch, ph.wantRDMA, 5)
+		if sw > ph.settle {
+			t.Errorf("phase %d (pipeline %v, RDMA %v): switched only at message %d, want within %d", i, ph.pipe, ph.rdma, sw, ph.settle)
+			continue
+		}
+		// Probes after the switch: gaps of 1, 2, 4, 8, 16 ms, then 16 ms
+		// apart, in the 40 ms of a phase.
+		wrong := 0
+		for _, rdma := range ch[sw:] {
+			if rdma != ph.wantRDMA {
+				wrong++
+			}
+		}
+		if wrong > 8 {
+			t.Errorf("phase %d (pipeline %v, RDMA %v): %d of the %d messages after the switch took the slower mechanism",
+				i, ph.pipe, ph.rdma, wrong, n-sw)
+		}
+	}
+}
+
+// firstRun is the index of the first of n consecutive choices equal to want.
+func firstRun(ch []bool, want bool, n int) int {
+	run := 0
+	for i, c := range ch {
+		if c != want {
+			run = 0
+			continue
+		}
+		if run++; run == n {
+			return i - n + 1
+		}
+	}
+	return len(ch)
+}
+
+// While one mechanism stays faster the other is still taken now and then,
+// to see a change of state: never within probeEvery messages or probeGap
+// of the last probe, never more than probeGapMax (or probeEvery messages)
+// after it, the gaps growing from probeGap to probeGapMax. A message every
+// 50 us (1 MiB ping-pong in the shared-cache state): after the first few,
+// one probe every 16 ms, every 320th message; a message every 1 ms (4 MiB
+// under load): after the first few, every 16th.
+func TestTheChoiceProbesTheSlowerMechanism(t *testing.T) {
+	for _, tc := range []struct {
+		gap        time.Duration
+		lo, hi     int // probes in 10,000 messages
+		sparsestIn int // messages between two probes, at most
+	}{
+		{50 * time.Microsecond, 10000/320 - 1, 10000/320 + 6, 320 + 1},
+		{time.Millisecond, 10000/16 - 1, 10000/16 + 6, 16 + 1},
+	} {
+		var c mechChoice
+		var now time.Duration
+		feed(&c, &now, 10, 1<<20, tc.gap, 50*time.Microsecond, 90*time.Microsecond) // both measured
+		_, ch := feed(&c, &now, 10000, 1<<20, tc.gap, 50*time.Microsecond, 90*time.Microsecond)
+		var probes []int
+		for i, rdma := range ch {
+			if rdma {
+				probes = append(probes, i)
+			}
+		}
+		if n := len(probes); n < tc.lo || n > tc.hi {
+			t.Errorf("a message every %v: %d probes in 10,000 messages, want %d to %d", tc.gap, n, tc.lo, tc.hi)
+		}
+		for i := 1; i < len(probes); i++ {
+			d := probes[i] - probes[i-1]
+			if d < probeEvery || time.Duration(d)*tc.gap < probeGap {
+				t.Fatalf("a message every %v: probes at %d and %d, closer than %d messages or %v", tc.gap, probes[i-1], probes[i], probeEvery, probeGap)
+			}
+			if d > tc.sparsestIn {
+				t.Fatalf("a message every %v: probes at %d and %d, more than %d messages apart", tc.gap, probes[i-1], probes[i], tc.sparsestIn)
+			}
+		}
+	}
+}
+
+// After a switch the probes start again at probeGap: the new state may
+// not last, and the mechanism just left is the likeliest to be faster
+// again soon.
+func TestTheProbesStartOverAfterASwitch(t *testing.T) {
+	var c mechChoice
+	var now time.Duration
+	gap := 100 * time.Microsecond
+	feed(&c, &now, 1000, 1<<20, gap, 50*time.Microsecond, 90*time.Microsecond) // 100 ms: gaps at their longest
+	_, ch := feed(&c, &now, 100, 1<<20, gap, 200*time.Microsecond, 90*time.Microsecond)
+	sw := firstRun(ch, true, 5)
+	next := sw
+	for next < len(ch) && ch[next] {
+		next++
+	}
+	if sw > 6 || next-sw > int(probeGap/gap)+probeEvery+1 {
+		t.Fatalf("switched to RDMA at message %d, probed the pipeline next at %d; want within 6 and %v later", sw, next, probeGap)
+	}
+}
+
+// Each size class learns on its own: 64 KiB going faster by RDMA does not
+// move 1 MiB off the pipeline. And one message the scheduler held for
+// 10 ms costs the faster mechanism's estimate a quarter, not its place.
+func TestTheChoiceKeepsSizeClassesApartAndShrugsOffAStall(t *testing.T) {
+	var c mechChoice
+	var now time.Duration
+	feed(&c, &now, 50, 64<<10, 50*time.Microsecond, 20*time.Microsecond, 10*time.Microsecond)
+	feed(&c, &now, 50, 1<<20, 50*time.Microsecond, 50*time.Microsecond, 90*time.Microsecond)
+	if k := c.of(64 << 10); k.faster() != 1 {
+		t.Fatalf("64 KiB: rates %v, want RDMA faster", k.rate)
+	}
+	k := c.of(1 << 20)
+	if k.faster() != 0 {
+		t.Fatalf("1 MiB: rates %v, want the pipeline faster", k.rate)
+	}
+	before := k.rate[0]
+	c.done(1<<20, false, 10*time.Millisecond)
+	if k.faster() != 0 || k.rate[0] < before*0.74 {
+		t.Fatalf("after one stalled message: rates %v (pipeline was %.1f B/us)", k.rate, before)
+	}
+	if c.of(64<<10) == c.of(64<<10+1) || c.of(64<<10) != c.of(32<<10+1) || c.of(1) != c.of(0) {
+		t.Fatal("size classes are not (2^(k-1), 2^k]")
+	}
+}
+
+// Each peer's choice is its own: a receiver's first offer from a peer
+// makes that peer's choice, and what one peer's messages took moves no
+// other peer's.
+func TestEveryPeerHasAChoiceOfItsOwn(t *testing.T) {
+	a, b := &peer{subs: []*sub{{}}}, &peer{subs: []*sub{{}}}
+	e := &engine{opts: Options{Clock: core.SystemClock}}
+	for _, p := range []*peer{a, b} {
+		r := &Request{accept: 1 << 20}
+		e.chooseRDMA(r, p)
+		r.x = nil
+	}
+	if a.choice == nil || b.choice == nil || a.choice == b.choice {
+		t.Fatalf("choices %p and %p, want one of each peer's", a.choice, b.choice)
+	}
+	ca := a.choice.(*mechChoice)
+	ca.done(1<<20, true, 10*time.Microsecond)
+	ca.done(1<<20, false, 100*time.Microsecond)
+	if !ca.choose(1<<20, 0) || b.choice.(*mechChoice).of(1<<20).rate != [2]float64{} {
+		t.Fatalf("peer a: rates %v, b: %v", ca.of(1<<20).rate, b.choice.(*mechChoice).of(1<<20).rate)
 	}
 }

@@ -84,16 +84,19 @@ type module struct {
 // or come from different ports and devices; once connected they are all
 // the same.
 type sub struct {
-	idx      int
-	mod      *module
-	ep       core.Endpoint
+	idx int
+	mod *module
+	ep  core.Endpoint
+	// The endpoint's capability sets (core.CapsOf), nil where it has
+	// none: RDMA (only from a module that registers, mod.reg), the eager
+	// fast path, and back-pressure — credited, read where a small message
+	// might rather go by rendezvous (PreferRendezvous), by the pipeline's
+	// depth (FragsInFlight) and by the pump (Replenished).
 	rdma     core.RDMA
-	credited core.Credited
-	take     core.EagerReceiver // the endpoint hands EAGER frames over in place: the fused receive path
-	put      core.EagerSender   // the endpoint writes EAGER frames in place: the fused send path
-	choose   core.MechChooser   // the endpoint chooses RDMA or the pipeline by measurement (MechRule.Choose)
-	eager    int                // effective eager limit
-	inline   int                // effective rendezvous inline limit
+	fast     core.Eager
+	credited core.Resources
+	eager    int // effective eager limit
+	inline   int // effective rendezvous inline limit
 	maxRDMA  int64
 
 	out        list.List[outFrame] // frames that met ErrNoResources, in order
@@ -104,9 +107,8 @@ type sub struct {
 	// A pipeline fragment the endpoint refused (ErrNoResources) stops
 	// the pump on this subchannel: for the rest of that round, and after
 	// it until the endpoint's Replenished count moves (pumpReady).
-	repl         core.Replenisher
 	pumpBlocked  bool
-	blockedGen   uint64 // repl's count after the refusal
+	blockedGen   uint64 // credited's Replenished count after the refusal
 	blockedRound uint64 // the pump round that last found it blocked
 }
 
@@ -121,20 +123,20 @@ type peer struct {
 	ooo   []*oooFrame // sorted by PSN
 	lost  error
 	sched schedState
-	// direct is the endpoint of the only subchannel when it hands EAGER
-	// frames over in place (core.EagerReceiver): the fused receive path
-	// may poll it alone.
-	direct core.EagerReceiver
-	// directOut is that endpoint when it also writes EAGER frames in
-	// place (core.EagerSender) and runs no credit flow control: the fused
-	// send path, up to directEager bytes.
-	directOut   core.EagerSender
+	// direct is the endpoint of the only subchannel when it offers the
+	// eager fast path (core.Eager): the fused receive path may poll it
+	// alone, and the fused send path writes to it, up to directEager
+	// bytes.
+	direct      core.Eager
 	directEager int
 	directMod   *module // the subchannel's module, which a fused send arms
 	// rndvOut counts the rendezvous sends to this rank not yet complete:
 	// the queue depth a module's mechanism table (core.MechRule) weighs
 	// against a single copy.
 	rndvOut int
+	// choice is this rank's choice, as a receiver, between RDMA and the
+	// pipeline for the peer's messages (choose.go); made at its first use.
+	choice chooser
 }
 
 type oooFrame struct {
@@ -450,10 +452,7 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 	}
 	if len(p.subs) == 1 {
 		s := p.subs[0]
-		p.direct = s.take
-		if s.take != nil && s.put != nil && s.credited == nil {
-			p.directOut, p.directEager, p.directMod = s.put, s.eager, s.mod
-		}
+		p.direct, p.directEager, p.directMod = s.fast, s.eager, s.mod
 	}
 	if len(p.subs) > 0 {
 		if err := p.sched.setup(e, p); err != nil {
@@ -466,14 +465,11 @@ func (e *engine) newPeer(rank int) (*peer, error) {
 func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
 	a := mod.attrs
 	s := &sub{idx: idx, mod: mod, ep: ep, eager: a.EagerLimit, inline: a.RndvEagerLimit, maxRDMA: a.MaxRDMA}
-	if a.Caps&(core.CapPut|core.CapGet) != 0 {
-		s.rdma, _ = ep.(core.RDMA)
+	if mod.reg != nil {
+		s.rdma, _ = ep.(core.RDMA) // the RDMA set is whole or not there
 	}
-	s.credited, _ = ep.(core.Credited)
-	s.take, _ = ep.(core.EagerReceiver)
-	s.put, _ = ep.(core.EagerSender)
-	s.repl, _ = ep.(core.Replenisher)
-	s.choose, _ = ep.(core.MechChooser)
+	s.fast, _ = ep.(core.Eager)
+	s.credited, _ = ep.(core.Resources)
 	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
 		s.eager = l
 	}
@@ -551,9 +547,7 @@ func (e *engine) failPeer(p *peer, err error) {
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
 	for _, s := range p.subs {
-		if d, ok := s.mod.m.(core.Disconnecter); ok {
-			d.Disconnect(p.rank, err)
-		}
+		s.mod.m.Disconnect(p.rank, err)
 		for f := s.out.PopFront(); f != nil; f = s.out.PopFront() {
 			e.frameDone(f, false)
 		}

@@ -8,11 +8,14 @@ import "github.com/gobtl/gobtl/core"
 // only module to the peer does not need: polling every module, decoding
 // the whole header, a handler call, the PSN and context look-ups, a
 // request, and — for Recv — a trip through the posted list. When the
-// channel to the peer is one subchannel whose endpoint can show its next
-// frame in place (core.EagerReceiver: sm's fast box), the fused path looks
-// at that frame alone: in one call the endpoint checks in four words
-// that it is the next in-order EAGER frame of the right context and tag,
-// copies its payload into the user's buffer and consumes it.
+// channel to the peer is one subchannel whose endpoint offers the eager
+// fast path (core.Eager: sm's fast box), the fused path looks at that
+// frame alone: the endpoint checks in four words that it is the next
+// in-order EAGER frame of the right context (PeekEager) and shows its tag
+// and length, the PML matches it to the receive, and the endpoint copies
+// its payload into the user's buffer and consumes it (TakeEager) — which
+// also looks at the next frame, so that a window of receives pays one
+// call per message.
 //
 // MPI's order holds because the path steps aside whenever the general
 // one could decide differently: a message kept as unexpected or a
@@ -27,10 +30,9 @@ import "github.com/gobtl/gobtl/core"
 // arrived message the same way, and returns its request done.
 //
 // The fused send path is the mirror: under the same conditions (fastOK),
-// an eager Isend or Send to a peer whose only subchannel's endpoint can
-// write an EAGER frame in place (core.EagerSender: sm's fast box) hands
-// it the match fields and the payload, and Isend returns a request done
-// at once. Anything the endpoint declines — the first frame to a peer, a
+// an eager Isend or Send to a peer whose only subchannel's endpoint
+// offers the eager fast path hands it the header's fields and the
+// payload (SendEager), and Isend returns a request done at once. Anything the endpoint declines — the first frame to a peer, a
 // frame too long for the box, a full box — goes by the general path,
 // which the transport keeps in order with the fused one.
 
@@ -76,10 +78,10 @@ func (e *engine) consumed(p *peer, n int) {
 }
 
 // tookEager completes q, a receive taken off the posted list, with the
-// n-byte message from p with tag that RecvEager placed whole in q's
+// n-byte message from p with tag that TakeEager placed whole in q's
 // buffer (lock held): matched, eagerDone, complete and consumed for the
-// one case that needs none of their tests — no truncation (RecvEager
-// keeps a frame too long for the buffer), no protocol state, no error
+// one case that needs none of their tests — no truncation (a frame too
+// long for the buffer is left to Progress), no protocol state, no error
 // (a posted receive has none).
 func (e *engine) tookEager(q *Request, p *peer, tag int32, n int) {
 	q.src, q.total, q.accept = p.rank, n, n
@@ -111,16 +113,21 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 // communicator of group g (lock held). The caller has made sure that no
 // message kept as unexpected and no receive posted earlier comes first.
 func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (Status, fastResult) {
-	htag, n, res := p.direct.RecvEager(ctx, p.esn, int32(tag), tag == AnyTag, buf)
-	switch res {
-	case core.EagerTaken:
-		e.consumed(p, n)
-		return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
-	case core.EagerNone:
+	htag, n, res := p.direct.PeekEager(ctx, p.esn)
+	switch {
+	case res == core.EagerNone:
 		return Status{}, fastEmpty
+	case res != core.EagerFound || !takes(tag, htag) || n > len(buf):
+		return Status{}, fastNo // another frame, another tag, a short buffer: the general path
 	}
-	return Status{}, fastNo // another tag, a short buffer: the general path
+	p.direct.TakeEager(buf)
+	e.consumed(p, n)
+	return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
 }
+
+// takes reports whether a receive for tag (maybe AnyTag) takes a message
+// with tag htag.
+func takes(tag int, htag int32) bool { return tag == AnyTag || int32(tag) == htag }
 
 // irecvFast completes r, a receive from one peer about to be posted on
 // a context with no receive posted before it, at once when its message
@@ -192,8 +199,9 @@ func (c *Comm) recvDirect(buf []byte, src, tag int) (Status, int, bool) {
 // many frames it delivered, and fastDone if r completed.
 //
 // It offers each frame to the first receive posted for the peer, which
-// takes it unless its tag differs (or its buffer is short); then the
-// frame, still in place, goes to the first receive that matches its tag.
+// takes it unless its tag differs; then the frame, still in place, goes
+// to the first receive that matches its tag. A buffer too short for it
+// is Progress's to truncate.
 func (e *engine) waitFast(r *Request) (int, fastResult) {
 	p := e.fastPeer(r.peer)
 	if p == nil {
@@ -201,20 +209,17 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 	}
 	cx := e.context(r.ctx)
 	n := 0
+	var htag int32
+	var k int
+	res, looked := core.EagerNone, false
 	for n < fastBatch {
 		q := cx.firstFrom(p.rank)
 		if q == nil {
 			break // r is done: a receive of r's would come first
 		}
-		htag, k, res := p.direct.RecvEager(r.ctx, p.esn, int32(q.tag), q.tag == AnyTag, q.buf)
-		if res == core.EagerKept {
-			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
-				if r.done {
-					break
-				}
-				return n, fastNo // Progress keeps it as unexpected
-			}
-			htag, k, res = p.direct.RecvEager(r.ctx, p.esn, htag, false, q.buf)
+		if !looked {
+			htag, k, res = p.direct.PeekEager(r.ctx, p.esn)
+			looked = true
 		}
 		if res == core.EagerNone && r.done {
 			break
@@ -222,11 +227,24 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 		switch res {
 		case core.EagerNone:
 			return n, fastEmpty
-		case core.EagerKept, core.EagerOther:
+		case core.EagerOther:
+			return n, fastNo
+		}
+		if !takes(q.tag, htag) {
+			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
+				if r.done {
+					break
+				}
+				return n, fastNo // Progress keeps it as unexpected
+			}
+		}
+		if k > len(q.buf) {
 			return n, fastNo // a short buffer is Progress's to truncate
 		}
+		tag, size := htag, k
+		htag, k, res = p.direct.TakeEager(q.buf)
 		cx.posted.Remove(&q.link)
-		e.tookEager(q, p, htag, k)
+		e.tookEager(q, p, tag, size)
 		n++
 	}
 	if !r.done {
@@ -250,7 +268,9 @@ const fastBatch = 64
 // posted for that peer, not the one the peer's next frame goes to (the
 // first posted receive that may match it, as waitFast chooses), or a
 // frame that is not there, not in order, of another tag or too long —
-// and returns its index for takeDoneRun and waitLive (lock held).
+// and returns its index for takeDoneRun and waitLive (lock held). It
+// looks at the peer's next frame once and then at each one as it takes
+// the one before (TakeEager): one call into the endpoint per message.
 func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 	r := rs[i]
 	if r.e != e || !r.posted() || r.peer == AnySource {
@@ -262,6 +282,7 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 	}
 	ctx := r.ctx
 	cx := e.context(ctx)
+	htag, n, res := p.direct.PeekEager(ctx, p.esn)
 	for end := min(len(rs), i+fastBatch); i < end; i++ {
 		q := rs[i]
 		if q == nil {
@@ -273,17 +294,18 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 		if cx.firstFrom(p.rank) != q || q.released {
 			return i
 		}
-		htag, n, res := p.direct.RecvEager(ctx, p.esn, int32(q.tag), q.tag == AnyTag, q.buf)
-		if res != core.EagerTaken {
+		if res != core.EagerFound || !takes(q.tag, htag) || n > len(q.buf) {
 			return i
 		}
+		tag, k := htag, n
+		htag, n, res = p.direct.TakeEager(q.buf)
 		cx.posted.Remove(&q.link)
 		e.pendingRecvs--
-		e.hot.bytesRecv += int64(n)
+		e.hot.bytesRecv += int64(k)
 		e.consumed(p, 0)
 		e.hot.fusedReleased++
 		if sts != nil {
-			sts[i] = Status{Source: q.g.toLocal(p.rank), Tag: int(htag), Count: n}
+			sts[i] = Status{Source: q.g.toLocal(p.rank), Tag: int(tag), Count: k}
 		}
 		q.released = true // a handle used again is Wait's error
 		e.recycle(q)
@@ -294,14 +316,15 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 
 // sendDirect sends buf to job rank dest as an EAGER frame on context ctx
 // by the fused send path — written straight into the peer's memory by
-// the only subchannel's core.EagerSender — when the fused receive path
-// could poll that peer (fastOK: the same conditions, so a policy, queued
-// work or a lost peer turn both off) and the message is eager. It reports false, having sent nothing and taken no PSN, when the
-// general path must send it (lock held).
+// the only subchannel's core.Eager — when the fused receive path could
+// poll that peer (fastOK: the same conditions, so a policy, queued work
+// or a lost peer turn both off) and the message is eager. It reports
+// false, having sent nothing and taken no PSN, when the general path
+// must send it (lock held).
 func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
 	p := e.peer(dest)
-	if p.directOut == nil || len(buf) > p.directEager || !e.fastOK(p) ||
-		!p.directOut.SendEager(ctx, int32(tag), p.psn, buf) {
+	if p.direct == nil || len(buf) > p.directEager || !e.fastOK(p) ||
+		!p.direct.SendEager(ctx, int32(tag), p.psn, buf) {
 		return false
 	}
 	p.directMod.armed = true

@@ -92,11 +92,13 @@ func b2i(b bool) int64 {
 
 // fragCount wraps a module to watch the pipeline's fragments: their
 // largest payload, and how many leave between two Progress calls, which it
-// reports as in flight (core.FragCounter) — as if the receiver consumed
-// them all at every poll.
+// reports as in flight (core.Resources' FragsInFlight) — as if the
+// receiver consumed them all at every poll. Its Replenished counts the
+// Progress calls, at any of which the ring under it may have drained.
 type fragCount struct {
 	core.Module
 	inflight, most, biggest int
+	polls                   uint64
 }
 
 type fragCountEP struct {
@@ -114,6 +116,7 @@ func (w *fragCount) Endpoint(rank int) (core.Endpoint, error) {
 
 func (w *fragCount) Progress() int {
 	w.inflight = 0
+	w.polls++
 	return w.Module.Progress()
 }
 
@@ -127,7 +130,9 @@ func (e *fragCountEP) Send(h core.Header, pre, data []byte, flags core.SendFlags
 	return err
 }
 
-func (e *fragCountEP) FragsInFlight() int { return e.w.inflight }
+func (e *fragCountEP) FragsInFlight() int     { return e.w.inflight }
+func (e *fragCountEP) Replenished() uint64    { return e.w.polls }
+func (e *fragCountEP) PreferRendezvous() bool { return false }
 
 // The pipeline cuts a message into the rule's fragments and keeps at most
 // the rule's depth of them in flight; without a depth it sends as many as

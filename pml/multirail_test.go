@@ -191,7 +191,7 @@ func TestPlanCoversTheMessageWithStripesOfAtLeastTheMinimum(t *testing.T) {
 		k := rapid.IntRange(1, maxSubchannels).Draw(rt, "subchannels")
 		p := &peer{}
 		for i := 0; i < k; i++ {
-			p.subs = append(p.subs, &sub{idx: i, mod: &module{attrs: core.Attrs{Caps: core.CapGet}}, rdma: fakeRDMA{}})
+			p.subs = append(p.subs, &sub{idx: i, mod: &module{}, rdma: fakeRDMA{}})
 		}
 		s := &p.sched
 		s.n = k
@@ -206,7 +206,7 @@ func TestPlanCoversTheMessageWithStripesOfAtLeastTheMinimum(t *testing.T) {
 		}
 		n := rapid.IntRange(1, 8<<20).Draw(rt, "size")
 		var out [maxSubchannels]span
-		m := p.plan(core.CapGet, nil, 0, 100, n, &out)
+		m := p.plan(nil, 0, 100, n, &out)
 		if m < 1 || m > k {
 			rt.Fatalf("%d spans", m)
 		}

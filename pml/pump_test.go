@@ -13,7 +13,7 @@ import (
 // pipeline fragments and refuse the others (core.ErrNoResources), as sm
 // does with every fragment in flight; it counts the fragments offered.
 // With repl its endpoints tell when a refused fragment may pass
-// (core.Replenisher): when the test bumps gen.
+// (core.Resources' Replenished): when the test bumps gen.
 type gate struct {
 	core.Module
 	repl          bool
@@ -51,7 +51,11 @@ func (e *gateEP) Send(h core.Header, pre, data []byte, flags core.SendFlags) err
 	return e.Endpoint.Send(h, pre, data, flags)
 }
 
-func (e *gateReplEP) Replenished() uint64 { return e.g.gen }
+// gateReplEP has the resources set: Replenished is the test's gen, and it
+// runs no credits and counts no fragments.
+func (e *gateReplEP) Replenished() uint64    { return e.g.gen }
+func (e *gateReplEP) PreferRendezvous() bool { return false }
+func (e *gateReplEP) FragsInFlight() int     { return 0 }
 
 // pumpWorld is two ranks over one pipeline-only rail of 16 KiB fragments,
 // rank 0's module behind g; both are driven from the test's goroutine.
@@ -76,7 +80,7 @@ func pumpWorld(t *testing.T, g *gate) *world {
 }
 
 // A pipeline fragment the endpoint refused is offered again only once the
-// endpoint says it has taken fragments back (core.Replenisher), not at
+// endpoint says it has taken fragments back (core.Resources), not at
 // every poll while the receiver copies; and the fragments that come back
 // go to the send whose reply came first, in the order of the replies.
 func TestARefusedFragmentWaitsForTheEndpointToReplenish(t *testing.T) {

@@ -18,16 +18,9 @@ import (
 // solicited, so an armed receiver's event thread makes progress while the
 // application computes (async.go).
 
-// rdmaCaps is what a protocol needs of a subchannel.
-func (p Protocol) rdmaCaps() core.Caps {
-	switch p {
-	case ProtoRead, ProtoReadAsync:
-		return core.CapGet
-	case ProtoWrite:
-		return core.CapPut
-	}
-	return 0
-}
+// rdma reports whether the protocol moves its data by RDMA (the RDMA set
+// of a subchannel: core.RDMA with the module's core.Registrar).
+func (p Protocol) rdma() bool { return p == ProtoRead || p == ProtoReadAsync || p == ProtoWrite }
 
 // region returns r.buf registered with s's module, registering it once per
 // module (several subchannels may share one).
@@ -54,12 +47,12 @@ func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error
 	return rg, nil
 }
 
-// keysFor registers r.buf on every subchannel of p that can do want and
+// keysFor registers r.buf on every subchannel of p that offers RDMA and
 // returns their keys.
-func (e *engine) keysFor(r *Request, p *peer, want core.Caps, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
+func (e *engine) keysFor(r *Request, p *peer, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
 	n := 0
 	for _, s := range p.subs {
-		if s.rdma == nil || !s.mod.attrs.Caps.Has(want) {
+		if s.rdma == nil {
 			continue
 		}
 		rg, err := e.region(r, s, acc)
@@ -82,8 +75,8 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	var keys [maxSubchannels]keyRef
 	nkeys := 0
 	var startFlags byte
-	if want := proto.rdmaCaps(); want != 0 {
-		fits, choose := p.rdmaFits(want, len(r.buf), p.rndvOut, r.exchange)
+	if proto.rdma() {
+		fits, choose := p.rdmaFits(len(r.buf), p.rndvOut, r.exchange)
 		switch {
 		case !fits:
 			// No subchannel moves this size better by RDMA (or at all).
@@ -92,12 +85,12 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 			// rdma_read: the keys travel in the START. (rdma_write
 			// registers the source when the REPLY comes.)
 			var err error
-			if nkeys, err = e.keysFor(r, p, want, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
+			if nkeys, err = e.keysFor(r, p, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
 				e.log.Debug().Err(err).Msg("registration failed; using the pipeline")
 				proto, nkeys = ProtoPipeline, 0
 			} else if choose && proto == ProtoRead {
-				// The receiver's endpoint takes RDMA or the pipeline
-				// (core.MechChooser); a REPLY says it took the pipeline.
+				// The receiver takes RDMA or the pipeline (choose.go);
+				// a REPLY says it took the pipeline.
 				startFlags = startChoose
 				e.rdma(r).offered = true
 			}
@@ -127,17 +120,17 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 }
 
 // rdmaFits reports whether some subchannel can move size bytes by RDMA
-// with want and prefers to, with inflight other rendezvous sends to the
+// and prefers to, with inflight other rendezvous sends to the
 // peer under way: by its mechanism table (Attrs.Mech) where it has one,
 // else by its Attrs.RDMAMin/RDMAMax window; an exchange's message by its
 // MechExchange table where it has one. choose: the rule that allows RDMA
 // lets the receiver choose the pipeline instead (core.MechRule.Choose),
-// and the peer is reached by one subchannel alone, so that one endpoint
-// has seen every message it chooses for.
-func (p *peer) rdmaFits(want core.Caps, size, inflight int, exchange bool) (fits, choose bool) {
+// and the peer is reached by one subchannel alone, so that the choice
+// measures one way of moving data for each mechanism.
+func (p *peer) rdmaFits(size, inflight int, exchange bool) (fits, choose bool) {
 	for _, s := range p.subs {
 		a := &s.mod.attrs
-		if s.rdma == nil || !a.Caps.Has(want) {
+		if s.rdma == nil {
 			continue
 		}
 		if mech := mechOf(a, exchange); mech != nil {
@@ -196,10 +189,10 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 		if !ok {
 			return
 		}
-		e.rdmaData(r, p, core.CapGet, &keys, have, m.proto == ProtoReadAsync)
+		e.rdmaData(r, p, true, &keys, have, m.proto == ProtoReadAsync)
 	case ProtoWrite:
 		var keys [maxSubchannels]keyRef
-		nkeys, err := e.keysFor(r, p, core.CapPut, core.AccessRemoteWrite|core.AccessLocalWrite, &keys)
+		nkeys, err := e.keysFor(r, p, core.AccessRemoteWrite|core.AccessLocalWrite, &keys)
 		if err != nil || nkeys == 0 {
 			if err == nil {
 				err = fmt.Errorf("pml: rank %d chose rdma_write but no subchannel can take a put", r.src)
@@ -232,22 +225,26 @@ func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubcha
 	return have, true
 }
 
-// chooseRDMA asks the endpoint of p's only subchannel whether r, offered
-// by rdma_read or the pipeline, moves by RDMA, and notes when, for
-// finishRecv to tell it how long the data took. Without a chooser (a
-// stack that differs from the sender's) the offer stands.
+// chooseRDMA chooses whether r, offered by rdma_read or the pipeline,
+// moves by RDMA, by what p's earlier messages of its size took (choose.go),
+// and notes when, for finishRecv to tell the choice how long the data
+// took. Where p is reached by several subchannels (a stack that differs
+// from the sender's) the offer stands.
 func (e *engine) chooseRDMA(r *Request, p *peer) bool {
-	if len(p.subs) != 1 || p.subs[0].choose == nil {
+	if len(p.subs) != 1 {
 		return true
 	}
+	if p.choice == nil {
+		p.choice = new(mechChoice)
+	}
 	x := e.rdma(r)
-	x.chooser, x.chosen = p.subs[0].choose, e.opts.Clock.Now()
-	return x.chooser.ChooseRDMA(r.accept, x.chosen)
+	x.chooser, x.chosen = p.choice, e.opts.Clock.Now()
+	return x.chooser.choose(r.accept, x.chosen)
 }
 
 func (e *engine) finishRecv(r *Request, err error) {
 	if x := r.x; x != nil && x.chooser != nil && err == nil {
-		x.chooser.MechDone(r.accept, r.proto != ProtoPipeline, e.opts.Clock.Now()-x.chosen)
+		x.chooser.done(r.accept, r.proto != ProtoPipeline, e.opts.Clock.Now()-x.chosen)
 		x.chooser = nil
 	}
 	r.status.Count = r.got
@@ -259,10 +256,11 @@ func (e *engine) finishRecv(r *Request, err error) {
 }
 
 // rdmaData moves [r.got, r.accept) of r by RDMA: gets on the receiver
-// (rdma_read) or puts on the sender (rdma_write), striped by the scheduler.
-func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchannels]core.MemKey, have uint8, solicited bool) {
+// (rdma_read, get) or puts on the sender (rdma_write), striped by the
+// scheduler.
+func (e *engine) rdmaData(r *Request, p *peer, get bool, keys *[maxSubchannels]core.MemKey, have uint8, solicited bool) {
 	var spans [maxSubchannels]span
-	n := p.plan(want, keys, have, r.got, r.accept-r.got, &spans)
+	n := p.plan(keys, have, r.got, r.accept-r.got, &spans)
 	if n == 0 {
 		err := fmt.Errorf("pml: rank %d: no subchannel can carry the %v data", p.rank, r.proto)
 		if r.kind == reqRecv {
@@ -280,7 +278,7 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		x.msgID = e.msgSeq
 	}
 	acc := core.AccessLocalWrite
-	if want == core.CapPut {
+	if !get {
 		acc |= core.AccessRemoteRead
 	}
 	// Count every operation before issuing any: a module may complete an
@@ -306,7 +304,7 @@ func (e *engine) rdmaData(r *Request, p *peer, want core.Caps, keys *[maxSubchan
 		for off := sp.off; off < sp.off+sp.len; off += chunk {
 			l := min(chunk, sp.off+sp.len-off)
 			st := e.free.stripes.Get()
-			st.e, st.req, st.peer, st.sub, st.get = e, r, p, sp.sub, want == core.CapGet
+			st.e, st.req, st.peer, st.sub, st.get = e, r, p, sp.sub, get
 			st.op = core.RDMAOp{Local: r.buf[off : off+l], Region: rg, Remote: keys[sp.sub.idx], Offset: uint64(off), Solicited: solicited, Done: st}
 			e.m.stripes.Inc()
 			if err != nil {
@@ -413,7 +411,7 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 		if !ok {
 			return
 		}
-		e.rdmaData(r, p, core.CapPut, &keys, have, false)
+		e.rdmaData(r, p, false, &keys, have, false)
 	case ProtoPipeline:
 		e.startPump(r)
 	default:
@@ -519,7 +517,7 @@ func (e *engine) pump() int {
 				depth = rule.Depth
 			}
 			if depth > 0 {
-				if fc, ok := s.ep.(core.FragCounter); ok && fc.FragsInFlight() >= depth {
+				if s.credited != nil && s.credited.FragsInFlight() >= depth {
 					break // the receiver has enough to copy out; more would leave the cache
 				}
 			}
@@ -557,7 +555,7 @@ func (e *engine) pump() int {
 // pumpReady reports whether the pump may offer s a fragment in this
 // round: not if s refused one earlier in the round, nor after that while
 // its endpoint's Replenished count stands where the refusal left it. An
-// endpoint that cannot tell (no core.Replenisher) is asked again at the
+// endpoint that cannot tell (no core.Resources) is asked again at the
 // next round, that is, at the next poll.
 func (s *sub) pumpReady(round uint64) bool {
 	switch {
@@ -565,7 +563,7 @@ func (s *sub) pumpReady(round uint64) bool {
 		return true
 	case s.blockedRound == round:
 		return false
-	case s.repl != nil && s.repl.Replenished() == s.blockedGen:
+	case s.credited != nil && s.credited.Replenished() == s.blockedGen:
 		s.blockedRound = round
 		return false
 	}
@@ -576,8 +574,8 @@ func (s *sub) pumpReady(round uint64) bool {
 // pumpRefused notes that s refused a pipeline fragment in this round.
 func (s *sub) pumpRefused(round uint64) {
 	s.pumpBlocked, s.blockedRound = true, round
-	if s.repl != nil {
-		s.blockedGen = s.repl.Replenished()
+	if s.credited != nil {
+		s.blockedGen = s.credited.Replenished()
 	}
 }
 

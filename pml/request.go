@@ -100,11 +100,11 @@ type rdmaState struct {
 	started  uint8
 	subStart [maxSubchannels]time.Duration
 	subEnd   [maxSubchannels]time.Duration
-	// A choice of mechanism (core.MechChooser). The sender: it offered
-	// the receiver RDMA or the pipeline. The receiver: the endpoint that
+	// A choice of mechanism (choose.go). The sender: it offered the
+	// receiver RDMA or the pipeline. The receiver: the peer's choice that
 	// chose, and when, for telling it how long the data took.
 	offered bool
-	chooser core.MechChooser
+	chooser chooser
 	chosen  time.Duration
 }
 

@@ -152,14 +152,14 @@ type span struct {
 }
 
 // plan cuts n bytes starting at off into stripes over the subchannels that
-// have want and, when keys is not nil, a key from the peer. It returns how
+// offer RDMA and, when keys is not nil, have a key from the peer. It returns how
 // many spans it wrote.
-func (p *peer) plan(want core.Caps, keys *[maxSubchannels]core.MemKey, haveKey uint8, off, n int, out *[maxSubchannels]span) int {
+func (p *peer) plan(keys *[maxSubchannels]core.MemKey, haveKey uint8, off, n int, out *[maxSubchannels]span) int {
 	s := &p.sched
 	var elig [maxSubchannels]*sub
 	k := 0
 	for _, sb := range p.subs {
-		if sb.rdma == nil || !sb.mod.attrs.Caps.Has(want) {
+		if sb.rdma == nil {
 			continue
 		}
 		if keys != nil && haveKey&(1<<sb.idx) == 0 {

@@ -92,7 +92,12 @@ func Run(t *testing.T, cfg Config) {
 		{"AStalledReceiverPushesBackAndNothingIsLost", testBackPressure},
 		{"PutAndGetMoveDataAtAnyOffset", testRDMA},
 		{"ASolicitedEventWakesAnArmedNotifier", testNotify},
+		{"TheEagerPathKeepsThePairsOrderAndLeavesWhatItDoesNotTake", testEager},
+		{"TheEagerPathStepsAsideInHandlersAndForALostPeer", testEagerAside},
+		{"TheEagerPathAllocatesNothingEither", testEagerAllocs},
+		{"ResourcesTellWhenARefusedSendMayPass", testResources},
 		{"ADeadPeerIsReportedAndSendsToItFail", testPeerLost},
+		{"ADisconnectedPeerLearnsOfIt", testDisconnect},
 		{"CloseReleasesTheModule", testClose},
 		{"TheEagerPathAllocatesNothing", testAllocs},
 	} {
@@ -187,6 +192,15 @@ func (j *job) pair() (tx, rx int) {
 	return 0, 1
 }
 
+// other is a rank r has an endpoint to: the next one, or r itself for a
+// loopback transport.
+func (j *job) other(r int) int {
+	if j.cfg.Loopback {
+		return r
+	}
+	return (r + 1) % len(j.mods)
+}
+
 func (j *job) closeAll() {
 	for r, m := range j.mods {
 		if m != nil && !j.closed[r] {
@@ -263,8 +277,6 @@ func testAttrs(t *testing.T, cfg Config) {
 			t.Errorf("rank %d: Attrs.Component = %q, want %q", r, a.Component, cfg.Component)
 		case a.Name == "":
 			t.Errorf("rank %d: Attrs.Name is empty", r)
-		case !a.Caps.Has(core.CapSend):
-			t.Errorf("rank %d: Caps %v lack send", r, a.Caps)
 		case a.MaxSendSize <= 0:
 			t.Errorf("rank %d: MaxSendSize = %d", r, a.MaxSendSize)
 		case a.EagerLimit < 0 || a.EagerLimit > a.MaxSendSize:
@@ -274,12 +286,16 @@ func testAttrs(t *testing.T, cfg Config) {
 		case a.Bandwidth <= 0 || a.Latency <= 0:
 			t.Errorf("rank %d: no performance model (bandwidth %v, latency %v)", r, a.Bandwidth, a.Latency)
 		}
-		if a.Caps&(core.CapPut|core.CapGet) != 0 {
-			for to, ep := range j.eps[r] {
-				if _, ok := ep.(core.RDMA); ep != nil && !ok {
-					t.Errorf("rank %d: caps %v, but the endpoint to rank %d is no core.RDMA", r, a.Caps, to)
-				}
+		// The RDMA set is whole: Put and Get on the endpoints, and the
+		// module's registration for the memory they touch.
+		_, reg := m.(core.Registrar)
+		for to, ep := range j.eps[r] {
+			if _, ok := ep.(core.RDMA); ok && !reg {
+				t.Errorf("rank %d: the endpoint to rank %d is a core.RDMA, but the module is no core.Registrar", r, to)
 			}
+		}
+		if ep := j.eps[r][j.other(r)]; ep != nil {
+			t.Logf("rank %d: %s offers %v", r, a.Name, core.CapsOf(m, ep))
 		}
 	}
 }
@@ -540,9 +556,8 @@ func register(t *testing.T, m core.Module, buf []byte, acc core.Access) (core.Re
 func testRDMA(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
 	tx, rx := j.pair()
-	a := j.mods[tx].Attrs()
-	if a.Caps&(core.CapPut|core.CapGet) == 0 {
-		t.Skipf("%s has no RDMA (caps %v)", cfg.Component, a.Caps)
+	if c := core.CapsOf(j.mods[tx], j.eps[tx][rx]); !c.Has(core.CapRDMA) {
+		t.Skipf("%s offers no RDMA (%v)", cfg.Component, c)
 	}
 	rdma := j.eps[tx][rx].(core.RDMA)
 	const remoteLen = 4<<20 + 123
@@ -575,27 +590,21 @@ func testRDMA(t *testing.T, cfg Config) {
 		if n < remoteLen {
 			off = rng.IntN(remoteLen - n)
 		}
-		if a.Caps.Has(core.CapGet) {
-			msgtest.Fill(remote, uint64(i))
-			clear(local)
-			before := c.done
-			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}
-			issue(false, op)
-			j.until("a get", func() bool { return c.done > before })
-			if !bytes.Equal(local[:n], remote[off:off+n]) {
-				t.Fatalf("get of %d bytes at offset %d: data differs", n, off)
-			}
+		msgtest.Fill(remote, uint64(i))
+		clear(local)
+		before := c.done
+		issue(false, &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c})
+		j.until("a get", func() bool { return c.done > before })
+		if !bytes.Equal(local[:n], remote[off:off+n]) {
+			t.Fatalf("get of %d bytes at offset %d: data differs", n, off)
 		}
-		if a.Caps.Has(core.CapPut) {
-			msgtest.Fill(local[:n], uint64(i)+100)
-			clear(remote)
-			before := c.done
-			op := &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c}
-			issue(true, op)
-			j.until("a put", func() bool { return c.done > before })
-			if !bytes.Equal(remote[off:off+n], local[:n]) {
-				t.Fatalf("put of %d bytes at offset %d: data differs", n, off)
-			}
+		msgtest.Fill(local[:n], uint64(i)+100)
+		clear(remote)
+		before = c.done
+		issue(true, &core.RDMAOp{Local: local[:n], Region: lrg, Remote: rkey, Offset: uint64(off), Done: c})
+		j.until("a put", func() bool { return c.done > before })
+		if !bytes.Equal(remote[off:off+n], local[:n]) {
+			t.Fatalf("put of %d bytes at offset %d: data differs", n, off)
 		}
 	}
 	if len(c.errs) > 0 {
@@ -604,13 +613,7 @@ func testRDMA(t *testing.T, cfg Config) {
 	// Beyond the region: refused at once or failed at completion.
 	before := c.done
 	op := &core.RDMAOp{Local: local[:16], Region: lrg, Remote: rkey, Offset: remoteLen - 8, Done: c}
-	var err error
-	if a.Caps.Has(core.CapGet) {
-		err = rdma.Get(op)
-	} else {
-		err = rdma.Put(op)
-	}
-	if err == nil {
+	if err := rdma.Get(op); err == nil {
 		j.until("the out-of-range operation", func() bool { return c.done > before })
 		if len(c.errs) == 0 {
 			t.Error("an operation beyond the end of the remote region succeeded")
@@ -728,7 +731,7 @@ func testNotify(t *testing.T, cfg Config) {
 	j := openJob(t, cfg, 2)
 	tx, rx := j.pair()
 	n, ok := j.mods[rx].(core.Notifier)
-	if !ok || !j.mods[rx].Attrs().Caps.Has(core.CapNotify) {
+	if !ok {
 		t.Skipf("%s has no notifier", cfg.Component)
 	}
 	got := j.record()
@@ -777,8 +780,8 @@ func testNotify(t *testing.T, cfg Config) {
 	}
 
 	// A solicited RDMA completion notifies its initiator.
-	a := j.mods[rx].Attrs()
-	if !a.Caps.Has(core.CapGet) && !a.Caps.Has(core.CapPut) {
+	rdma, ok := j.eps[rx][tx].(core.RDMA)
+	if !ok || !core.CapsOf(j.mods[rx], rdma.(core.Endpoint)).Has(core.CapRDMA) {
 		return
 	}
 	remote := make([]byte, 4096)
@@ -788,14 +791,7 @@ func testNotify(t *testing.T, cfg Config) {
 	c := &completer{j: j}
 	op := &core.RDMAOp{Local: local, Region: lrg, Remote: rkey, Solicited: true, Done: c}
 	n.Arm()
-	rdma := j.eps[rx][tx].(core.RDMA)
-	var err error
-	if a.Caps.Has(core.CapGet) {
-		err = rdma.Get(op)
-	} else {
-		err = rdma.Put(op)
-	}
-	if err != nil {
+	if err := rdma.Get(op); err != nil {
 		t.Fatal(err)
 	}
 	j.waitNote(ch, "a solicited RDMA completion")

@@ -15,12 +15,24 @@
 //     from inside Progress;
 //   - a receiver that does not progress makes Send return ErrNoResources
 //     within a bounded amount of data, and nothing is lost when it resumes;
-//   - Put and Get (when the module has the capability) move every size at
+//   - Put and Get (when the endpoint has the RDMA set) move every size at
 //     any offset and complete inside Progress; keys out of range fail;
+//   - an RDMA endpoint's module registers (core.Registrar: the set is
+//     whole);
 //   - a module with a notifier wakes an armed waiter for a solicited frame
 //     or RDMA completion, at once when one is pending, and once per Arm;
+//   - an endpoint with the eager fast path (core.Eager) keeps the pair's
+//     order with Send and Progress, shows only the in-order EAGER frame
+//     asked for, leaves a frame it shows and the PML does not take to
+//     Progress, finds nothing from a handler or a lost peer, and
+//     allocates nothing;
+//   - an endpoint with the resources set (core.Resources) refuses the same
+//     send while Replenished stands, passes one only after it moved, and
+//     counts its frames in flight back to zero;
 //   - a peer that dies is reported through OnPeerLost with ErrPeerLost, and
 //     sends to it fail;
+//   - a peer a module disconnects hears of it through its own OnPeerLost,
+//     and sends either way fail;
 //   - Close releases the module; using it afterwards is an error, not a
 //     crash;
 //   - the eager path (Send plus the Progress that delivers it) allocates

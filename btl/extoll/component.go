@@ -268,7 +268,6 @@ func New(dev Device, cfg Config) (*Module, error) {
 		Component: Name, Name: name,
 		EagerLimit: cfg.EagerLimit, MaxSendSize: cfg.MaxSendSize, RndvEagerLimit: 0,
 		MaxReads: cfg.MaxReads, Bandwidth: bw, Latency: cfg.Latency, Exclusivity: Exclusivity,
-		Caps: core.CapSend | core.CapPut | core.CapGet,
 	}
 	return m, nil
 }

@@ -181,6 +181,8 @@ func (m *Module) Packet(src int, tag uint8, p []byte) {
 		}
 		r.buf = append(r.buf[:0], p...)
 		r.want = total
+	case tag == tagDrop:
+		m.lose(src, fmt.Errorf("extoll: rank %d disconnected from this rank: %w", src, core.ErrPeerLost))
 	case tag == tagMore && r.want > 0:
 		if len(r.buf)+len(p) > r.want || (len(p) < nic.MaxPayload && len(r.buf)+len(p) != r.want) {
 			m.bad(src, &core.FrameError{Peer: src, Field: "length", Value: uint64(len(r.buf) + len(p)), Reason: fmt.Sprintf("train of a %d-byte frame", r.want)})
@@ -230,6 +232,33 @@ func (m *Module) lose(rank int, err error) {
 	m.eng.Forget(rank, err)
 	if m.onLost != nil {
 		m.onLost(rank, err)
+	}
+}
+
+// Disconnect implements core.Module: a packet tagged tagDrop goes to rank
+// behind the frames sent before it, through flow control, and tells it to
+// report this rank lost; sends to rank fail from now on. While the packet
+// waits for credits, what waits with it stays queued for the credits the
+// peer returns as it polls; otherwise the engine forgets the peer at
+// once. The loss is not reported back to this module's OnPeerLost: the
+// caller knows.
+func (m *Module) Disconnect(rank int, reason error) {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank || m.lost[rank] != nil {
+		return
+	}
+	err := fmt.Errorf("extoll: disconnected from rank %d: %v: %w", rank, reason, core.ErrPeerLost)
+	queued := false
+	if ep, e := m.Endpoint(rank); e == nil && ep.(*endpoint).connect() == nil && m.lost[rank] == nil {
+		m.pkts[0].SetHeader(0, tagDrop, false)
+		queued = m.eng.Send(rank, m.pkts[:1]) == nil && m.eng.Backlog(rank) > 0
+	}
+	if m.lost[rank] != nil {
+		return // connecting to tell it found it lost already
+	}
+	m.lost[rank] = err
+	m.rx[rank] = reassembly{}
+	if !queued {
+		m.eng.Forget(rank, err)
 	}
 }
 

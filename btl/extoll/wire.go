@@ -27,6 +27,7 @@ const (
 const (
 	tagFirst uint8 = 0 // the first packet of a frame: match header and data
 	tagMore  uint8 = 1 // a continuation packet: data only
+	tagDrop  uint8 = 2 // no payload: the sender dropped its connection to the receiver (Disconnect)
 )
 
 const flagsKnown = core.FlagBacklog | core.FlagLast

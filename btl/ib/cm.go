@@ -40,6 +40,7 @@ const (
 	cmRep     = 2
 	cmRTU     = 3
 	cmDisc    = 4 // goodbye: the sender is closing its connections
+	cmDrop    = 5 // the sender dropped the connection (Disconnect): the peer is lost to it
 	maxQueues = 32
 	// cmBufSize holds the largest connection message (20 bytes and 8 per
 	// queue) behind the 40-byte GRH every UD receive starts with.
@@ -144,7 +145,7 @@ func decodeCM(p []byte) (*cmMsg, error) {
 	}
 	c := &cmMsg{kind: p[4], src: binary.LittleEndian.Uint32(p[8:]), dst: binary.LittleEndian.Uint32(p[12:]), epoch: binary.LittleEndian.Uint32(p[16:])}
 	n := int(p[5])
-	if c.kind < cmReq || c.kind > cmDisc || len(p) < 20+8*n {
+	if c.kind < cmReq || c.kind > cmDrop || len(p) < 20+8*n {
 		return nil, fmt.Errorf("connection message kind %d with %d QPs in %d bytes", c.kind, n, len(p))
 	}
 	for i := 0; i < n; i++ {
@@ -280,9 +281,9 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 			return
 		}
 	}
-	if e.state == epFailed && kind != cmDisc {
-		// A goodbye is the exception: the answer to the peer's is sent as
-		// the connection closes, and may have waited for a send buffer.
+	if e.state == epFailed && kind != cmDisc && kind != cmDrop {
+		// A goodbye and a drop are the exceptions: each is sent as the
+		// connection closes, and may have waited for a send buffer.
 		return
 	}
 	if kind != cmRTU {
@@ -540,6 +541,10 @@ func (m *module) onCM(msg *cmMsg) {
 	case cmRTU:
 		if e.state == epWaitRTU && msg.epoch == e.epoch {
 			e.established()
+		}
+	case cmDrop:
+		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+			e.fail(fmt.Errorf("rank %d disconnected from this rank", msg.src))
 		}
 	case cmDisc:
 		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {

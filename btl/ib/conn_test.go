@@ -209,3 +209,28 @@ func TestExhaustedRNRRetriesFailEveryPendingRequestNamingThePeer(t *testing.T) {
 	}
 	t.Log(lostErr)
 }
+
+// A peer hears that a rank dropped it from the connection manager's
+// cmDrop alone: on hardware a QP in the error state tells the other end
+// nothing until it sends, so Disconnect says it with a datagram. Here the
+// QPs of rank 0 stay up, and rank 1 still reports rank 0 lost.
+func TestADroppedPeerHearsItFromTheConnectionManager(t *testing.T) {
+	j := openJob(t, 2, jobOpts{})
+	var lost []error
+	j.mods[1].OnPeerLost(func(r int, err error) {
+		if r == 0 {
+			lost = append(lost, err)
+		}
+	})
+	j.send(0, 1, core.Header{Type: testType, Src: 0}, []byte("hello"))
+	j.send(1, 0, core.Header{Type: testType, Src: 1}, []byte("hello"))
+	j.until("the greetings", func() bool { return len(j.got[0]) == 1 && len(j.got[1]) == 1 })
+	j.mods[0].cm.send(j.ep(0, 1), cmDrop)
+	j.until("rank 1 hearing of it", func() bool { return len(lost) > 0 })
+	if !errors.Is(lost[0], core.ErrPeerLost) || !strings.Contains(lost[0].Error(), "disconnected") {
+		t.Fatalf("rank 1 lost rank 0 with %v, want ErrPeerLost and the disconnection", lost[0])
+	}
+	if j.ep(0, 1).state == epFailed {
+		t.Fatal("rank 0's endpoint failed: the test meant to leave its QPs up")
+	}
+}

@@ -44,7 +44,7 @@ import (
 //     buffer). The price is the paper's: a credit frame may take the buffer
 //     a credited frame was counting on, which then waits on an RNR NAK
 //     until the credit frame's buffer is reposted. While out of credits,
-//     small messages may go by rendezvous (core.Credited): the START waits
+//     small messages may go by rendezvous (core.Resources): the START waits
 //     instead of the data, and the handshake brings credits back.
 //   - User-level dynamic (§4.3): as static, but a peer starts with few
 //     buffers and a frame that waited for a credit carries core.FlagBacklog.
@@ -174,6 +174,14 @@ func (c *credits) spend() { c.avail-- }
 
 // grant adds credits the peer returned.
 func (c *credits) grant(n int) { c.avail += n }
+
+// grant adds n credits the peer returned for e's per-peer queue ci: a
+// frame refused for want of one may pass now (Replenished).
+func (m *module) grant(e *endpoint, ci, n int) {
+	e.cred[ci].grant(n)
+	m.replenished++
+	e.st.credits.Set(int64(e.cred[ci].avail))
+}
 
 // due reports whether an explicit credit frame should go: threshold
 // credits are owed, or as many as the peer is meant to have (then it may

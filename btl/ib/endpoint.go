@@ -250,6 +250,7 @@ func (e *endpoint) post(b *sendBuf) {
 // established marks the connection usable and sends what waited for it.
 func (e *endpoint) established() {
 	e.state = epConnected
+	e.m.replenished++
 	if len(e.pending) > 0 {
 		e.sendPending()
 		if len(e.pending) > 0 {
@@ -267,7 +268,9 @@ func (m *module) creditQueue(qi uint8) int {
 	return m.firstP
 }
 
-// PreferRendezvous implements core.Credited: when the flow-control policy
+var _ core.Resources = (*endpoint)(nil)
+
+// PreferRendezvous implements core.Resources: when the flow-control policy
 // (or rndv_on_no_credit, without one) asks for it, a peer whose per-peer
 // queue is out of credits gets small messages by rendezvous, so that the
 // handshake brings credits back (seed 000 §4.2).
@@ -283,6 +286,39 @@ func (e *endpoint) PreferRendezvous() bool {
 		}
 	}
 	return false
+}
+
+// FragsInFlight implements core.Resources: the frames posted to the peer
+// whose send has not completed, and those waiting for the connection.
+func (e *endpoint) FragsInFlight() int {
+	n := len(e.pending)
+	for _, k := range e.out {
+		n += k
+	}
+	return n
+}
+
+// Replenished implements core.Resources: the module's count of send
+// completions, credit returns and connections up, any of which may let a
+// refused frame pass — send buffers and the send queue are the module's,
+// and a count for every peer would be as cheap and tell no more.
+func (e *endpoint) Replenished() uint64 { return e.m.replenished }
+
+// Disconnect implements core.Module: the connection manager tells rank
+// that this rank dropped it (cmDrop), which makes it fail its endpoint
+// and report this rank lost, and the endpoint fails here, its QPs to the
+// error state, so that a peer whose datagram was lost meets the error at
+// its next send. A peer never connected, or lost already, is left alone.
+func (m *module) Disconnect(rank int, reason error) {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank {
+		return
+	}
+	e := m.eps[rank]
+	if e == nil || e.state == epIdle || e.state == epFailed {
+		return
+	}
+	m.cm.send(e, cmDrop)
+	e.fail(fmt.Errorf("disconnected by this rank: %v", reason))
 }
 
 // sendCredits sends an explicit credit frame on queue qi, outside flow

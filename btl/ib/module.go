@@ -34,6 +34,10 @@ type module struct {
 	draining   bool          // closing (goodbye): frames are not handed on, losses not reported
 	depth      int           // Progress calls on the stack
 	nextHK     time.Duration // when housekeeping runs next
+	// replenished counts the times the module regained what a refused
+	// send may lack — a send completion (its buffer and its send queue
+	// slot), credits from the peer, a connection up — for Replenished.
+	replenished uint64
 
 	completions  // the CQ and its notifications (notify.go)
 	buffers      // receive queues and send free lists (queues.go)
@@ -199,7 +203,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		Component: "ib", Name: "ib:" + m.id,
 		EagerLimit: min(c.eagerLimit, maxSend), MaxSendSize: maxSend, RndvEagerLimit: min(c.rndvEager, maxSend),
 		MaxRDMA: 1<<31 - 1, MaxReads: int(c.maxRdAtomic), Bandwidth: bw, Latency: c.latency,
-		Exclusivity: c.exclusivity, Caps: core.CapSend | core.CapPut | core.CapGet | core.CapNotify,
+		Exclusivity: c.exclusivity,
 	}
 	m.limits = core.FrameLimits{Size: m.size, MaxPayload: maxSend}
 	h.attach(m)

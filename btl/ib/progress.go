@@ -84,6 +84,7 @@ func (m *module) complete(wc *verbs.WC) {
 		b := m.sbufs[idx]
 		e := b.ep
 		m.putSend(b)
+		m.replenished++
 		if e == nil {
 			return
 		}
@@ -96,6 +97,7 @@ func (m *module) complete(wc *verbs.WC) {
 		m.freeOp(idx)
 		e := s.ep
 		e.out[0]--
+		m.replenished++
 		if s.solicited {
 			m.solicitedOps--
 		}
@@ -165,8 +167,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	e.rxFrames++
 	if h.Credits > 0 && m.fc.credits {
 		if ci := m.creditQueue(b.queue); ci >= 0 {
-			e.cred[ci].grant(int(h.Credits))
-			e.st.credits.Set(int64(e.cred[ci].avail))
+			m.grant(e, ci, int(h.Credits))
 		}
 	}
 	if m.draining {

@@ -14,7 +14,7 @@ func TestConformance(t *testing.T) {
 		// A rank that dies drops every connection it has.
 		Kill: func(m core.Module) {
 			for r := range 3 {
-				m.(core.Disconnecter).Disconnect(r, nil)
+				m.Disconnect(r, nil)
 			}
 		},
 		Variants: []btltest.Variant{

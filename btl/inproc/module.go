@@ -20,6 +20,7 @@ type Module struct {
 	rail   int
 	rank   int
 	attrs  core.Attrs
+	rdmaOn bool // endpoints offer Put and Get (rdmaEndpoint)
 	hs     core.Handlers
 	hdr    core.Header // decoded header handed to handlers; a local would escape
 	onLost func(int, error)
@@ -66,15 +67,12 @@ func newModule(f *Fabric, r *rail, railIdx, rank int) *Module {
 	o := r.opts
 	m := &Module{f: f, r: r, rail: railIdx, rank: rank, regions: map[uint64]*region{},
 		lost: make([]atomic.Bool, f.n), reported: make([]bool, f.n), notify: make(chan struct{}, 1)}
-	caps := core.CapSend | core.CapNotify
-	if !o.NoRDMA {
-		caps |= core.CapPut | core.CapGet
-	}
+	m.rdmaOn = !o.NoRDMA
 	m.attrs = core.Attrs{
 		Component: "inproc", Name: fmt.Sprintf("inproc:%s", r.name),
 		EagerLimit: o.EagerLimit, MaxSendSize: o.MaxSendSize, RndvEagerLimit: o.RndvEagerLimit,
 		MaxRDMA: o.MaxRDMA, MaxReads: o.MaxReads, Bandwidth: o.Bandwidth, Latency: o.Latency,
-		Exclusivity: o.Exclusivity, Caps: caps, Mech: o.Mech, MechExchange: o.MechExchange,
+		Exclusivity: o.Exclusivity, Mech: o.Mech, MechExchange: o.MechExchange,
 	}
 	m.in = make([]*link, f.n)
 	m.eps = make([]*endpoint, f.n)
@@ -105,7 +103,8 @@ func (m *Module) join(b core.Bootstrap, key string, release func()) {
 func (m *Module) Attrs() core.Attrs { return m.attrs }
 
 // Endpoint implements core.Module: every other rank of the fabric that
-// lives in this process.
+// lives in this process. On a rail with RDMA the endpoint is an
+// rdmaEndpoint, which adds Put and Get; without, the plain endpoint.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	if m.closed.Load() {
 		return nil, fmt.Errorf("inproc: endpoint %d: %w", rank, core.ErrClosed)
@@ -120,6 +119,9 @@ func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 		if m.reach[rank] != nil {
 			return nil, m.reach[rank]
 		}
+	}
+	if m.rdmaOn {
+		return rdmaEndpoint{m.eps[rank]}, nil
 	}
 	return m.eps[rank], nil
 }
@@ -136,8 +138,8 @@ func (m *Module) markLost(peer int) {
 	m.signal()
 }
 
-// Disconnect implements core.Disconnecter: it drops this rail's
-// connection to rank, so the peer learns of the failure too.
+// Disconnect implements core.Module: it drops this rail's connection to
+// rank, so the peer learns of the failure too.
 func (m *Module) Disconnect(rank int, _ error) {
 	if rank >= 0 && rank < m.f.n && rank != m.rank && !m.lost[rank].Load() {
 		m.f.Drop(m.rail, m.rank, rank)
@@ -365,9 +367,6 @@ func (ep *endpoint) remote(op *core.RDMAOp, acc core.Access) ([]byte, error) {
 
 func (ep *endpoint) rdma(op *core.RDMAOp, put bool) error {
 	m := ep.m
-	if m.attrs.Caps&core.CapPut == 0 {
-		return fmt.Errorf("inproc: rail %s has no RDMA: %w", m.r.name, core.ErrNotSupported)
-	}
 	if ep.out.dead.Load() {
 		return fmt.Errorf("inproc: rdma to rank %d: %w", ep.peer, core.ErrPeerLost)
 	}
@@ -390,8 +389,14 @@ func (ep *endpoint) rdma(op *core.RDMAOp, put bool) error {
 	return nil
 }
 
+// rdmaEndpoint is the endpoint of a rail with RDMA: the plain endpoint
+// and Put and Get (core.RDMA).
+type rdmaEndpoint struct{ *endpoint }
+
+var _ core.RDMA = rdmaEndpoint{}
+
 // Put implements core.RDMA.
-func (ep *endpoint) Put(op *core.RDMAOp) error { return ep.rdma(op, true) }
+func (ep rdmaEndpoint) Put(op *core.RDMAOp) error { return ep.rdma(op, true) }
 
 // Get implements core.RDMA.
-func (ep *endpoint) Get(op *core.RDMAOp) error { return ep.rdma(op, false) }
+func (ep rdmaEndpoint) Get(op *core.RDMAOp) error { return ep.rdma(op, false) }

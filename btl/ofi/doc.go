@@ -66,9 +66,12 @@
 //   - A provider that does not take it is asked for FI_ORDER_SAW (a send
 //     after a write is processed after it): the FIN, sent on the write's
 //     own endpoint after its completion, then still finds its bytes.
-//   - A provider with neither offers no Put (CapPut is off): the PML uses
-//     rdma_read or the pipeline, whose completions need no such promise —
-//     a read's completion at the reader means its bytes are there.
+//   - A provider with neither offers no RDMA (its endpoints are no
+//     core.RDMA, whose set is Put and Get together): the PML uses the
+//     pipeline. A read alone would need no such promise — a read's
+//     completion at the reader means its bytes are there — but the
+//     contract has no Get-only set (core's package doc); tcp under
+//     ofi_rxm, sockets and shm all take the flag.
 //
 // Per provider: tcp/rxm runs one TCP connection per pair of endpoints
 // and places a write's bytes before it reads the next message off the
@@ -85,9 +88,9 @@
 // poll on the fd from a goroutine that never calls libfabric; seed 004
 // §4.3: one notification per Arm). libfabric has no solicited events: an
 // armed waiter wakes at the next completion of any kind, early but never
-// late. CapNotify is offered only where the provider moves data without
-// the peer's process calling in — a read of a peer that computes must
-// complete: sockets (its own progress thread) and hardware providers;
+// late. The module is a core.Notifier only where the provider moves data
+// without the peer's process calling in — a read of a peer that computes
+// must complete: sockets (its own progress thread) and hardware providers;
 // not tcp under ofi_rxm, which says FI_PROGRESS_AUTO but in 1.17 serves
 // a read only when its target polls, nor shm, which has no wait fd.
 //

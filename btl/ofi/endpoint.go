@@ -58,6 +58,7 @@ type peer struct {
 	early     []early
 	byeSeq    uint16
 	byeSeen   bool
+	dropOwed  bool   // Disconnect's drop is still to be sent
 	lastHello uint64 // the counter of the last hello taken from it
 	owed      []int
 	due       bool
@@ -268,12 +269,20 @@ func (m *Module) wantFlush(p *peer) {
 	}
 }
 
+// rmaPeer is the endpoint of a module whose provider can keep a FIN
+// behind a Put (doc.go): the peer with Put and Get (core.RDMA). Without
+// that promise the module hands out the peer alone, and the PML moves
+// rendezvous data by its pipeline.
+type rmaPeer struct{ *peer }
+
+var _ core.RDMA = rmaPeer{}
+
 // Put implements core.RDMA: an RDMA write, with FI_DELIVERY_COMPLETE
 // where the provider takes it (doc.go: the FIN).
-func (p *peer) Put(op *core.RDMAOp) error { return p.rdma(op, true) }
+func (p rmaPeer) Put(op *core.RDMAOp) error { return p.rdma(op, true) }
 
 // Get implements core.RDMA: an RDMA read.
-func (p *peer) Get(op *core.RDMAOp) error { return p.rdma(op, false) }
+func (p rmaPeer) Get(op *core.RDMAOp) error { return p.rdma(op, false) }
 
 func (p *peer) rdma(op *core.RDMAOp, write bool) error {
 	m := p.m
@@ -282,8 +291,6 @@ func (p *peer) rdma(op *core.RDMAOp, write bool) error {
 		return errClosed
 	case p.err != nil:
 		return p.err
-	case write && !m.attrs.Caps.Has(core.CapPut):
-		return fmt.Errorf("ofi: %s cannot tell when a write has landed: %w", m.ep.Info.Provider, core.ErrNotSupported)
 	}
 	n := uint64(len(op.Local))
 	if op.Offset > op.Remote.Len || n > op.Remote.Len-op.Offset {

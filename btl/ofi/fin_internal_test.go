@@ -58,7 +58,7 @@ type finRig struct {
 }
 
 func newFinRig(t *testing.T, j *tjob, otherRail bool) *finRig {
-	if !j.mods[0].attrs.Caps.Has(core.CapPut) {
+	if j.mods[0].finMode == "none" {
 		t.Fatalf("no Put (fin mode %s)", j.mods[0].finMode)
 	}
 	finFrom, finTo := j.mods[0], j.mods[1]

@@ -69,7 +69,7 @@ func openTestJob(t *testing.T, prov string, n int, params map[string]string) *tj
 		}
 		var rails []*Module
 		for _, m := range mods {
-			mod := m.(*Module)
+			mod := moduleOf(m)
 			t.Cleanup(func() { mod.Close() })
 			rails = append(rails, mod)
 		}

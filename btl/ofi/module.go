@@ -17,8 +17,10 @@ import (
 )
 
 // This file and endpoint.go are where the module meets core's contract
-// (core.Module, core.Registrar, core.Notifier; core.Endpoint and
-// core.RDMA): the rest of the package is its parts — receive classes
+// (core.Module with Disconnect in session.go, core.Registrar, and
+// core.Notifier on notifyingModule where the provider can notify;
+// core.Endpoint, and core.RDMA on rmaPeer where it can keep a FIN behind
+// a Put): the rest of the package is its parts — receive classes
 // (queues.go), sessions (session.go), credits (credits.go), RDMA and the
 // registration cache (rdma.go), liveness (live.go), the wait fd
 // (notify.go).
@@ -192,7 +194,11 @@ func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup, flow f
 	}
 	m.attrs = m.makeAttrs(c, in)
 	m.lim = core.FrameLimits{Size: m.size, MaxPayload: m.attrs.MaxSendSize}
-	if m.attrs.Caps.Has(core.CapNotify) {
+	// A notification is worth arming only where completions come without
+	// this process calling in: the wait fd, and a provider that moves data
+	// by itself (a read of a peer that computes completes only then).
+	// Without, the module is no core.Notifier (Open hands out m alone).
+	if m.ep.WaitFD() >= 0 && m.ep.Info.DataProgress == fabric.ProgressAuto && !softwareCore(m.ep.Info.Provider) {
 		if m.notif, err = newNotifier(m.ep); err != nil {
 			return err
 		}
@@ -211,22 +217,10 @@ func (m *Module) makeAttrs(c *config, in *fabric.Info) core.Attrs {
 		Component: Name, Name: Name + ":" + in.Domain, EagerLimit: c.eagerLimit,
 		MaxSendSize: m.classes[len(m.classes)-1].size - core.HeaderSize, RndvEagerLimit: c.rndvEager,
 		MaxRDMA: int64(min(m.ep.Info.MaxMsgSize, 1<<30)), MaxReads: c.maxReads, Bandwidth: c.bandwidth,
-		Latency: time.Duration(c.latency), Exclusivity: c.exclusivity, Caps: core.CapSend | core.CapGet,
+		Latency: time.Duration(c.latency), Exclusivity: c.exclusivity,
 	}
 	if c.instance != "" {
 		a.Name = Name + ":" + c.instance + ":" + in.Domain
-	}
-	if m.finMode != "none" {
-		a.Caps |= core.CapPut
-	}
-	// A notification is worth arming only where completions come without
-	// this process calling in: the wait fd, and a provider that moves data
-	// by itself (a read of a peer that computes completes only then).
-	if m.ep.WaitFD() >= 0 && m.ep.Info.DataProgress == fabric.ProgressAuto && !softwareCore(m.ep.Info.Provider) {
-		a.Caps |= core.CapNotify
-	}
-	if m.localOnly {
-		a.Caps |= core.CapLocalOnly
 	}
 	a.EagerLimit = min(a.EagerLimit, a.MaxSendSize)
 	a.RndvEagerLimit = min(a.RndvEagerLimit, a.MaxSendSize)
@@ -272,6 +266,9 @@ func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	}
 	if p.tx == txIdle && p.err == nil {
 		p.dial()
+	}
+	if m.finMode != "none" {
+		return rmaPeer{p}, nil
 	}
 	return p, nil
 }
@@ -377,8 +374,12 @@ func (m *Module) report() int {
 func (m *Module) housekeeping() {
 	m.nextHK = m.now + hkInterval
 	for _, p := range m.peers {
-		if p != nil && p.err == nil {
+		switch {
+		case p == nil:
+		case p.err == nil:
 			p.tick(m.now)
+		case p.dropOwed:
+			p.sendDrop()
 		}
 	}
 	m.live.check(m, m.now)
@@ -428,7 +429,7 @@ func (m *Module) shutdown(dead, release bool) error {
 // died: no goodbye, and its endpoint stops answering. For tests (the
 // conformance suite's Kill hook).
 func Kill(mod core.Module) {
-	m := mod.(*Module)
+	m := moduleOf(mod)
 	if m.closed {
 		return
 	}
@@ -457,17 +458,28 @@ func (m *Module) DeregisterMem(r core.Region) error {
 	return nil
 }
 
+// notifyingModule is a module with a notifier: the module and
+// core.Notifier. Open hands it out where the provider can notify
+// (newModule), the module alone elsewhere, so that the PML arms only
+// what can wake it.
+type notifyingModule struct{ *Module }
+
+var _ core.Notifier = notifyingModule{}
+
 // Arm implements core.Notifier.
-func (m *Module) Arm() {
-	if m.notif != nil && !m.closed {
+func (m notifyingModule) Arm() {
+	if !m.closed {
 		m.notif.arm()
 	}
 }
 
 // Notify implements core.Notifier.
-func (m *Module) Notify() <-chan struct{} {
-	if m.notif == nil {
-		return nil
+func (m notifyingModule) Notify() <-chan struct{} { return m.notif.ch }
+
+// moduleOf is the *Module behind a module Open returned.
+func moduleOf(mod core.Module) *Module {
+	if n, ok := mod.(notifyingModule); ok {
+		return n.Module
 	}
-	return m.notif.ch
+	return mod.(*Module)
 }

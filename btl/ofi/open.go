@@ -98,7 +98,11 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 			}
 			return nil, err
 		}
-		mods = append(mods, m)
+		if m.notif != nil {
+			mods = append(mods, notifyingModule{m})
+		} else {
+			mods = append(mods, m)
+		}
 	}
 	return mods, nil
 }

@@ -309,6 +309,8 @@ func (m *Module) onCtl(i int, comp *fabric.Completion) int {
 		if p.rxSeq == msg.seq {
 			p.closed()
 		}
+	case opDrop:
+		p.lose(fmt.Errorf("rank %d disconnected from this rank", p.rank))
 	}
 	return 1
 }
@@ -468,6 +470,38 @@ func (p *peer) drop() {
 		p.dropEarly()
 	}
 	p.m.live.forget(p)
+}
+
+// Disconnect implements core.Module: a session's peer is told with a
+// drop, which makes it report this rank lost, and is lost here from now
+// on. A drop the provider cannot take now is sent again from
+// housekeeping (Disconnect itself makes no progress: it may be called
+// outside Progress); a peer with no session yet has heard nothing from
+// this rank to wait on.
+func (m *Module) Disconnect(rank int, reason error) {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank {
+		return
+	}
+	p := m.peers[rank]
+	if p == nil || p.err != nil {
+		return
+	}
+	p.dropOwed = p.tx == txUp && !p.procGone()
+	p.lose(fmt.Errorf("disconnected by this rank: %v", reason))
+	p.sendDrop()
+}
+
+// sendDrop sends the drop Disconnect owes p, unless the provider's queue
+// is full: then housekeeping tries again.
+func (p *peer) sendDrop() {
+	if !p.dropOwed {
+		return
+	}
+	var b [ctlBufSize]byte
+	putCtl(b[:], opDrop, p.m.rank)
+	if err := p.m.sendCtl(p, b[:ctlHdr], cqData(p.txTok, 0)); !errors.Is(err, fabric.ErrAgain) {
+		p.dropOwed = false
+	}
 }
 
 // goodbye tells every peer with a session that this module closes, and

@@ -48,6 +48,7 @@ const (
 //	credit    n[1] pad[3] credits[n]u16     session: credits per class
 //	probe     -                             session: are you there
 //	bye       seq[4]                        session: I close after frame seq-1
+//	drop      -                             session: I dropped you (Disconnect)
 const (
 	ctlMagic   = 0x49464f47 // "GOFI" little-endian
 	ctlVersion = 1
@@ -62,9 +63,10 @@ const (
 	opCredit
 	opProbe
 	opBye
+	opDrop
 )
 
-var ctlOpNames = [...]string{opHello: "hello", opCredit: "credit", opProbe: "probe", opBye: "bye"}
+var ctlOpNames = [...]string{opHello: "hello", opCredit: "credit", opProbe: "probe", opBye: "bye", opDrop: "drop"}
 
 func (o ctlOp) String() string {
 	if int(o) < len(ctlOpNames) && ctlOpNames[o] != "" {
@@ -149,7 +151,7 @@ func decodeCtl(b []byte, size int) (ctlMsg, error) {
 		want = helloLen
 	case opBye:
 		want = byeLen
-	case opProbe:
+	case opProbe, opDrop:
 		want = ctlHdr
 	case opCredit:
 		if len(b) < creditHdr || b[ctlHdr] > maxClasses || b[ctlHdr+1]|b[ctlHdr+2]|b[ctlHdr+3] != 0 {

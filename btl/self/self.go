@@ -72,7 +72,6 @@ func New(rank, eagerLimit, maxSend int) *Module {
 	m.attrs = core.Attrs{
 		Component: "self", Name: "self", EagerLimit: eagerLimit, MaxSendSize: maxSend,
 		Bandwidth: 20e9, Exclusivity: Exclusivity,
-		Caps: core.CapSend | core.CapPut | core.CapGet,
 	}
 	return m
 }
@@ -159,6 +158,11 @@ func (m *Module) Progress() int {
 	}
 	return n
 }
+
+// Disconnect implements core.Module. The only peer is the rank itself,
+// and the caller is that rank: it knows already, so nothing is left to
+// tell (the PML fails its own sends to a channel it failed).
+func (m *Module) Disconnect(int, error) {}
 
 // Close implements core.Module.
 func (m *Module) Close() error {

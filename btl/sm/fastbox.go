@@ -74,6 +74,23 @@ func boxOf(seg *segment, sender int) (ring []byte, size uint64, headp *uint64) {
 	return seg.mem[off+cacheLine : off+cacheLine+seg.lay.fboxSize], uint64(seg.lay.fboxSize), seg.u64(off)
 }
 
+// boxDropped is the offset, in a fast box's control line, of the word
+// the box's receiver sets when it drops the box's sender (Disconnect):
+// the line's writer is the receiver, as for the read position beside it,
+// and the sender reads it at its liveness checks.
+const boxDropped = 8
+
+// drop marks sender's box in seg, this rank's segment, dropped.
+func drop(seg *segment, sender int) {
+	atomic.StoreUint32(seg.u32(seg.lay.fbox(sender)+boxDropped), 1)
+}
+
+// dropped reports whether the owner of seg, a peer's segment, dropped
+// sender's box.
+func dropped(seg *segment, sender int) bool {
+	return atomic.LoadUint32(seg.u32(seg.lay.fbox(sender)+boxDropped)) != 0
+}
+
 func (o *outBox) init(seg *segment, sender int) {
 	o.ring, o.size, o.headp = boxOf(seg, sender)
 	o.base = unsafe.Pointer(&o.ring[0])
@@ -231,6 +248,7 @@ func (o *outBox) room(need uint64) (uint64, bool) {
 // inBox is the receiver's side of a fast box.
 type inBox struct {
 	ring      []byte
+	base      unsafe.Pointer // &ring[0]
 	mask      uint64
 	size      uint64
 	headp     *uint64
@@ -241,6 +259,7 @@ type inBox struct {
 
 func (in *inBox) init(seg *segment, sender, maxFrame int) {
 	in.ring, in.size, in.headp = boxOf(seg, sender)
+	in.base = unsafe.Pointer(&in.ring[0])
 	in.mask = in.size - 1
 	in.head = atomic.LoadUint64(in.headp)
 	in.published = in.head

@@ -81,7 +81,7 @@ func TestPublishingAnEagerFrameWritesOnlyItsLine(t *testing.T) {
 		delivered := 0
 		mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
 		ep, _ := mods[0].Endpoint(1)
-		es := ep.(core.EagerSender)
+		es := ep.(core.Eager)
 		ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, nil, 0) // announces the sender
 		o := &mods[0].peers[1].out
 		sent, alone := 1, 0

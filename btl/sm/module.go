@@ -81,13 +81,16 @@ type Module struct {
 	onLost     func(rank int, err error)
 	lost       []lostPeer
 	inProgress bool
-	ticks      uint32
-	lastCheck  time.Duration
-	checkSoon  bool
-	pollFds    []unix.PollFd
-	pollPeers  []*peer
-	closed     bool
-	note       notifier
+	// epoch moves whenever a frame TakeEager found may no longer be
+	// there to take: at every Progress, a peer's loss and Close.
+	epoch     uint64
+	ticks     uint32
+	lastCheck time.Duration
+	checkSoon bool
+	pollFds   []unix.PollFd
+	pollPeers []*peer
+	closed    bool
+	note      notifier
 
 	st stats
 }
@@ -187,12 +190,8 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	m.seg = seg
 	m.initQueues(seg, lay, cfg.frags)
 
-	caps := core.CapSend | core.CapLocalOnly | core.CapNotify
-	if m.cma.ok {
-		caps |= core.CapPut | core.CapGet
-	}
 	m.attrs = cfg.attrs
-	m.attrs.Component, m.attrs.Name, m.attrs.Caps = "sm", "sm"+instanceSuffix(env.Instance), caps
+	m.attrs.Component, m.attrs.Name = "sm", "sm"+instanceSuffix(env.Instance)
 	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), len(topo.Self().Node))
 
 	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
@@ -262,11 +261,15 @@ func (m *Module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
 
 // Endpoint connects to rank (once) and returns its endpoint. Ranks on
 // other nodes (the engine's locality, when known), on other hosts, or
-// behind another /dev/shm, are unreachable.
+// behind another /dev/shm, are unreachable. Without CMA the endpoint is
+// one without Put and Get (plainPeer): the module offers no RDMA.
 func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	p, err := m.connect(rank)
 	if err != nil {
 		return nil, err
+	}
+	if !m.cma.ok {
+		return plainPeer{p}, nil
 	}
 	return p, nil
 }
@@ -390,6 +393,7 @@ func (m *Module) Progress() int {
 		return 0
 	}
 	m.inProgress = true
+	m.epoch++ // what TakeEager found before may be delivered now
 	n := 0
 	if len(m.rdmaDone) > 0 {
 		n += m.completeRDMA()
@@ -575,6 +579,7 @@ func (m *Module) failPeer(s int, err error) {
 		return
 	}
 	m.rxDead[s] = true
+	m.epoch++
 	if errors.Is(err, core.ErrBadFrame) {
 		m.st.badFrames++
 	}
@@ -661,10 +666,26 @@ func (m *Module) checkPeer(p *peer, exited bool) {
 	case stateFailed:
 		m.failPeer(p.rank, fmt.Errorf("sm: rank %d failed: %w", p.rank, core.ErrPeerLost))
 	default:
-		if exited {
+		switch {
+		case exited:
 			m.failPeer(p.rank, fmt.Errorf("sm: rank %d (pid %d) died: %w", p.rank, p.pid, core.ErrPeerLost))
+		case dropped(p.seg, m.rank):
+			m.failPeer(p.rank, fmt.Errorf("sm: rank %d disconnected from this rank: %w", p.rank, core.ErrPeerLost))
 		}
 	}
+}
+
+// Disconnect drops rank (core.Module): its frames are dropped and sends
+// to it fail from now on, and the control line of the box it writes into
+// this rank's segment says so (drop), which the peer reads at its next
+// liveness check and reports this rank lost. It reports rank lost here
+// too, at the next Progress.
+func (m *Module) Disconnect(rank int, reason error) {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank || m.rxDead[rank] {
+		return
+	}
+	drop(m.seg, rank)
+	m.failPeer(rank, fmt.Errorf("sm: disconnected from rank %d: %v: %w", rank, reason, core.ErrPeerLost))
 }
 
 // Close announces that this rank is leaving, waits (up to close_timeout)
@@ -689,6 +710,7 @@ func (m *Module) Close() error {
 		m.log.Warn().Int("fragments", m.inflightN).Msg("closing with fragments not yet consumed")
 	}
 	m.closed = true
+	m.epoch++
 	m.st.flush()
 	m.stopNotifications()
 	return m.release()
@@ -702,6 +724,7 @@ func (m *Module) Abort() {
 	}
 	atomic.StoreUint32(m.seg.u32(offState), stateFailed)
 	m.closed = true
+	m.epoch++
 	m.stopNotifications()
 	m.release()
 }
@@ -709,6 +732,7 @@ func (m *Module) Abort() {
 // abandon undoes a half-made module.
 func (m *Module) abandon() {
 	m.closed = true
+	m.epoch++
 	m.release()
 }
 

@@ -24,14 +24,12 @@ type peer struct {
 	cma       bool
 	dead      error // set once sends to it must fail
 	// The receive side's state of the peer's box for us (Module.in,
-	// expect, rxDead), at hand for RecvEager.
+	// expect, rxDead), at hand for PeekEager and TakeEager, and the frame
+	// they last found.
 	in     *inBox
 	expect *uint32
 	rxDead *bool
-	// choice is the receiver's choice between CMA and the pipeline for
-	// this peer's messages (adapt.go); last, away from what every
-	// message touches.
-	choice mechChoice
+	found  foundFrame
 }
 
 var (
@@ -85,10 +83,8 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 	return nil
 }
 
-var _ core.EagerSender = (*peer)(nil)
-
 // SendEager writes an EAGER frame straight into the peer's fast box
-// (core.EagerSender): Send's first case without a header passed by value
+// (core.Eager): Send's first case without a header passed by value
 // and adjusted, and — when the slot fits before the end of the ring and
 // the read position last seen leaves room — put's work done in place,
 // without its call, its copy of the header words or a memmove for a
@@ -193,28 +189,116 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	return nil
 }
 
-var _ core.EagerReceiver = (*peer)(nil)
+var _ core.Eager = (*peer)(nil)
 
-// RecvEager takes the next frame from the peer if it waits in the peer's
-// fast box, is the next in the pair's order and is the plain EAGER
-// message the receive asks for (core.EagerReceiver): it copies the
-// payload out and consumes the slot. A frame in the FIFO, a lost peer or
-// a call from a handler is EagerNone, left to Progress.
+// PeekEager shows the next frame from the peer when it waits in the
+// peer's fast box, is the next in the pair's order and is a plain EAGER
+// frame on context ctx with PSN psn (core.Eager): its tag and payload
+// length, the frame left in place for TakeEager. A frame in the FIFO, a
+// lost peer or a call from a handler is EagerNone, left to Progress.
 //
-// The slots it consumes go back to the sender (publish) once a quarter
-// of the ring has been consumed, and whenever it finds nothing to take —
-// a receiver that waits has always given everything back — not after
-// every frame: a window of messages pays one release store, not one
-// each. Progress gives them back too.
-func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
-	m := p.m
+// Its common cases — nothing there, which gives the slots consumed back
+// to the sender (a receiver that waits has given everything back), or a
+// frame there, in order, within the ring — are look's, written out, as in
+// TakeEager: a blocking receive pays a PeekEager and a TakeEager a
+// message, and a call less counts.
+func (p *peer) PeekEager(ctx, psn uint32) (int32, int, core.EagerResult) {
+	m, in, f := p.m, p.in, &p.found
 	if m.inProgress || m.closed || *p.rxDead {
 		return 0, 0, core.EagerNone
 	}
-	in := p.in
-	// peek's common case inline: a slot that is not a frame — the
-	// end-of-ring marker, which peek moves past, or a bad one — goes
-	// through recvEagerPeek, so that nothing here is kept across a call.
+	f.ctx = ctx
+	idx := in.head & in.mask
+	w := in.word(idx)
+	if w == 0 {
+		in.publish()
+		f.epoch = m.epoch - 1
+		return 0, 0, core.EagerNone
+	}
+	fl := uint32(w)
+	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size || uint32(w>>32) != *p.expect {
+		return p.look(psn)
+	}
+	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), ctx, psn, int(fl))
+	if !ok {
+		f.epoch = m.epoch - 1
+		return 0, 0, core.EagerOther
+	}
+	f.size, f.n, f.psn, f.epoch = slotBytes(int(fl)), n, psn, m.epoch
+	return htag, n, core.EagerFound
+}
+
+// TakeEager copies the payload of the frame PeekEager or TakeEager found
+// into buf, consumes its slot and looks at the next slot for the next
+// PSN (core.Eager).
+//
+// The frame found is there to take while the module's epoch has not
+// moved since (found.epoch): Progress, which may deliver it and whose
+// handlers must not take it, moves it, and so do a lost peer and Close;
+// nothing else consumes the box. The look at the next frame is look's
+// common case written out, for a window of receives pays one call a
+// message; the end of the ring, a bad slot and the FIFO's turn go to
+// look. The slot is reached from the ring's base without a bounds check:
+// look checked that it lies within the ring.
+//
+// The slots it consumes go back to the sender (publish) once a quarter
+// of the ring has been consumed, and whenever PeekEager finds nothing —
+// a receiver that waits has always given everything back — not after
+// every frame, nor where TakeEager finds nothing after it: a window of
+// messages, or a blocking receive of one, pays no release store of its
+// own. Progress gives them back too.
+func (p *peer) TakeEager(buf []byte) (int32, int, core.EagerResult) {
+	m, in, f := p.m, p.in, &p.found
+	if f.epoch != m.epoch {
+		return 0, 0, core.EagerNone
+	}
+	getPayload(buf[:f.n], unsafe.Add(in.base, in.head&in.mask+slotHdr+core.HeaderSize))
+	in.head += f.size
+	*p.expect++
+	m.st.fboxRecvs++
+	if in.head-in.published >= in.size/4 {
+		in.publish()
+	}
+	psn := f.psn + 1
+	idx := in.head & in.mask
+	w := in.word(idx)
+	if w == 0 {
+		f.epoch = m.epoch - 1
+		return 0, 0, core.EagerNone
+	}
+	fl := uint32(w)
+	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size || uint32(w>>32) != *p.expect {
+		return p.look(psn)
+	}
+	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), f.ctx, psn, int(fl))
+	if !ok {
+		f.epoch = m.epoch - 1
+		return 0, 0, core.EagerOther
+	}
+	f.size, f.n, f.psn = slotBytes(int(fl)), n, psn
+	return htag, n, core.EagerFound
+}
+
+// foundFrame is the frame PeekEager or TakeEager last found, for
+// TakeEager: its slot's and its payload's sizes, the context and PSN it
+// was looked for with, and the module's epoch when it was found — any
+// other value when none was.
+type foundFrame struct {
+	size     uint64
+	n        int
+	ctx, psn uint32
+	epoch    uint64 // 64 bits: it never comes round again
+}
+
+// look is the look of PeekEager and TakeEager beyond their common case,
+// at the slot at the read position, for PSN psn on the context found.ctx:
+// an empty slot (given back to the sender, as a receiver that waits
+// gives everything back), the FIFO's turn, and a slot that is not a
+// frame — the end-of-ring marker, which peek moves past, or a bad one —
+// through lookPast, so that nothing here is kept across a call.
+func (p *peer) look(psn uint32) (int32, int, core.EagerResult) {
+	in, f := p.in, &p.found
+	f.epoch = p.m.epoch - 1 // nothing found, unless found below
 	idx := in.head & in.mask
 	w := in.word(idx)
 	if w == 0 {
@@ -223,48 +307,40 @@ func (p *peer) RecvEager(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (i
 	}
 	fl := uint32(w)
 	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size {
-		return p.recvEagerPeek(ctx, psn, tag, anyTag, buf)
+		return p.lookPast(psn)
 	}
 	if uint32(w>>32) != *p.expect {
 		in.publish()
 		return 0, 0, core.EagerNone // the FIFO's turn
 	}
-	f := unsafe.Pointer(&in.ring[idx+slotHdr])
-	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(f), int32(p.rank), ctx, psn, int(fl))
+	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), f.ctx, psn, int(fl))
 	if !ok {
 		return 0, 0, core.EagerOther
 	}
-	if htag != tag && !anyTag || n > len(buf) {
-		return htag, n, core.EagerKept
-	}
-	getPayload(buf[:n], unsafe.Add(f, core.HeaderSize))
-	in.head += slotBytes(int(fl))
-	*p.expect++
-	m.st.fboxRecvs++
-	if in.head-in.published >= in.size/4 {
-		in.publish()
-	}
-	return htag, n, core.EagerTaken
+	f.size, f.n, f.psn, f.epoch = slotBytes(int(fl)), n, psn, p.m.epoch
+	return htag, n, core.EagerFound
 }
 
-// recvEagerPeek is RecvEager at a slot that is not a frame: peek moves
-// past the end-of-ring marker, and RecvEager looks at the frame behind
-// it; a bad slot is left to Progress, which fails the peer.
-func (p *peer) recvEagerPeek(ctx, psn uint32, tag int32, anyTag bool, buf []byte) (int32, int, core.EagerResult) {
+// lookPast is look at a slot that is not a frame: peek moves past the
+// end-of-ring marker, and look looks at the frame behind it; a bad slot
+// is left to Progress, which fails the peer.
+func (p *peer) lookPast(psn uint32) (int32, int, core.EagerResult) {
 	if _, _, ok, _ := p.in.peek(); !ok {
 		p.in.publish()
 		return 0, 0, core.EagerNone
 	}
-	return p.RecvEager(ctx, psn, tag, anyTag, buf)
+	return p.look(psn)
 }
 
-var (
-	_ core.FragCounter = (*peer)(nil)
-	_ core.Replenisher = (*peer)(nil)
-)
+var _ core.Resources = (*peer)(nil)
+
+// PreferRendezvous is false: sm runs no credit flow control, a frame that
+// finds no room is refused and waits in the PML's backlog
+// (core.Resources).
+func (p *peer) PreferRendezvous() bool { return false }
 
 // Replenished counts the times the module took fragments back, and the
-// refusals whose end it cannot see (core.Replenisher): a pipeline sender
+// refusals whose end it cannot see (core.Resources): a pipeline sender
 // refused for want of a fragment then waits for a receiver to finish one
 // instead of asking again at every poll — tens of millions of refused
 // sends in a run of osu bw at 4 MiB, each a full pass of the PML's pump.
@@ -272,5 +348,47 @@ var (
 func (p *peer) Replenished() uint64 { return p.m.replenished }
 
 // FragsInFlight counts our fragments to this peer it has not consumed, as
-// of the last Progress's reclaim (core.FragCounter).
+// of the last Progress's reclaim (core.Resources).
 func (p *peer) FragsInFlight() int { return len(p.m.inflight[p.rank]) }
+
+// plainPeer is the endpoint of a module without CMA: the peer's
+// endpoint without Put and Get (core.RDMA), so that the PML moves
+// rendezvous data by the pipeline. It forwards the rest: a type that
+// embedded *peer would offer Put and Get too, and the common case, with
+// CMA, hands out *peer itself, so that the fast path pays no wrapper.
+type plainPeer struct{ p *peer }
+
+var (
+	_ core.Eager     = plainPeer{}
+	_ core.Resources = plainPeer{}
+)
+
+// Rank is the peer's rank.
+func (e plainPeer) Rank() int { return e.p.rank }
+
+// Send is peer.Send.
+func (e plainPeer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error {
+	return e.p.Send(h, pre, data, flags)
+}
+
+// SendEager is peer.SendEager.
+func (e plainPeer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) bool {
+	return e.p.SendEager(ctx, tag, psn, data)
+}
+
+// PeekEager is peer.PeekEager.
+func (e plainPeer) PeekEager(ctx, psn uint32) (int32, int, core.EagerResult) {
+	return e.p.PeekEager(ctx, psn)
+}
+
+// TakeEager is peer.TakeEager.
+func (e plainPeer) TakeEager(buf []byte) (int32, int, core.EagerResult) { return e.p.TakeEager(buf) }
+
+// PreferRendezvous is peer.PreferRendezvous.
+func (e plainPeer) PreferRendezvous() bool { return false }
+
+// FragsInFlight is peer.FragsInFlight.
+func (e plainPeer) FragsInFlight() int { return e.p.FragsInFlight() }
+
+// Replenished is peer.Replenished.
+func (e plainPeer) Replenished() uint64 { return e.p.Replenished() }

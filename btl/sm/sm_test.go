@@ -196,15 +196,16 @@ func TestBadParametersAreRefused(t *testing.T) {
 	}
 }
 
+// Without CMA the endpoints have no Put and Get (the RDMA set is not
+// there), and keep the eager and resources sets.
 func TestSingleCopyNoneOffersNoRDMA(t *testing.T) {
 	mods, _ := openRanks(t, 2, map[string]string{"single_copy": "none"})
-	if c := mods[0].Attrs().Caps; c&(core.CapGet|core.CapPut) != 0 {
-		t.Fatalf("caps %v", c)
-	}
 	ep, _ := mods[0].Endpoint(1)
-	err := ep.(core.RDMA).Get(&core.RDMAOp{Local: make([]byte, 8)})
-	if !errors.Is(err, core.ErrNotSupported) {
-		t.Fatalf("Get without CMA: %v", err)
+	if c := core.CapsOf(mods[0], ep); c.Has(core.CapRDMA) || !c.Has(core.CapEager|core.CapResources) {
+		t.Fatalf("sets %v, want eager and resources without rdma", c)
+	}
+	if _, ok := ep.(core.RDMA); ok {
+		t.Fatal("the endpoint is a core.RDMA")
 	}
 }
 
@@ -345,7 +346,7 @@ func TestSendEagerDeliversWhatSendWouldInOrder(t *testing.T) {
 	var frames []got
 	mods[1].Register(core.TypeEager, func(h *core.Header, b []byte) { frames = append(frames, got{*h, string(b)}) })
 	ep, _ := mods[0].Endpoint(1)
-	es := ep.(core.EagerSender)
+	es := ep.(core.Eager)
 	if es.SendEager(1, 2, 0, []byte("early")) {
 		t.Fatal("SendEager took the first frame to a peer, before the sender is announced")
 	}
@@ -401,7 +402,7 @@ func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
 	}
 	epS, _ := viaSend[0].Endpoint(1)
 	epE, _ := viaEager[0].Endpoint(1)
-	es := epE.(core.EagerSender)
+	es := epE.(core.Eager)
 	first := core.Header{Type: core.TypeEager, Context: 1}
 	epS.Send(first, nil, nil, 0) // announces the sender, as SendEager needs
 	epE.Send(first, nil, nil, 0)
@@ -445,26 +446,32 @@ func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
 	}
 }
 
-// RecvEager takes the pair's next frame from the fast box when it is the
+// PeekEager shows the pair's next frame in the fast box when it is the
 // in-order EAGER frame asked for, all the way round the ring and past its
-// end-of-ring markers; it keeps in place a frame of another tag or too
-// long for the buffer, and leaves another context, another PSN and a
-// frame of the FIFO's turn to Progress.
-func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
+// end-of-ring markers, and leaves it in place until TakeEager takes it;
+// another context, another PSN and a frame of the FIFO's turn are left to
+// Progress. TakeEager copies the payload and looks at the next frame.
+func TestPeekAndTakeEagerTheNextEagerFrameInPlace(t *testing.T) {
 	mods, _ := openRanks(t, 2, nil)
 	delivered := 0
 	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
 	ep, _ := mods[0].Endpoint(1)
-	es := ep.(core.EagerSender)
+	es := ep.(core.Eager)
 	back, _ := mods[1].Endpoint(0)
-	er := back.(core.EagerReceiver)
+	er := back.(core.Eager)
 	buf := make([]byte, 64)
-	if _, _, res := er.RecvEager(1, 0, 2, false, buf); res != core.EagerNone {
-		t.Fatalf("RecvEager from an empty box = %v", res)
+	if _, _, res := er.PeekEager(1, 0); res != core.EagerNone {
+		t.Fatalf("PeekEager of an empty box = %v", res)
+	}
+	if _, _, res := er.TakeEager(buf); res != core.EagerNone {
+		t.Fatalf("TakeEager with nothing found = %v", res)
 	}
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1, Tag: 2}, nil, []byte("first"), 0)
-	if _, _, res := er.RecvEager(1, 0, 2, false, buf); res != core.EagerTaken || string(buf[:5]) != "first" {
-		t.Fatalf("RecvEager of the first frame = %v %q", res, buf[:5])
+	if tag, n, res := er.PeekEager(1, 0); res != core.EagerFound || tag != 2 || n != 5 {
+		t.Fatalf("PeekEager of the first frame = %d %d %v", tag, n, res)
+	}
+	if _, _, res := er.TakeEager(buf[:5]); res != core.EagerNone || string(buf[:5]) != "first" {
+		t.Fatalf("TakeEager of the first frame = %v %q", res, buf[:5])
 	}
 	psn := uint32(1)
 	for i := range 3 * int(mods[1].in[0].size) / 64 { // several times round the ring, slots of 48 to 80 bytes
@@ -475,89 +482,129 @@ func TestRecvEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 		if !es.SendEager(1, int32(i%5), psn, msg) {
 			t.Fatalf("SendEager %d declined", i)
 		}
-		if tag, n, res := er.RecvEager(1, psn, 7, false, buf); res != core.EagerKept || tag != int32(i%5) || n != len(msg) {
-			t.Fatalf("RecvEager for another tag = %d %d %v, want %d %d kept", tag, n, res, i%5, len(msg))
+		for range 2 { // a frame not taken stays
+			if tag, n, res := er.PeekEager(1, psn); res != core.EagerFound || tag != int32(i%5) || n != len(msg) {
+				t.Fatalf("PeekEager %d = %d %d %v, want %d %d found", i, tag, n, res, i%5, len(msg))
+			}
 		}
-		if _, n, res := er.RecvEager(1, psn, 0, true, buf[:len(msg)-1]); res != core.EagerKept || n != len(msg) {
-			t.Fatalf("RecvEager into a short buffer = %d %v", n, res)
-		}
-		if tag, n, res := er.RecvEager(1, psn, 0, true, buf); res != core.EagerTaken || tag != int32(i%5) || !bytes.Equal(buf[:n], msg) {
-			t.Fatalf("RecvEager %d = %d %q %v, want %q", i, tag, buf[:n], res, msg)
+		if _, _, res := er.TakeEager(buf[:len(msg)]); res != core.EagerNone || !bytes.Equal(buf[:len(msg)], msg) {
+			t.Fatalf("TakeEager %d = %v %q, want %q", i, res, buf[:len(msg)], msg)
 		}
 		psn++
 	}
 	es.SendEager(2, 0, psn, []byte("ctx"))
-	if _, _, res := er.RecvEager(1, psn, 0, true, buf); res != core.EagerOther {
-		t.Fatalf("RecvEager of another context = %v", res)
+	if _, _, res := er.PeekEager(1, psn); res != core.EagerOther {
+		t.Fatalf("PeekEager of another context = %v", res)
 	}
-	if _, _, res := er.RecvEager(2, psn+1, 0, true, buf); res != core.EagerOther {
-		t.Fatalf("RecvEager of another PSN = %v", res)
+	if _, _, res := er.PeekEager(2, psn+1); res != core.EagerOther {
+		t.Fatalf("PeekEager of another PSN = %v", res)
 	}
 	mods[1].Progress()
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1, PSN: psn + 1}, nil, make([]byte, mods[0].fboxMax), 0) // a fragment on the FIFO
 	es.SendEager(1, 0, psn+2, []byte("after"))
-	if _, _, res := er.RecvEager(1, psn+2, 0, true, buf); res != core.EagerNone {
-		t.Fatalf("RecvEager of a frame behind one in the FIFO = %v", res)
+	if _, _, res := er.PeekEager(1, psn+2); res != core.EagerNone {
+		t.Fatalf("PeekEager of a frame behind one in the FIFO = %v", res)
 	}
 	progressUntil(t, mods, func() bool { return delivered == 3 })
 }
 
-// RecvEager gives consumed slots back to the sender lazily: not after
+// TakeEager goes from frame to frame: each take finds the next one, and a
+// found frame that Progress delivered meanwhile is not taken again.
+func TestTakeEagerFindsTheNextFrameAndNotAFrameGone(t *testing.T) {
+	mods, _ := openRanks(t, 2, nil)
+	delivered := 0
+	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
+	ep, _ := mods[0].Endpoint(1)
+	es := ep.(core.Eager)
+	back, _ := mods[1].Endpoint(0)
+	er := back.(core.Eager)
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
+	for psn := uint32(1); psn < 5; psn++ {
+		es.SendEager(1, int32(psn), psn, []byte{byte(psn)})
+	}
+	buf := make([]byte, 8)
+	_, n, res := er.PeekEager(1, 0)
+	for psn := uint32(1); psn < 4; psn++ {
+		var tag int32
+		if tag, n, res = er.TakeEager(buf[:n]); res != core.EagerFound || tag != int32(psn) || n != 1 {
+			t.Fatalf("TakeEager before frame %d found %d %d %v", psn, tag, n, res)
+		}
+	}
+	mods[1].Progress() // delivers frames 3, the one found, and 4
+	if delivered != 2 {
+		t.Fatalf("Progress delivered %d frames, want 2", delivered)
+	}
+	buf[0] = 0xEE
+	if _, _, res := er.TakeEager(buf[:1]); res != core.EagerNone || buf[0] != 0xEE {
+		t.Fatalf("TakeEager of a frame Progress delivered = %v, buffer %x", res, buf[0])
+	}
+}
+
+// The eager path gives consumed slots back to the sender lazily: not after
 // every frame, but once a quarter of the ring is consumed, and whenever
-// it finds nothing to take, so a receiver that waits has given back all.
-func TestRecvEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
+// PeekEager finds nothing to take, so a receiver that waits has given
+// back all.
+func TestTheEagerPathGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
 	mods, _ := openRanks(t, 2, nil)
 	ep, _ := mods[0].Endpoint(1)
-	es := ep.(core.EagerSender)
+	es := ep.(core.Eager)
 	back, _ := mods[1].Endpoint(0)
-	er := back.(core.EagerReceiver)
+	er := back.(core.Eager)
 	in := &mods[1].in[0]
 	published := func() uint64 { return atomic.LoadUint64(in.headp) }
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
 	buf := make([]byte, 64)
-	psn := uint32(0)
-	take := func() {
-		t.Helper()
-		if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerTaken {
-			t.Fatalf("RecvEager of frame %d = %v", psn, res)
-		}
-		psn++
+	if _, n, res := er.PeekEager(1, 0); res != core.EagerFound {
+		t.Fatalf("PeekEager of the first frame = %v", res)
+	} else if _, _, res = er.TakeEager(buf[:n]); res != core.EagerNone {
+		t.Fatalf("the look after the first frame = %v", res)
 	}
-	take()
-	start := published()
-	for i := range 3 {
+	if got := published(); got == in.head {
+		t.Fatal("TakeEager gave the slot back at once")
+	}
+	if _, _, res := er.PeekEager(1, 1); res != core.EagerNone {
+		t.Fatalf("PeekEager of an empty box = %v", res)
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("after a PeekEager that found nothing the published position is %d, want the read position %d", got, in.head)
+	}
+	// A window of frames taken one after another is given back at the
+	// look after the last, or where a quarter of the ring is consumed.
+	start, psn := published(), uint32(1)
+	quarter := int(in.size/4/64) + 3 // slots of one line
+	for i := range quarter {
 		if !es.SendEager(1, 0, psn+uint32(i), []byte("12345678")) {
 			t.Fatalf("SendEager %d declined", i)
 		}
 	}
-	for range 3 {
-		take()
-	}
-	if got := published(); got != start {
-		t.Fatalf("three frames consumed: published position moved from %d to %d, want it kept", start, got)
-	}
-	if _, _, res := er.RecvEager(1, psn, 0, false, buf); res != core.EagerNone {
-		t.Fatalf("RecvEager of an empty box = %v", res)
-	}
-	if got := published(); got != in.head {
-		t.Fatalf("after a look that found nothing the published position is %d, want the read position %d", got, in.head)
-	}
-	// Without a look that finds nothing, a quarter of the ring consumed
-	// is given back.
-	mark := published()
-	for in.head-mark < in.size/4 {
-		if !es.SendEager(1, 0, psn, []byte("12345678")) {
-			t.Fatalf("SendEager %d declined", psn)
+	_, n, res := er.PeekEager(1, psn)
+	crossed := false
+	for res == core.EagerFound {
+		if _, n, res = er.TakeEager(buf[:n]); res != core.EagerFound {
+			break // the look after the last frame
 		}
-		take()
+		got := published()
+		switch {
+		case in.head-start < in.size/4 && got != start:
+			t.Fatalf("%d bytes consumed: published position moved from %d to %d, want it kept", in.head-start, start, got)
+		case in.head-start >= in.size/4 && !crossed:
+			crossed = true
+			if got != in.head {
+				t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
+			}
+		}
 	}
+	if !crossed {
+		t.Fatal("the window never filled a quarter of the ring")
+	}
+	er.PeekEager(1, psn+uint32(quarter))
 	if got := published(); got != in.head {
-		t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
+		t.Fatalf("a PeekEager after the window's last frame: published %d, want %d", got, in.head)
 	}
 }
 
 // A sender refused for want of a fragment learns that one came back from
-// Replenished (core.Replenisher): the count stands while every fragment
+// Replenished (core.Resources): the count stands while every fragment
 // is in flight and the receiver has consumed none, and moves once the
 // sender has taken one back. A frame small enough for the fast box, whose
 // room the module does not watch, moves it at the refusal.
@@ -566,7 +613,7 @@ func TestReplenishedMovesWhenAFragmentComesBack(t *testing.T) {
 	got := 0
 	mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
 	ep, _ := mods[0].Endpoint(1)
-	repl := ep.(core.Replenisher)
+	repl := ep.(core.Resources)
 	big := make([]byte, 16<<10) // beyond fastbox_max: a fragment
 	sent := 0
 	for ep.Send(core.Header{Type: core.TypeUserBase, Src: 0}, nil, big, 0) == nil {

@@ -53,7 +53,6 @@ func Open(env core.BTLEnv) ([]core.Module, error) {
 	if env.Instance != "" {
 		attrs.Name += ":" + env.Instance
 	}
-	attrs.Caps = core.CapSend | core.CapLocalOnly
 	attrs.RndvEagerLimit = 0 // a rendezvous start carries no data inline
 
 	// The socket lives in a directory only this user can enter, named

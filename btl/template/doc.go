@@ -17,25 +17,32 @@
 //     core and its own device packages, never the launcher or a policy.
 //     Open publishes this rank's address with Boot.Put; peers read it
 //     with Boot.Get after the job's fence.
-//   - module.go is the core.Module: Attrs (limits, performance model and
-//     capabilities: the only things the PML decides from), Endpoint
-//     (connects on first use), Register (the handler table), OnPeerLost,
-//     Progress (delivers frames, reports lost peers, never blocks) and
-//     Close. The endpoint's Send copies the frame out before it returns and
-//     says core.ErrNoResources when the device is full, core.ErrPeerLost
-//     when the peer is gone.
+//   - module.go is the core.Module: Attrs (limits and performance model:
+//     with the capability sets below, the only things the PML decides
+//     from), Endpoint (connects on first use), Register (the handler
+//     table), OnPeerLost, Progress (delivers frames, reports lost peers,
+//     never blocks), Disconnect (drops one peer so that it learns of it:
+//     here both sockets close) and Close. The endpoint's Send copies the
+//     frame out before it returns and says core.ErrNoResources when the
+//     device is full, core.ErrPeerLost when the peer is gone.
 //
 // Concurrency (core.Module): the caller serializes every call into a
 // module, so the module's own state needs no lock — one transmit buffer
 // and one receive buffer serve all peers. Handlers run inside Progress and
 // may Send.
 //
-// Optional capabilities are interfaces found by type assertion: an
-// endpoint that implements core.RDMA (with CapPut/CapGet and a
-// core.Registrar on the module) gets rendezvous data by Put or Get; a
-// module that implements core.Notifier (CapNotify) can wake a sleeping
-// progress thread. This skeleton offers neither, so the PML moves large
-// messages through its send pipeline; sm and inproc show both.
+// Optional capabilities are sets, each one interface found by type
+// assertion (the table in core's package doc): an endpoint that
+// implements core.RDMA, on a module that implements core.Registrar, gets
+// rendezvous data by Put or Get — a configuration without RDMA hands out
+// endpoints of a type without Put and Get (inproc's rdmaEndpoint embeds
+// its plain endpoint); core.Eager is an eager fast path in place (sm);
+// core.Resources tells the PML of credits and send buffers (ib, sm); a
+// module that implements core.Notifier can wake a sleeping progress
+// thread. There are no capability flags to set: core.CapsOf derives them.
+// This skeleton offers none of the sets, so the PML moves large messages
+// through its send pipeline; sm and inproc show them, and btltest checks
+// each set a transport offers.
 //
 // Trust: only this user can reach a rank's socket (it lives in a
 // directory of mode 0700), which is all a transport within one host

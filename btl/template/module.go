@@ -266,6 +266,22 @@ func compact(in []inConn) []inConn {
 	return out
 }
 
+// Disconnect implements core.Module: rank is lost from now on, and both
+// connections with it close — the peer's drain meets the end of ours
+// without a goodbye, its sends meet the end of its own — so that it
+// learns of it and reports this rank lost.
+func (m *Module) Disconnect(rank int, reason error) {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank || m.lost[rank] != nil {
+		return
+	}
+	for i := range m.in {
+		if c := &m.in[i]; c.rank == rank && c.fd >= 0 {
+			m.closeIn(c)
+		}
+	}
+	m.lose(rank, fmt.Errorf("disconnected: %v", reason))
+}
+
 // lose marks rank lost, once: its outgoing connection closes too, so that
 // the peer learns of it, and the next Progress reports it.
 func (m *Module) lose(rank int, cause error) {
