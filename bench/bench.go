@@ -303,11 +303,8 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	if !ok {
 		return nil, fmt.Errorf("bench: %q: %w (have %s)", name, ErrUnknown, strings.Join(Names(), ", "))
 	}
-	if c.Size() < b.minRanks {
-		return nil, fmt.Errorf("bench: %s needs at least %d ranks, the job has %d", name, b.minRanks, c.Size())
-	}
-	if b.evenRanks && c.Size()%2 != 0 {
-		return nil, fmt.Errorf("bench: %s pairs ranks and needs an even number, the job has %d", name, c.Size())
+	if err := b.fits(name, c.Size()); err != nil {
+		return nil, err
 	}
 	sizes := o.Sizes
 	if len(sizes) == 0 {
@@ -316,8 +313,50 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	if o.Window <= 0 {
 		o.Window = 64
 	}
-	maxSize := slices.Max(sizes)
-	r := &runner{c: c, o: &o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window), clock: core.SystemClock}
+	r := newRunner(c, b, &o, slices.Max(sizes))
+	rep := NewReport(name, c, o.Config)
+	rep.Config["window"] = o.Window
+	bar := newBar(c.Rank() == 0, o.Progress, name, len(sizes))
+	defer bar.done()
+	for _, n := range sizes {
+		row, err := r.size(name, n)
+		if err != nil {
+			return nil, err
+		}
+		rep.Rows = append(rep.Rows, row)
+		bar.step()
+	}
+	if err := gatherCounters(c, name, rep); err != nil {
+		return nil, err
+	}
+	if c.Rank() != 0 || o.Out == nil {
+		return rep, nil
+	}
+	bar.done()
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		return rep, enc.Encode(rep)
+	}
+	return rep, writeTable(o.Out, rep, b)
+}
+
+// fits says why a job of size ranks cannot run the benchmark, or nil.
+func (b *benchmark) fits(name string, size int) error {
+	if size < b.minRanks {
+		return fmt.Errorf("bench: %s needs at least %d ranks, the job has %d", name, b.minRanks, size)
+	}
+	if b.evenRanks && size%2 != 0 {
+		return fmt.Errorf("bench: %s pairs ranks and needs an even number, the job has %d", name, size)
+	}
+	return nil
+}
+
+// newRunner builds the state of a run whose largest message is maxSize
+// bytes: buffers of that size (per rank for the perRank benchmarks), the
+// send buffer filled with a pattern, and the communicator's clock when it
+// has one.
+func newRunner(c Comm, b *benchmark, o *Options, maxSize int) *runner {
+	r := &runner{c: c, o: o, bench: b, ack: make([]byte, 4), reqs: make([]*pml.Request, 0, 2*o.Window), clock: core.SystemClock}
 	if k, ok := c.(core.Clock); ok {
 		r.clock = k
 	}
@@ -329,62 +368,60 @@ func Run(c Comm, name string, o Options) (*Report, error) {
 	for i := range r.sbuf {
 		r.sbuf[i] = byte(i)
 	}
-	rep := NewReport(name, c, o.Config)
-	rep.Config["window"] = o.Window
-	bar := newBar(c.Rank() == 0, o.Progress, name, len(sizes))
-	defer bar.done()
-	for _, n := range sizes {
-		if n < 0 {
-			return nil, fmt.Errorf("bench: negative size %d", n)
-		}
-		r.iters, r.warmup = o.Iters, o.Warmup
-		if r.iters <= 0 {
-			r.iters = b.iters(n)
-		}
-		if r.warmup <= 0 {
-			r.warmup = max(r.iters/10, 2)
-		}
-		per := 1 // iterations (windows) per --iters
-		if b.perMessage {
-			per = o.Window
-			r.iters, r.warmup = (r.iters+per-1)/per, (r.warmup+per-1)/per
-		}
-		if cap(r.laps) < r.iters {
-			r.laps = make([]time.Duration, 0, r.iters)
-		}
-		if err := c.Barrier(); err != nil {
-			return nil, fmt.Errorf("bench: barrier: %w", err)
-		}
-		row, err := b.run(r, n)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %s, %d bytes: %w", name, n, err)
-		}
-		row.Size = n
-		row = row.with(Field{"iters", float64(r.iters * per)}, Field{"warmup", float64(r.warmup * per)})
-		if b.windowed {
-			row = row.with(Field{"msgs", float64(r.iters * o.Window)})
-		}
-		rep.Rows = append(rep.Rows, row)
-		bar.step()
+	return r
+}
+
+// size runs the benchmark for messages of n bytes, from a barrier, and
+// returns its row with the iterations counted in messages (perMessage
+// benchmarks run whole windows of them).
+func (r *runner) size(name string, n int) (Row, error) {
+	b, o := r.bench, r.o
+	if n < 0 {
+		return Row{}, fmt.Errorf("bench: negative size %d", n)
 	}
+	r.iters, r.warmup = o.Iters, o.Warmup
+	if r.iters <= 0 {
+		r.iters = b.iters(n)
+	}
+	if r.warmup <= 0 {
+		r.warmup = max(r.iters/10, 2)
+	}
+	per := 1 // iterations (windows) per --iters
+	if b.perMessage {
+		per = o.Window
+		r.iters, r.warmup = (r.iters+per-1)/per, (r.warmup+per-1)/per
+	}
+	if cap(r.laps) < r.iters {
+		r.laps = make([]time.Duration, 0, r.iters)
+	}
+	if err := r.c.Barrier(); err != nil {
+		return Row{}, fmt.Errorf("bench: barrier: %w", err)
+	}
+	row, err := b.run(r, n)
+	if err != nil {
+		return Row{}, fmt.Errorf("bench: %s, %d bytes: %w", name, n, err)
+	}
+	row.Size = n
+	row = row.with(Field{"iters", float64(r.iters * per)}, Field{"warmup", float64(r.warmup * per)})
+	if b.windowed {
+		row = row.with(Field{"msgs", float64(r.iters * o.Window)})
+	}
+	return row, nil
+}
+
+// gatherCounters waits for every rank to finish, then puts this rank's
+// counters and (on rank 0) every rank's into rep.
+func gatherCounters(c Comm, name string, rep *Report) error {
 	if err := c.Barrier(); err != nil {
-		return nil, fmt.Errorf("bench: barrier: %w", err)
+		return fmt.Errorf("bench: barrier: %w", err)
 	}
 	rep.Counters = c.Metrics().Snapshot()
 	all, err := Gather(c, rep.Counters, tagCounters)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: gather the counters: %w", name, err)
+		return fmt.Errorf("bench: %s: gather the counters: %w", name, err)
 	}
 	rep.RankCounters = all
-	if c.Rank() != 0 || o.Out == nil {
-		return rep, nil
-	}
-	bar.done()
-	if o.JSON {
-		enc := json.NewEncoder(o.Out)
-		return rep, enc.Encode(rep)
-	}
-	return rep, writeTable(o.Out, rep, b)
+	return nil
 }
 
 // WriteHeader prints a table's first two lines: what ran, and where.
