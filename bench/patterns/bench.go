@@ -130,9 +130,19 @@ func gatherResults(c bench.Comm, mine rankResult) ([]rankResult, error) {
 	return all, nil
 }
 
+// writePatternTable prints a pattern's report: its totals, the
+// rank-to-rank message matrix and the counters of all ranks.
 func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
 	bench.WriteHeader(w, rep, fmt.Sprintf("%s (seed 000 §6.3; class A runs %d iterations)", p.Doc, p.ClassAIters))
-	row := rep.Rows[0]
+	writeTotals(w, rep.Rows[0])
+	writeMessageMatrix(w, rep.Ranks, rep.RankMsgs)
+	writeCounters(w, sumCounters(rep.RankCounters))
+	return nil
+}
+
+// writeTotals prints the run's one row: time, messages, bytes and how
+// they spread over the connections.
+func writeTotals(w io.Writer, row bench.Row) {
 	type column struct{ field, title, format string }
 	cols := []column{{"time_us", "Time (us)", "%.0f"}, {"msgs", "Messages", "%.0f"}, {"bytes", "Bytes", "%.0f"},
 		{"conns", "Connections", "%.0f"}, {"msgs_per_conn", "Msgs/conn", "%.1f"}, {"max_conn_msgs", "Max msgs/conn", "%.0f"}}
@@ -145,16 +155,20 @@ func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
 		fmt.Fprintf(w, " %14s", fmt.Sprintf(c.format, v))
 	}
 	fmt.Fprintln(w)
+}
 
+// writeMessageMatrix prints msgs[s][d], the application messages rank s
+// sent rank d, a dot where there were none.
+func writeMessageMatrix(w io.Writer, ranks int, msgs [][]int64) {
 	fmt.Fprintln(w, "\n# application messages, rank (row) to rank (column)")
 	fmt.Fprintf(w, "%6s", "#")
-	for d := range rep.Ranks {
+	for d := range ranks {
 		fmt.Fprintf(w, " %7d", d)
 	}
 	fmt.Fprintln(w)
-	for s, msgs := range rep.RankMsgs {
+	for s, row := range msgs {
 		fmt.Fprintf(w, "%6d", s)
-		for _, m := range msgs {
+		for _, m := range row {
 			if m == 0 {
 				fmt.Fprintf(w, " %7s", ".")
 			} else {
@@ -163,20 +177,25 @@ func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
 		}
 		fmt.Fprintln(w)
 	}
+}
 
-	// Counters summed over ranks (gauges: the largest maximum), the
-	// per-peer ones folded into one line per name.
-	type agg struct {
-		sum, max int64
-		gauge    bool
-	}
-	tot := map[string]*agg{}
-	for _, cs := range rep.RankCounters {
+// counterTotal is one counter name over all ranks: a counter's sum and
+// largest value, or (gauge) a gauge's largest maximum.
+type counterTotal struct {
+	sum, max int64
+	gauge    bool
+}
+
+// sumCounters adds up the ranks' counters by name, the per-peer ones
+// folded into one name (foldPeer).
+func sumCounters(ranks []map[string]any) map[string]*counterTotal {
+	tot := map[string]*counterTotal{}
+	for _, cs := range ranks {
 		for name, v := range cs {
 			name = foldPeer(name)
 			a := tot[name]
 			if a == nil {
-				a = &agg{}
+				a = &counterTotal{}
 				tot[name] = a
 			}
 			switch v := v.(type) {
@@ -192,6 +211,12 @@ func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
 			}
 		}
 	}
+	return tot
+}
+
+// writeCounters prints the totals by name, leaving out those that stayed
+// zero.
+func writeCounters(w io.Writer, tot map[string]*counterTotal) {
 	names := make([]string, 0, len(tot))
 	for n, a := range tot {
 		if a.sum != 0 || a.max != 0 {
@@ -210,7 +235,6 @@ func writePatternTable(w io.Writer, rep *bench.Report, p *Pattern) error {
 			fmt.Fprintf(w, "%-50s %14d %14d\n", n, a.sum, a.max)
 		}
 	}
-	return nil
 }
 
 // foldPeer turns a per-peer metric name ("ib.rail0.posted.peer3",

@@ -92,104 +92,16 @@ func (mp multiPartition) faces(me, d, t, step int) int {
 // genMultiPartition runs BT (fwd = 30, back = 5 doubles per face point)
 // or SP (22, 10).
 func genMultiPartition(r *run, fwd, back int) error {
-	mp := newMultiPartition(r.n)
-	steps := [2]int{-1, 1}
-	// For direction d and side i (steps[i]): the neighbour, the size of a
-	// copy_faces message either way (the two ends share the faces), and
-	// per slab t the size of the solve messages between t and t+steps[i]:
-	// forward (toward +1) and back (toward −1).
-	var (
-		nb      [3][2]int
-		faceMsg [3][2]int
-		fwdT    [3][2][]int
-		bckT    [3][2][]int
-	)
-	for d := range 3 {
-		for i, st := range steps {
-			nb[d][i] = mp.neighbour(r.me, d, st)
-			faceMsg[d][i] = r.scaled(2 * 5 * 8 * mp.faces(r.me, d, -1, st))
-			for t := range mp.cells[d] {
-				pts := mp.faces(r.me, d, t, st)
-				fwdT[d][i] = append(fwdT[d][i], r.scaled(8*fwd*pts))
-				bckT[d][i] = append(bckT[d][i], r.scaled(8*back*pts))
-			}
-		}
-	}
-	// copyFaces: receives from both sides of each direction, then the
-	// sends, then wait.
-	copyFaces := func() error {
-		r.spin() // compute_rhs
-		for d := range 3 {
-			for i := range steps {
-				if p := nb[d][i]; p >= 0 {
-					if err := r.recv(p, faceMsg[d][i]); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		for d := range 3 {
-			for _, i := range [2]int{1, 0} {
-				if p := nb[d][i]; p >= 0 {
-					if err := r.send(p, faceMsg[d][i]); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		return r.wait()
-	}
-	// solve is the line solve in direction d: forward elimination slab by
-	// slab toward the successor, back substitution toward the
-	// predecessor. A stage receives (and waits), solves, and starts its
-	// send without waiting for it — NPB's x_send_solve_info is an
-	// MPI_Isend waited for later; a blocking send would deadlock two
-	// ranks that are each other's successor.
-	recv := func(peer, size int) error {
-		if err := r.recv(peer, size); err != nil {
-			return err
-		}
-		return r.wait()
-	}
-	solve := func(d int) error {
-		pred, succ, last := nb[d][0], nb[d][1], mp.cells[d]-1
-		for t := 0; t <= last; t++ {
-			if t > 0 {
-				if err := recv(pred, fwdT[d][0][t]); err != nil {
-					return err
-				}
-			}
-			r.spin()
-			if t < last {
-				if err := r.send(succ, fwdT[d][1][t]); err != nil {
-					return err
-				}
-			}
-		}
-		for t := last; t >= 0; t-- {
-			if t < last {
-				if err := recv(succ, bckT[d][1][t]); err != nil {
-					return err
-				}
-			}
-			r.spin()
-			if t > 0 {
-				if err := r.send(pred, bckT[d][0][t]); err != nil {
-					return err
-				}
-			}
-		}
-		return r.wait()
-	}
+	s := newLineSolver(r, fwd, back)
 	names := [3]string{"x_solve", "y_solve", "z_solve"}
 	for it := range r.iters {
 		r.at("copy_faces", it)
-		if err := copyFaces(); err != nil {
+		if err := s.copyFaces(); err != nil {
 			return err
 		}
 		for d := range 3 {
 			r.at(names[d], it)
-			if err := solve(d); err != nil {
+			if err := s.solve(d); err != nil {
 				return err
 			}
 		}
@@ -201,4 +113,115 @@ func genMultiPartition(r *run, fwd, back int) error {
 		}
 	}
 	return nil
+}
+
+// sides are the steps to a cell's two neighbours in a direction: side 0
+// is −1 (the predecessor), side 1 is +1 (the successor).
+var sides = [2]int{-1, 1}
+
+// lineSolver is one rank's part of BT's or SP's time step on the
+// multi-partition: its neighbours and its messages' sizes, planned once.
+type lineSolver struct {
+	r    *run
+	last [3]int // the last slab of each direction
+	// For direction d and side i: the neighbour (-1: none), the size of
+	// a copy_faces message either way (the two ends share the faces),
+	// and per slab t the size of the solve messages between t and its
+	// neighbour on side i: forward (toward +1) and back (toward −1).
+	nb      [3][2]int
+	faceMsg [3][2]int
+	fwdT    [3][2][]int
+	bckT    [3][2][]int
+}
+
+// newLineSolver plans rank r.me's messages with fwd and back doubles per
+// face point in the solves' two sweeps.
+func newLineSolver(r *run, fwd, back int) *lineSolver {
+	mp := newMultiPartition(r.n)
+	s := &lineSolver{r: r}
+	for d := range 3 {
+		s.last[d] = mp.cells[d] - 1
+		for i, st := range sides {
+			s.nb[d][i] = mp.neighbour(r.me, d, st)
+			s.faceMsg[d][i] = r.scaled(2 * 5 * 8 * mp.faces(r.me, d, -1, st))
+			for t := range mp.cells[d] {
+				pts := mp.faces(r.me, d, t, st)
+				s.fwdT[d][i] = append(s.fwdT[d][i], r.scaled(8*fwd*pts))
+				s.bckT[d][i] = append(s.bckT[d][i], r.scaled(8*back*pts))
+			}
+		}
+	}
+	return s
+}
+
+// copyFaces computes the right-hand side, then exchanges the faces:
+// receives from both sides of each direction, then the sends, then wait.
+func (s *lineSolver) copyFaces() error {
+	r := s.r
+	r.spin() // compute_rhs
+	for d := range 3 {
+		for i := range sides {
+			if p := s.nb[d][i]; p >= 0 {
+				if err := r.recv(p, s.faceMsg[d][i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for d := range 3 {
+		for _, i := range [2]int{1, 0} {
+			if p := s.nb[d][i]; p >= 0 {
+				if err := r.send(p, s.faceMsg[d][i]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return r.wait()
+}
+
+// solve is the line solve in direction d: forward elimination slab by
+// slab toward the successor, back substitution toward the predecessor.
+// A stage receives (and waits), solves, and starts its send without
+// waiting for it — NPB's x_send_solve_info is an MPI_Isend waited for
+// later; a blocking send would deadlock two ranks that are each other's
+// successor.
+func (s *lineSolver) solve(d int) error {
+	r := s.r
+	pred, succ, last := s.nb[d][0], s.nb[d][1], s.last[d]
+	for t := 0; t <= last; t++ {
+		if t > 0 {
+			if err := s.recvWait(pred, s.fwdT[d][0][t]); err != nil {
+				return err
+			}
+		}
+		r.spin()
+		if t < last {
+			if err := r.send(succ, s.fwdT[d][1][t]); err != nil {
+				return err
+			}
+		}
+	}
+	for t := last; t >= 0; t-- {
+		if t < last {
+			if err := s.recvWait(succ, s.bckT[d][1][t]); err != nil {
+				return err
+			}
+		}
+		r.spin()
+		if t > 0 {
+			if err := r.send(pred, s.bckT[d][0][t]); err != nil {
+				return err
+			}
+		}
+	}
+	return r.wait()
+}
+
+// recvWait receives a solve stage's message and waits for it.
+func (s *lineSolver) recvWait(peer, size int) error {
+	if err := s.r.recv(peer, size); err != nil {
+		return err
+	}
+	return s.r.wait()
 }

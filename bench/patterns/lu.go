@@ -84,64 +84,15 @@ func newLUGrid(n, me int) luGrid {
 	return g
 }
 
+// genLU runs LU: the setup's two exchange_3 and an l2norm, then per
+// iteration the lower and upper wavefront sweeps over the k-planes and
+// rhs's exchange_3, and a final l2norm.
 func genLU(r *run) error {
-	g := newLUGrid(r.n, r.me)
-	// Neighbours across a face share its extent (north and south are in
-	// the same column, west and east in the same row), so both ends size
-	// a message alike.
-	sweepSize, faceSize := map[int]int{}, map[int]int{}
-	for _, p := range []int{g.north, g.south} {
-		sweepSize[p] = r.scaled(5 * 8 * g.nj)
-		faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.ny)
-	}
-	for _, p := range []int{g.west, g.east} {
-		sweepSize[p] = r.scaled(5 * 8 * g.ni)
-		faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.nx)
-	}
-	// exchange posts receives from and sends to the existing ranks of
-	// from and to, of the sizes in size, and waits: MPI_Recv and the
-	// blocking MPI_Send of exchange_1, MPI_Irecv/Send/Wait of exchange_3.
-	exchange := func(from, to [2]int, size map[int]int) error {
-		for _, p := range from {
-			if p >= 0 {
-				if err := r.recv(p, size[p]); err != nil {
-					return err
-				}
-			}
-		}
-		for _, p := range to {
-			if p >= 0 {
-				if err := r.send(p, size[p]); err != nil {
-					return err
-				}
-			}
-		}
-		return r.wait()
-	}
-	// sweep receives the plane's inflow from the two upstream neighbours,
-	// computes the plane, then sends its outflow to the two downstream
-	// ones.
-	none := [2]int{-1, -1}
-	sweep := func(from, to [2]int) error {
-		if err := exchange(from, none, sweepSize); err != nil {
-			return err
-		}
-		r.spin()
-		return exchange(none, to, sweepSize)
-	}
-	// exchange3 swaps two planes of 5 doubles over whole faces (nz deep),
-	// north-south first, then west-east.
-	exchange3 := func() error {
-		r.spin()
-		ns, we := [2]int{g.south, g.north}, [2]int{g.east, g.west}
-		if err := exchange(ns, ns, faceSize); err != nil {
-			return err
-		}
-		return exchange(we, we, faceSize)
-	}
+	s := newLUSolver(r)
+	g := s.g
 	r.at("setup", 0)
 	for range 2 { // erhs, rhs
-		if err := exchange3(); err != nil {
+		if err := s.exchange3(); err != nil {
 			return err
 		}
 	}
@@ -151,21 +102,94 @@ func genLU(r *run) error {
 	for it := range r.iters {
 		r.at("lower sweep", it)
 		for range luPlanes {
-			if err := sweep([2]int{g.north, g.west}, [2]int{g.south, g.east}); err != nil {
+			if err := s.sweep([2]int{g.north, g.west}, [2]int{g.south, g.east}); err != nil {
 				return err
 			}
 		}
 		r.at("upper sweep", it)
 		for range luPlanes {
-			if err := sweep([2]int{g.south, g.east}, [2]int{g.north, g.west}); err != nil {
+			if err := s.sweep([2]int{g.south, g.east}, [2]int{g.north, g.west}); err != nil {
 				return err
 			}
 		}
 		r.at("rhs", it)
-		if err := exchange3(); err != nil {
+		if err := s.exchange3(); err != nil {
 			return err
 		}
 	}
 	r.at("l2norm", r.iters)
 	return r.allreduce(5 * 8)
+}
+
+// luSolver is one rank's part of LU: its place in the grid and the sizes
+// of its messages to each neighbour.
+type luSolver struct {
+	r *run
+	g luGrid
+	// sweepSize and faceSize are, per neighbour, the size of a sweep's
+	// plane boundary (exchange_1) and of a whole face (exchange_3).
+	sweepSize, faceSize map[int]int
+}
+
+// newLUSolver sizes rank r.me's messages. Neighbours across a face share
+// its extent (north and south are in the same column, west and east in
+// the same row), so both ends size a message alike.
+func newLUSolver(r *run) *luSolver {
+	g := newLUGrid(r.n, r.me)
+	s := &luSolver{r: r, g: g, sweepSize: map[int]int{}, faceSize: map[int]int{}}
+	for _, p := range []int{g.north, g.south} {
+		s.sweepSize[p] = r.scaled(5 * 8 * g.nj)
+		s.faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.ny)
+	}
+	for _, p := range []int{g.west, g.east} {
+		s.sweepSize[p] = r.scaled(5 * 8 * g.ni)
+		s.faceSize[p] = r.scaled(2 * 5 * 8 * luN * g.nx)
+	}
+	return s
+}
+
+// noPeers is an exchange's side with no one on it.
+var noPeers = [2]int{-1, -1}
+
+// exchange posts receives from and sends to the existing ranks of from
+// and to, of the sizes in size, and waits: MPI_Recv and the blocking
+// MPI_Send of exchange_1, MPI_Irecv/Send/Wait of exchange_3.
+func (s *luSolver) exchange(from, to [2]int, size map[int]int) error {
+	r := s.r
+	for _, p := range from {
+		if p >= 0 {
+			if err := r.recv(p, size[p]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range to {
+		if p >= 0 {
+			if err := r.send(p, size[p]); err != nil {
+				return err
+			}
+		}
+	}
+	return r.wait()
+}
+
+// sweep receives the plane's inflow from the two upstream neighbours,
+// computes the plane, then sends its outflow to the two downstream ones.
+func (s *luSolver) sweep(from, to [2]int) error {
+	if err := s.exchange(from, noPeers, s.sweepSize); err != nil {
+		return err
+	}
+	s.r.spin()
+	return s.exchange(noPeers, to, s.sweepSize)
+}
+
+// exchange3 swaps two planes of 5 doubles over whole faces (nz deep),
+// north-south first, then west-east.
+func (s *luSolver) exchange3() error {
+	s.r.spin()
+	ns, we := [2]int{s.g.south, s.g.north}, [2]int{s.g.east, s.g.west}
+	if err := s.exchange(ns, ns, s.faceSize); err != nil {
+		return err
+	}
+	return s.exchange(we, we, s.faceSize)
 }

@@ -179,6 +179,37 @@ func TestLUSizesItsMessagesAsNPBAtEightRanks(t *testing.T) {
 	}
 }
 
+func TestBTAndSPSizeTheirMessagesAsNPBAtEightRanks(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		fwd, back int // doubles per face point of the line solves
+	}{{"bt", 30, 5}, {"sp", 22, 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stats, err := runAll(t, 8, tc.name, patterns.Options{Iters: 1, Scale: 1, Compute: -1}, gobtl.Options{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 4×4×2 cells of 16×16×32 points; rank 0 owns (i, i, i mod 2).
+			// In x and y it has 3 cells with a neighbour on either side
+			// (faces of 16·32 points), one a slab: a copy_faces message of
+			// 5 doubles both ways over the 3 faces, then 3 forward solve
+			// messages to the +1 side and 3 back to the −1 side, each of
+			// one face. In z its partner on both sides is rank 1: two
+			// faces of 16·16 points in each of the 2 slabs.
+			const face, zface = 16 * 32, 16 * 16
+			copyFaces := 2 * 5 * 8 * 3 * face
+			fwd, back := 3*8*tc.fwd*face, 3*8*tc.back*face
+			z := 2*2*5*8*2*zface + 8*(tc.fwd+tc.back)*2*zface
+			// x: −1 is rank 3 (a+1, b+1), +1 rank 7; y: −1 is rank 6, +1 rank 2.
+			for d, want := range map[int]int{3: copyFaces + back, 7: copyFaces + fwd, 6: copyFaces + back, 2: copyFaces + fwd, 1: z, 4: 0, 5: 0} {
+				if got := stats[0].Bytes[d]; got != int64(want) {
+					t.Errorf("rank 0 sent rank %d %d bytes, want %d", d, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestPatternsRunOnOtherRankCounts(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 6} {
 		for _, name := range patterns.Names() {
