@@ -204,25 +204,9 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 		}
 		return s.AsString(), nil
 	case core.ParamInt:
-		n, err := toNumber(v, "an integer")
-		if err != nil {
-			return nil, err
-		}
-		i, acc := n.Int64()
-		if !n.IsInt() || acc != big.Exact {
-			return nil, fmt.Errorf("want an integer, got %s.", n.Text('g', -1))
-		}
-		return i, nil
+		return toInt(v)
 	case core.ParamFloat:
-		n, err := toNumber(v, "a number")
-		if err != nil {
-			return nil, err
-		}
-		f, _ := n.Float64()
-		if math.IsInf(f, 0) {
-			return nil, fmt.Errorf("%s is out of range.", n.Text('g', 6))
-		}
-		return f, nil
+		return toFloat(v)
 	case core.ParamBool:
 		b, err := convert.Convert(v, cty.Bool)
 		if err != nil {
@@ -230,70 +214,126 @@ func convertValue(v cty.Value, t core.ParamType) (any, error) {
 		}
 		return b.True(), nil
 	case core.ParamSize:
-		if v.Type() == cty.Number {
-			n := v.AsBigFloat()
-			i, acc := n.Int64()
-			if !n.IsInt() || acc != big.Exact || i < 0 {
-				return nil, fmt.Errorf("want a whole, non-negative number of bytes, got %s.", n.Text('g', -1))
-			}
-			return i, nil
-		}
-		return parseString(v, `a size like 4096 or "12KiB"`, core.ParseSize)
+		return toSize(v)
 	case core.ParamRate:
-		if v.Type() == cty.Number {
-			f, _ := v.AsBigFloat().Float64()
-			if f < 0 || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("want a non-negative rate, got %s.", v.AsBigFloat().Text('g', 6))
-			}
-			return f, nil
-		}
-		return parseString(v, `a rate like "1GB/s"`, core.ParseRate)
+		return toRate(v)
 	case core.ParamDuration:
-		if v.Type() == cty.Number {
-			if v.AsBigFloat().Sign() == 0 {
-				return time.Duration(0), nil
-			}
-			return nil, fmt.Errorf(`a duration needs a unit: write "%sms" or "%sus", say.`, v.AsBigFloat().Text('g', -1), v.AsBigFloat().Text('g', -1))
-		}
-		return parseString(v, `a duration like "500us"`, core.ParseDuration)
+		return toDuration(v)
 	case core.ParamStrings:
-		ty := v.Type()
-		if !ty.IsListType() && !ty.IsTupleType() && !ty.IsSetType() {
-			return nil, fmt.Errorf(`want a list of strings like ["a", "b"], got %s.`, ty.FriendlyName())
-		}
-		l, err := convert.Convert(v, cty.List(cty.String))
-		if err != nil {
-			return nil, fmt.Errorf("want a list of strings: %v.", err)
-		}
-		out := make([]string, 0, l.LengthInt())
-		for it := l.ElementIterator(); it.Next(); {
-			_, e := it.Element()
-			if e.IsNull() {
-				return nil, fmt.Errorf("element %d of the list is null.", len(out))
-			}
-			out = append(out, e.AsString())
-		}
-		return out, nil
+		return toStrings(v)
 	case core.ParamMap:
-		ty := v.Type()
-		if !ty.IsObjectType() && !ty.IsMapType() {
-			return nil, fmt.Errorf(`want a map like { key = "value" }, got %s.`, ty.FriendlyName())
-		}
-		m, err := convert.Convert(v, cty.Map(cty.String))
-		if err != nil {
-			return nil, fmt.Errorf("want a map of strings: %v.", err)
-		}
-		out := map[string]string{}
-		for it := m.ElementIterator(); it.Next(); {
-			k, e := it.Element()
-			if e.IsNull() {
-				return nil, fmt.Errorf("the value of %q is null.", k.AsString())
-			}
-			out[k.AsString()] = e.AsString()
-		}
-		return out, nil
+		return toStringMap(v)
 	}
 	return nil, fmt.Errorf("parameters of type %v cannot be set by an attribute.", t)
+}
+
+// toInt converts a whole number (or a string of one) to an int64.
+func toInt(v cty.Value) (any, error) {
+	n, err := toNumber(v, "an integer")
+	if err != nil {
+		return nil, err
+	}
+	i, acc := n.Int64()
+	if !n.IsInt() || acc != big.Exact {
+		return nil, fmt.Errorf("want an integer, got %s.", n.Text('g', -1))
+	}
+	return i, nil
+}
+
+// toFloat converts a finite number (or a string of one) to a float64.
+func toFloat(v cty.Value) (any, error) {
+	n, err := toNumber(v, "a number")
+	if err != nil {
+		return nil, err
+	}
+	f, _ := n.Float64()
+	if math.IsInf(f, 0) {
+		return nil, fmt.Errorf("%s is out of range.", n.Text('g', 6))
+	}
+	return f, nil
+}
+
+// toSize converts a whole, non-negative number of bytes, or a string with
+// units ("12KiB"), to an int64.
+func toSize(v cty.Value) (any, error) {
+	if v.Type() == cty.Number {
+		n := v.AsBigFloat()
+		i, acc := n.Int64()
+		if !n.IsInt() || acc != big.Exact || i < 0 {
+			return nil, fmt.Errorf("want a whole, non-negative number of bytes, got %s.", n.Text('g', -1))
+		}
+		return i, nil
+	}
+	return parseString(v, `a size like 4096 or "12KiB"`, core.ParseSize)
+}
+
+// toRate converts a non-negative number of bytes per second, or a string
+// with units ("1GB/s"), to a float64.
+func toRate(v cty.Value) (any, error) {
+	if v.Type() == cty.Number {
+		f, _ := v.AsBigFloat().Float64()
+		if f < 0 || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("want a non-negative rate, got %s.", v.AsBigFloat().Text('g', 6))
+		}
+		return f, nil
+	}
+	return parseString(v, `a rate like "1GB/s"`, core.ParseRate)
+}
+
+// toDuration converts a string with units ("500us") to a time.Duration.
+// The only bare number taken is 0: any other would have to guess a unit.
+func toDuration(v cty.Value) (any, error) {
+	if v.Type() == cty.Number {
+		if v.AsBigFloat().Sign() == 0 {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf(`a duration needs a unit: write "%sms" or "%sus", say.`, v.AsBigFloat().Text('g', -1), v.AsBigFloat().Text('g', -1))
+	}
+	return parseString(v, `a duration like "500us"`, core.ParseDuration)
+}
+
+// toStrings converts a list, tuple or set of strings (or of values that
+// convert to strings) to a []string; a null element is an error.
+func toStrings(v cty.Value) (any, error) {
+	ty := v.Type()
+	if !ty.IsListType() && !ty.IsTupleType() && !ty.IsSetType() {
+		return nil, fmt.Errorf(`want a list of strings like ["a", "b"], got %s.`, ty.FriendlyName())
+	}
+	l, err := convert.Convert(v, cty.List(cty.String))
+	if err != nil {
+		return nil, fmt.Errorf("want a list of strings: %v.", err)
+	}
+	out := make([]string, 0, l.LengthInt())
+	for it := l.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			return nil, fmt.Errorf("element %d of the list is null.", len(out))
+		}
+		out = append(out, e.AsString())
+	}
+	return out, nil
+}
+
+// toStringMap converts an object or map of strings to a
+// map[string]string; a null value is an error.
+func toStringMap(v cty.Value) (any, error) {
+	ty := v.Type()
+	if !ty.IsObjectType() && !ty.IsMapType() {
+		return nil, fmt.Errorf(`want a map like { key = "value" }, got %s.`, ty.FriendlyName())
+	}
+	m, err := convert.Convert(v, cty.Map(cty.String))
+	if err != nil {
+		return nil, fmt.Errorf("want a map of strings: %v.", err)
+	}
+	out := map[string]string{}
+	for it := m.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if e.IsNull() {
+			return nil, fmt.Errorf("the value of %q is null.", k.AsString())
+		}
+		out[k.AsString()] = e.AsString()
+	}
+	return out, nil
 }
 
 // parseString parses a string value with one of core's unit parsers; want
