@@ -64,59 +64,21 @@ func relax(dst, src []float64, rows, width int) float64 {
 // Solve runs the parallel solve on every rank of c and gathers the grid
 // to rank 0.
 func Solve(c *gobtl.Comm, p Params) (Result, error) {
-	n, size, me := p.N, c.Size(), c.Rank()
-	if n < size {
-		return Result{}, fmt.Errorf("heat: %d rows cannot go to %d ranks", n, size)
+	if p.N < c.Size() {
+		return Result{}, fmt.Errorf("heat: %d rows cannot go to %d ranks", p.N, c.Size())
 	}
-	w := n + 2
-	lo, hi := band(n, size, me)
-	rows := hi - lo
-	// Two copies of the band with a halo row above and below; on the
-	// first and last rank the halo is the fixed edge.
-	u, v := make([]float64, (rows+2)*w), make([]float64, (rows+2)*w)
-	if me == 0 {
-		for j := range w {
-			u[j], v[j] = Hot, Hot
-		}
-	}
-	up, down := me-1, me+1
-	reqs := make([]*gobtl.Request, 0, 4)
+	s := newSlab(c, p.N)
 	res := []float64{0}
-
 	if err := c.Barrier(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
 	iters := 0
 	for iters < p.MaxIters {
-		// Halo exchange: my first row to the rank above, my last to the
-		// rank below, theirs into my halo rows.
-		reqs = reqs[:0]
-		post := func(r *gobtl.Request, err error) error {
-			reqs = append(reqs, r)
-			return err
-		}
-		if up >= 0 {
-			if err := post(c.Irecv(bytesOf(u[:w]), up, tagDown)); err != nil {
-				return Result{}, err
-			}
-			if err := post(c.Isend(bytesOf(u[w:2*w]), up, tagUp)); err != nil {
-				return Result{}, err
-			}
-		}
-		if down < size {
-			if err := post(c.Irecv(bytesOf(u[(rows+1)*w:]), down, tagUp)); err != nil {
-				return Result{}, err
-			}
-			if err := post(c.Isend(bytesOf(u[rows*w:(rows+1)*w]), down, tagDown)); err != nil {
-				return Result{}, err
-			}
-		}
-		if err := c.Waitall(reqs, nil); err != nil {
+		if err := s.exchangeHalos(); err != nil {
 			return Result{}, err
 		}
-		res[0] = relax(v, u, rows, w)
-		u, v = v, u
+		res[0] = s.sweep()
 		iters++
 		if err := gobtl.Allreduce(c, res, res, gobtl.Max); err != nil {
 			return Result{}, err
@@ -125,28 +87,101 @@ func Solve(c *gobtl.Comm, p Params) (Result, error) {
 			break
 		}
 	}
-
-	// Every band's rows to their place in rank 0's grid.
-	var grid []float64
-	var counts, displs []int
-	if me == 0 {
-		grid = make([]float64, w*w)
-		counts, displs = make([]int, size), make([]int, size)
-		for r := range size {
-			l, h := band(n, size, r)
-			counts[r], displs[r] = (h-l)*w, l*w
-		}
-	}
-	if err := gobtl.Gatherv(c, u[w:(rows+1)*w], grid, counts, displs, 0); err != nil {
+	grid, err := s.gather()
+	if err != nil {
 		return Result{}, err
 	}
 	elapsed := time.Since(start)
-	if me == 0 {
-		for j := range w {
+	if c.Rank() == 0 {
+		for j := range s.w {
 			grid[j] = Hot
 		}
 	}
 	return Result{Grid: grid, Iters: iters, Residual: res[0], Elapsed: elapsed}, nil
+}
+
+// slab is one rank's band of the plate: two copies of its rows, each with
+// a halo row above and below (on the first and last rank the halo is the
+// fixed edge), u the current one.
+type slab struct {
+	c        *gobtl.Comm
+	n, w     int // interior points per side; points per row
+	rows     int // the band's interior rows
+	u, v     []float64
+	up, down int // the ranks of the bands above and below
+	reqs     []*gobtl.Request
+}
+
+// newSlab allocates this rank's band of the n×n interior.
+func newSlab(c *gobtl.Comm, n int) *slab {
+	me := c.Rank()
+	lo, hi := band(n, c.Size(), me)
+	s := &slab{c: c, n: n, w: n + 2, rows: hi - lo, up: me - 1, down: me + 1, reqs: make([]*gobtl.Request, 0, 4)}
+	s.u, s.v = make([]float64, (s.rows+2)*s.w), make([]float64, (s.rows+2)*s.w)
+	if me == 0 {
+		for j := range s.w {
+			s.u[j], s.v[j] = Hot, Hot
+		}
+	}
+	return s
+}
+
+// exchangeHalos sends the band's first row to the rank above and its last
+// to the rank below, and receives theirs into the halo rows.
+func (s *slab) exchangeHalos() error {
+	c, u, w, rows := s.c, s.u, s.w, s.rows
+	s.reqs = s.reqs[:0]
+	if s.up >= 0 {
+		if err := s.post(c.Irecv(bytesOf(u[:w]), s.up, tagDown)); err != nil {
+			return err
+		}
+		if err := s.post(c.Isend(bytesOf(u[w:2*w]), s.up, tagUp)); err != nil {
+			return err
+		}
+	}
+	if s.down < c.Size() {
+		if err := s.post(c.Irecv(bytesOf(u[(rows+1)*w:]), s.down, tagUp)); err != nil {
+			return err
+		}
+		if err := s.post(c.Isend(bytesOf(u[rows*w:(rows+1)*w]), s.down, tagDown)); err != nil {
+			return err
+		}
+	}
+	return c.Waitall(s.reqs, nil)
+}
+
+// post keeps a request of the halo exchange to wait for.
+func (s *slab) post(r *gobtl.Request, err error) error {
+	s.reqs = append(s.reqs, r)
+	return err
+}
+
+// sweep relaxes the band once and returns its largest change.
+func (s *slab) sweep() float64 {
+	res := relax(s.v, s.u, s.rows, s.w)
+	s.u, s.v = s.v, s.u
+	return res
+}
+
+// gather puts every band's rows in their place in rank 0's grid and
+// returns that grid there (its top edge not yet set), nil elsewhere.
+func (s *slab) gather() ([]float64, error) {
+	c, w := s.c, s.w
+	var grid []float64
+	var counts, displs []int
+	if c.Rank() == 0 {
+		size := c.Size()
+		grid = make([]float64, w*w)
+		counts, displs = make([]int, size), make([]int, size)
+		for r := range size {
+			l, h := band(s.n, size, r)
+			counts[r], displs[r] = (h-l)*w, l*w
+		}
+	}
+	if err := gobtl.Gatherv(c, s.u[w:(s.rows+1)*w], grid, counts, displs, 0); err != nil {
+		return nil, err
+	}
+	return grid, nil
 }
 
 // SolveSerial solves the same plate in one piece.
