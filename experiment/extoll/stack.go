@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -133,86 +134,140 @@ btl "extoll" "x" {
 
 // InProcess runs spec on n ranks that are goroutines of this process, each
 // with its own EXTOLL module (mailbox in /dev/shm) and pml communicator.
-func InProcess(n int, st Stack, spec Spec) (*Outcome, error) { return inProcess(n, st, spec, nil) }
-
-func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.Metrics)) (*Outcome, error) {
+func InProcess(n int, st Stack, spec Spec) (*Outcome, error) {
 	if st.NodeSize > 0 {
 		return nil, errors.New("simulated nodes need btl/sm between processes; run under gobtl run")
 	}
-	var mu sync.Mutex
-	addrs := map[int]softnic.Addr{}
-	resolve := func(ctx context.Context, r int) (softnic.Addr, error) {
-		for {
-			mu.Lock()
-			a, ok := addrs[r]
-			mu.Unlock()
-			if ok {
-				return a, nil
-			}
-			select {
-			case <-ctx.Done():
-				return softnic.Addr{}, ctx.Err()
-			case <-time.After(100 * time.Microsecond):
-			}
+	j := &inProcessJob{n: n, st: st, addrs: addrBook{addrs: map[int]softnic.Addr{}}}
+	defer j.closePolicies()
+	if err := j.openModules(); err != nil {
+		return nil, err
+	}
+	if err := j.openComms(); err != nil {
+		return nil, err
+	}
+	defer j.closeComms()
+	return j.run(spec)
+}
+
+// addrBook is where the in-process ranks find each other's mailboxes: a
+// rank's address is there once its module is open.
+type addrBook struct {
+	mu    sync.Mutex
+	addrs map[int]softnic.Addr
+}
+
+func (b *addrBook) set(r int, a softnic.Addr) {
+	b.mu.Lock()
+	b.addrs[r] = a
+	b.mu.Unlock()
+}
+
+// resolve waits until rank r's address is known, or ctx ends.
+func (b *addrBook) resolve(ctx context.Context, r int) (softnic.Addr, error) {
+	for {
+		b.mu.Lock()
+		a, ok := b.addrs[r]
+		b.mu.Unlock()
+		if ok {
+			return a, nil
+		}
+		select {
+		case <-ctx.Done():
+			return softnic.Addr{}, ctx.Err()
+		case <-time.After(100 * time.Microsecond):
 		}
 	}
+}
+
+// inProcessJob is an in-process run's n ranks: their EXTOLL modules,
+// metrics and communicators, and the policy plugins opened for them.
+type inProcessJob struct {
+	n       int
+	st      Stack
+	addrs   addrBook
+	mods    []*xbtl.Module
+	reg     []*core.Metrics
+	comms   []*pml.Comm
+	plugins []io.Closer
+}
+
+// openModules opens every rank's EXTOLL module, with its own flow-control
+// policy (a plugin's when st.Open says so), under one job key: the ranks
+// are this process's, so no exchange is needed.
+func (j *inProcessJob) openModules() error {
+	st, n := j.st, j.n
 	job := fmt.Sprintf("exp%d-%d", os.Getpid(), time.Now().UnixNano())
-	comms := make([]*pml.Comm, n)
-	mods := make([]*xbtl.Module, n)
-	key := core.NewJobKey() // the ranks are this process's: no exchange
-	reg := make([]*core.Metrics, n)
+	key := core.NewJobKey()
+	j.mods, j.reg = make([]*xbtl.Module, n), make([]*core.Metrics, n)
 	for r := range n {
 		pol, err := st.policy()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if st.Open != nil {
 			p, c, err := st.Open()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			defer c.Close()
+			j.plugins = append(j.plugins, c)
 			pol = p
 		}
-		reg[r] = core.NewMetrics()
+		j.reg[r] = core.NewMetrics()
 		m, addr, err := xbtl.Open(xbtl.Config{
-			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: reg[r],
-			Device: softnic.Config{StallTimeout: st.stall(), Resolve: resolve, Key: key},
+			Rank: r, Size: n, JobID: job, Instance: "x", Slots: st.SlotsPerPeer * n, Policy: pol, Piggyback: st.Piggyback, Metrics: j.reg[r],
+			Device: softnic.Config{StallTimeout: st.stall(), Resolve: j.addrs.resolve, Key: key},
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		mu.Lock()
-		addrs[r] = addr
-		mu.Unlock()
-		mods[r] = m
+		j.addrs.set(r, addr)
+		j.mods[r] = m
 	}
-	for r, m := range mods {
-		// A job-wide stall bound ends ranks blocked in receives when the
-		// run without flow control stalls (their senders fail first).
-		c, err := pml.New(r, n, []core.Module{m}, pml.Options{Metrics: reg[r], StallTimeout: 2 * st.stall(), Backoff: backoff})
+	return nil
+}
+
+// openComms puts a pml communicator on each rank's module. A job-wide
+// stall bound ends ranks blocked in receives when the run without flow
+// control stalls (their senders fail first).
+func (j *inProcessJob) openComms() error {
+	j.comms = make([]*pml.Comm, j.n)
+	for r, m := range j.mods {
+		c, err := pml.New(r, j.n, []core.Module{m}, pml.Options{Metrics: j.reg[r], StallTimeout: 2 * j.st.stall(), Backoff: backoff})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		comms[r] = c
+		j.comms[r] = c
 	}
-	defer func() {
-		// Close finalizes, which is collective: together. (Ranks close on
-		// their own when they finish; this is for runs that failed.)
-		var wg sync.WaitGroup
-		for _, c := range comms {
-			if c != nil {
-				wg.Go(func() { c.Close() })
-			}
+	return nil
+}
+
+// closeComms closes the communicators together, Close finalizing
+// collectively. (Ranks close on their own when they finish; this is for
+// runs that failed.)
+func (j *inProcessJob) closeComms() {
+	var wg sync.WaitGroup
+	for _, c := range j.comms {
+		if c != nil {
+			wg.Go(func() { c.Close() })
 		}
-		wg.Wait()
-	}()
-	if opened != nil {
-		opened(mods, reg)
 	}
-	outs := make(chan *Outcome, n)
-	errs0 := make(chan error, n)
-	for _, c := range comms {
+	wg.Wait()
+}
+
+// closePolicies closes the policy plugins, the last opened first.
+func (j *inProcessJob) closePolicies() {
+	for _, c := range slices.Backward(j.plugins) {
+		c.Close()
+	}
+}
+
+// run runs spec on every rank at once and returns the outcome a rank
+// reported (rank 0's), or every rank's error.
+func (j *inProcessJob) run(spec Spec) (*Outcome, error) {
+	outs := make(chan *Outcome, j.n)
+	errs0 := make(chan error, j.n)
+	for _, c := range j.comms {
 		go func() {
 			o, err := Run(c, spec)
 			// Close at once, as a process would exit: it drains what still
@@ -228,7 +283,7 @@ func inProcess(n int, st Stack, spec Spec, opened func([]*xbtl.Module, []*core.M
 	}
 	var res *Outcome
 	var errs []error
-	for range n {
+	for range j.n {
 		select {
 		case err := <-errs0:
 			errs = append(errs, err)
