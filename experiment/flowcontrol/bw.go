@@ -56,88 +56,118 @@ func BW(c bench.Comm, o BWOptions, out io.Writer) error {
 		}
 		maxW = max(maxW, w)
 	}
-	bufs := make([][]byte, maxW)
-	for i := range bufs {
-		bufs[i] = make([]byte, max(o.Size, 1))[:o.Size]
-	}
-	reqs := make([]*pml.Request, maxW)
-	ack := make([]byte, 4)
+	t := newBWTest(c, o, maxW)
 	enc := json.NewEncoder(out)
 	for _, w := range o.Windows {
-		// window moves w messages: sends on rank 0, receives on rank 1.
-		window := func() error {
-			for i := range w {
-				var r *pml.Request
-				var err error
-				switch {
-				case o.Blocking && c.Rank() == 0:
-					err = c.Send(bufs[i], 1, tagData)
-				case o.Blocking:
-					_, err = c.Recv(bufs[i], 0, tagData)
-				case c.Rank() == 0:
-					r, err = c.Isend(bufs[i], 1, tagData)
-				default:
-					r, err = c.Irecv(bufs[i], 0, tagData)
-				}
-				if err != nil {
-					return err
-				}
-				reqs[i] = r
-			}
-			if o.Blocking {
-				return nil
-			}
-			return c.Waitall(reqs[:w], nil)
-		}
-		round := func() error {
-			if err := window(); err != nil {
-				return err
-			}
-			if c.Rank() == 0 {
-				_, err := c.Recv(ack, 1, tagAck)
-				return err
-			}
-			return c.Send(ack, 0, tagAck)
-		}
-		for range o.Warmup {
-			if err := round(); err != nil {
-				return err
-			}
-		}
-		before := flat(c.Metrics())
-		start := time.Now()
-		for range o.Iters {
-			if err := round(); err != nil {
-				return err
-			}
-		}
-		el := time.Since(start)
-		moved := diff(flat(c.Metrics()), before)
-		if c.Rank() == 1 {
-			b, err := json.Marshal(moved)
-			if err != nil {
-				return err
-			}
-			if err := c.Send(b, 0, tagCtr); err != nil {
-				return err
-			}
-			continue
-		}
-		buf := make([]byte, 1<<20)
-		st, err := c.Recv(buf, 1, tagCtr)
+		el, moved, err := t.time(w)
 		if err != nil {
 			return err
 		}
-		var recv map[string]int64
-		if err := json.Unmarshal(buf[:st.Count], &recv); err != nil {
-			return err
-		}
-		row := BWRow{Window: w, MBps: float64(o.Size) * float64(w*o.Iters) / el.Seconds() / 1e6, Sender: moved, Receiver: recv}
-		if err := enc.Encode(row); err != nil {
+		if err := t.report(enc, w, el, moved); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// bwTest is one side of the bandwidth test: rank 0 sends, rank 1
+// receives, into buffers and requests enough for the largest window.
+type bwTest struct {
+	c    bench.Comm
+	o    BWOptions
+	bufs [][]byte
+	reqs []*pml.Request
+	ack  []byte
+}
+
+func newBWTest(c bench.Comm, o BWOptions, maxW int) *bwTest {
+	t := &bwTest{c: c, o: o, bufs: make([][]byte, maxW), reqs: make([]*pml.Request, maxW), ack: make([]byte, 4)}
+	for i := range t.bufs {
+		t.bufs[i] = make([]byte, max(o.Size, 1))[:o.Size]
+	}
+	return t
+}
+
+// window moves w messages: sends on rank 0, receives on rank 1.
+func (t *bwTest) window(w int) error {
+	c := t.c
+	for i := range w {
+		var r *pml.Request
+		var err error
+		switch {
+		case t.o.Blocking && c.Rank() == 0:
+			err = c.Send(t.bufs[i], 1, tagData)
+		case t.o.Blocking:
+			_, err = c.Recv(t.bufs[i], 0, tagData)
+		case c.Rank() == 0:
+			r, err = c.Isend(t.bufs[i], 1, tagData)
+		default:
+			r, err = c.Irecv(t.bufs[i], 0, tagData)
+		}
+		if err != nil {
+			return err
+		}
+		t.reqs[i] = r
+	}
+	if t.o.Blocking {
+		return nil
+	}
+	return t.c.Waitall(t.reqs[:w], nil)
+}
+
+// round is a window and the receiver's answer.
+func (t *bwTest) round(w int) error {
+	if err := t.window(w); err != nil {
+		return err
+	}
+	if t.c.Rank() == 0 {
+		_, err := t.c.Recv(t.ack, 1, tagAck)
+		return err
+	}
+	return t.c.Send(t.ack, 0, tagAck)
+}
+
+// time runs the warm-up rounds of window w, then the timed ones, and
+// returns how long those took and the counters they moved on this side.
+func (t *bwTest) time(w int) (time.Duration, map[string]int64, error) {
+	for range t.o.Warmup {
+		if err := t.round(w); err != nil {
+			return 0, nil, err
+		}
+	}
+	before := flat(t.c.Metrics())
+	start := time.Now()
+	for range t.o.Iters {
+		if err := t.round(w); err != nil {
+			return 0, nil, err
+		}
+	}
+	el := time.Since(start)
+	return el, diff(flat(t.c.Metrics()), before), nil
+}
+
+// report sends the receiver's counters to rank 0, which prints window w's
+// row with both sides' counters.
+func (t *bwTest) report(enc *json.Encoder, w int, el time.Duration, moved map[string]int64) error {
+	c := t.c
+	if c.Rank() == 1 {
+		b, err := json.Marshal(moved)
+		if err != nil {
+			return err
+		}
+		return c.Send(b, 0, tagCtr)
+	}
+	buf := make([]byte, 1<<20)
+	st, err := c.Recv(buf, 1, tagCtr)
+	if err != nil {
+		return err
+	}
+	var recv map[string]int64
+	if err := json.Unmarshal(buf[:st.Count], &recv); err != nil {
+		return err
+	}
+	row := BWRow{Window: w, MBps: float64(t.o.Size) * float64(w*t.o.Iters) / el.Seconds() / 1e6, Sender: moved, Receiver: recv}
+	return enc.Encode(row)
 }
 
 // flat is every counter's value and every gauge's current value.

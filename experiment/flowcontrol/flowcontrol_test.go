@@ -82,6 +82,45 @@ func TestTheBandwidthTestRunsEveryScheme(t *testing.T) {
 	}
 }
 
+// With Blocking the sides use Send and Recv: the rows are the same, every
+// timed message counted on both sides, and rank 2 of a larger job sits
+// the test out.
+func TestTheBlockingBandwidthTestCountsEveryTimedMessage(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	err := gobtl.RunLocal(context.Background(), 3, gobtl.Options{}, func(cm *gobtl.Comm) error {
+		var mine bytes.Buffer
+		err := BW(cm, BWOptions{Size: 8, Windows: []int{3, 1}, Iters: 5, Warmup: 1, Blocking: true}, &mine)
+		if cm.Rank() != 0 && mine.Len() > 0 {
+			t.Errorf("rank %d printed %q", cm.Rank(), mine.String())
+		}
+		mu.Lock()
+		out.Write(mine.Bytes())
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []BWRow
+	for sc := bufio.NewScanner(&out); sc.Scan(); {
+		var r BWRow
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || rows[0].Window != 3 || rows[1].Window != 1 {
+		t.Fatalf("rows %+v, want windows 3 and 1", rows)
+	}
+	for _, r := range rows {
+		moved := int64(8 * r.Window * 5)
+		if s, got := r.Sender["pml.bytes_sent"], r.Receiver["pml.bytes_recv"]; s != moved || got != moved || r.MBps <= 0 {
+			t.Errorf("window %d: %d bytes sent and %d received, %.3f MB/s; want %d", r.Window, s, got, r.MBps, moved)
+		}
+	}
+}
+
 // TestParsePatternCountsPerConnection: the per-connection numbers come
 // from each rank's per-peer counters; pairs that carried nothing are no
 // connection.

@@ -1,0 +1,147 @@
+package flowcontrol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gobtl/gobtl/experiment"
+)
+
+// fakeEnv makes the test binary a stand-in for gobtl: started with it
+// set, it answers `gobtl run ... -- gobtl ARGS` at once with made-up
+// numbers (fakeGobtl), so that the experiments' tables can be checked
+// without starting a job.
+const fakeEnv = "FLOWCONTROL_TEST_FAKE_GOBTL"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) == "1" {
+		os.Exit(fakeGobtl(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	stackSeq   = regexp.MustCompile(`stack(\d+)\.hcl$`)
+	fcScheme   = regexp.MustCompile(`builtin = "ib_(\w+)"`)
+	fcPrePost  = regexp.MustCompile(`(?:pre_post|initial) = (\d+)`)
+	schemeBase = map[string]float64{"hardware": 100, "static": 90, "dynamic": 110}
+)
+
+// fakeGobtl answers one job: args are "run -np N -c STACK -- gobtl ARGS".
+// Its numbers depend on the scheme and pre-post count of the stack, on
+// what ARGS ask, and on the job's sequence number, so that repetitions
+// differ and a median means something.
+func fakeGobtl(args []string) int {
+	np, _ := strconv.Atoi(args[2])
+	stack, err := os.ReadFile(args[4])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	seq, _ := strconv.Atoi(stackSeq.FindStringSubmatch(args[4])[1])
+	scheme := fcScheme.FindStringSubmatch(string(stack))[1]
+	pre, _ := strconv.Atoi(fcPrePost.FindStringSubmatch(string(stack))[1])
+	jitter := 1 + float64(seq%3)/10
+	base := schemeBase[scheme] * jitter
+	cmd := args[7:] // after "--" and the gobtl to run
+	switch {
+	case cmd[0] == "experiment":
+		var o BWOptions
+		if err := json.Unmarshal([]byte(cmd[len(cmd)-1]), &o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for _, w := range o.Windows {
+			blocking := map[bool]float64{true: 0.5, false: 1}[o.Blocking]
+			row := BWRow{Window: w, MBps: base * blocking * float64(w*o.Size) / float64(w+pre),
+				Sender:   map[string]int64{"ib.ib0.stalls.peer1": int64(max(0, w-pre)), "ib.ib0.rndv_no_credit.peer1": int64(seq)},
+				Receiver: map[string]int64{"ib.ib0.rnr_naks_sent": int64(w * seq), "ib.ib0.posted_max.peer0": int64(pre + w/2)}}
+			b, _ := json.Marshal(row)
+			fmt.Println(string(b))
+		}
+	case cmd[1] == "latency":
+		var rows []string
+		for _, s := range strings.Split(cmd[3], ",") {
+			n, _ := strconv.Atoi(s)
+			rows = append(rows, fmt.Sprintf(`{"size":%d,"lat_us":%g}`, n, float64(n)/base+2*jitter))
+		}
+		fmt.Printf(`{"bench":"latency","rows":[%s]}`+"\n", strings.Join(rows, ","))
+	default: // a pattern
+		var ranks []string
+		for r := range np {
+			var m []string
+			for p := range np {
+				if p != r {
+					m = append(m, fmt.Sprintf(`"ib.ib0.frames.peer%d":%d,"ib.ib0.credit_messages.peer%d":%d,"ib.ib0.posted_max.peer%d":{"value":1,"max":%d}`,
+						p, 100+r+p+seq, p, (r+1)*len(cmd[1])*100/(pre+1), p, (p+1)*(pre+1)+int(base)/30))
+				}
+			}
+			ranks = append(ranks, "{"+strings.Join(m, ",")+"}")
+		}
+		fmt.Printf(`{"bench":%q,"rows":[{"size":0,"time_us":%g}],"rank_counters":[%s]}`+"\n", cmd[1], 1000*base/float64(pre+10)*jitter, strings.Join(ranks, ","))
+	}
+	return 0
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files of the tests")
+
+// The tables of every step, run on the stand-in, are what they were: the
+// columns, the medians over three repetitions, the middle repetition's
+// counters, the verdicts and the records. (Rewrite the golden file with
+// -update after a change that means to change them.)
+func TestEveryTableOfTheExperimentReadsTheRunsAsBefore(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeEnv, "1")
+	l, err := experiment.NewLauncher(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var out, doc bytes.Buffer
+	env := &experiment.Env{Ctx: context.Background(), Out: &out, Quick: true, Reps: 3, Jobs: l, JSON: &doc}
+	if err := experiment.Run(env, New(env, Options{Patterns: []string{"lu", "cg"}, Ranks: 2}), nil); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var got strings.Builder
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "Machine:") || strings.Contains(line, " took ") || strings.HasPrefix(line, "== Summary") ||
+			strings.HasPrefix(line, "The machine was shared") || strings.HasPrefix(line, "(latency, bandwidth") || strings.HasPrefix(line, "messages, bytes") {
+			continue // the machine's load and the wall times
+		}
+		got.WriteString(line + "\n")
+	}
+	var d struct{ Checks, Records any }
+	if err := json.Unmarshal(doc.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.MarshalIndent(d, "", " ")
+	got.Write(js)
+	golden := filepath.Join("testdata", "tables.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Fatalf("the tables changed:\n%s\nwant (%s):\n%s", got.String(), golden, want)
+	}
+}
