@@ -232,86 +232,123 @@ func (x *exp) bwModes(size, pre int) []bool {
 // bandwidth: Figs 3–8.
 func (x *exp) bandwidth(size int, pres []int) error {
 	for _, pre := range pres {
-		windows := []int{1, 2, 4, 8, 16, 32, 64, 100}
-		if pre < 100 {
-			windows = []int{1, 2, 4, 8, 16, 32, 64, 128}
-		}
-		if size > 2048 {
-			windows = []int{1, 2, 4, 8, 16, 32, 64}
-		}
-		if x.Quick {
-			windows = slices.DeleteFunc(windows, func(w int) bool { return w == 2 || w == 4 || w == 8 || w == 32 })
-		}
-		iters := 300
-		if size > 2048 {
-			iters = 40
-		}
-		if x.Quick {
-			iters /= 4
-		}
 		for _, blocking := range x.bwModes(size, pre) {
-			mode := "non-blocking"
-			if blocking {
-				mode = "blocking"
+			f := x.bwFig(size, pre, blocking)
+			res, rows, err := x.bwRuns(f)
+			if err != nil {
+				return err
 			}
-			runs := map[string]map[int][]float64{}
-			rows := map[string]map[int]BWRow{}
-			for _, sc := range Schemes {
-				runs[sc], rows[sc] = map[int][]float64{}, map[int]BWRow{}
-				for rep := range x.Repeat() {
-					jobs, err := x.Launch()
-					if err != nil {
-						return err
-					}
-					x.Begin("flowcontrol: bw %dB pre-post %d %s %s, run %d of %d", size, pre, mode, sc, rep+1, x.Repeat())
-					lines, err := jobs.Rank(x.Ctx, 2, x.stack(sc, pre), Experiment.Name,
-						BWOptions{Size: size, Windows: windows, Iters: iters, Warmup: max(2, iters/10), Blocking: blocking})
-					if err != nil {
-						return err
-					}
-					for _, l := range lines {
-						var r BWRow
-						if err := json.Unmarshal(l, &r); err != nil {
-							return err
-						}
-						runs[sc][r.Window] = append(runs[sc][r.Window], r.MBps)
-						// The counters shown are the middle run's.
-						if rep == x.Repeat()/2 {
-							rows[sc][r.Window] = r
-						}
-					}
-				}
-			}
-			res := medians(runs)
-			fig := bwFigure(size, pre, blocking)
-			table := fmt.Sprintf("%s bandwidth %d B pre-post %d %s", fig, size, pre, mode)
-			trend, cond, measure := bwTrend(size, pre)
-			fmt.Fprintf(x.Out, "\n== Bandwidth of %d-byte messages, pre-post %d, %s (%s: %s) ==\n", size, pre, mode, fig, trend)
-			fmt.Fprintf(x.Out, "%7s %11s %11s %11s   %-44s %s\n", "window", "hardware", "static", "dynamic",
-				"hw RNR NAKs | static stalls, rndv | dynamic stalls, most posted", "trend")
-			for _, w := range windows {
-				h, s, d := rows["hardware"][w], rows["static"][w], rows["dynamic"][w]
-				hb, sb, db := res["hardware"][w], res["static"][w], res["dynamic"][w]
-				verdict := "-"
-				if v, ok := measure(w, hb, sb, db); ok {
-					verdict = x.Check(table, fmt.Sprintf("window %d", w), trend, v, cond)
-				}
-				fmt.Fprintf(x.Out, "%7d %8.2fMB/s %8.2fMB/s %8.2fMB/s   %6d | %6d %6d | %6d %4d %13s %s\n", w,
-					hb, sb, db,
-					sum(h.Receiver, "rnr_naks_sent"),
-					sum(s.Sender, ".stalls.peer1"), sum(s.Sender, ".rndv_no_credit.peer1"),
-					sum(d.Sender, ".stalls.peer1"), sum(d.Receiver, ".posted_max.peer0"), "", verdict)
-				x.Record(table, map[string]any{"window": w, "hardware_mbps": hb, "static_mbps": sb, "dynamic_mbps": db,
-					"hardware_rnr_naks": sum(h.Receiver, "rnr_naks_sent"), "static_stalls": sum(s.Sender, ".stalls.peer1"),
-					"dynamic_most_posted": sum(d.Receiver, ".posted_max.peer0")})
-			}
-			title := fmt.Sprintf("Bandwidth, %d B, pre-post %d, %s (seed 000 %s)", size, pre, mode, fig)
-			if err := x.plot(fmt.Sprintf("bw-%d-pp%d-%s", size, pre, mode), title, "window size (messages)", "bandwidth (MB/s)", false, res); err != nil {
+			if err := x.bwTable(f, res, rows); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// bwFig is one bandwidth figure: messages of size bytes with pre buffers
+// pre-posted, blocking or not, over its windows, iters timed rounds each.
+type bwFig struct {
+	size, pre int
+	blocking  bool
+	windows   []int
+	iters     int
+}
+
+// bwFig plans a figure: the paper's windows (up to the buffers, beyond
+// them where there are few, fewer for rendezvous-sized messages), fewer
+// in quick mode.
+func (x *exp) bwFig(size, pre int, blocking bool) bwFig {
+	windows := []int{1, 2, 4, 8, 16, 32, 64, 100}
+	if pre < 100 {
+		windows = []int{1, 2, 4, 8, 16, 32, 64, 128}
+	}
+	if size > 2048 {
+		windows = []int{1, 2, 4, 8, 16, 32, 64}
+	}
+	if x.Quick {
+		windows = slices.DeleteFunc(windows, func(w int) bool { return w == 2 || w == 4 || w == 8 || w == 32 })
+	}
+	iters := 300
+	if size > 2048 {
+		iters = 40
+	}
+	if x.Quick {
+		iters /= 4
+	}
+	return bwFig{size: size, pre: pre, blocking: blocking, windows: windows, iters: iters}
+}
+
+func (f bwFig) mode() string {
+	if f.blocking {
+		return "blocking"
+	}
+	return "non-blocking"
+}
+
+// bwRuns runs the figure's test for every scheme, Repeat times, and
+// returns the median bandwidth per scheme and window and the middle run's
+// rows (whose counters the table shows).
+func (x *exp) bwRuns(f bwFig) (map[string]map[int]float64, map[string]map[int]BWRow, error) {
+	runs := map[string]map[int][]float64{}
+	rows := map[string]map[int]BWRow{}
+	for _, sc := range Schemes {
+		runs[sc], rows[sc] = map[int][]float64{}, map[int]BWRow{}
+		for rep := range x.Repeat() {
+			jobs, err := x.Launch()
+			if err != nil {
+				return nil, nil, err
+			}
+			x.Begin("flowcontrol: bw %dB pre-post %d %s %s, run %d of %d", f.size, f.pre, f.mode(), sc, rep+1, x.Repeat())
+			lines, err := jobs.Rank(x.Ctx, 2, x.stack(sc, f.pre), Experiment.Name,
+				BWOptions{Size: f.size, Windows: f.windows, Iters: f.iters, Warmup: max(2, f.iters/10), Blocking: f.blocking})
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, l := range lines {
+				var r BWRow
+				if err := json.Unmarshal(l, &r); err != nil {
+					return nil, nil, err
+				}
+				runs[sc][r.Window] = append(runs[sc][r.Window], r.MBps)
+				// The counters shown are the middle run's.
+				if rep == x.Repeat()/2 {
+					rows[sc][r.Window] = r
+				}
+			}
+		}
+	}
+	return medians(runs), rows, nil
+}
+
+// bwTable prints a figure's table, each window's bandwidth per scheme and
+// the counters that explain it, checks it against the paper's trend,
+// records it and plots it.
+func (x *exp) bwTable(f bwFig, res map[string]map[int]float64, rows map[string]map[int]BWRow) error {
+	fig := bwFigure(f.size, f.pre, f.blocking)
+	table := fmt.Sprintf("%s bandwidth %d B pre-post %d %s", fig, f.size, f.pre, f.mode())
+	trend, cond, measure := bwTrend(f.size, f.pre)
+	fmt.Fprintf(x.Out, "\n== Bandwidth of %d-byte messages, pre-post %d, %s (%s: %s) ==\n", f.size, f.pre, f.mode(), fig, trend)
+	fmt.Fprintf(x.Out, "%7s %11s %11s %11s   %-44s %s\n", "window", "hardware", "static", "dynamic",
+		"hw RNR NAKs | static stalls, rndv | dynamic stalls, most posted", "trend")
+	for _, w := range f.windows {
+		h, s, d := rows["hardware"][w], rows["static"][w], rows["dynamic"][w]
+		hb, sb, db := res["hardware"][w], res["static"][w], res["dynamic"][w]
+		verdict := "-"
+		if v, ok := measure(w, hb, sb, db); ok {
+			verdict = x.Check(table, fmt.Sprintf("window %d", w), trend, v, cond)
+		}
+		fmt.Fprintf(x.Out, "%7d %8.2fMB/s %8.2fMB/s %8.2fMB/s   %6d | %6d %6d | %6d %4d %13s %s\n", w,
+			hb, sb, db,
+			sum(h.Receiver, "rnr_naks_sent"),
+			sum(s.Sender, ".stalls.peer1"), sum(s.Sender, ".rndv_no_credit.peer1"),
+			sum(d.Sender, ".stalls.peer1"), sum(d.Receiver, ".posted_max.peer0"), "", verdict)
+		x.Record(table, map[string]any{"window": w, "hardware_mbps": hb, "static_mbps": sb, "dynamic_mbps": db,
+			"hardware_rnr_naks": sum(h.Receiver, "rnr_naks_sent"), "static_stalls": sum(s.Sender, ".stalls.peer1"),
+			"dynamic_most_posted": sum(d.Receiver, ".posted_max.peer0")})
+	}
+	title := fmt.Sprintf("Bandwidth, %d B, pre-post %d, %s (seed 000 %s)", f.size, f.pre, f.mode(), fig)
+	return x.plot(fmt.Sprintf("bw-%d-pp%d-%s", f.size, f.pre, f.mode()), title, "window size (messages)", "bandwidth (MB/s)", false, res)
 }
 
 // bwTrend is the paper's statement about a bandwidth figure and how a row

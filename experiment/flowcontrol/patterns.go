@@ -125,52 +125,65 @@ func (x *exp) ranksOf(p string) int {
 	return x.Ranks
 }
 
+// patternRuns is the run of median time of each pattern, scheme and
+// pre-post count: [pattern][scheme][pre].
+type patternRuns map[string]map[string]map[int]PatternRun
+
 // patterns: Table 1, Fig 9, Fig 10, Table 2.
 func (x *exp) patterns() error {
-	pres := []int{100, 1}
-	// The run of median time of each pattern, scheme and pre-post.
-	best := map[string]map[string]map[int]PatternRun{}
+	best := patternRuns{}
 	for _, p := range x.Patterns {
 		best[p] = map[string]map[int]PatternRun{}
 		for _, sc := range Schemes {
 			best[p][sc] = map[int]PatternRun{}
-			for _, pre := range pres {
-				var runs []PatternRun
-				for rep := range x.Repeat() {
-					args := []string{p}
-					if x.Quick {
-						args = append(args, "--iters", "2")
-					}
-					jobs, err := x.Launch()
-					if err != nil {
-						return err
-					}
-					n := x.ranksOf(p)
-					x.Begin("flowcontrol: %s on %d ranks, %s, pre-post %d, run %d of %d", p, n, sc, pre, rep+1, x.Repeat())
-					report, err := jobs.Bench(x.Ctx, n, Stack(x.PolicyLines, sc, pre, x.Max, x.RNRTimer), args...)
-					if err != nil {
-						return err
-					}
-					r, err := ParsePattern(report.Raw)
-					if err != nil {
-						return fmt.Errorf("%s: %w", p, err)
-					}
-					runs = append(runs, r)
+			for _, pre := range []int{100, 1} {
+				r, err := x.medianPatternRun(p, sc, pre)
+				if err != nil {
+					return err
 				}
-				sort.Slice(runs, func(i, j int) bool { return runs[i].TimeUS < runs[j].TimeUS })
-				best[p][sc][pre] = runs[len(runs)/2]
+				best[p][sc][pre] = r
 			}
 		}
 	}
-	cores := runtime.NumCPU()
-	over := func(p string) string {
-		n := x.ranksOf(p)
-		if n > cores {
-			return fmt.Sprintf("%d ranks, oversubscribed %d:1", n, (n+cores-1)/cores)
-		}
-		return fmt.Sprintf("%d ranks", n)
-	}
+	x.table1(best)
+	x.fig9(best)
+	x.fig10(best)
+	x.table2(best)
+	return nil
+}
 
+// medianPatternRun runs pattern p under scheme sc with pre buffers
+// pre-posted, Repeat times, and returns the run of median time.
+func (x *exp) medianPatternRun(p, sc string, pre int) (PatternRun, error) {
+	var runs []PatternRun
+	for rep := range x.Repeat() {
+		args := []string{p}
+		if x.Quick {
+			args = append(args, "--iters", "2")
+		}
+		jobs, err := x.Launch()
+		if err != nil {
+			return PatternRun{}, err
+		}
+		n := x.ranksOf(p)
+		x.Begin("flowcontrol: %s on %d ranks, %s, pre-post %d, run %d of %d", p, n, sc, pre, rep+1, x.Repeat())
+		report, err := jobs.Bench(x.Ctx, n, Stack(x.PolicyLines, sc, pre, x.Max, x.RNRTimer), args...)
+		if err != nil {
+			return PatternRun{}, err
+		}
+		r, err := ParsePattern(report.Raw)
+		if err != nil {
+			return PatternRun{}, fmt.Errorf("%s: %w", p, err)
+		}
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].TimeUS < runs[j].TimeUS })
+	return runs[len(runs)/2], nil
+}
+
+// table1 prints and checks Table 1: explicit credit messages per
+// connection under the static scheme with 100 buffers.
+func (x *exp) table1(best patternRuns) {
 	const t1 = "Table 1 explicit credit messages"
 	fmt.Fprintf(x.Out, "\n== Table 1: explicit credit messages (ECM) per connection, static scheme, pre-post 100 ==\n")
 	fmt.Fprintf(x.Out, "Paper: ECM are 18%% of LU's messages and almost none elsewhere; checked: LU >= 5%%, the others <= 2%%.\n")
@@ -189,7 +202,19 @@ func (x *exp) patterns() error {
 			pe[0], pe[1], 100*float64(pe[0])/float64(pe[1]), v)
 		x.Record(t1, map[string]any{"app": p, "ecm": e, "all": all, "ecm_max": emax, "paper_ecm": pe[0], "paper_all": pe[1]})
 	}
+}
 
+// fig9 prints and checks Fig 9: each pattern's time per scheme with 100
+// buffers, and how many ranks shared the cores.
+func (x *exp) fig9(best patternRuns) {
+	cores := runtime.NumCPU()
+	over := func(p string) string {
+		n := x.ranksOf(p)
+		if n > cores {
+			return fmt.Sprintf("%d ranks, oversubscribed %d:1", n, (n+cores-1)/cores)
+		}
+		return fmt.Sprintf("%d ranks", n)
+	}
 	const f9 = "Fig 9 time per scheme"
 	fmt.Fprintf(x.Out, "\n== Fig 9: time per scheme, pre-post 100 (paper: within 2-3%%, LU 5-6%% faster on hardware; checked: user-level / hardware <= 1.15) ==\n")
 	fmt.Fprintf(x.Out, "%-4s %12s %12s %12s   static/hw dynamic/hw  %-26s %s\n", "app", "hardware", "static", "dynamic", "ranks", "trend")
@@ -199,7 +224,11 @@ func (x *exp) patterns() error {
 		fmt.Fprintf(x.Out, "%-4s %10.0fµs %10.0fµs %10.0fµs   %9.3f %10.3f  %-26s %s\n", strings.ToUpper(p), h, s, d, ratio(s, h), ratio(d, h), over(p), v)
 		x.Record(f9, map[string]any{"app": p, "ranks": x.ranksOf(p), "hardware_us": h, "static_us": s, "dynamic_us": d})
 	}
+}
 
+// fig10 prints and checks Fig 10: each scheme's slowdown from 100
+// buffers pre-posted to 1.
+func (x *exp) fig10(best patternRuns) {
 	const f10 = "Fig 10 slowdown at pre-post 1"
 	fmt.Fprintf(x.Out, "\n== Fig 10: slowdown from pre-post 100 to pre-post 1 (paper: hardware worst on LU and MG, static LU 13%% CG 6%%, dynamic ~0; checked: dynamic <= 10%%) ==\n")
 	fmt.Fprintf(x.Out, "%-4s %10s %10s %10s  %s\n", "app", "hardware", "static", "dynamic", "trend")
@@ -216,7 +245,11 @@ func (x *exp) patterns() error {
 		fmt.Fprintf(x.Out, "  %s\n", x.Check(f10, strings.ToUpper(p), "the dynamic scheme loses almost nothing at pre-post 1 (slowdown %)", dyn, experiment.AtMost(10)))
 		x.Record(f10, rec)
 	}
+}
 
+// table2 prints and checks Table 2: the dynamic scheme's most buffers
+// posted per connection, starting from 1.
+func (x *exp) table2(best patternRuns) {
 	const t2 = "Table 2 most buffers posted"
 	fmt.Fprintf(x.Out, "\n== Table 2: most buffers posted per connection, dynamic scheme from pre-post 1 (paper: <= 7 except LU 63; checked: <= 7, LU >= 8) ==\n")
 	fmt.Fprintf(x.Out, "%-4s %8s %8s %8s  %s\n", "app", "max", "mean", "paper", "trend")
@@ -231,5 +264,4 @@ func (x *exp) patterns() error {
 		fmt.Fprintf(x.Out, "%-4s %8d %8.1f %8d  %s\n", strings.ToUpper(p), most, avg, PaperMostPosted[p], v)
 		x.Record(t2, map[string]any{"app": p, "max": most, "mean": avg, "paper": PaperMostPosted[p]})
 	}
-	return nil
 }
