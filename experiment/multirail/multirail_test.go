@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -96,6 +97,40 @@ func TestTheStreamReportsBandwidthWeightsAndCounters(t *testing.T) {
 	}
 	if !(rep.Samples[0][0].MBps > 0) {
 		t.Fatalf("rank 0's samples carry no bandwidth: %+v", rep.Samples[0][0])
+	}
+}
+
+// A stream that is out of time before its first window sends nothing, but
+// still marks its start for the load experiment and reports; one given
+// neither a count nor a duration is refused.
+func TestAStreamOutOfTimeSendsNothingButMarksItsStart(t *testing.T) {
+	started := t.TempDir() + "/started"
+	var out bytes.Buffer
+	err := gobtl.RunLocal(context.Background(), 3, gobtl.Options{}, func(c *gobtl.Comm) error {
+		if err := Stream(c, StreamOptions{Size: 8}, io.Discard); err == nil || !strings.Contains(err.Error(), "give a count or a duration") {
+			return fmt.Errorf("no count, no duration: %v", err)
+		}
+		var w bytes.Buffer
+		err := Stream(c, StreamOptions{Size: 8, Duration: time.Nanosecond, Started: started}, &w)
+		if c.Rank() == 0 {
+			out = w
+		} else if w.Len() > 0 {
+			return fmt.Errorf("rank %d printed %q", c.Rank(), w.String())
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep StreamReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v in %q", err, out.String())
+	}
+	if rep.Messages != 0 || rep.MBps != 0 || rep.Size != 8 || len(rep.Samples[0])+len(rep.Samples[1]) != 0 || rep.Counters[1] == nil {
+		t.Fatalf("report %+v", rep)
+	}
+	if _, err := os.Stat(started); err != nil {
+		t.Fatalf("no start mark: %v", err)
 	}
 }
 

@@ -80,107 +80,152 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 	if o.Count <= 0 && o.Duration <= 0 {
 		return fmt.Errorf("stream: give a count or a duration")
 	}
-	me := c.Rank()
-	if me > 1 {
+	if c.Rank() > 1 {
 		return nil
 	}
-	weights := func(int) []float64 { return nil }
-	if p, _, ok := layers.Of(c); ok {
-		weights = p.Weights
-	}
-	peer := 1 - me
-	buf := make([]byte, o.Size)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	reqs := make([]*pml.Request, 0, o.Window)
-	var ctl, ack [8]byte
-	var samples []Sample
-	start := time.Now()
-	if me == 0 && o.Started != "" {
+	s := newStream(c, o)
+	if s.me == 0 && o.Started != "" {
 		if err := os.WriteFile(o.Started, nil, 0o644); err != nil {
 			return fmt.Errorf("stream: %w", err)
 		}
 	}
-	next := start.Add(o.Interval)
-	last, lastBytes := start, 0
-	sent := 0
 	for {
-		n := o.Window
-		if me == 0 {
-			if o.Count > 0 {
-				n = min(n, o.Count-sent)
-			}
-			if o.Duration > 0 && time.Since(start) >= o.Duration {
-				n = 0
-			}
-			binary.LittleEndian.PutUint64(ctl[:], uint64(n))
-			if err := c.Send(ctl[:], peer, tagCtl); err != nil {
-				return err
-			}
-		} else {
-			if _, err := c.Recv(ctl[:], peer, tagCtl); err != nil {
-				return err
-			}
-			n = int(binary.LittleEndian.Uint64(ctl[:]))
+		n, err := s.nextWindow()
+		if err != nil {
+			return err
 		}
 		if n == 0 {
 			break
 		}
-		reqs = reqs[:0]
-		for range n {
-			var r *pml.Request
-			var err error
-			if me == 0 {
-				r, err = c.Isend(buf, peer, tagData)
-			} else {
-				r, err = c.Irecv(buf, peer, tagData)
-			}
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
-		}
-		if err := c.Waitall(reqs, nil); err != nil {
+		if err := s.window(n); err != nil {
 			return err
 		}
-		if me == 0 {
-			if _, err := c.Recv(ack[:], peer, tagAck); err != nil {
-				return err
-			}
-		} else if err := c.Send(ack[:], peer, tagAck); err != nil {
+		s.sent += n
+		s.sample(time.Now())
+	}
+	return s.report(out, time.Now())
+}
+
+// stream is one side of a stream: rank 0 sends, rank 1 receives, and
+// each samples its bandwidth and weights every interval.
+type stream struct {
+	c        bench.Comm
+	o        StreamOptions
+	me, peer int
+	weights  func(peer int) []float64
+	buf      []byte
+	reqs     []*pml.Request
+	ctl, ack [8]byte
+	start    time.Time
+	sent     int // messages
+	samples  []Sample
+	// next is when the next sample is due; last and lastSent are the time
+	// and the count of the previous one.
+	next, last time.Time
+	lastSent   int
+}
+
+func newStream(c bench.Comm, o StreamOptions) *stream {
+	me := c.Rank()
+	s := &stream{c: c, o: o, me: me, peer: 1 - me, weights: func(int) []float64 { return nil },
+		buf: make([]byte, o.Size), reqs: make([]*pml.Request, 0, o.Window)}
+	if p, _, ok := layers.Of(c); ok {
+		s.weights = p.Weights
+	}
+	for i := range s.buf {
+		s.buf[i] = byte(i)
+	}
+	s.start = time.Now()
+	s.next, s.last = s.start.Add(o.Interval), s.start
+	return s
+}
+
+// nextWindow agrees on the next window's messages: the sender decides (0
+// once the count has gone or the time is up) and tells the receiver.
+func (s *stream) nextWindow() (int, error) {
+	if s.me != 0 {
+		if _, err := s.c.Recv(s.ctl[:], s.peer, tagCtl); err != nil {
+			return 0, err
+		}
+		return int(binary.LittleEndian.Uint64(s.ctl[:])), nil
+	}
+	n := s.o.Window
+	if s.o.Count > 0 {
+		n = min(n, s.o.Count-s.sent)
+	}
+	if s.o.Duration > 0 && time.Since(s.start) >= s.o.Duration {
+		n = 0
+	}
+	binary.LittleEndian.PutUint64(s.ctl[:], uint64(n))
+	return n, s.c.Send(s.ctl[:], s.peer, tagCtl)
+}
+
+// window moves n messages at once and the receiver's ack.
+func (s *stream) window(n int) error {
+	c := s.c
+	s.reqs = s.reqs[:0]
+	for range n {
+		var r *pml.Request
+		var err error
+		if s.me == 0 {
+			r, err = c.Isend(s.buf, s.peer, tagData)
+		} else {
+			r, err = c.Irecv(s.buf, s.peer, tagData)
+		}
+		if err != nil {
 			return err
 		}
-		sent += n
-		if now := time.Now(); !now.Before(next) {
-			s := Sample{Unix: now.UnixNano(), Weights: weights(peer)}
-			if me == 0 {
-				s.MBps = float64((sent-lastBytes)*o.Size) / now.Sub(last).Seconds() / 1e6
-			}
-			samples = append(samples, s)
-			last, lastBytes = now, sent
-			next = next.Add((now.Sub(next)/o.Interval + 1) * o.Interval)
-		}
+		s.reqs = append(s.reqs, r)
 	}
-	end := time.Now()
-	type rankReport struct {
-		Samples  []Sample       `json:"samples"`
-		Counters map[string]any `json:"counters"`
+	if err := c.Waitall(s.reqs, nil); err != nil {
+		return err
 	}
-	mine := rankReport{samples, c.Metrics().Snapshot()}
-	if me == 1 {
+	if s.me == 0 {
+		_, err := c.Recv(s.ack[:], s.peer, tagAck)
+		return err
+	}
+	return c.Send(s.ack[:], s.peer, tagAck)
+}
+
+// sample takes a sample at now if one is due: the weights and, on the
+// sender, the bandwidth since the last; the next is due at the first
+// interval boundary after now.
+func (s *stream) sample(now time.Time) {
+	if now.Before(s.next) {
+		return
+	}
+	smp := Sample{Unix: now.UnixNano(), Weights: s.weights(s.peer)}
+	if s.me == 0 {
+		smp.MBps = float64((s.sent-s.lastSent)*s.o.Size) / now.Sub(s.last).Seconds() / 1e6
+	}
+	s.samples = append(s.samples, smp)
+	s.last, s.lastSent = now, s.sent
+	s.next = s.next.Add((now.Sub(s.next)/s.o.Interval + 1) * s.o.Interval)
+}
+
+// rankReport is what each rank has to say at the end of a stream.
+type rankReport struct {
+	Samples  []Sample       `json:"samples"`
+	Counters map[string]any `json:"counters"`
+}
+
+// report sends rank 1's samples and counters to rank 0, which writes the
+// stream's report, with its own, to out.
+func (s *stream) report(out io.Writer, end time.Time) error {
+	c, peer := s.c, s.peer
+	mine := rankReport{s.samples, c.Metrics().Snapshot()}
+	var l [8]byte
+	if s.me == 1 {
 		b, err := json.Marshal(mine)
 		if err != nil {
 			return err
 		}
-		var l [8]byte
 		binary.LittleEndian.PutUint64(l[:], uint64(len(b)))
 		if err := c.Send(l[:], peer, tagReport); err != nil {
 			return err
 		}
 		return c.Send(b, peer, tagReport)
 	}
-	var l [8]byte
 	if _, err := c.Recv(l[:], peer, tagReport); err != nil {
 		return err
 	}
@@ -188,8 +233,8 @@ func Stream(c bench.Comm, o StreamOptions, out io.Writer) error {
 	if _, err := c.Recv(b, peer, tagReport); err != nil {
 		return err
 	}
-	rep := StreamReport{Size: o.Size, Messages: sent, Start: start.UnixNano(), End: end.UnixNano(),
-		MBps: float64(sent*o.Size) / end.Sub(start).Seconds() / 1e6}
+	rep := StreamReport{Size: s.o.Size, Messages: s.sent, Start: s.start.UnixNano(), End: end.UnixNano(),
+		MBps: float64(s.sent*s.o.Size) / end.Sub(s.start).Seconds() / 1e6}
 	var theirs rankReport
 	if err := json.Unmarshal(b, &theirs); err != nil {
 		return fmt.Errorf("stream: rank 1's report: %w", err)
