@@ -331,9 +331,28 @@ func (x *exp) fourByOne() error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(x.Out, "== 4x1x: a 4x rail (1GB/s) and a 1x rail (250MB/s): even vs weighted 4:1 vs adaptive striping (Figs. 17-19)\n")
+	fmt.Fprintf(x.Out, "adaptive starts from equal weights and is not told the rates; alpha 0.5, W_total 100\n")
+	x.fourByOneTables(configs, benches, res)
+	// The weights adaptive striping reaches in a stream of 1 MiB messages.
+	dur := 3 * time.Second
+	if x.Quick {
+		dur = time.Second
+	}
+	x.Begin("multirail: adaptive weights, %s stream", dur)
+	st, err := x.stream(adaptive.stack, StreamOptions{Size: 1 << 20, Window: 16, Duration: dur, Interval: 100 * time.Millisecond})
+	if err != nil {
+		return fmt.Errorf("adaptive stream: %w", err)
+	}
+	x.fourByOneChecks(res, st, dur)
+	fmt.Fprintln(x.Out)
+	return x.plotCurves("fig17-18-19-4x1x", "4x (1GB/s) + 1x (250MB/s) rails (ib/softrc)", res, []string{"4x only", "even", "weighted 4:1", "adaptive"})
+}
+
+// fourByOneTables prints a table per bench, a column per config and
+// adaptive's ratio to weighted, and records its rows.
+func (x *exp) fourByOneTables(configs []config, benches []string, res curves) {
 	w := x.Out
-	fmt.Fprintf(w, "== 4x1x: a 4x rail (1GB/s) and a 1x rail (250MB/s): even vs weighted 4:1 vs adaptive striping (Figs. 17-19)\n")
-	fmt.Fprintf(w, "adaptive starts from equal weights and is not told the rates; alpha 0.5, W_total 100\n")
 	titles := map[string]string{"latency": "latency (us)", "bw": "bandwidth (MB/s)", "bibw": "bidirectional bandwidth (MB/s)"}
 	for _, b := range benches {
 		fmt.Fprintf(w, "%s\n%-8s", titles[b], "size")
@@ -355,16 +374,13 @@ func (x *exp) fourByOne() error {
 			fmt.Fprintf(w, " %18.2f\n", ratio(res[b]["adaptive"][n], res[b]["weighted 4:1"][n]))
 		}
 	}
-	// The weights adaptive striping reaches in a stream of 1 MiB messages.
-	dur := 3 * time.Second
-	if x.Quick {
-		dur = time.Second
-	}
-	x.Begin("multirail: adaptive weights, %s stream", dur)
-	st, err := x.stream(adaptive.stack, StreamOptions{Size: 1 << 20, Window: 16, Duration: dur, Interval: 100 * time.Millisecond})
-	if err != nil {
-		return fmt.Errorf("adaptive stream: %w", err)
-	}
+}
+
+// fourByOneChecks checks the paper's trends: adaptive striping matches
+// weighted 4:1 for messages of 1 MiB and more, both ways, and the
+// weights it learnt in the stream st of dur are the rails' 4:1.
+func (x *exp) fourByOneChecks(res curves, st StreamReport, dur time.Duration) {
+	w := x.Out
 	big := func(b string) (float64, float64) {
 		var a, wt float64
 		for _, n := range x.sizes() {
@@ -391,8 +407,6 @@ func (x *exp) fourByOne() error {
 			dur, fmtWeights(first), fmtWeights(last), st.MBps,
 			x.Check(table, "learnt weights", "adaptive striping learns the rails' 4:1 (the 4x rail's weight of 100)", share, experiment.Within(80, 8)))
 	}
-	fmt.Fprintln(w)
-	return x.plotCurves("fig17-18-19-4x1x", "4x (1GB/s) + 1x (250MB/s) rails (ib/softrc)", res, []string{"4x only", "even", "weighted 4:1", "adaptive"})
 }
 
 func fmtWeights(w []float64) string {
