@@ -245,74 +245,121 @@ func NewIBPerf(env *experiment.Env, o IBPerfOptions) *experiment.Plan {
 			o.Iters = 2000
 		}
 	}
-	run := func() error {
-		l, err := env.Launch()
-		if err != nil {
+	// A run starts afresh: --plugins runs the step twice.
+	run := func() error { return (&ibPerf{env: env, o: o}).run() }
+	return &experiment.Plan{Name: "ibperf", Steps: []experiment.Step{{Name: "ibperf", Runs: 2 * env.Repeat(), Run: run}}}
+}
+
+// ibPerf is a run of ibperf: the latencies and bandwidths of each
+// repetition, over softrc and (ref) Open MPI's.
+type ibPerf struct {
+	env       *experiment.Env
+	o         IBPerfOptions
+	lat, bw   []float64
+	rlat, rbw []float64
+}
+
+// run measures softrc and, when Open MPI builds osu.c, the reference,
+// alternately, and prints the table.
+func (p *ibPerf) run() error {
+	env := p.env
+	l, err := env.Launch()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "gobtl-ibperf-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ref, none := findOMPI(env.Ctx, dir)
+	for rep := range env.Repeat() {
+		env.Begin("ibperf: ib/softrc, %s, run %d of %d", p.o.Protocol, rep+1, env.Repeat())
+		if err := p.measure(l); err != nil {
 			return err
 		}
-		dir, err := os.MkdirTemp("", "gobtl-ibperf-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		ref, none := findOMPI(env.Ctx, dir)
-		var lat, bw, rlat, rbw []float64
-		for rep := range env.Repeat() {
-			env.Begin("ibperf: ib/softrc, %s, run %d of %d", o.Protocol, rep+1, env.Repeat())
-			lr, err := l.Bench(env.Ctx, 2, ibStack(env.PolicyLines, o.Protocol, "", false), "latency", "--sizes", "8", "--iters", fmt.Sprint(o.Iters))
-			if err != nil {
-				return err
-			}
-			br, err := l.Bench(env.Ctx, 2, ibStack(env.PolicyLines, o.Protocol, "", false), "bw", "--sizes", "1MiB")
-			if err != nil {
-				return err
-			}
-			lt, okL := lr.Value(8, "lat_us")
-			b, okB := br.Value(1<<20, "mbps")
-			if !okL || !okB {
-				return fmt.Errorf("reports without lat_us or mbps: %+v %+v", lr.Rows, br.Rows)
-			}
-			lat, bw = append(lat, lt), append(bw, b)
-			if ref == nil {
-				continue
-			}
-			env.Begin("ibperf: Open MPI ob1/tcp, run %d of %d", rep+1, env.Repeat())
-			rl, err := ref.bench(env.Ctx, "latency", "--sizes", "8", "--iters", fmt.Sprint(o.Iters))
-			if err != nil {
-				return fmt.Errorf("the Open MPI reference: %w", err)
-			}
-			rb, err := ref.bench(env.Ctx, "bw", "--sizes", "1MiB")
-			if err != nil {
-				return fmt.Errorf("the Open MPI reference: %w", err)
-			}
-			x, okL := rl.Value(8, "lat_us")
-			y, okB := rb.Value(1<<20, "mbps")
-			if !okL || !okB {
-				return fmt.Errorf("Open MPI reports without lat_us or mbps: %+v %+v", rl.Rows, rb.Rows)
-			}
-			rlat, rbw = append(rlat, x), append(rbw, y)
-		}
-		w := env.Out
-		const table = "ibperf vs Open MPI ob1/tcp"
-		lt, b := experiment.Median(lat), experiment.Median(bw)
 		if ref == nil {
-			fmt.Fprintf(w, "# ib/softrc between two processes; no reference: %s\n", none)
-			fmt.Fprintf(w, "%-22s %12s\n", "", "ib/softrc")
-			fmt.Fprintf(w, "%-22s %10.2fus   %s\n", "latency (8 B, one-way)", lt, env.Unshown(table, "latency", "latency no worse than Open MPI ob1/tcp", "no reference: "+none))
-			fmt.Fprintf(w, "%-22s %8.0fMB/s   %s\n", "bandwidth (1 MiB)", b, env.Unshown(table, "bandwidth", "bandwidth at least 0.9x Open MPI ob1/tcp", "no reference: "+none))
-			env.Record(table, map[string]any{"lat_us": lt, "mbps": b})
-			return nil
+			continue
 		}
-		rl, rb := experiment.Median(rlat), experiment.Median(rbw)
-		fmt.Fprintf(w, "# ib/softrc between two processes vs Open MPI ob1+tcp over loopback, both measured in this run (%s, %s)\n", ompiRun, "bench/c/osu.c")
-		fmt.Fprintf(w, "%-22s %12s %12s %8s %s\n", "", "ib/softrc", "ob1+tcp", "ratio", "trend")
-		fmt.Fprintf(w, "%-22s %10.2fus %10.2fus %7.2fx %s\n", "latency (8 B, one-way)", lt, rl, lt/rl,
-			env.Check(table, "latency", "softrc's latency no worse than Open MPI ob1/tcp's (softrc / ob1)", lt/rl, experiment.AtMost(1.0)))
-		fmt.Fprintf(w, "%-22s %8.0fMB/s %8.0fMB/s %7.2fx %s\n", "bandwidth (1 MiB)", b, rb, b/rb,
-			env.Check(table, "bandwidth", "softrc's bandwidth at least 0.9x Open MPI ob1/tcp's (softrc / ob1)", b/rb, experiment.AtLeast(0.9)))
-		fmt.Fprintf(w, "# protocol %s; medians of %d run(s)\n", o.Protocol, env.Repeat())
-		env.Record(table, map[string]any{"lat_us": lt, "mbps": b, "ompi_lat_us": rl, "ompi_mbps": rb})
+		env.Begin("ibperf: Open MPI ob1/tcp, run %d of %d", rep+1, env.Repeat())
+		if err := p.measureRef(ref); err != nil {
+			return err
+		}
+	}
+	if ref == nil {
+		p.printAlone(none)
 		return nil
 	}
-	return &experiment.Plan{Name: "ibperf", Steps: []experiment.Step{{Name: "ibperf", Runs: 2 * env.Repeat(), Run: run}}}
+	p.printAgainstRef()
+	return nil
+}
+
+// measure runs softrc's latency and bandwidth once.
+func (p *ibPerf) measure(l *experiment.Launcher) error {
+	env, stack := p.env, ibStack(p.env.PolicyLines, p.o.Protocol, "", false)
+	lr, err := l.Bench(env.Ctx, 2, stack, "latency", "--sizes", "8", "--iters", fmt.Sprint(p.o.Iters))
+	if err != nil {
+		return err
+	}
+	br, err := l.Bench(env.Ctx, 2, stack, "bw", "--sizes", "1MiB")
+	if err != nil {
+		return err
+	}
+	lt, okL := lr.Value(8, "lat_us")
+	b, okB := br.Value(1<<20, "mbps")
+	if !okL || !okB {
+		return fmt.Errorf("reports without lat_us or mbps: %+v %+v", lr.Rows, br.Rows)
+	}
+	p.lat, p.bw = append(p.lat, lt), append(p.bw, b)
+	return nil
+}
+
+// measureRef runs Open MPI's latency and bandwidth once.
+func (p *ibPerf) measureRef(ref *ompi) error {
+	ctx := p.env.Ctx
+	rl, err := ref.bench(ctx, "latency", "--sizes", "8", "--iters", fmt.Sprint(p.o.Iters))
+	if err != nil {
+		return fmt.Errorf("the Open MPI reference: %w", err)
+	}
+	rb, err := ref.bench(ctx, "bw", "--sizes", "1MiB")
+	if err != nil {
+		return fmt.Errorf("the Open MPI reference: %w", err)
+	}
+	x, okL := rl.Value(8, "lat_us")
+	y, okB := rb.Value(1<<20, "mbps")
+	if !okL || !okB {
+		return fmt.Errorf("Open MPI reports without lat_us or mbps: %+v %+v", rl.Rows, rb.Rows)
+	}
+	p.rlat, p.rbw = append(p.rlat, x), append(p.rbw, y)
+	return nil
+}
+
+const ibPerfTable = "ibperf vs Open MPI ob1/tcp"
+
+// printAlone prints softrc's medians with no reference, saying why
+// (none) and that the trends are not shown.
+func (p *ibPerf) printAlone(none string) {
+	env, w := p.env, p.env.Out
+	lt, b := experiment.Median(p.lat), experiment.Median(p.bw)
+	fmt.Fprintf(w, "# ib/softrc between two processes; no reference: %s\n", none)
+	fmt.Fprintf(w, "%-22s %12s\n", "", "ib/softrc")
+	fmt.Fprintf(w, "%-22s %10.2fus   %s\n", "latency (8 B, one-way)", lt, env.Unshown(ibPerfTable, "latency", "latency no worse than Open MPI ob1/tcp", "no reference: "+none))
+	fmt.Fprintf(w, "%-22s %8.0fMB/s   %s\n", "bandwidth (1 MiB)", b, env.Unshown(ibPerfTable, "bandwidth", "bandwidth at least 0.9x Open MPI ob1/tcp", "no reference: "+none))
+	env.Record(ibPerfTable, map[string]any{"lat_us": lt, "mbps": b})
+}
+
+// printAgainstRef prints softrc's medians beside Open MPI's and checks
+// the ratios.
+func (p *ibPerf) printAgainstRef() {
+	env, w := p.env, p.env.Out
+	lt, b := experiment.Median(p.lat), experiment.Median(p.bw)
+	rl, rb := experiment.Median(p.rlat), experiment.Median(p.rbw)
+	fmt.Fprintf(w, "# ib/softrc between two processes vs Open MPI ob1+tcp over loopback, both measured in this run (%s, %s)\n", ompiRun, "bench/c/osu.c")
+	fmt.Fprintf(w, "%-22s %12s %12s %8s %s\n", "", "ib/softrc", "ob1+tcp", "ratio", "trend")
+	fmt.Fprintf(w, "%-22s %10.2fus %10.2fus %7.2fx %s\n", "latency (8 B, one-way)", lt, rl, lt/rl,
+		env.Check(ibPerfTable, "latency", "softrc's latency no worse than Open MPI ob1/tcp's (softrc / ob1)", lt/rl, experiment.AtMost(1.0)))
+	fmt.Fprintf(w, "%-22s %8.0fMB/s %8.0fMB/s %7.2fx %s\n", "bandwidth (1 MiB)", b, rb, b/rb,
+		env.Check(ibPerfTable, "bandwidth", "softrc's bandwidth at least 0.9x Open MPI ob1/tcp's (softrc / ob1)", b/rb, experiment.AtLeast(0.9)))
+	fmt.Fprintf(w, "# protocol %s; medians of %d run(s)\n", p.o.Protocol, env.Repeat())
+	env.Record(ibPerfTable, map[string]any{"lat_us": lt, "mbps": b, "ompi_lat_us": rl, "ompi_mbps": rb})
 }
