@@ -73,12 +73,37 @@ func counterMax(r *simjob.Result, name string) float64 {
 // alltoall patterns connect every rank to every other.
 var alltoall = map[string]bool{"is": true, "ft": true}
 
+// Seed 000's buffers at scale: hardware and static post fcPrePost per
+// connection, dynamic grows to at most fcMost.
+const fcPrePost, fcMost = 100, 128
+
+// fcRuns are the runs of seed 000 at scale: [pattern][ranks][scheme].
+type fcRuns map[string]map[int]map[string]*fcRun
+
 // flowcontrol is seed 000's Tables 1 and 2 and the schemes' memory at
 // scale.
 func (x *exp) flowcontrol() error {
+	runs, skipped, err := x.runFlowControl()
+	if err != nil {
+		return err
+	}
 	w := x.Out
-	const pre, most = 100, 128
-	runs := map[string]map[int]map[string]*fcRun{}
+	fmt.Fprintf(w, "== Seed 000 at scale: %d time step(s) of each NPB pattern (class A sizes), per-peer 2 KiB buffers ==\n", x.Iters)
+	fmt.Fprintf(w, "Hardware and static post %d buffers per connection; dynamic starts at 1 and grows to at most %d. Counts are\n", fcPrePost, fcMost)
+	fmt.Fprintf(w, "per connection that carried frames (ordered pair of ranks), summed over the run's steps: the paper's are per\n")
+	fmt.Fprintf(w, "class A run on 8 ranks (BT, SP 16), so compare the shares and maxima, not the counts.\n")
+	ecmPct := x.fcTable1(runs)
+	mostPosted := x.fcTable2(runs)
+	memLU := x.fcMemory(runs)
+	x.fcNotes(runs, skipped)
+	return x.fcFigures(ecmPct, mostPosted, memLU)
+}
+
+// runFlowControl simulates every pattern on every rank count under each
+// scheme, and returns the runs and why the alltoall patterns beyond
+// --alltoall-ranks were not run.
+func (x *exp) runFlowControl() (fcRuns, []string, error) {
+	runs := fcRuns{}
 	var skipped []string
 	for _, n := range x.Ranks {
 		for _, p := range x.Patterns {
@@ -86,9 +111,7 @@ func (x *exp) flowcontrol() error {
 				runs[p] = map[int]map[string]*fcRun{}
 			}
 			if alltoall[p] && n > x.AlltoallRanks {
-				per := float64(n-1) * pre * 2048
-				skipped = append(skipped, fmt.Sprintf("%s at %d ranks (--alltoall-ranks): every rank connects to %d peers; hardware and static would post %d × 2 KiB per connection, %s per rank, %.1f GiB for the job (dynamic starts at 1: %s per rank)",
-					strings.ToUpper(p), n, n-1, pre, mib(per), per*float64(n)/(1<<30), mib(float64(n-1)*2048)))
+				skipped = append(skipped, fcSkipped(p, n))
 				for range flowcontrol.Schemes {
 					x.Begin("scale: %s on %d ranks: not run (n² connections)", p, n)
 				}
@@ -96,30 +119,49 @@ func (x *exp) flowcontrol() error {
 			}
 			runs[p][n] = map[string]*fcRun{}
 			for _, sc := range flowcontrol.Schemes {
-				first := pre
-				if sc == "dynamic" {
-					first = 1 // Table 2: the dynamic scheme starts from one buffer
-				}
-				x.Begin("scale: %s on %d ranks, %s", p, n, sc)
-				res, wall, err := x.runSim(x.stack(sc, first, most), n, p, simjob.Config{Iters: x.Iters})
+				r, err := x.runScheme(p, n, sc)
 				if err != nil {
-					return fmt.Errorf("%s on %d ranks, %s: %w", p, n, sc, err)
+					return nil, nil, err
 				}
-				ecm, frames, posted := perConn(res, "credit_messages"), perConn(res, "frames"), perConn(res, "posted_max")
-				r := &fcRun{Pattern: p, Scheme: sc, Ranks: n, ECM: ecm.Mean(), ECMMax: ecm.Max, Frames: frames.Mean(), Conns: frames.Conns,
-					PostedMost: posted.Max, PostedMean: posted.Mean(), RecvMax: res.MaxRecvBytesPerRank, RecvMean: res.MeanRecvBytesPerRank,
-					Registered: counterMax(res, "recv_registered_bytes"), Virtual: res.VirtualTime, Wall: wall,
-					Finalize: res.FinalizeFailed, FinalizeError: res.FinalizeError}
 				runs[p][n][sc] = r
 				x.Record("seed 000 runs", r)
 			}
 		}
 	}
-	fmt.Fprintf(w, "== Seed 000 at scale: %d time step(s) of each NPB pattern (class A sizes), per-peer 2 KiB buffers ==\n", x.Iters)
-	fmt.Fprintf(w, "Hardware and static post %d buffers per connection; dynamic starts at 1 and grows to at most %d. Counts are\n", pre, most)
-	fmt.Fprintf(w, "per connection that carried frames (ordered pair of ranks), summed over the run's steps: the paper's are per\n")
-	fmt.Fprintf(w, "class A run on 8 ranks (BT, SP 16), so compare the shares and maxima, not the counts.\n")
+	return runs, skipped, nil
+}
 
+// fcSkipped says why alltoall pattern p is not run on n ranks: the
+// memory the pre-posting schemes would need.
+func fcSkipped(p string, n int) string {
+	per := float64(n-1) * fcPrePost * 2048
+	return fmt.Sprintf("%s at %d ranks (--alltoall-ranks): every rank connects to %d peers; hardware and static would post %d × 2 KiB per connection, %s per rank, %.1f GiB for the job (dynamic starts at 1: %s per rank)",
+		strings.ToUpper(p), n, n-1, fcPrePost, mib(per), per*float64(n)/(1<<30), mib(float64(n-1)*2048))
+}
+
+// runScheme simulates pattern p on n ranks under scheme sc and returns
+// what it counted.
+func (x *exp) runScheme(p string, n int, sc string) (*fcRun, error) {
+	first := fcPrePost
+	if sc == "dynamic" {
+		first = 1 // Table 2: the dynamic scheme starts from one buffer
+	}
+	x.Begin("scale: %s on %d ranks, %s", p, n, sc)
+	res, wall, err := x.runSim(x.stack(sc, first, fcMost), n, p, simjob.Config{Iters: x.Iters})
+	if err != nil {
+		return nil, fmt.Errorf("%s on %d ranks, %s: %w", p, n, sc, err)
+	}
+	ecm, frames, posted := perConn(res, "credit_messages"), perConn(res, "frames"), perConn(res, "posted_max")
+	return &fcRun{Pattern: p, Scheme: sc, Ranks: n, ECM: ecm.Mean(), ECMMax: ecm.Max, Frames: frames.Mean(), Conns: frames.Conns,
+		PostedMost: posted.Max, PostedMean: posted.Mean(), RecvMax: res.MaxRecvBytesPerRank, RecvMean: res.MeanRecvBytesPerRank,
+		Registered: counterMax(res, "recv_registered_bytes"), Virtual: res.VirtualTime, Wall: wall,
+		Finalize: res.FinalizeFailed, FinalizeError: res.FinalizeError}, nil
+}
+
+// fcTable1 prints and checks Table 1 at scale, and returns the ECM share
+// per pattern and rank count.
+func (x *exp) fcTable1(runs fcRuns) map[string]map[int]float64 {
+	w := x.Out
 	const t1 = "seed 000 Table 1 at scale"
 	fmt.Fprintf(w, "\n-- Table 1: explicit credit messages (ECM) per connection, static scheme, threshold 5 --\n")
 	fmt.Fprintf(w, "%-4s %6s %7s %10s %10s %7s %8s %9s  %s\n", "app", "ranks", "conns", "ECM", "all msgs", "ECM %", "ECM max", "paper %", "trend")
@@ -140,7 +182,13 @@ func (x *exp) flowcontrol() error {
 		ecmPct[p][n] = pct
 		x.Record(t1, map[string]any{"app": p, "ranks": n, "ecm": r.ECM, "all": r.Frames, "ecm_max": r.ECMMax, "connections": r.Conns})
 	})
+	return ecmPct
+}
 
+// fcTable2 prints and checks Table 2 at scale, and returns the most
+// buffers posted per pattern and rank count.
+func (x *exp) fcTable2(runs fcRuns) map[string]map[int]float64 {
+	w := x.Out
 	const t2 = "seed 000 Table 2 at scale"
 	fmt.Fprintf(w, "\n-- Table 2: most buffers posted per connection, dynamic scheme from 1 --\n")
 	fmt.Fprintf(w, "%-4s %6s %8s %8s %7s  %s\n", "app", "ranks", "most", "mean", "paper", "trend")
@@ -157,7 +205,13 @@ func (x *exp) flowcontrol() error {
 		mostPosted[p][n] = r.PostedMost
 		x.Record(t2, map[string]any{"app": p, "ranks": n, "most": r.PostedMost, "mean": r.PostedMean, "paper": flowcontrol.PaperMostPosted[p]})
 	})
+	return mostPosted
+}
 
+// fcMemory prints and checks each scheme's receive memory per process,
+// and returns LU's (KiB, largest rank) per scheme and rank count.
+func (x *exp) fcMemory(runs fcRuns) map[string]map[int]float64 {
+	w := x.Out
 	const t3 = "seed 000 receive memory at scale"
 	fmt.Fprintf(w, "\n-- Receive-buffer memory per process by scheme (seed 000 §5: pre-posted buffers grow with the connections) --\n")
 	fmt.Fprintf(w, "Peak bytes of receive buffers posted on the device, largest rank (mean over ranks), as the simulated HCA saw them.\n")
@@ -183,6 +237,13 @@ func (x *exp) flowcontrol() error {
 			"dynamic": byScheme["dynamic"].RecvMax, "hardware_mean": byScheme["hardware"].RecvMean, "static_mean": byScheme["static"].RecvMean,
 			"dynamic_mean": byScheme["dynamic"].RecvMean})
 	})
+	return memLU
+}
+
+// fcNotes prints the runs whose finalize failed, the runs not run, and
+// every run's virtual and wall time.
+func (x *exp) fcNotes(runs fcRuns, skipped []string) {
+	w := x.Out
 	x.each(runs, "static", func(p string, n int, _ *fcRun) {
 		for _, sc := range flowcontrol.Schemes {
 			if r := runs[p][n][sc]; r.Finalize > 0 {
@@ -201,7 +262,11 @@ func (x *exp) flowcontrol() error {
 		}
 	})
 	fmt.Fprintln(w)
+}
 
+// fcFigures plots the ECM share and the most buffers posted per pattern,
+// and LU's receive memory per scheme, over the rank counts.
+func (x *exp) fcFigures(ecmPct, mostPosted, memLU map[string]map[int]float64) error {
 	var ecmLines, postLines, memLines []plot.Line
 	for _, p := range x.Patterns {
 		ecmLines = append(ecmLines, plot.Line{Name: strings.ToUpper(p), XY: plot.Curve(ecmPct[p])})
@@ -221,7 +286,7 @@ func (x *exp) flowcontrol() error {
 
 // each calls fn for every run of scheme, by pattern then size, in the
 // options' order.
-func (x *exp) each(runs map[string]map[int]map[string]*fcRun, scheme string, fn func(p string, n int, r *fcRun)) {
+func (x *exp) each(runs fcRuns, scheme string, fn func(p string, n int, r *fcRun)) {
 	for _, p := range x.Patterns {
 		for _, n := range x.Ranks {
 			if r := runs[p][n][scheme]; r != nil {

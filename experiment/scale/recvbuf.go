@@ -25,75 +25,113 @@ const memBudget = 12 << 30
 // job size, and buffer utilization under MG.
 func (x *exp) recvbuf() error {
 	w := x.Out
-	const table = "seed 002 receive memory at scale"
 	fmt.Fprintf(w, "== Seed 002 at scale: receive memory per process of per-peer, SRQ and B-SRQ (the layouts' defaults) ==\n")
 	fmt.Fprintf(w, "Rank 0 of an n-rank simulated job connects to every other rank (a message each way) and reports the receive\n")
 	fmt.Fprintf(w, "buffers its ib module allocated and registered (ib.recv_registered_bytes): a process of a fully connected job.\n")
 	fmt.Fprintf(w, "Paper (§5): under %.0f MB with B-SRQ at 256 processes.\n", paperBound/1e6)
-	type fit struct{ a, b float64 } // bytes = a + b·n, from the sizes measured so far
-	got := map[string]map[int]float64{}
-	fits := map[string]*fit{}
-	var notRun []string
+	s := &memSweep{x: x, got: map[string]map[int]float64{}, fits: map[string]*memFit{}}
+	for _, l := range recvbuf.MemoryLayouts {
+		s.layout(l)
+	}
+	lines := x.memTable(s)
+	lines = append(lines, plot.Line{Name: "seed 002: 25 MB", XY: plot.Curve(map[int]float64{x.MemRanks[0]: paperBound / (1 << 20), x.MemRanks[len(x.MemRanks)-1]: paperBound / (1 << 20)})})
+	if err := x.Figure("scale-recvbuf-memory", plot.Figure{Title: "Receive memory per process (seed 002)", XLabel: "ranks", YLabel: "MiB", LogX: true, LogY: true, LegendLeft: true, Lines: lines}); err != nil {
+		return err
+	}
+	return x.utilization()
+}
+
+// memFit is a layout's receive memory on rank 0 as a line through the
+// smallest and the largest job size measured so far: bytes = a + b·n.
+type memFit struct{ a, b float64 }
+
+// memSweep measures each layout's receive memory over the job sizes,
+// leaving out a size whose job would take more than memBudget.
+type memSweep struct {
+	x *exp
+	// got[layout][n] is rank 0's receive memory in bytes on n ranks.
+	got    map[string]map[int]float64
+	fits   map[string]*memFit
+	notRun []string
 	// The ranks' own state besides the buffers — the pml's peers, the ib
 	// endpoints and their counters — is per (rank, peer) pair: the Go
 	// memory a job peaked at, per pair, at the largest size run so far.
-	perPair, pairAt := 0.0, 0
-	for _, l := range recvbuf.MemoryLayouts {
-		got[l.Name] = map[int]float64{}
-		var xs []int
-		for _, n := range x.MemRanks {
-			x.Begin("scale: receive memory, %s, %d ranks", l.Name, n)
-			if state := perPair * float64(n) * float64(n); state > memBudget {
-				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: the job's memory (the ranks' buffers and per-peer state: pml peers, ib endpoints and their counters) would take ~%.1f GiB: its peak per (rank, peer) pair, %s at %d ranks, × %d²; over this run's %d GiB",
-					l.Name, n, state/(1<<30), kib(perPair), pairAt, n, memBudget>>30))
-				continue
-			}
-			if f := fits[l.Name]; f != nil {
-				// Rank 0 holds a + b·n; every other rank, connected to rank 0
-				// alone, about a + b.
-				job := f.a + f.b*float64(n) + float64(n-1)*(f.a+f.b)
-				if job > memBudget {
-					notRun = append(notRun, fmt.Sprintf("%s at %d ranks: the job's buffers would take ~%.1f GiB (n × %s shared + rank 0's %s per peer), over this run's %d GiB; rank 0 extrapolated: %s",
-						l.Name, n, job/(1<<30), mib(f.a+f.b), kib(f.b), memBudget>>30, mib(f.a+f.b*float64(n))))
-					continue
-				}
-			}
-			var b int64
-			peak, err := peakMemory(func() error {
-				var err error
-				b, err = recvbuf.MeasureRecvMemorySim(x.Ctx, l, n)
-				return err
-			})
-			release()
-			if p := float64(peak) / float64(n) / float64(n); n >= pairAt && err == nil {
-				perPair, pairAt = p, n
-			}
-			if err != nil {
-				notRun = append(notRun, fmt.Sprintf("%s at %d ranks: %v", l.Name, n, err))
-				continue
-			}
-			got[l.Name][n] = float64(b)
-			xs = append(xs, n)
-			if len(xs) >= 2 {
-				n0, n1 := xs[0], xs[len(xs)-1]
-				slope := (got[l.Name][n1] - got[l.Name][n0]) / float64(n1-n0)
-				fits[l.Name] = &fit{a: got[l.Name][n0] - slope*float64(n0), b: slope}
-			} else {
-				fits[l.Name] = &fit{a: float64(b)}
-			}
+	perPair float64
+	pairAt  int
+}
+
+// layout measures layout l at every size of MemRanks that fits.
+func (s *memSweep) layout(l recvbuf.Layout) {
+	x := s.x
+	s.got[l.Name] = map[int]float64{}
+	var xs []int
+	for _, n := range x.MemRanks {
+		x.Begin("scale: receive memory, %s, %d ranks", l.Name, n)
+		if why := s.overBudget(l, n); why != "" {
+			s.notRun = append(s.notRun, why)
+			continue
+		}
+		var b int64
+		peak, err := peakMemory(func() error {
+			var err error
+			b, err = recvbuf.MeasureRecvMemorySim(x.Ctx, l, n)
+			return err
+		})
+		release()
+		if p := float64(peak) / float64(n) / float64(n); n >= s.pairAt && err == nil {
+			s.perPair, s.pairAt = p, n
+		}
+		if err != nil {
+			s.notRun = append(s.notRun, fmt.Sprintf("%s at %d ranks: %v", l.Name, n, err))
+			continue
+		}
+		s.got[l.Name][n] = float64(b)
+		xs = append(xs, n)
+		if len(xs) >= 2 {
+			n0, n1 := xs[0], xs[len(xs)-1]
+			slope := (s.got[l.Name][n1] - s.got[l.Name][n0]) / float64(n1-n0)
+			s.fits[l.Name] = &memFit{a: s.got[l.Name][n0] - slope*float64(n0), b: slope}
+		} else {
+			s.fits[l.Name] = &memFit{a: float64(b)}
 		}
 	}
+}
+
+// overBudget says why a job of layout l on n ranks would take more than
+// memBudget, extrapolated from the sizes run so far, or "".
+func (s *memSweep) overBudget(l recvbuf.Layout, n int) string {
+	if state := s.perPair * float64(n) * float64(n); state > memBudget {
+		return fmt.Sprintf("%s at %d ranks: the job's memory (the ranks' buffers and per-peer state: pml peers, ib endpoints and their counters) would take ~%.1f GiB: its peak per (rank, peer) pair, %s at %d ranks, × %d²; over this run's %d GiB",
+			l.Name, n, state/(1<<30), kib(s.perPair), s.pairAt, n, memBudget>>30)
+	}
+	if f := s.fits[l.Name]; f != nil {
+		// Rank 0 holds a + b·n; every other rank, connected to rank 0
+		// alone, about a + b.
+		job := f.a + f.b*float64(n) + float64(n-1)*(f.a+f.b)
+		if job > memBudget {
+			return fmt.Sprintf("%s at %d ranks: the job's buffers would take ~%.1f GiB (n × %s shared + rank 0's %s per peer), over this run's %d GiB; rank 0 extrapolated: %s",
+				l.Name, n, job/(1<<30), mib(f.a+f.b), kib(f.b), memBudget>>30, mib(f.a+f.b*float64(n)))
+		}
+	}
+	return ""
+}
+
+// memTable prints and checks the sweep's table, a row per job size and a
+// column per layout, the layouts' lines and the sizes not run, and
+// returns the layouts' curves for the figure.
+func (x *exp) memTable(s *memSweep) []plot.Line {
+	w := x.Out
+	const table = "seed 002 receive memory at scale"
 	fmt.Fprintf(w, "%-6s", "ranks")
 	for _, l := range recvbuf.MemoryLayouts {
 		fmt.Fprintf(w, " %14s", l.Name)
 	}
 	fmt.Fprintf(w, "   B-SRQ vs %.0f MB\n", paperBound/1e6)
-	var lines []plot.Line
 	for _, n := range x.MemRanks {
 		fmt.Fprintf(w, "%-6d", n)
 		rec := map[string]any{"ranks": n}
 		for _, l := range recvbuf.MemoryLayouts {
-			v, ok := got[l.Name][n]
+			v, ok := s.got[l.Name][n]
 			if !ok {
 				fmt.Fprintf(w, " %14s", "not run")
 				continue
@@ -102,26 +140,23 @@ func (x *exp) recvbuf() error {
 			rec[l.Name] = int64(v)
 		}
 		verdict := ""
-		if v, ok := got["B-SRQ"][n]; ok {
+		if v, ok := s.got["B-SRQ"][n]; ok {
 			verdict = x.Check(table, fmt.Sprintf("B-SRQ at %d ranks", n), "B-SRQ keeps the receive memory under 25 MB (MB)", v/1e6, experiment.AtMost(paperBound/1e6))
 		}
 		fmt.Fprintf(w, "   %s\n", verdict)
 		x.Record(table, rec)
 	}
+	var lines []plot.Line
 	for _, l := range recvbuf.MemoryLayouts {
-		if f := fits[l.Name]; f != nil {
+		if f := s.fits[l.Name]; f != nil {
 			fmt.Fprintf(w, "  %-9s %s + %s per peer (line through the smallest and largest measured size)\n", l.Name, mib(f.a), kib(f.b))
 		}
-		lines = append(lines, plot.Line{Name: l.Name, XY: plot.Curve(mibOf(got[l.Name]))})
+		lines = append(lines, plot.Line{Name: l.Name, XY: plot.Curve(mibOf(s.got[l.Name]))})
 	}
-	for _, s := range notRun {
-		fmt.Fprintf(w, "not run: %s\n", s)
+	for _, r := range s.notRun {
+		fmt.Fprintf(w, "not run: %s\n", r)
 	}
-	lines = append(lines, plot.Line{Name: "seed 002: 25 MB", XY: plot.Curve(map[int]float64{x.MemRanks[0]: paperBound / (1 << 20), x.MemRanks[len(x.MemRanks)-1]: paperBound / (1 << 20)})})
-	if err := x.Figure("scale-recvbuf-memory", plot.Figure{Title: "Receive memory per process (seed 002)", XLabel: "ranks", YLabel: "MiB", LogX: true, LogY: true, LegendLeft: true, Lines: lines}); err != nil {
-		return err
-	}
-	return x.utilization()
+	return lines
 }
 
 func mibOf(m map[int]float64) map[int]float64 {
