@@ -327,15 +327,35 @@ func (p *proxy[E, D]) takeDecisions(out []D) []D {
 	return out
 }
 
+// sender is the sendLoop goroutine's own state: its timer, and what it
+// last reported of the dropped events and when the last small batch went.
+type sender struct {
+	timer                  *time.Timer
+	lastDropped            int64
+	lastDropLog, lastSmall time.Time
+}
+
+// turn is what one pass of the sender found under p.mu: the batch to send
+// (nil: none) and its seq, when the oldest batch in flight went (zero:
+// none), how long a small pending batch has yet to linger, and the events
+// dropped so far.
+type turn[E any] struct {
+	batch      []E
+	seq        uint64
+	oldest     time.Time
+	lingerLeft time.Duration
+	dropped    int64
+}
+
+// sendLoop ships pending batches to the plugin as the rules of take allow,
+// and fails the plugin when a batch goes unanswered past the deadline.
 func (p *proxy[E, D]) sendLoop() {
 	defer p.wg.Done()
 	// gRPC forbids CloseSend concurrent with Send: the sender closes its
 	// own half of the stream, as it leaves.
 	defer p.link.closeSend()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	var lastDropped int64
-	var lastDropLog, lastSmall time.Time
+	s := &sender{timer: time.NewTimer(time.Hour)}
+	s.timer.Stop()
 	for {
 		acked := p.ackedSeq.Load()
 		p.mu.Lock()
@@ -343,100 +363,127 @@ func (p *proxy[E, D]) sendLoop() {
 			p.mu.Unlock()
 			return
 		}
-		for p.n > 0 && p.ring[p.head].seq <= acked {
-			b := &p.ring[p.head]
-			p.free = append(p.free, b.events[:0])
-			b.events = nil
-			p.head = (p.head + 1) % maxInflight
-			p.n--
-		}
-		var oldest time.Time
-		if p.n > 0 {
-			oldest = p.ring[p.head].sent
-		}
-		var batch []E
-		var seq uint64
-		// A full batch goes out at once, up to maxInflight of them. A small
-		// one goes when nothing is in flight (Nagle's rule) and, while the
-		// plugin's answers are empty, no small one went in the last
-		// linger; meanwhile it grows. A mechanism that hands over an event
-		// at a time (after every poll) to a policy that mostly watches then
-		// costs a round trip per linger, not per event — on a machine whose
-		// cores the ranks keep busy, each round trip is a plugin process
-		// and two host threads taking a core — while a policy that is
-		// deciding, and a lone event after a quiet spell, go at once.
-		lingerLeft := time.Duration(0)
-		if q := p.quiet.Load(); len(p.pend) > 0 && len(p.pend) < fullBatch && q > 0 {
-			lingerLeft = min(linger<<min(q-1, 3), maxLinger) - time.Since(lastSmall)
-		}
-		if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && lingerLeft <= 0) {
-			if len(p.pend) < fullBatch {
-				lastSmall = time.Now()
-			}
-			batch = p.pend
-			if k := len(p.free); k > 0 {
-				p.pend = p.free[k-1]
-				p.free = p.free[:k-1]
-			} else {
-				p.pend = nil
-			}
-			p.lastSeq++
-			seq = p.lastSeq
-			now := time.Now()
-			p.ring[(p.head+p.n)%maxInflight] = inflight[E]{seq: seq, sent: now, events: batch}
-			p.n++
-			if p.n == 1 {
-				oldest = now
-			}
-		}
-		dropped := p.dropped
+		p.retire(acked)
+		t := p.take(acked, s)
 		p.mu.Unlock()
 
-		if dropped != lastDropped {
-			p.stats.dropped.Add(dropped - lastDropped)
-			if time.Since(lastDropLog) > time.Second {
-				p.log.Warn().Int64("dropped", dropped).Msg(p.what + ": plugin is behind; events dropped")
-				lastDropLog = time.Now()
-			}
-			lastDropped = dropped
-		}
-		if batch != nil {
+		p.countDropped(s, t.dropped)
+		if t.batch != nil {
 			// Counted before the send: the answer can come, and a Sync
 			// return, before the send call does.
-			p.stats.events.Add(int64(len(batch)))
+			p.stats.events.Add(int64(len(t.batch)))
 			p.stats.batches.Add(1)
-			if err := p.link.send(seq, batch); err != nil {
+			if err := p.link.send(t.seq, t.batch); err != nil {
 				p.fail(fmt.Errorf("sending events: %w", err))
 				return
 			}
 			continue
 		}
-		wait := time.Duration(-1)
-		if !oldest.IsZero() {
-			age := time.Since(oldest)
-			if age >= p.deadline {
-				p.fail(fmt.Errorf("no answer to a batch of events for %v (deadline %v)", age.Round(time.Millisecond), p.deadline))
-				return
-			}
-			wait = p.deadline - age
-		} else if lingerLeft > 0 {
-			// A small batch waits out its linger; Observe need not wake us.
-			wait = lingerLeft
-			p.lingering.Store(true)
-		}
-		if wait >= 0 {
-			timer.Reset(wait)
-		}
-		select {
-		case <-p.wake:
-		case <-p.ackWake:
-		case <-timer.C:
-		case <-p.ctx.Done():
+		if !p.await(s, t) {
 			return
 		}
-		p.lingering.Store(false)
-		timer.Stop()
 	}
+}
+
+// retire frees the batches in flight that the plugin has answered (seq up
+// to acked), keeping their slices for reuse. p.mu is held.
+func (p *proxy[E, D]) retire(acked uint64) {
+	for p.n > 0 && p.ring[p.head].seq <= acked {
+		b := &p.ring[p.head]
+		p.free = append(p.free, b.events[:0])
+		b.events = nil
+		p.head = (p.head + 1) % maxInflight
+		p.n--
+	}
+}
+
+// take moves the pending events into a batch in flight when one may go.
+// A full batch goes out at once, up to maxInflight of them. A small one
+// goes when nothing is in flight (Nagle's rule) and, while the plugin's
+// answers are empty, no small one went in the last linger; meanwhile it
+// grows. A mechanism that hands over an event at a time (after every
+// poll) to a policy that mostly watches then costs a round trip per
+// linger, not per event — on a machine whose cores the ranks keep busy,
+// each round trip is a plugin process and two host threads taking a core
+// — while a policy that is deciding, and a lone event after a quiet
+// spell, go at once. p.mu is held.
+func (p *proxy[E, D]) take(acked uint64, s *sender) turn[E] {
+	var t turn[E]
+	if p.n > 0 {
+		t.oldest = p.ring[p.head].sent
+	}
+	if q := p.quiet.Load(); len(p.pend) > 0 && len(p.pend) < fullBatch && q > 0 {
+		t.lingerLeft = min(linger<<min(q-1, 3), maxLinger) - time.Since(s.lastSmall)
+	}
+	if p.n < maxInflight && len(p.pend) > 0 && (len(p.pend) >= fullBatch || p.lastSeq == acked && t.lingerLeft <= 0) {
+		if len(p.pend) < fullBatch {
+			s.lastSmall = time.Now()
+		}
+		t.batch = p.pend
+		if k := len(p.free); k > 0 {
+			p.pend = p.free[k-1]
+			p.free = p.free[:k-1]
+		} else {
+			p.pend = nil
+		}
+		p.lastSeq++
+		t.seq = p.lastSeq
+		now := time.Now()
+		p.ring[(p.head+p.n)%maxInflight] = inflight[E]{seq: t.seq, sent: now, events: t.batch}
+		p.n++
+		if p.n == 1 {
+			t.oldest = now
+		}
+	}
+	t.dropped = p.dropped
+	return t
+}
+
+// countDropped counts the events dropped since the last pass, and warns
+// at most once a second.
+func (p *proxy[E, D]) countDropped(s *sender, dropped int64) {
+	if dropped == s.lastDropped {
+		return
+	}
+	p.stats.dropped.Add(dropped - s.lastDropped)
+	if time.Since(s.lastDropLog) > time.Second {
+		p.log.Warn().Int64("dropped", dropped).Msg(p.what + ": plugin is behind; events dropped")
+		s.lastDropLog = time.Now()
+	}
+	s.lastDropped = dropped
+}
+
+// await waits for Observe's wake-up, an answer, the oldest batch's
+// deadline or the end of a small batch's linger. It fails the plugin when
+// the oldest batch is past its deadline, and reports false when the
+// sender is to stop.
+func (p *proxy[E, D]) await(s *sender, t turn[E]) bool {
+	wait := time.Duration(-1)
+	if !t.oldest.IsZero() {
+		age := time.Since(t.oldest)
+		if age >= p.deadline {
+			p.fail(fmt.Errorf("no answer to a batch of events for %v (deadline %v)", age.Round(time.Millisecond), p.deadline))
+			return false
+		}
+		wait = p.deadline - age
+	} else if t.lingerLeft > 0 {
+		// A small batch waits out its linger; Observe need not wake us.
+		wait = t.lingerLeft
+		p.lingering.Store(true)
+	}
+	if wait >= 0 {
+		s.timer.Reset(wait)
+	}
+	select {
+	case <-p.wake:
+	case <-p.ackWake:
+	case <-s.timer.C:
+	case <-p.ctx.Done():
+		return false
+	}
+	p.lingering.Store(false)
+	s.timer.Stop()
+	return true
 }
 
 func (p *proxy[E, D]) recvLoop() {
