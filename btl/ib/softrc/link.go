@@ -213,7 +213,6 @@ func (l *link) cancel(q *qp, reqOnly bool) {
 // flush writes queued packets with one sendmsg per batch, as far as the
 // socket, the port's token bucket and any injected delay allow.
 func (l *link) flush(now int64) {
-	d := l.d
 	if l.auth != authDone || l.hsLen > 0 {
 		if l.dead || !l.flushHandshake(now) {
 			return
@@ -229,105 +228,137 @@ func (l *link) flush(now int64) {
 		if l.port.dropEvery > 0 && it.off == 0 && l.lose(now) {
 			continue
 		}
-		budget := 4 << 20
-		if b := l.port.bucket; b != nil {
-			// Ask for what is queued: the bucket lets a small packet go
-			// on the idle link's credit, and holds larger ones for a chunk.
-			q := l.queued(budget)
-			budget = b.allow(now, q)
-			if budget == 0 {
-				l.txReadyAt = b.readyAt(now, q)
-				d.setDeadline(l.txReadyAt)
-				d.pace(l.txReadyAt)
-				return
-			}
+		budget := l.budget(now)
+		if budget == 0 {
+			return
 		}
-		iov := d.iov[:0]
-		want := 0
-		for i := 0; i < l.txN && len(iov) < cap(d.iov)-maxSGE-1 && want < budget; i++ {
-			it := &l.tx[(l.txHead+i)%len(l.tx)]
-			if it.cancelled && it.off == 0 {
-				if i == 0 {
-					break
-				}
-				continue
-			}
-			if it.notBefore > now {
-				if i == 0 {
-					l.txReadyAt = it.notBefore
-					d.setDeadline(it.notBefore)
-				}
-				break
-			}
-			skip := it.off
-			add := func(b []byte) {
-				if skip >= len(b) {
-					skip -= len(b)
-					return
-				}
-				b = b[skip:]
-				skip = 0
-				if room := budget - want; len(b) > room {
-					b = b[:room]
-				}
-				if len(b) == 0 {
-					return
-				}
-				v := unix.Iovec{Base: &b[0]}
-				v.SetLen(len(b)) // Len is 32 bits wide on 32-bit systems
-				iov = append(iov, v)
-				want += len(b)
-			}
-			add(it.head[:it.headLen])
-			for s := 0; s < it.nseg && want < budget; s++ {
-				add(it.segs[s])
-			}
-		}
+		iov, want := l.gather(now, budget)
 		if len(iov) == 0 {
 			return
 		}
-		// Before the write: a reader may see the bytes before this thread
-		// returns from sendmsg.
-		wireWritten()
-		var n int
-		var e unix.Errno
-		if len(iov) == 1 {
-			// One contiguous packet (an inline send): sendto is cheaper.
-			n, e = sendNB(l.fd, unsafe.Slice(iov[0].Base, iov[0].Len))
-		} else {
-			n, e = sendvNB(l.fd, &d.msg, iov)
-		}
-		for i := range iov {
-			iov[i].Base = nil
-		}
-		if e == unix.EAGAIN {
-			d.stats.WritesBlocked++
-			l.armOut(true)
-			return
-		}
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			d.linkFailed(l, fmt.Errorf("write: %w", e), now)
-			return
-		}
-		l.wroteAt = d.polls
-		d.stats.Writes++
-		d.stats.BytesSent += int64(n)
-		if b := l.port.bucket; b != nil {
-			b.take(n)
-		}
-		l.advance(n, now)
-		if n < want {
-			d.stats.WritesBlocked++
-			l.armOut(true)
+		if !l.write(iov, want, now) {
 			return
 		}
 	}
 	if l.txN == 0 {
 		l.armOut(false)
 	}
+}
+
+// budget is how many bytes the next write may take: what the port's token
+// bucket allows of what is queued (4 MiB at most). At 0 it has set the
+// device's deadline to when the bucket lets them go.
+func (l *link) budget(now int64) int {
+	budget := 4 << 20
+	if b := l.port.bucket; b != nil {
+		// Ask for what is queued: the bucket lets a small packet go
+		// on the idle link's credit, and holds larger ones for a chunk.
+		q := l.queued(budget)
+		budget = b.allow(now, q)
+		if budget == 0 {
+			l.txReadyAt = b.readyAt(now, q)
+			l.d.setDeadline(l.txReadyAt)
+			l.d.pace(l.txReadyAt)
+		}
+	}
+	return budget
+}
+
+// gather fills the device's iovec with the queued packets' unwritten
+// bytes, up to budget and the iovec's room, stopping at a packet held by
+// an injected delay (whose time becomes the deadline when it is first).
+// It returns the iovec and the bytes it holds.
+func (l *link) gather(now int64, budget int) ([]unix.Iovec, int) {
+	d := l.d
+	iov := d.iov[:0]
+	want := 0
+	for i := 0; i < l.txN && len(iov) < cap(d.iov)-maxSGE-1 && want < budget; i++ {
+		it := &l.tx[(l.txHead+i)%len(l.tx)]
+		if it.cancelled && it.off == 0 {
+			if i == 0 {
+				break
+			}
+			continue
+		}
+		if it.notBefore > now {
+			if i == 0 {
+				l.txReadyAt = it.notBefore
+				d.setDeadline(it.notBefore)
+			}
+			break
+		}
+		skip := it.off
+		iov, want, skip = appendIov(iov, it.head[:it.headLen], want, skip, budget)
+		for s := 0; s < it.nseg && want < budget; s++ {
+			iov, want, skip = appendIov(iov, it.segs[s], want, skip, budget)
+		}
+	}
+	return iov, want
+}
+
+// appendIov adds b to iov, less its first skip bytes (those already
+// written) and cut to what is left of budget after want; it returns the
+// iovec, the bytes it now holds and the skip left for the next buffer.
+func appendIov(iov []unix.Iovec, b []byte, want, skip, budget int) ([]unix.Iovec, int, int) {
+	if skip >= len(b) {
+		return iov, want, skip - len(b)
+	}
+	b = b[skip:]
+	if room := budget - want; len(b) > room {
+		b = b[:room]
+	}
+	if len(b) == 0 {
+		return iov, want, 0
+	}
+	v := unix.Iovec{Base: &b[0]}
+	v.SetLen(len(b)) // Len is 32 bits wide on 32-bit systems
+	return append(iov, v), want + len(b), 0
+}
+
+// write sends the gathered iov, want bytes, and accounts what went. It
+// reports whether flush may write more: not when the socket is full (it
+// then waits for EPOLLOUT), took only part, or failed.
+func (l *link) write(iov []unix.Iovec, want int, now int64) bool {
+	d := l.d
+	// Before the write: a reader may see the bytes before this thread
+	// returns from sendmsg.
+	wireWritten()
+	var n int
+	var e unix.Errno
+	if len(iov) == 1 {
+		// One contiguous packet (an inline send): sendto is cheaper.
+		n, e = sendNB(l.fd, unsafe.Slice(iov[0].Base, iov[0].Len))
+	} else {
+		n, e = sendvNB(l.fd, &d.msg, iov)
+	}
+	for i := range iov {
+		iov[i].Base = nil
+	}
+	switch e {
+	case 0:
+	case unix.EAGAIN:
+		d.stats.WritesBlocked++
+		l.armOut(true)
+		return false
+	case unix.EINTR:
+		return true
+	default:
+		d.linkFailed(l, fmt.Errorf("write: %w", e), now)
+		return false
+	}
+	l.wroteAt = d.polls
+	d.stats.Writes++
+	d.stats.BytesSent += int64(n)
+	if b := l.port.bucket; b != nil {
+		b.take(n)
+	}
+	l.advance(n, now)
+	if n < want {
+		d.stats.WritesBlocked++
+		l.armOut(true)
+		return false
+	}
+	return true
 }
 
 // lose is the DropPackets fault hook, deciding for the packet at the head
@@ -427,21 +458,11 @@ var errLinkClosed = errors.New("connection closed by peer")
 // than ask again, which would almost always find nothing and cost a system
 // call per message between the packet's arrival and its completion.
 func (l *link) receive(now int64) {
-	d := l.d
 	drained := false
 	for budget := 16; budget > 0 && !l.dead; {
 		if l.inPkt {
 			if l.rhi > l.rlo {
-				n := l.rhi - l.rlo
-				if n > l.remaining {
-					n = l.remaining
-				}
-				l.consume(l.rbuf[l.rlo : l.rlo+n])
-				l.rlo += n
-				if l.remaining == 0 {
-					l.inPkt = false
-					d.finish(l, now)
-				}
+				l.takeBuffered(now)
 				continue
 			}
 			l.rlo, l.rhi = 0, 0
@@ -449,55 +470,17 @@ func (l *link) receive(now int64) {
 				if drained {
 					return
 				}
-				dst := d.trash
-				if !l.discard {
-					dst = l.sink[l.si][l.so:]
-				}
-				if len(dst) > l.remaining {
-					dst = dst[:l.remaining]
-				}
-				n, ok := l.read(dst, now)
+				n, asked, ok := l.readPayload(now)
 				budget--
 				if !ok {
 					return
 				}
-				drained = n < len(dst)
-				l.remaining -= n
-				if !l.discard {
-					l.so += n
-					l.normSink()
-				}
-				if l.remaining == 0 {
-					l.inPkt = false
-					d.finish(l, now)
-				}
+				drained = n < asked
 				continue
 			}
 		} else if l.rhi-l.rlo >= hdrSize {
-			if err := l.h.decode(l.rbuf[l.rlo:]); err != nil {
-				if l.auth != authDone {
-					d.reject(l, fmt.Errorf("bad packet: %w", err), now)
-				} else {
-					d.linkFailed(l, fmt.Errorf("bad packet: %w", err), now)
-				}
+			if !l.takeHeader(now) {
 				return
-			}
-			l.rlo += hdrSize
-			d.stats.PacketsReceived++
-			l.inPkt = true
-			l.remaining = int(l.h.length)
-			// Behind a large payload usually comes another: reading only
-			// its header keeps the payload for a direct read into place.
-			l.bigRun = l.remaining >= directRead
-			l.nsink, l.si, l.so, l.discard = 0, 0, 0, false
-			l.act = rxAction{}
-			d.begin(l, now)
-			if l.dead {
-				return
-			}
-			if l.remaining == 0 {
-				l.inPkt = false
-				d.finish(l, now)
 			}
 			continue
 		}
@@ -505,30 +488,117 @@ func (l *link) receive(now int64) {
 		if drained {
 			return
 		}
-		if l.rlo > 0 {
-			copy(l.rbuf, l.rbuf[l.rlo:l.rhi])
-			l.rhi -= l.rlo
-			l.rlo = 0
-		}
-		room := l.rbuf[l.rhi:]
-		switch {
-		case l.inPkt && d.stats.ReadsOutstanding > 0:
-			// A read response is due, most likely large: take this
-			// packet's rest and the next header, no more, so that the
-			// response's payload goes straight into place instead of
-			// through this buffer (up to all of it, a copy more).
-			room = room[:min(len(room), l.remaining+hdrSize)]
-		case !l.inPkt && (l.bigRun || d.stats.ReadsOutstanding > 0):
-			room = room[:hdrSize-(l.rhi-l.rlo)]
-		}
-		n, ok := l.read(room, now)
+		n, asked, ok := l.fill(now)
 		budget--
 		if !ok {
 			return
 		}
-		drained = n < len(room)
-		l.rhi += n
+		drained = n < asked
 	}
+}
+
+// takeBuffered hands the packet's payload bytes in the receive buffer to
+// their sink, and finishes the packet when they were its last.
+func (l *link) takeBuffered(now int64) {
+	n := l.rhi - l.rlo
+	if n > l.remaining {
+		n = l.remaining
+	}
+	l.consume(l.rbuf[l.rlo : l.rlo+n])
+	l.rlo += n
+	if l.remaining == 0 {
+		l.inPkt = false
+		l.d.finish(l, now)
+	}
+}
+
+// readPayload reads the rest of a large packet's payload straight into
+// its sink (or the trash, when discarded), without the receive buffer's
+// copy. It returns the bytes read and asked for, and false when the
+// socket had nothing (or the link failed).
+func (l *link) readPayload(now int64) (n, asked int, ok bool) {
+	dst := l.d.trash
+	if !l.discard {
+		dst = l.sink[l.si][l.so:]
+	}
+	if len(dst) > l.remaining {
+		dst = dst[:l.remaining]
+	}
+	n, ok = l.read(dst, now)
+	if !ok {
+		return n, len(dst), false
+	}
+	l.remaining -= n
+	if !l.discard {
+		l.so += n
+		l.normSink()
+	}
+	if l.remaining == 0 {
+		l.inPkt = false
+		l.d.finish(l, now)
+	}
+	return n, len(dst), true
+}
+
+// takeHeader decodes the packet header at the front of the receive buffer
+// and begins the packet (a packet with no payload is finished at once).
+// It returns false when the header was bad or the packet ended the link.
+func (l *link) takeHeader(now int64) bool {
+	d := l.d
+	if err := l.h.decode(l.rbuf[l.rlo:]); err != nil {
+		if l.auth != authDone {
+			d.reject(l, fmt.Errorf("bad packet: %w", err), now)
+		} else {
+			d.linkFailed(l, fmt.Errorf("bad packet: %w", err), now)
+		}
+		return false
+	}
+	l.rlo += hdrSize
+	d.stats.PacketsReceived++
+	l.inPkt = true
+	l.remaining = int(l.h.length)
+	// Behind a large payload usually comes another: reading only
+	// its header keeps the payload for a direct read into place.
+	l.bigRun = l.remaining >= directRead
+	l.nsink, l.si, l.so, l.discard = 0, 0, 0, false
+	l.act = rxAction{}
+	d.begin(l, now)
+	if l.dead {
+		return false
+	}
+	if l.remaining == 0 {
+		l.inPkt = false
+		d.finish(l, now)
+	}
+	return true
+}
+
+// fill reads more bytes into the receive buffer, after moving what is
+// left to its front. It returns the bytes read and asked for, and false
+// when the socket had nothing (or the link failed).
+func (l *link) fill(now int64) (n, asked int, ok bool) {
+	if l.rlo > 0 {
+		copy(l.rbuf, l.rbuf[l.rlo:l.rhi])
+		l.rhi -= l.rlo
+		l.rlo = 0
+	}
+	room := l.rbuf[l.rhi:]
+	switch {
+	case l.inPkt && l.d.stats.ReadsOutstanding > 0:
+		// A read response is due, most likely large: take this
+		// packet's rest and the next header, no more, so that the
+		// response's payload goes straight into place instead of
+		// through this buffer (up to all of it, a copy more).
+		room = room[:min(len(room), l.remaining+hdrSize)]
+	case !l.inPkt && (l.bigRun || l.d.stats.ReadsOutstanding > 0):
+		room = room[:hdrSize-(l.rhi-l.rlo)]
+	}
+	n, ok = l.read(room, now)
+	if !ok {
+		return n, len(room), false
+	}
+	l.rhi += n
+	return n, len(room), true
 }
 
 // read does one non-blocking receive; ok is false when nothing came (or the

@@ -130,13 +130,8 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		return q.modifyAttrs(attr, mask)
 	}
 	cur, next := q.state, attr.State
-	need := func(m verbs.QPAttrMask) error {
-		if mask&m != m {
-			return fmt.Errorf("softrc: %s QP %#x: %v→%v needs attribute mask %#x, got %#x: %w", d.name, q.qpn, cur, next, uint32(m), uint32(mask), verbs.ErrInvalid)
-		}
-		return nil
-	}
 	now := nowNS()
+	var err error
 	switch {
 	case next == verbs.QPReset:
 		q.reset()
@@ -145,81 +140,116 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		q.toErr(now)
 		return nil
 	case cur == verbs.QPReset && next == verbs.QPInit:
-		m := verbs.RCInitMask
-		if q.typ == verbs.QPTypeUD {
-			m = verbs.UDInitMask
-		}
-		if err := need(m); err != nil {
-			return err
-		}
-		p, err := d.portLocked(attr.Port)
-		if err != nil {
-			return err
-		}
-		if p.down {
-			return q.errf("port %d is down", attr.Port)
-		}
-		q.port, q.pkeyIdx, q.access, q.qkey = p, attr.PKeyIndex, attr.AccessFlags, attr.QKey
-	case cur == verbs.QPInit && next == verbs.QPInit:
-		return q.modifyAttrs(attr, mask&^verbs.QPAttrState)
+		err = q.toInit(attr, mask)
 	case cur == verbs.QPInit && next == verbs.QPRTR:
-		if q.typ == verbs.QPTypeUD {
-			break
-		}
-		if err := need(verbs.RCRTRMask); err != nil {
-			return err
-		}
-		if attr.PathMTU.Bytes() == 0 {
-			return q.errf("path MTU code %d: %v", attr.PathMTU, verbs.ErrInvalid)
-		}
-		if int(attr.MaxDestRdAtomic) > maxRdAtomic {
-			return q.errf("max_dest_rd_atomic %d exceeds %d: %v", attr.MaxDestRdAtomic, maxRdAtomic, verbs.ErrInvalid)
-		}
-		l, err := q.port.linkTo(attr.AH.DGID, attr.AH.DLID)
-		if err != nil {
-			return fmt.Errorf("softrc: %s QP %#x: connect to LID %d: %w", d.name, q.qpn, attr.AH.DLID, err)
-		}
-		if q.destroyed || q.state != verbs.QPInit {
-			return q.errf("changed state while connecting: %v", verbs.ErrState)
-		}
-		q.ah, q.mtu, q.dqpn = attr.AH, attr.PathMTU, attr.DestQPN
-		q.rqPSN, q.epsn = attr.RQPSN, attr.RQPSN
-		q.maxDestRd, q.minRNR = int(attr.MaxDestRdAtomic), attr.MinRNRTimer&31
-		q.out = l
-		q.port.markSpares(attr.AH.DGID, attr.AH.DLID)
+		err = q.toRTR(attr, mask)
 	case cur == verbs.QPRTR && next == verbs.QPRTS:
-		if q.typ == verbs.QPTypeUD {
-			if err := need(verbs.UDRTSMask); err != nil {
-				return err
-			}
-			q.sqPSN = attr.SQPSN
-			break
-		}
-		if err := need(verbs.RCRTSMask); err != nil {
-			return err
-		}
-		if attr.RetryCnt > 7 || attr.RNRRetry > 7 {
-			return q.errf("retry_cnt %d / rnr_retry %d exceed 7: %v", attr.RetryCnt, attr.RNRRetry, verbs.ErrInvalid)
-		}
-		if int(attr.MaxRdAtomic) > maxRdAtomic {
-			return q.errf("max_rd_atomic %d exceeds %d: %v", attr.MaxRdAtomic, maxRdAtomic, verbs.ErrInvalid)
-		}
-		q.sqPSN, q.npsn = attr.SQPSN, attr.SQPSN
-		q.timeoutCd, q.timeout = attr.Timeout, int64(verbs.AckTimeout(attr.Timeout))
-		q.retryCnt, q.retriesLeft, q.rnrRetry = attr.RetryCnt, attr.RetryCnt, attr.RNRRetry
-		q.maxRd = int(attr.MaxRdAtomic)
-		if q.maxRd == 0 {
-			q.maxRd = 1
-		}
-	case cur == verbs.QPRTS && next == verbs.QPRTS, cur == verbs.QPRTR && next == verbs.QPRTR:
+		err = q.toRTS(attr, mask)
+	case cur == verbs.QPInit && next == verbs.QPInit,
+		cur == verbs.QPRTS && next == verbs.QPRTS, cur == verbs.QPRTR && next == verbs.QPRTR:
 		return q.modifyAttrs(attr, mask&^verbs.QPAttrState)
 	default:
 		return q.errf("transition %v→%v: %v", cur, next, verbs.ErrState)
+	}
+	if err != nil {
+		return err
 	}
 	q.state = next
 	if next == verbs.QPRTS {
 		q.pump(now)
 		q.flush(now)
+	}
+	return nil
+}
+
+// need checks that mask has every attribute of want, as the transition
+// from the QP's state to next requires.
+func (q *qp) need(mask, want verbs.QPAttrMask, next verbs.QPState) error {
+	if mask&want != want {
+		return fmt.Errorf("softrc: %s QP %#x: %v→%v needs attribute mask %#x, got %#x: %w", q.d.name, q.qpn, q.state, next, uint32(want), uint32(mask), verbs.ErrInvalid)
+	}
+	return nil
+}
+
+// toInit checks and takes the attributes of Reset→Init: the port (which
+// must be up), the partition key, the access flags and (UD) the Q_Key.
+// d.mu is held.
+func (q *qp) toInit(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	m := verbs.RCInitMask
+	if q.typ == verbs.QPTypeUD {
+		m = verbs.UDInitMask
+	}
+	if err := q.need(mask, m, verbs.QPInit); err != nil {
+		return err
+	}
+	p, err := q.d.portLocked(attr.Port)
+	if err != nil {
+		return err
+	}
+	if p.down {
+		return q.errf("port %d is down", attr.Port)
+	}
+	q.port, q.pkeyIdx, q.access, q.qkey = p, attr.PKeyIndex, attr.AccessFlags, attr.QKey
+	return nil
+}
+
+// toRTR checks and takes the attributes of Init→RTR and connects an RC
+// QP's port to the destination's; a UD QP needs none. d.mu is held
+// (linkTo may drop it while it connects).
+func (q *qp) toRTR(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	if q.typ == verbs.QPTypeUD {
+		return nil
+	}
+	if err := q.need(mask, verbs.RCRTRMask, verbs.QPRTR); err != nil {
+		return err
+	}
+	if attr.PathMTU.Bytes() == 0 {
+		return q.errf("path MTU code %d: %v", attr.PathMTU, verbs.ErrInvalid)
+	}
+	if int(attr.MaxDestRdAtomic) > maxRdAtomic {
+		return q.errf("max_dest_rd_atomic %d exceeds %d: %v", attr.MaxDestRdAtomic, maxRdAtomic, verbs.ErrInvalid)
+	}
+	l, err := q.port.linkTo(attr.AH.DGID, attr.AH.DLID)
+	if err != nil {
+		return fmt.Errorf("softrc: %s QP %#x: connect to LID %d: %w", q.d.name, q.qpn, attr.AH.DLID, err)
+	}
+	if q.destroyed || q.state != verbs.QPInit {
+		return q.errf("changed state while connecting: %v", verbs.ErrState)
+	}
+	q.ah, q.mtu, q.dqpn = attr.AH, attr.PathMTU, attr.DestQPN
+	q.rqPSN, q.epsn = attr.RQPSN, attr.RQPSN
+	q.maxDestRd, q.minRNR = int(attr.MaxDestRdAtomic), attr.MinRNRTimer&31
+	q.out = l
+	q.port.markSpares(attr.AH.DGID, attr.AH.DLID)
+	return nil
+}
+
+// toRTS checks and takes the attributes of RTR→RTS: the send PSN and, for
+// RC, the timeout, the retry counts and the RDMA reads in flight. d.mu is
+// held.
+func (q *qp) toRTS(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	if q.typ == verbs.QPTypeUD {
+		if err := q.need(mask, verbs.UDRTSMask, verbs.QPRTS); err != nil {
+			return err
+		}
+		q.sqPSN = attr.SQPSN
+		return nil
+	}
+	if err := q.need(mask, verbs.RCRTSMask, verbs.QPRTS); err != nil {
+		return err
+	}
+	if attr.RetryCnt > 7 || attr.RNRRetry > 7 {
+		return q.errf("retry_cnt %d / rnr_retry %d exceed 7: %v", attr.RetryCnt, attr.RNRRetry, verbs.ErrInvalid)
+	}
+	if int(attr.MaxRdAtomic) > maxRdAtomic {
+		return q.errf("max_rd_atomic %d exceeds %d: %v", attr.MaxRdAtomic, maxRdAtomic, verbs.ErrInvalid)
+	}
+	q.sqPSN, q.npsn = attr.SQPSN, attr.SQPSN
+	q.timeoutCd, q.timeout = attr.Timeout, int64(verbs.AckTimeout(attr.Timeout))
+	q.retryCnt, q.retriesLeft, q.rnrRetry = attr.RetryCnt, attr.RetryCnt, attr.RNRRetry
+	q.maxRd = int(attr.MaxRdAtomic)
+	if q.maxRd == 0 {
+		q.maxRd = 1
 	}
 	return nil
 }

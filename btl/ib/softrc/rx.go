@@ -70,23 +70,7 @@ func (d *Device) begin(l *link, now int64) {
 		q.onNak(h, now)
 		return
 	case opReadResp:
-		i, ok := q.find(h.psn)
-		if !ok {
-			d.stats.Drops++
-			return
-		}
-		w := q.slot(i)
-		if w.op != verbs.OpRDMARead || w.done {
-			d.stats.Drops++
-			return
-		}
-		if h.length != w.length {
-			q.fail(w, verbs.WCBadRespErr, now)
-			return
-		}
-		l.discard = false
-		l.setSink(nil, w.segs)
-		l.act = rxAction{kind: actReadResp, q: q, idx: i, psn: w.psn}
+		d.beginReadResp(l, q, now)
 		return
 	case opSend, opSendImm, opWrite, opWriteImm, opReadReq:
 		d.beginRequest(l, q, now)
@@ -95,6 +79,34 @@ func (d *Device) begin(l *link, now int64) {
 	d.linkFailed(l, fmt.Errorf("opcode %d on an RC QP", h.op), now)
 }
 
+// beginReadResp places a read response's payload into the segments of the
+// RDMA read it answers; a response to no read outstanding is dropped, and
+// one of another length fails the read.
+func (d *Device) beginReadResp(l *link, q *qp, now int64) {
+	h := &l.h
+	i, ok := q.find(h.psn)
+	if !ok {
+		d.stats.Drops++
+		return
+	}
+	w := q.slot(i)
+	if w.op != verbs.OpRDMARead || w.done {
+		d.stats.Drops++
+		return
+	}
+	if h.length != w.length {
+		q.fail(w, verbs.WCBadRespErr, now)
+		return
+	}
+	l.discard = false
+	l.setSink(nil, w.segs)
+	l.act = rxAction{kind: actReadResp, q: q, idx: i, psn: w.psn}
+}
+
+// beginRequest handles a request on an RC QP: in sequence, a send takes
+// a receive WQE (or is RNR NAKed), a write checks its key and region, a
+// read is served; a duplicate is acknowledged (or its read served) again,
+// and a packet out of sequence is dropped.
 func (d *Device) beginRequest(l *link, q *qp, now int64) {
 	h := &l.h
 	if h.psn != q.epsn {
@@ -201,6 +213,9 @@ func (q *qp) serveRead(h *header, dup bool, now int64) {
 	q.out.enqueue(&resp, nil, [][]byte{b}, q, itemReadResp, 0, now)
 }
 
+// beginUD handles a datagram on a UD QP: it takes a receive WQE and
+// writes the GRH before the payload, or drops the datagram (UD has no
+// RNR).
 func (d *Device) beginUD(l *link, q *qp, now int64) {
 	h := &l.h
 	if h.op != opUD && h.op != opUDImm {
