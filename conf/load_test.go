@@ -253,8 +253,9 @@ btl "testnet" "rail1" {
 	}
 }
 
-func TestVariablesResolveWithOverrides(t *testing.T) {
-	src := file("vars.hcl", `
+// varsStack declares a variable of each kind and uses them: in an
+// attribute, a template, an index expression and a block's list.
+const varsStack = `
 variable "kib" {
   default = 8
 }
@@ -278,43 +279,53 @@ job {
 btl "testnet" "n0" {
   hosts = var.hosts
 }
-`)
-	tests := []struct {
-		name      string
-		vars      map[string]string
-		env       map[string]string
-		wantEager int64
-		wantProto conf.Protocol
-		wantHosts []string
-		wantSpin  int
-		wantFrom  map[string]string
-	}{
-		{
-			name:      "defaults apply when nothing overrides them",
-			wantEager: 8 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"h0"}, wantSpin: 100,
-			wantFrom: map[string]string{"kib": "default", "proto": "default", "hosts": "default", "spin": "default"},
-		},
-		{
-			name:      "the environment overrides a default",
-			env:       map[string]string{"GOBTL_VAR_kib": "16", "GOBTL_VAR_spin": "0"},
-			wantEager: 16 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"h0"}, wantSpin: 0,
-			wantFrom: map[string]string{"kib": "GOBTL_VAR_kib", "spin": "GOBTL_VAR_spin"},
-		},
-		{
-			name:      "--var overrides the environment",
-			vars:      map[string]string{"kib": "32", "proto": "pipeline"},
-			env:       map[string]string{"GOBTL_VAR_kib": "16"},
-			wantEager: 32 << 10, wantProto: conf.ProtocolPipeline, wantHosts: []string{"h0"}, wantSpin: 100,
-			wantFrom: map[string]string{"kib": "--var", "proto": "--var"},
-		},
-		{
-			name:      "a list variable's override is parsed as HCL",
-			vars:      map[string]string{"hosts": `["a", "b", "c"]`},
-			wantEager: 8 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"a", "b", "c"}, wantSpin: 100,
-			wantFrom: map[string]string{"hosts": "--var"},
-		},
-	}
-	for _, tt := range tests {
+`
+
+// varOverride is a load of varsStack with --var values and an
+// environment, and what the variables must resolve to and say they came
+// from.
+type varOverride struct {
+	name      string
+	vars      map[string]string
+	env       map[string]string
+	wantEager int64
+	wantProto conf.Protocol
+	wantHosts []string
+	wantSpin  int
+	wantFrom  map[string]string
+}
+
+// varOverrides go from the defaults through the environment to --var.
+var varOverrides = []varOverride{
+	{
+		name:      "defaults apply when nothing overrides them",
+		wantEager: 8 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"h0"}, wantSpin: 100,
+		wantFrom: map[string]string{"kib": "default", "proto": "default", "hosts": "default", "spin": "default"},
+	},
+	{
+		name:      "the environment overrides a default",
+		env:       map[string]string{"GOBTL_VAR_kib": "16", "GOBTL_VAR_spin": "0"},
+		wantEager: 16 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"h0"}, wantSpin: 0,
+		wantFrom: map[string]string{"kib": "GOBTL_VAR_kib", "spin": "GOBTL_VAR_spin"},
+	},
+	{
+		name:      "--var overrides the environment",
+		vars:      map[string]string{"kib": "32", "proto": "pipeline"},
+		env:       map[string]string{"GOBTL_VAR_kib": "16"},
+		wantEager: 32 << 10, wantProto: conf.ProtocolPipeline, wantHosts: []string{"h0"}, wantSpin: 100,
+		wantFrom: map[string]string{"kib": "--var", "proto": "--var"},
+	},
+	{
+		name:      "a list variable's override is parsed as HCL",
+		vars:      map[string]string{"hosts": `["a", "b", "c"]`},
+		wantEager: 8 << 10, wantProto: conf.ProtocolRDMARead, wantHosts: []string{"a", "b", "c"}, wantSpin: 100,
+		wantFrom: map[string]string{"hosts": "--var"},
+	},
+}
+
+func TestVariablesResolveWithOverrides(t *testing.T) {
+	src := file("vars.hcl", varsStack)
+	for _, tt := range varOverrides {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := conf.Options{Vars: tt.vars, LookupEnv: func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }}
 			c := mustLoad(t, opts, src)
