@@ -407,18 +407,38 @@ func TestTheSocketDirectoryGoesOnceThePluginIsConnected(t *testing.T) {
 
 func TestBadInputGivesOneClearError(t *testing.T) {
 	log, _ := testLogger()
-	dir := t.TempDir()
-	// testpolicy installed under a name that serves only recvbuf.
-	data, err := os.ReadFile(testBin("testpolicy"))
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range badBlocks(t) {
+		t.Run(c.name, func(t *testing.T) {
+			c.b.Pos = "stack.hcl:3"
+			p, err := Open(context.Background(), c.b, Options{Log: log, StartTimeout: 5 * time.Second})
+			if err == nil {
+				p.Close()
+				t.Fatal("Open succeeded")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n lacks %q", err, w)
+				}
+			}
+		})
 	}
-	if err := os.WriteFile(filepath.Join(dir, "testpolicy-recvbuf"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "readme"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// badBlock is a policy block Open must refuse, and what its one error
+// must say.
+type badBlock struct {
+	name string
+	b    Block
+	want []string
+}
+
+// badBlocks are the mistakes a stack file's policy block can make: a
+// plugin missing, not a plugin, not executable, of the wrong kind or
+// protocol, refusing its parameters, not the one pinned; a block naming
+// no policy, two, or an unknown one.
+func badBlocks(t *testing.T) []badBlock {
+	t.Helper()
+	dir := recvBufOnlyDir(t)
 	sum, err := FileSHA256(testBin("testpolicy"))
 	if err != nil {
 		t.Fatal(err)
@@ -427,12 +447,7 @@ func TestBadInputGivesOneClearError(t *testing.T) {
 	badStep.Set("step", int64(0))
 	wrongSchema := core.MustParams([]core.Param{{Name: "bogus", Type: core.ParamInt}})
 	wrongSchema.Set("bogus", int64(3))
-
-	cases := []struct {
-		name string
-		b    Block
-		want []string
-	}{
+	return []badBlock{
 		{"a missing plugin names every path searched",
 			Block{Kind: core.KindFlowControl, Plugin: "nosuch", PluginDir: "pdir", Dir: "/etc/stack"},
 			[]string{"stack.hcl:3", `policy "flow_control"`, `"nosuch" not found`, "/etc/stack/pdir/nosuch", "bin/plugins/nosuch"}},
@@ -479,21 +494,24 @@ func TestBadInputGivesOneClearError(t *testing.T) {
 			Block{Kind: core.KindFlowControl, Plugin: "../x"},
 			[]string{"stack.hcl:3", "not a file name"}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.b.Pos = "stack.hcl:3"
-			p, err := Open(context.Background(), c.b, Options{Log: log, StartTimeout: 5 * time.Second})
-			if err == nil {
-				p.Close()
-				t.Fatal("Open succeeded")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\n lacks %q", err, w)
-				}
-			}
-		})
+}
+
+// recvBufOnlyDir is a plugin directory holding testpolicy under a name
+// that serves only recvbuf, and a file that is not executable.
+func recvBufOnlyDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(testBin("testpolicy"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "testpolicy-recvbuf"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "readme"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func TestAPinnedChecksumThatMatchesOpens(t *testing.T) {
