@@ -158,119 +158,144 @@ func ownListeners(t *testing.T) map[int]bool {
 // it opened in every way above, and wants the job to go on untouched:
 // every message arrives intact and every attacking link is rejected.
 func TestOutsidersCannotTouchARunningJob(t *testing.T) {
-	before := ownListeners(t)
-	var (
-		connected = make(chan struct{})
-		once      sync.Once
-		attacked  = make(chan struct{})
-		conns     atomic.Int64
-	)
-	go func() {
-		defer close(attacked)
-		select {
-		case <-connected:
-		case <-time.After(time.Minute):
-			return
-		}
-		var ports []int
-		for p := range ownListeners(t) {
-			if !before[p] {
-				ports = append(ports, p)
-			}
-		}
-		t.Logf("attacking ports %v", ports)
-		var quiet []net.Conn // left open until the end: links that never prove themselves
-		for _, p := range ports {
-			for _, a := range attacks {
-				c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 2*time.Second)
-				if err != nil {
-					t.Errorf("dial port %d: %v", p, err)
-					continue
-				}
-				conns.Add(1)
-				if err := a.run(c); err != nil {
-					t.Logf("port %d, %s: %v (the port may already have closed the connection)", p, a.name, err)
-				}
-				if a.name == "connect and say nothing" {
-					quiet = append(quiet, c)
-					continue
-				}
-				c.Close()
-			}
-		}
-		// Let the ranks read what came before the job goes on.
-		time.Sleep(200 * time.Millisecond)
-		for _, c := range quiet {
-			c.Close()
-		}
-	}()
+	a := &attacker{t: t, before: ownListeners(t), connected: make(chan struct{}), done: make(chan struct{})}
+	go a.attack()
 	var rounds atomic.Int64
 	err := gobtl.RunLocal(context.Background(), 2, gobtl.Options{ConfigFiles: []string{"../../conf/examples/ib.hcl"}}, func(c *gobtl.Comm) error {
-		mine := 0
-		round := func() error {
-			mine++
-			if c.Rank() == 0 {
-				rounds.Add(1)
-			}
-			return exchange(layers.PML(c), sizes, mine%2 == 0)
-		}
-		if err := round(); err != nil {
-			return err
-		}
-		once.Do(func() { close(connected) })
-		// Both ranks move on together: rank 0 says, every round, which
-		// stage the job is in (0 attack under way, 1 waiting for the
-		// rejections to show, 2 done).
-		rejected := c.Metrics().Gauge("ib.softrc0.links_rejected")
-		want := int64(len(attacks) - 1) // the quiet one may still be open
-		deadline := time.Now().Add(60 * time.Second)
-		stage := []byte{0}
-		for stage[0] != 2 {
-			if c.Rank() == 0 {
-				select {
-				case <-attacked:
-					stage[0] = 1
-				default:
-				}
-			}
-			if err := c.Bcast(stage, 0); err != nil {
-				return err
-			}
-			if err := round(); err != nil {
-				return fmt.Errorf("rank %d, round %d, stage %d: %w", c.Rank(), rounds.Load(), stage[0], err)
-			}
-			// Every rank must have rejected every attacking link.
-			done := []byte{0}
-			if stage[0] == 1 && rejected.Load() >= want {
-				done[0] = 1
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("rank %d: after 60s, %d links rejected, want %d", c.Rank(), rejected.Load(), want)
-			}
-			all := make([]byte, c.Size())
-			if err := c.Alltoall(append(done, done...)[:c.Size()], all, 1); err != nil {
-				return err
-			}
-			if c.Rank() == 0 && stage[0] == 1 && all[0] == 1 && all[1] == 1 {
-				stage[0] = 2
-			}
-			if err := c.Bcast(stage, 0); err != nil {
-				return err
-			}
-		}
-		for range 3 {
-			if err := round(); err != nil {
-				return fmt.Errorf("after the attack: %w", err)
-			}
-		}
-		return c.Barrier()
+		return underAttack(c, a, &rounds)
 	})
-	<-attacked
+	<-a.done
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conns.Load() == 0 {
+	if a.conns.Load() == 0 {
 		t.Fatal("the attacker found no port to attack")
 	}
-	t.Logf("%d attacking connections, %d rounds of %d messages each checked", conns.Load(), rounds.Load(), len(sizes))
+	t.Logf("%d attacking connections, %d rounds of %d messages each checked", a.conns.Load(), rounds.Load(), len(sizes))
+}
+
+// attacker attacks, in every way of attacks, every port this process
+// listens on that it did not before the job, once the job is connected.
+type attacker struct {
+	t         *testing.T
+	before    map[int]bool  // the ports listened on before the job
+	connected chan struct{} // closed once the job has connected
+	once      sync.Once
+	done      chan struct{} // closed when the attack is over
+	conns     atomic.Int64  // the attacking connections made
+}
+
+// jobConnected starts the attack.
+func (a *attacker) jobConnected() { a.once.Do(func() { close(a.connected) }) }
+
+// attack waits (a minute at most) for the job to connect, then makes
+// every attack on every new port.
+func (a *attacker) attack() {
+	defer close(a.done)
+	select {
+	case <-a.connected:
+	case <-time.After(time.Minute):
+		return
+	}
+	var ports []int
+	for p := range ownListeners(a.t) {
+		if !a.before[p] {
+			ports = append(ports, p)
+		}
+	}
+	a.t.Logf("attacking ports %v", ports)
+	var quiet []net.Conn // left open until the end: links that never prove themselves
+	for _, p := range ports {
+		for _, at := range attacks {
+			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 2*time.Second)
+			if err != nil {
+				a.t.Errorf("dial port %d: %v", p, err)
+				continue
+			}
+			a.conns.Add(1)
+			if err := at.run(c); err != nil {
+				a.t.Logf("port %d, %s: %v (the port may already have closed the connection)", p, at.name, err)
+			}
+			if at.name == "connect and say nothing" {
+				quiet = append(quiet, c)
+				continue
+			}
+			c.Close()
+		}
+	}
+	// Let the ranks read what came before the job goes on.
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range quiet {
+		c.Close()
+	}
+}
+
+// underAttack is one rank of the job: rounds of checked messages of every
+// size before, during and after the attack. Both ranks move on together:
+// rank 0 says, every round, which stage the job is in (0 attack under
+// way, 1 waiting for the rejections to show, 2 done); the job is done
+// when every rank has rejected every attacking link.
+func underAttack(c *gobtl.Comm, a *attacker, rounds *atomic.Int64) error {
+	mine := 0
+	round := func() error {
+		mine++
+		if c.Rank() == 0 {
+			rounds.Add(1)
+		}
+		return exchange(layers.PML(c), sizes, mine%2 == 0)
+	}
+	if err := round(); err != nil {
+		return err
+	}
+	a.jobConnected()
+	rejected := c.Metrics().Gauge("ib.softrc0.links_rejected")
+	want := int64(len(attacks) - 1) // the quiet one may still be open
+	deadline := time.Now().Add(60 * time.Second)
+	stage := []byte{0}
+	for stage[0] != 2 {
+		if c.Rank() == 0 {
+			select {
+			case <-a.done:
+				stage[0] = 1
+			default:
+			}
+		}
+		if err := c.Bcast(stage, 0); err != nil {
+			return err
+		}
+		if err := round(); err != nil {
+			return fmt.Errorf("rank %d, round %d, stage %d: %w", c.Rank(), rounds.Load(), stage[0], err)
+		}
+		// Every rank must have rejected every attacking link.
+		seen := stage[0] == 1 && rejected.Load() >= want
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rank %d: after 60s, %d links rejected, want %d", c.Rank(), rejected.Load(), want)
+		}
+		if err := nextStage(c, stage, seen); err != nil {
+			return err
+		}
+	}
+	for range 3 {
+		if err := round(); err != nil {
+			return fmt.Errorf("after the attack: %w", err)
+		}
+	}
+	return c.Barrier()
+}
+
+// nextStage tells every rank whether this one has seen its rejections,
+// and rank 0 moves stage to 2 (done) once all have.
+func nextStage(c *gobtl.Comm, stage []byte, rejected bool) error {
+	done := []byte{0}
+	if rejected {
+		done[0] = 1
+	}
+	all := make([]byte, c.Size())
+	if err := c.Alltoall(append(done, done...)[:c.Size()], all, 1); err != nil {
+		return err
+	}
+	if c.Rank() == 0 && stage[0] == 1 && all[0] == 1 && all[1] == 1 {
+		stage[0] = 2
+	}
+	return c.Bcast(stage, 0)
 }
