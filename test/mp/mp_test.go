@@ -192,38 +192,71 @@ func sigkill(c *gobtl.Comm) int {
 
 // exchange runs the phases named by MPTEST_PHASES on every rank and checks
 // every byte that arrives.
+// exchange moves checked messages of random sizes in three phases — all
+// pairs at once, thousands in flight around the ring, a token ring of
+// blocking calls taking any source — and prints what this rank received.
 func exchange(c *gobtl.Comm) error {
-	me, n := c.Rank(), c.Size()
-	maxSize := envInt("MPTEST_MAX", 8<<20)
-	var got uint32
-	var msgs, bytes int
-	check := func(buf []byte, st pml.Status, seed uint64, size int, what string) error {
-		if st.Count != size {
-			return fmt.Errorf("%s: %d bytes arrived, %d sent", what, st.Count, size)
-		}
-		if err := msgtest.Check(buf[:size], seed); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		got = crc32.Update(got, crc32.IEEETable, buf[:size])
-		msgs++
-		bytes += size
-		return nil
+	x := &exchanger{c: c, me: c.Rank(), n: c.Size(), maxSize: envInt("MPTEST_MAX", 8<<20)}
+	if err := x.allPairs(envInt("MPTEST_ROUNDS", 20)); err != nil {
+		return err
 	}
+	if err := x.ringInFlight(envInt("MPTEST_INFLIGHT", 2000)); err != nil {
+		return err
+	}
+	if err := x.tokenRing(envInt("MPTEST_TOKENS", 30)); err != nil {
+		return err
+	}
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	m := c.Metrics()
+	fmt.Printf("rank %d: %d messages, %d bytes, crc32 %08x, cma_gets %d cma_puts %d rndv %d pipeline %d\n", x.me, x.msgs, x.bytes, x.crc,
+		counter(m, "cma_gets"), counter(m, "cma_puts"), counter(m, "rndv_sends"), counter(m, "pipeline_sends"))
+	return nil
+}
 
-	// Phase 1, all pairs: every rank sends `rounds` messages of random size
-	// to every other rank, all posted before any wait.
-	rounds := envInt("MPTEST_ROUNDS", 20)
-	size := func(src, dst, k int) int {
-		return msgSize(rand.New(rand.NewPCG(seedOf(src, dst, k), 7)), maxSize)
+// exchanger is one rank's side of exchange, with the count, bytes and
+// checksum of what it received intact.
+type exchanger struct {
+	c       *gobtl.Comm
+	me, n   int
+	maxSize int
+	crc     uint32
+	msgs    int
+	bytes   int
+}
+
+// check checks a message of size bytes filled from seed, and counts it.
+func (x *exchanger) check(buf []byte, st pml.Status, seed uint64, size int, what string) error {
+	if st.Count != size {
+		return fmt.Errorf("%s: %d bytes arrived, %d sent", what, st.Count, size)
 	}
+	if err := msgtest.Check(buf[:size], seed); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	x.crc = crc32.Update(x.crc, crc32.IEEETable, buf[:size])
+	x.msgs++
+	x.bytes += size
+	return nil
+}
+
+// size is the random size, up to maxSize, of message k from src to dst.
+func (x *exchanger) size(src, dst, k int) int {
+	return msgSize(rand.New(rand.NewPCG(seedOf(src, dst, k), 7)), x.maxSize)
+}
+
+// allPairs is phase 1: every rank sends rounds messages of random size to
+// every other rank, all posted before any wait.
+func (x *exchanger) allPairs(rounds int) error {
+	c, me := x.c, x.me
 	var reqs []*pml.Request
 	recvBufs := map[[2]int][]byte{}
 	for k := range rounds {
-		for p := range n {
+		for p := range x.n {
 			if p == me {
 				continue
 			}
-			b := make([]byte, size(p, me, k))
+			b := make([]byte, x.size(p, me, k))
 			recvBufs[[2]int{p, k}] = b
 			r, err := c.Irecv(b, p, k)
 			if err != nil {
@@ -233,11 +266,11 @@ func exchange(c *gobtl.Comm) error {
 		}
 	}
 	for k := range rounds {
-		for p := range n {
+		for p := range x.n {
 			if p == me {
 				continue
 			}
-			r, err := c.Isend(msgtest.Fill(make([]byte, size(me, p, k)), seedOf(me, p, k)), p, k)
+			r, err := c.Isend(msgtest.Fill(make([]byte, x.size(me, p, k)), seedOf(me, p, k)), p, k)
 			if err != nil {
 				return err
 			}
@@ -249,19 +282,22 @@ func exchange(c *gobtl.Comm) error {
 	}
 	for key, b := range recvBufs {
 		st := pml.Status{Count: len(b)}
-		if err := check(b, st, seedOf(key[0], me, key[1]), size(key[0], me, key[1]), fmt.Sprintf("all-pairs from %d round %d", key[0], key[1])); err != nil {
+		if err := x.check(b, st, seedOf(key[0], me, key[1]), x.size(key[0], me, key[1]), fmt.Sprintf("all-pairs from %d round %d", key[0], key[1])); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	// Phase 2, thousands in flight: small and medium messages around the
-	// ring, received with AnySource-free and AnySource receives mixed.
-	inflight := envInt("MPTEST_INFLIGHT", 2000)
-	next, prev := (me+1)%n, (me+n-1)%n
+// ringInFlight is phase 2: inflight small and medium messages around the
+// ring, all posted before any wait.
+func (x *exchanger) ringInFlight(inflight int) error {
+	c, me := x.c, x.me
+	next, prev := (me+1)%x.n, (me+x.n-1)%x.n
 	small := func(src, k int) int {
 		return msgSize(rand.New(rand.NewPCG(seedOf(src, 0, k), 9)), 64<<10)
 	}
-	reqs = reqs[:0]
+	reqs := make([]*pml.Request, 0, 2*inflight)
 	rb := make([][]byte, inflight)
 	for k := range inflight {
 		rb[k] = make([]byte, small(prev, k))
@@ -282,16 +318,21 @@ func exchange(c *gobtl.Comm) error {
 		return fmt.Errorf("ring in flight: %w", err)
 	}
 	for k := range inflight {
-		if err := check(rb[k], pml.Status{Count: len(rb[k])}, seedOf(prev, 0, k), small(prev, k), fmt.Sprintf("ring message %d", k)); err != nil {
+		if err := x.check(rb[k], pml.Status{Count: len(rb[k])}, seedOf(prev, 0, k), small(prev, k), fmt.Sprintf("ring message %d", k)); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	// Phase 3, a token ring of random sizes with blocking calls, the
-	// receiver taking any source.
-	buf := make([]byte, maxSize)
-	for k := range envInt("MPTEST_TOKENS", 30) {
-		sz := size(0, 0, 1000+k)
+// tokenRing is phase 3: tokens of random sizes passed around the ring
+// with blocking calls, the receiver taking any source.
+func (x *exchanger) tokenRing(tokens int) error {
+	c, me := x.c, x.me
+	next, prev := (me+1)%x.n, (me+x.n-1)%x.n
+	buf := make([]byte, x.maxSize)
+	for k := range tokens {
+		sz := x.size(0, 0, 1000+k)
 		if me == 0 {
 			if err := c.Send(msgtest.Fill(make([]byte, sz), uint64(k)), next, 7); err != nil {
 				return err
@@ -304,7 +345,7 @@ func exchange(c *gobtl.Comm) error {
 		if st.Source != prev {
 			return fmt.Errorf("token %d came from %d, not %d", k, st.Source, prev)
 		}
-		if err := check(buf, st, uint64(k), sz, fmt.Sprintf("token %d", k)); err != nil {
+		if err := x.check(buf, st, uint64(k), sz, fmt.Sprintf("token %d", k)); err != nil {
 			return err
 		}
 		if me != 0 {
@@ -313,12 +354,6 @@ func exchange(c *gobtl.Comm) error {
 			}
 		}
 	}
-	if err := c.Barrier(); err != nil {
-		return err
-	}
-	m := c.Metrics()
-	fmt.Printf("rank %d: %d messages, %d bytes, crc32 %08x, cma_gets %d cma_puts %d rndv %d pipeline %d\n", me, msgs, bytes, got,
-		counter(m, "cma_gets"), counter(m, "cma_puts"), counter(m, "rndv_sends"), counter(m, "pipeline_sends"))
 	return nil
 }
 
