@@ -186,39 +186,7 @@ func main() {
 		}
 	}
 	vals := values{}
-	start := time.Now()
-	var load []float64
-	for rep := range *reps {
-		for _, g := range groups {
-			rs := g.runners()
-			for _, b := range g.benches() {
-				// Rotate the order so that no stack always runs first.
-				for k := range rs {
-					r := rs[(k+rep)%len(rs)]
-					if *quiet > 0 && !waitQuiet(*quiet) {
-						busyRuns++
-					}
-					load = append(load, loadavg())
-					rows, err := run(r.cmd(b, g.sizes(b)))
-					if err != nil {
-						fmt.Fprintf(os.Stderr, "compare: %s %s %s: %v\n", g.name, r.name, b, err)
-						os.Exit(1)
-					}
-					for size, row := range rows {
-						for field, v := range row {
-							k := key{g.name, r.name, b, size, field}
-							vals[k] = append(vals[k], v)
-						}
-					}
-				}
-			}
-		}
-		fmt.Fprintf(os.Stderr, "compare: repetition %d of %d done (%v)\n", rep+1, *reps, time.Since(start).Round(time.Second))
-		if rep+1 < *reps {
-			// So far, for a run cut short.
-			printTable(os.Stderr, groups, vals)
-		}
-	}
+	load := measure(groups, vals, *reps, *quiet)
 
 	printTable(os.Stdout, groups, vals)
 	caption := fmt.Sprintf("%s, %s, %s, %d reps, load %.1f-%.1f", commit(), hostname(), time.Now().UTC().Format("2006-01-02 15:04 UTC"), *reps, slices.Min(load), slices.Max(load))
@@ -231,6 +199,42 @@ func main() {
 			fail(err)
 		}
 	}
+}
+
+// measure runs every bench of every group on every runner, reps times,
+// into vals, and returns the load average before each run. It exits on a
+// run that fails, and prints the table so far after each repetition but
+// the last.
+func measure(groups []*group, vals values, reps int, quiet time.Duration) []float64 {
+	start := time.Now()
+	var load []float64
+	for rep := range reps {
+		for _, g := range groups {
+			rs := g.runners()
+			for _, b := range g.benches() {
+				// Rotate the order so that no stack always runs first.
+				for k := range rs {
+					r := rs[(k+rep)%len(rs)]
+					if quiet > 0 && !waitQuiet(quiet) {
+						busyRuns++
+					}
+					load = append(load, loadavg())
+					rows, err := run(r.cmd(b, g.sizes(b)))
+					if err != nil {
+						fmt.Fprintf(os.Stderr, "compare: %s %s %s: %v\n", g.name, r.name, b, err)
+						os.Exit(1)
+					}
+					vals.add(g.name, r.name, b, rows)
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "compare: repetition %d of %d done (%v)\n", rep+1, reps, time.Since(start).Round(time.Second))
+		if rep+1 < reps {
+			// So far, for a run cut short.
+			printTable(os.Stderr, groups, vals)
+		}
+	}
+	return load
 }
 
 func fail(err error) {
@@ -386,6 +390,17 @@ type key struct {
 }
 
 type values map[key][]float64
+
+// add appends the rows of one run, size -> field -> value, to the values
+// of group, runner and bench.
+func (v values) add(group, runner, bench string, rows map[int]map[string]float64) {
+	for size, row := range rows {
+		for field, x := range row {
+			k := key{group, runner, bench, size, field}
+			v[k] = append(v[k], x)
+		}
+	}
+}
 
 func (v values) median(group, runner string, m metric) float64 {
 	return median(v[key{group, runner, m.bench, m.size, m.field}])
