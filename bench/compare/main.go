@@ -201,6 +201,11 @@ func main() {
 	}
 }
 
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "compare: %v\n", err)
+	os.Exit(1)
+}
+
 // measure runs every bench of every group on every runner, reps times,
 // into vals, and returns the load average before each run. It exits on a
 // run that fails, and prints the table so far after each repetition but
@@ -235,11 +240,6 @@ func measure(groups []*group, vals values, reps int, quiet time.Duration) []floa
 		}
 	}
 	return load
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "compare: %v\n", err)
-	os.Exit(1)
 }
 
 // groupsOf builds the groups of a set.
