@@ -112,7 +112,7 @@ func (q *qp) QPN() uint32 { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 
 func (q *qp) errf(format string, args ...any) error {
-	return fmt.Errorf("softrc: %s QP %#x: %s", q.d.name, q.qpn, fmt.Sprintf(format, args...))
+	return fmt.Errorf("softrc: %s QP %#x: "+format, append([]any{q.d.name, q.qpn}, args...)...)
 }
 
 // Modify changes the QP's attributes. The RC transitions require the
@@ -124,7 +124,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if q.destroyed || d.closed {
-		return q.errf("%v", verbs.ErrClosed)
+		return q.errf("%w", verbs.ErrClosed)
 	}
 	if mask&verbs.QPAttrState == 0 {
 		return q.modifyAttrs(attr, mask)
@@ -149,7 +149,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		cur == verbs.QPRTS && next == verbs.QPRTS, cur == verbs.QPRTR && next == verbs.QPRTR:
 		return q.modifyAttrs(attr, mask&^verbs.QPAttrState)
 	default:
-		return q.errf("transition %v→%v: %v", cur, next, verbs.ErrState)
+		return q.errf("transition %v→%v: %w", cur, next, verbs.ErrState)
 	}
 	if err != nil {
 		return err
@@ -204,17 +204,17 @@ func (q *qp) toRTR(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		return err
 	}
 	if attr.PathMTU.Bytes() == 0 {
-		return q.errf("path MTU code %d: %v", attr.PathMTU, verbs.ErrInvalid)
+		return q.errf("path MTU code %d: %w", attr.PathMTU, verbs.ErrInvalid)
 	}
 	if int(attr.MaxDestRdAtomic) > maxRdAtomic {
-		return q.errf("max_dest_rd_atomic %d exceeds %d: %v", attr.MaxDestRdAtomic, maxRdAtomic, verbs.ErrInvalid)
+		return q.errf("max_dest_rd_atomic %d exceeds %d: %w", attr.MaxDestRdAtomic, maxRdAtomic, verbs.ErrInvalid)
 	}
 	l, err := q.port.linkTo(attr.AH.DGID, attr.AH.DLID)
 	if err != nil {
 		return fmt.Errorf("softrc: %s QP %#x: connect to LID %d: %w", q.d.name, q.qpn, attr.AH.DLID, err)
 	}
 	if q.destroyed || q.state != verbs.QPInit {
-		return q.errf("changed state while connecting: %v", verbs.ErrState)
+		return q.errf("changed state while connecting: %w", verbs.ErrState)
 	}
 	q.ah, q.mtu, q.dqpn = attr.AH, attr.PathMTU, attr.DestQPN
 	q.rqPSN, q.epsn = attr.RQPSN, attr.RQPSN
@@ -239,10 +239,10 @@ func (q *qp) toRTS(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		return err
 	}
 	if attr.RetryCnt > 7 || attr.RNRRetry > 7 {
-		return q.errf("retry_cnt %d / rnr_retry %d exceed 7: %v", attr.RetryCnt, attr.RNRRetry, verbs.ErrInvalid)
+		return q.errf("retry_cnt %d / rnr_retry %d exceed 7: %w", attr.RetryCnt, attr.RNRRetry, verbs.ErrInvalid)
 	}
 	if int(attr.MaxRdAtomic) > maxRdAtomic {
-		return q.errf("max_rd_atomic %d exceeds %d: %v", attr.MaxRdAtomic, maxRdAtomic, verbs.ErrInvalid)
+		return q.errf("max_rd_atomic %d exceeds %d: %w", attr.MaxRdAtomic, maxRdAtomic, verbs.ErrInvalid)
 	}
 	q.sqPSN, q.npsn = attr.SQPSN, attr.SQPSN
 	q.timeoutCd, q.timeout = attr.Timeout, int64(verbs.AckTimeout(attr.Timeout))
@@ -365,25 +365,25 @@ func (q *qp) PostSend(wr *verbs.SendWR) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if q.destroyed || d.closed {
-		return q.errf("%v", verbs.ErrClosed)
+		return q.errf("%w", verbs.ErrClosed)
 	}
 	if q.state != verbs.QPRTS && q.state != verbs.QPErr {
-		return q.errf("post send in state %v: %v", q.state, verbs.ErrState)
+		return q.errf("post send in state %v: %w", q.state, verbs.ErrState)
 	}
 	if len(wr.SG) > q.cap.MaxSendSGE {
-		return q.errf("%d SGEs, the QP takes %d: %v", len(wr.SG), q.cap.MaxSendSGE, verbs.ErrInvalid)
+		return q.errf("%d SGEs, the QP takes %d: %w", len(wr.SG), q.cap.MaxSendSGE, verbs.ErrInvalid)
 	}
 	if q.sqTail-q.sqHead >= uint64(len(q.sq)) {
-		return q.errf("send queue full (%d): %v", len(q.sq), verbs.ErrQueueFull)
+		return q.errf("send queue full (%d): %w", len(q.sq), verbs.ErrQueueFull)
 	}
 	switch wr.Opcode {
 	case verbs.OpSend, verbs.OpSendImm:
 	case verbs.OpRDMAWrite, verbs.OpRDMAWriteImm, verbs.OpRDMARead:
 		if q.typ != verbs.QPTypeRC {
-			return q.errf("%v on a %v QP: %v", wr.Opcode, q.typ, verbs.ErrInvalid)
+			return q.errf("%v on a %v QP: %w", wr.Opcode, q.typ, verbs.ErrInvalid)
 		}
 	default:
-		return q.errf("opcode %v: %v", wr.Opcode, verbs.ErrInvalid)
+		return q.errf("opcode %v: %w", wr.Opcode, verbs.ErrInvalid)
 	}
 	now := nowNS()
 	if q.typ == verbs.QPTypeUD {
@@ -440,25 +440,25 @@ func (q *qp) PostRecv(wr *verbs.RecvWR) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if q.destroyed || d.closed {
-		return q.errf("%v", verbs.ErrClosed)
+		return q.errf("%w", verbs.ErrClosed)
 	}
 	if q.srq != nil {
-		return q.errf("post recv on a QP with an SRQ: %v", verbs.ErrInvalid)
+		return q.errf("post recv on a QP with an SRQ: %w", verbs.ErrInvalid)
 	}
 	if q.state == verbs.QPReset {
-		return q.errf("post recv in state RESET: %v", verbs.ErrState)
+		return q.errf("post recv in state RESET: %w", verbs.ErrState)
 	}
 	if len(wr.SG) > q.cap.MaxRecvSGE {
-		return q.errf("%d SGEs, the QP takes %d: %v", len(wr.SG), q.cap.MaxRecvSGE, verbs.ErrInvalid)
+		return q.errf("%d SGEs, the QP takes %d: %w", len(wr.SG), q.cap.MaxRecvSGE, verbs.ErrInvalid)
 	}
 	if q.rqTail-q.rqHead >= uint64(len(q.rq)) {
-		return q.errf("receive queue full (%d): %v", len(q.rq), verbs.ErrQueueFull)
+		return q.errf("receive queue full (%d): %w", len(q.rq), verbs.ErrQueueFull)
 	}
 	slot := int(q.rqTail % uint64(len(q.rq)))
 	base := slot * q.cap.MaxRecvSGE
 	segs, n, ok := q.resolve(wr.SG, q.rqSegs[base:base+q.cap.MaxRecvSGE:base+q.cap.MaxRecvSGE], true)
 	if !ok {
-		return q.errf("receive SGE outside a registration with local write access: %v", verbs.ErrProtection)
+		return q.errf("receive SGE outside a registration with local write access: %w", verbs.ErrProtection)
 	}
 	q.rq[slot] = rwqe{wrid: wr.WRID, segs: segs, length: int(n)}
 	q.rqTail++
