@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gobtl/gobtl/btl/ofi"
 	"github.com/gobtl/gobtl/core"
 )
 
@@ -91,27 +93,41 @@ func TestAStackWithoutBTLBlocksKeepsTheDefaultTransports(t *testing.T) {
 }
 
 // The default stack's transports (conf/examples/default.hcl) fitted to
-// the job: goroutine ranks, a job on one node, a job across nodes — the
-// same whether no file is given or a file without btl blocks.
+// the job: goroutine ranks, a job on one node, a job across nodes (over
+// softrc, or ofi where the host has fabric hardware) — the same whether
+// no file is given or a file without btl blocks.
 func TestTheDefaultTransportsFitTheJob(t *testing.T) {
 	stack := filepath.Join(t.TempDir(), "proto.hcl")
 	os.WriteFile(stack, []byte("job {\n  protocol = \"rdma_write\"\n}\n"), 0o644)
+	defer func(f func() ofi.Net) { chooseNet = f }(chooseNet)
+	softrc := ofi.Net{Why: "no fabric provider with hardware: found tcp"}
+	fabric := ofi.Net{Provider: "tcp", Domain: "lo", Why: "as if tcp had hardware"}
 	for _, files := range [][]string{nil, {stack}} {
 		for _, tc := range []struct {
 			inProcess, spans bool
+			net              ofi.Net
 			want             string
 		}{
-			{true, false, "self/self inproc/default"},
-			{false, false, "self/self sm/local"},
-			{false, true, "self/self sm/local ib/net"},
+			{true, false, fabric, "self/self inproc/default"},
+			{false, false, fabric, "self/self sm/local"},
+			{false, true, softrc, "self/self sm/local ib/net"},
+			{false, true, fabric, "self/self sm/local ofi/net(tcp,lo)"},
 		} {
+			chooseNet = func() ofi.Net { return tc.net }
 			cfg, err := loadConfig(Options{ConfigFiles: files, inProcess: tc.inProcess}, tc.spans)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, b := range cfg.BTLs {
-				got = append(got, b.Kind+"/"+b.Name)
+				name := b.Kind + "/" + b.Name
+				if b.Kind == ofi.Name {
+					name += fmt.Sprintf("(%s,%s)", b.Params.String("provider"), b.Params.String("domain"))
+				}
+				got = append(got, name)
+			}
+			if tc.spans && cfg.Net != tc.net.String() {
+				t.Errorf("files %v: the configuration says net %q, want %q", files, cfg.Net, tc.net)
 			}
 			if strings.Join(got, " ") != tc.want {
 				t.Errorf("files %v, in process %v, spanning nodes %v: %v, want %s", files, tc.inProcess, tc.spans, got, tc.want)

@@ -435,6 +435,12 @@ func loadConfig(opts Options, spans bool) (*conf.Config, error) {
 			return nil, fmt.Errorf("gobtl: %w", conf.Err(diags))
 		}
 	}
+	if cfg.DefaultBTLs && spans && !opts.inProcess {
+		var err error
+		if cfg, err = WithDefaultNet(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.DefaultBTLs {
 		cfg = defaultBTLs(cfg, opts.inProcess, spans)
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// DefaultBTLs says the files name no btl block, so BTLs are the
 	// default stack's (DefaultStack).
 	DefaultBTLs bool
+	// Net says which transport the default stack runs between nodes on
+	// this host and why ("ofi (provider verbs, domain mlx5_0)"), once the
+	// embedding API has chosen it (gobtl.WithDefaultNet); empty before.
+	Net string
 	// Policies are the policy blocks, at most one per kind, in the order
 	// of core.PolicyKinds.
 	Policies []*Policy

@@ -33,6 +33,9 @@ func (c *Config) WriteHCL(w io.Writer) error {
 	if c.DefaultBTLs {
 		body.AppendNewline()
 		body.AppendUnstructuredTokens(comment("the default stack's transports (no file names a btl block); a job on one node leaves out the network ones"))
+		if c.Net != "" {
+			body.AppendUnstructuredTokens(comment("net: " + c.Net))
+		}
 	}
 	for i, b := range c.BTLs {
 		if i > 0 || !c.DefaultBTLs {
@@ -197,10 +200,11 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Job         any        `json:"job"`
 		BTLs        []btl      `json:"btl"`
 		DefaultBTLs bool       `json:"default_btls,omitempty"`
+		Net         string     `json:"net,omitempty"`
 		Policies    []policy   `json:"policy"`
 		Variables   []variable `json:"variables"`
 		Coll        any        `json:"coll,omitempty"`
-	}{Files: c.Files, Job: paramsJSON(c.JobParams), BTLs: []btl{}, DefaultBTLs: c.DefaultBTLs, Policies: []policy{}, Variables: []variable{}}
+	}{Files: c.Files, Job: paramsJSON(c.JobParams), BTLs: []btl{}, DefaultBTLs: c.DefaultBTLs, Net: c.Net, Policies: []policy{}, Variables: []variable{}}
 	if c.Coll.Schema() != nil {
 		out.Coll = paramsJSON(c.Coll)
 	}

@@ -189,7 +189,7 @@ func Providers(provider string) ([]ProviderInfo, error) {
 	var out []ProviderInfo
 	seen := map[ProviderInfo]bool{}
 	for _, name := range names {
-		ps, err := providers(name)
+		ps, err := providers(fabric.Hints{Provider: name, AnyEPType: true})
 		if err != nil {
 			return nil, err
 		}
@@ -203,8 +203,23 @@ func Providers(provider string) ([]ProviderInfo, error) {
 	return out, nil
 }
 
-func providers(provider string) ([]ProviderInfo, error) {
-	l, err := fabric.GetInfo(fabric.Hints{Provider: provider, AnyEPType: true})
+// netProviders lists the pairings a module could open (what open asks
+// fi_getinfo for), for DefaultNet: sockets by name as well, which tcp
+// supersedes when none is named.
+func netProviders() ([]ProviderInfo, error) {
+	var out []ProviderInfo
+	for _, name := range []string{"", "sockets"} {
+		ps, err := providers(fabric.Hints{Provider: name, Caps: caps, Order: fabric.OrderSAS})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+func providers(h fabric.Hints) ([]ProviderInfo, error) {
+	l, err := fabric.GetInfo(h)
 	if errors.Is(err, fabric.ErrNoData) {
 		return nil, nil
 	}

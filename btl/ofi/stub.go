@@ -25,3 +25,6 @@ func checkDomain(any) error   { return nil }
 
 // Providers lists what libfabric offers; without it, nothing.
 func Providers(provider string) ([]ProviderInfo, error) { return nil, ErrNotBuilt }
+
+// netProviders lists nothing: there is no libfabric to ask.
+func netProviders() ([]ProviderInfo, error) { return nil, ErrNotBuilt }

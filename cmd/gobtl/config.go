@@ -96,16 +96,26 @@ func (f *configFlags) each(cmd *cobra.Command, args []string, fn func(i int, pat
 }
 
 // load loads one configuration; no path is the default stack. `config
-// check` adds the advice a loaded stack may need (CheckReach).
+// check` adds the advice a loaded stack may need (CheckReach). A
+// configuration on the default stack's transports gets the network this
+// host would run between nodes (gobtl.WithDefaultNet).
 func load(opts conf.Options, paths []string) (*conf.Config, hcl.Diagnostics) {
+	var c *conf.Config
+	var diags hcl.Diagnostics
 	if len(paths) == 0 {
-		return conf.LoadSources(opts, conf.DefaultStack())
-	}
-	c, diags := conf.Load(opts, paths...)
-	if !diags.HasErrors() {
+		c, diags = conf.LoadSources(opts) // as a job with no stack file does
+	} else if c, diags = conf.Load(opts, paths...); !diags.HasErrors() {
 		diags = append(diags, c.CheckReach()...)
 	}
-	return c, diags
+	if diags.HasErrors() || !c.DefaultBTLs {
+		return c, diags
+	}
+	// What a job across nodes runs between them on this host.
+	net, err := gobtl.WithDefaultNet(c)
+	if err != nil {
+		return c, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No default network", Detail: err.Error()})
+	}
+	return net, diags
 }
 
 func newConfigCmd() *cobra.Command {

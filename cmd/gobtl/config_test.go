@@ -107,13 +107,23 @@ func TestConfigShowPrintsTheTransportsInForce(t *testing.T) {
 	}
 	out, errOut, code = run(t, newConfigCmd(), "show", f)
 	if code != 0 || !strings.Contains(out, `protocol = "rdma_write"`) || !strings.Contains(out, `btl "sm" "local"`) ||
-		!strings.Contains(out, "# the default stack's transports") {
+		!strings.Contains(out, "# the default stack's transports") || !strings.Contains(out, "\n# net: "+ofi.DefaultNet().String()+"\n") {
 		t.Fatalf("show: exit %d\n%s\n%s", code, out, errOut)
 	}
 	out, errOut, code = run(t, newConfigCmd(), "show")
 	if code != 0 || !strings.HasPrefix(out, "# effective configuration of <default stack>") || !strings.Contains(out, `btl "self" "self"`) ||
-		!strings.Contains(out, `btl "sm" "local"`) || !strings.Contains(out, `protocol = "rdma_read"`) {
+		!strings.Contains(out, `btl "sm" "local"`) || !strings.Contains(out, `protocol = "rdma_read"`) ||
+		!strings.Contains(out, "\n# net: ") {
 		t.Fatalf("show with no file: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// Without libfabric the network between nodes is softrc, and show says why.
+	if !ofi.Available && !strings.Contains(out, "\n# net: softrc (this gobtl was built without libfabric (build tag ofi))\n") {
+		t.Fatalf("show with no file, built without ofi:\n%s", out)
+	}
+	// A stack that names its transports has no default network to report.
+	f = writeFile(t, "sm.hcl", "btl \"sm\" \"local\" {}\n")
+	if out, _, _ = run(t, newConfigCmd(), "show", f); strings.Contains(out, "# net:") {
+		t.Fatalf("show of a stack with its own transports:\n%s", out)
 	}
 	// A stack that names only self gets the warning instead.
 	f = writeFile(t, "self.hcl", "btl \"self\" \"self\" {}\n")

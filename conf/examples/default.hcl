@@ -50,8 +50,11 @@ btl "self" "self" {}
 btl "sm" "local" {}
 
 # The ranks of other nodes: InfiniBand, on softrc (TCP) where there is no
-# HCA. Only a job that spans nodes opens it: on one node it would cost
-# every rank a device, a listener and registered buffers for no peer.
-# Ranks that are goroutines of one process (gobtl.RunLocal) use the
-# in-process fabric instead of sm and ib.
+# HCA; where libfabric has a provider with hardware behind it (verbs, efa,
+# cxi, psm3, opx), btl "ofi" "net" on it takes this block's place
+# (`gobtl config show` says which this host runs, and why). Only a job
+# that spans nodes opens it: on one node it would cost every rank a
+# device, a listener and registered buffers for no peer. Ranks that are
+# goroutines of one process (gobtl.RunLocal) use the in-process fabric
+# instead of sm and ib.
 btl "ib" "net" {}
