@@ -26,7 +26,7 @@ var Params = []core.Param{
 	{Name: "domain", Type: core.ParamString, Default: "", Check: checkDomain,
 		Doc: `one domain (a NIC: "eth0", "mlx5_0", "shm") to open; unset: those of if_include, else one the provider offers (loopback on one node, the first other when the job spans nodes)`},
 	{Name: "if_include", Type: core.ParamStrings, Default: "",
-		Doc: "domains to open, one module (a rail) each, in order; not together with domain"},
+		Doc: `domains to open, one module (a rail) each, in order: by name ("eth0", "mlx5_0") or, for IP providers (tcp, sockets), by subnet ("10.0.0.0/24": the domain whose network lies within it, as btl_tcp_if_include); not together with domain`},
 	core.BTLParam("eager_limit", "12KiB"),
 	core.BTLParam("rndv_eager_limit", "0"),
 	core.BTLParam("max_reads", "16"),

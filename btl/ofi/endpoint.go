@@ -73,6 +73,8 @@ type peer struct {
 	pidfd     int
 	remote    bool
 	maxWaitCt int
+
+	ps peerStats
 }
 
 // waiting is a frame accepted by Send that waits, gathered in a send
@@ -197,6 +199,8 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 		cr.avail--
 	}
 	m.st.framesSent.Inc()
+	p.ps.frames.Inc()
+	p.ps.bytes.Add(int64(total))
 	return nil
 }
 
@@ -327,6 +331,11 @@ func (p *peer) rdma(op *core.RDMAOp, write bool) error {
 			return errBusy
 		}
 		return fmt.Errorf("ofi: rdma to rank %d: %w", p.rank, err)
+	}
+	if write {
+		p.ps.written.Add(int64(n))
+	} else {
+		p.ps.read.Add(int64(n))
 	}
 	return nil
 }

@@ -74,6 +74,7 @@ type stats struct {
 	framesSent, framesRecv, injected, rejected, badFrames *core.Counter
 	creditMsgs, stalls, backlogged, handshakes, lost      *core.Counter
 	regHits, regMisses                                    *core.Counter
+	peers                                                 *peerMetrics
 }
 
 func newStats(met *core.Metrics, inst, dom string) stats {
@@ -86,6 +87,7 @@ func newStats(met *core.Metrics, inst, dom string) stats {
 		rejected: n("rejected"), badFrames: n("bad_frames"), creditMsgs: n("credit_messages"),
 		stalls: n("credit_stalls"), backlogged: n("backlogged"), handshakes: n("handshakes"), lost: n("peers_lost"),
 		regHits: n("reg_cache_hits"), regMisses: n("reg_cache_misses"),
+		peers: newPeerMetrics(met, core.MetricName(Name, inst, dom)),
 	}
 }
 
@@ -304,6 +306,7 @@ func (m *Module) peer(rank int) (*peer, error) {
 	}
 	p := newPeer(m, rank, addr, pub)
 	m.peers[rank] = p
+	m.st.peers.add(p)
 	m.live.watch(p, m.now)
 	return p, nil
 }

@@ -5,6 +5,7 @@ package ofi
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 
@@ -136,6 +137,9 @@ func chooseDomains(all []fabric.Info, want []string, spans bool) ([]*fabric.Info
 	var out []*fabric.Info
 	for _, d := range want {
 		in, ok := byDomain[d]
+		if !ok && strings.Contains(d, "/") {
+			in, ok = inSubnet(d, order, byDomain)
+		}
 		if !ok {
 			return nil, fmt.Errorf("ofi: provider %s has no domain %q here (it has %s)", all[0].Provider, d, strings.Join(order, ", "))
 		}
@@ -145,6 +149,29 @@ func chooseDomains(all []fabric.Info, want []string, spans bool) ([]*fabric.Info
 		out = append(out, in)
 	}
 	return out, nil
+}
+
+// inSubnet finds the domain an if_include entry in CIDR notation names,
+// as btl_tcp_if_include takes one: the first whose fabric (an IP
+// provider's subnet: tcp's and sockets' "10.0.0.0/24") lies within it.
+// It lets one stack name the interface of each host's network whatever
+// the interface is called there.
+func inSubnet(cidr string, order []string, byDomain map[string]*fabric.Info) (*fabric.Info, bool) {
+	_, want, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, false
+	}
+	wantOnes, _ := want.Mask.Size()
+	for _, d := range order {
+		_, fab, err := net.ParseCIDR(byDomain[d].Fabric)
+		if err != nil {
+			continue
+		}
+		if ones, _ := fab.Mask.Size(); ones >= wantOnes && want.Contains(fab.IP) {
+			return byDomain[d], true
+		}
+	}
+	return nil, false
 }
 
 // checkProvider refuses, at configuration check, a provider libfabric
