@@ -6,7 +6,8 @@
 // The tests need root and the engines' packages (`make engines` installs
 // them and brings up the one-node Slurm of scripts/slurm-up.sh); without
 // them they skip and say why. The programs they start are built once by
-// TestMain, with PMIx support (build tag pmix) when libpmix-dev is there:
+// TestMain, with PMIx support (build tag pmix) when libpmix-dev is there
+// and libfabric's (ofi) when libfabric-dev is:
 // the ring example, the gobtl command and testdata/rank, a rank program
 // that reports its Init time and fails on request.
 package engines
@@ -34,6 +35,7 @@ import (
 var bins struct {
 	dir  string
 	pmix bool // built with the pmix tag
+	ofi  bool // built with the ofi tag (libfabric)
 }
 
 func TestMain(m *testing.M) {
@@ -46,9 +48,18 @@ func TestMain(m *testing.M) {
 		args := []string{dir + string(filepath.Separator)}
 		// Without libpmix-dev the programs build without PMIx; the tests
 		// that need it skip.
+		var tags []string
 		if exec.Command("pkg-config", "--exists", "pmix").Run() == nil {
 			bins.pmix = true
-			args = append(args, "-tags=pmix")
+			tags = append(tags, "pmix")
+		}
+		// With libfabric-dev they have btl ofi (twohosts_ofi_test.go).
+		if exec.Command("pkg-config", "--exists", "libfabric").Run() == nil {
+			bins.ofi = true
+			tags = append(tags, "ofi")
+		}
+		if len(tags) > 0 {
+			args = append(args, "-tags="+strings.Join(tags, ","))
 		}
 		args = append(args, "./examples/ring", "./cmd/gobtl", "./test/engines/testdata/rank")
 		if err := mptest.Build("../..", args[0], args[1:]...); err != nil {
