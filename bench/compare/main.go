@@ -28,13 +28,21 @@
 //     for the scheduler's tick (a barrier took 3-4 ms against 13-26 µs).
 //     The barrier row has no target (the issue sets none); it is there to
 //     be seen.
+//   - ofi: gobtl's btl "ofi" on one libfabric provider (-ofi-provider,
+//     tcp: tcp under ofi_rxm, on loopback) against Open MPI's two paths
+//     over the same provider — ob1 + btl/ofi and cm + mtl/ofi, the better
+//     of them as the reference — and, beside them, gobtl's ib over softrc
+//     (not a reference); latency 8 B and 1 MiB, bandwidth 1 MiB, message
+//     rate 8 B. Each Open MPI path is tried once first: one that cannot
+//     run here is left out, saying why (Open MPI 4.1's btl/ofi refuses
+//     ofi_rxm, so on tcp only mtl/ofi runs).
 //
 // Under a latency metric's line, each runner whose rows have them
 // (gobtl's) gets the spread of its calls: the min, median, p99 and max of
 // rank 0's timed iterations, medians over the repetitions.
 //
 // -set p2p (the default) runs sm, softrc and plugin in one run; -set sm,
-// softrc, plugin or coll runs one. With -plots DIR the latency and
+// softrc, plugin, coll or ofi runs one. With -plots DIR the latency and
 // bandwidth of sm and softrc, 8 B to 4 MiB, gobtl and Open MPI side by
 // side, go to DIR/compare-latency.png and DIR/compare-bw.png, titled with
 // the commit, the host, the date and the load of the run that made them.
@@ -42,6 +50,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -97,6 +106,13 @@ type group struct {
 	// runs of one program on a machine whose load moves the message rate
 	// by more than that between minutes.
 	paired bool
+	// also are runners measured beside the subject but not references:
+	// their medians and ratios are printed under each metric.
+	also []runner
+	// probe tries each reference once before the run and leaves out
+	// those that cannot run here (notes says why).
+	probe bool
+	notes []string
 }
 
 // sweepSizes are the plots' sizes: 8 B to 4 MiB by factors of 8, and the
@@ -123,6 +139,13 @@ var pluginMetrics = []metric{
 	{"bw", "mbps", 1 << 20, false, 0.95, "bw 1 MiB (MB/s)"},
 }
 
+var ofiMetrics = []metric{
+	{"latency", "lat_us", 8, true, 1.0, "latency 8 B (us)"},
+	{"latency", "lat_us", 1 << 20, true, 1.0, "latency 1 MiB (us)"},
+	{"bw", "mbps", 1 << 20, false, 1.0, "bw 1 MiB (MB/s)"},
+	{"msgrate", "msgs_per_s", 8, false, 0, "msgrate 8 B (msg/s)"},
+}
+
 var collMetrics = []metric{
 	{"allreduce", "lat_us", 8, true, 1.0, "allreduce 8 B (us)"},
 	{"allreduce", "lat_us", 1 << 20, true, 1.0, "allreduce 1 MiB (us)"},
@@ -137,13 +160,14 @@ type options struct {
 	smStack, softrcStack, collStack   string
 	pluginKind, pluginName, pluginBTL string
 	pluginDir, tmp                    string
+	ofiStack, ofiProvider             string
 	pluginBWWarmup                    int
 }
 
 func main() {
 	var o options
 	reps := flag.Int("reps", 5, "runs of every benchmark on every stack, alternating")
-	set := flag.String("set", "p2p", "the groups: p2p (sm, softrc and plugin), sm, softrc, plugin or coll")
+	set := flag.String("set", "p2p", "the groups: p2p (sm, softrc and plugin), sm, softrc, plugin, coll or ofi")
 	flag.IntVar(&o.np, "np", 0, "ranks of the sm and coll groups (0: 2 for sm, 4 for coll)")
 	flag.IntVar(&o.iters, "iters", 0, "iterations per size on both sides (0: the benchmarks' defaults)")
 	flag.StringVar(&o.gobtl, "gobtl", "bin/gobtl", "the gobtl command")
@@ -154,6 +178,8 @@ func main() {
 	flag.StringVar(&o.smStack, "c", "conf/examples/sm.hcl", "stack file of the sm group (\"\" for the default stack)")
 	flag.StringVar(&o.collStack, "coll-c", "", "stack file of the coll group (\"\": the default stack)")
 	flag.StringVar(&o.softrcStack, "softrc-c", "conf/examples/ib.hcl", "stack file of the softrc group")
+	flag.StringVar(&o.ofiProvider, "ofi-provider", "tcp", "the ofi group's libfabric provider, on both sides (on loopback)")
+	flag.StringVar(&o.ofiStack, "ofi-c", "", "stack file of the ofi group (\"\": self and btl \"ofi\" on -ofi-provider, domain lo)")
 	flag.StringVar(&o.pluginKind, "plugin-kind", "flow_control", "the plugin group's policy kind")
 	flag.StringVar(&o.pluginName, "plugin-policy", "extoll_dynamic", "the plugin group's policy, built in and as a plugin")
 	flag.StringVar(&o.pluginBTL, "plugin-btl", `btl "extoll" "x" {}`, "the plugin group's transport block")
@@ -176,15 +202,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	fmt.Printf("# %d repetitions, alternating gobtl and the references\n", *reps)
-	for _, g := range groups {
-		fmt.Printf("# group %s\n", g.name)
-		for _, r := range g.runners() {
-			for _, b := range g.benches() {
-				fmt.Printf("#   %s\n", strings.Join(r.cmd(b, g.sizes(b)), " "))
-			}
-		}
-	}
+	printHeader(groups, *reps)
 	vals := values{}
 	load := measure(groups, vals, *reps, *quiet)
 
@@ -197,6 +215,28 @@ func main() {
 	if *plots != "" {
 		if err := writePlots(*plots, caption, groups, vals); err != nil {
 			fail(err)
+		}
+	}
+}
+
+// printHeader probes the references of the groups that ask for it and
+// prints what will run: every command, and why a reference was left out.
+func printHeader(groups []*group, reps int) {
+	for _, g := range groups {
+		if g.probe {
+			g.probeRefs()
+		}
+	}
+	fmt.Printf("# %d repetitions, alternating gobtl and the references\n", reps)
+	for _, g := range groups {
+		fmt.Printf("# group %s\n", g.name)
+		for _, n := range g.notes {
+			fmt.Printf("#   note: %s\n", n)
+		}
+		for _, r := range g.runners() {
+			for _, b := range g.benches() {
+				fmt.Printf("#   %s\n", strings.Join(r.cmd(b, g.sizes(b)), " "))
+			}
 		}
 	}
 }
@@ -274,45 +314,11 @@ func groupsOf(set string, o *options) ([]*group, error) {
 			metrics: softrcMetrics, plot: "softrc",
 			sweep: map[string][]int{"latency": sweepSizes, "bw": sweepSizes}}}, nil
 	case "plugin":
-		stacks := map[string]string{}
-		for _, how := range []string{"builtin", "plugin"} {
-			sel := fmt.Sprintf("builtin = %q", o.pluginName)
-			if how == "plugin" {
-				dir, err := filepath.Abs(o.pluginDir)
-				if err != nil {
-					return nil, err
-				}
-				if _, err := os.Stat(filepath.Join(dir, o.pluginName)); err != nil {
-					return nil, fmt.Errorf("plugin group: %w (make plugins builds it)", err)
-				}
-				sel = fmt.Sprintf("plugin = %q\n  plugin_dir = %q", o.pluginName, dir)
-			}
-			path := filepath.Join(o.tmp, how+".hcl")
-			hcl := fmt.Sprintf("btl \"self\" \"self\" {}\n%s\npolicy %q {\n  %s\n}\n", o.pluginBTL, o.pluginKind, sel)
-			if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
-				return nil, err
-			}
-			stacks[how] = path
+		g, err := o.pluginGroup()
+		if err != nil {
+			return nil, err
 		}
-		// A flow-control policy ramps its quotas up in the first ~100 ms
-		// of a bw run (extoll_dynamic: 6 steals, 12 proposals), built in
-		// and as a plugin alike. bw's default warm-up of 2 windows left
-		// the ramp inside the timed windows, so the row measured the ramp
-		// as much as the settled policy; both sides warm up longer.
-		warm := func(r runner) runner {
-			if o.pluginBWWarmup <= 0 {
-				return r
-			}
-			return runner{r.name, func(bench string, s []int) []string {
-				args := r.cmd(bench, s)
-				if bench == "bw" {
-					args = append(args, "--warmup", strconv.Itoa(o.pluginBWWarmup))
-				}
-				return args
-			}}
-		}
-		return []*group{{name: "plugin", subject: warm(o.gobtlRunner(o.pluginName+" plugin", 2, stacks["plugin"])),
-			refs: []runner{warm(o.gobtlRunner(o.pluginName+" built in", 2, stacks["builtin"]))}, metrics: pluginMetrics, paired: true}}, nil
+		return []*group{g}, nil
 	case "coll":
 		np := o.np
 		if np == 0 {
@@ -322,8 +328,115 @@ func groupsOf(set string, o *options) ([]*group, error) {
 			refs: []runner{o.ompiRunner("vader cma", np, "self,vader", "btl_vader_single_copy_mechanism", "cma"),
 				o.ompiRunner("vader none", np, "self,vader", "btl_vader_single_copy_mechanism", "none")},
 			metrics: collMetrics}}, nil
+	case "ofi":
+		g, err := o.ofiGroup()
+		if err != nil {
+			return nil, err
+		}
+		return []*group{g}, nil
 	}
-	return nil, fmt.Errorf("no set %q (p2p, sm, softrc, plugin, coll)", set)
+	return nil, fmt.Errorf("no set %q (p2p, sm, softrc, plugin, coll, ofi)", set)
+}
+
+// pluginGroup is one policy as a plugin process against the same policy
+// built in, on the same stack.
+func (o *options) pluginGroup() (*group, error) {
+	stacks := map[string]string{}
+	for _, how := range []string{"builtin", "plugin"} {
+		sel := fmt.Sprintf("builtin = %q", o.pluginName)
+		if how == "plugin" {
+			dir, err := filepath.Abs(o.pluginDir)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(filepath.Join(dir, o.pluginName)); err != nil {
+				return nil, fmt.Errorf("plugin group: %w (make plugins builds it)", err)
+			}
+			sel = fmt.Sprintf("plugin = %q\n  plugin_dir = %q", o.pluginName, dir)
+		}
+		path := filepath.Join(o.tmp, how+".hcl")
+		hcl := fmt.Sprintf("btl \"self\" \"self\" {}\n%s\npolicy %q {\n  %s\n}\n", o.pluginBTL, o.pluginKind, sel)
+		if err := os.WriteFile(path, []byte(hcl), 0o644); err != nil {
+			return nil, err
+		}
+		stacks[how] = path
+	}
+	// A flow-control policy ramps its quotas up in the first ~100 ms
+	// of a bw run (extoll_dynamic: 6 steals, 12 proposals), built in
+	// and as a plugin alike. bw's default warm-up of 2 windows left
+	// the ramp inside the timed windows, so the row measured the ramp
+	// as much as the settled policy; both sides warm up longer.
+	warm := func(r runner) runner {
+		if o.pluginBWWarmup <= 0 {
+			return r
+		}
+		return runner{r.name, func(bench string, s []int) []string {
+			args := r.cmd(bench, s)
+			if bench == "bw" {
+				args = append(args, "--warmup", strconv.Itoa(o.pluginBWWarmup))
+			}
+			return args
+		}}
+	}
+	return &group{name: "plugin", subject: warm(o.gobtlRunner(o.pluginName+" plugin", 2, stacks["plugin"])),
+		refs: []runner{warm(o.gobtlRunner(o.pluginName+" built in", 2, stacks["builtin"]))}, metrics: pluginMetrics, paired: true}, nil
+}
+
+// ofiGroup is gobtl's btl "ofi" against Open MPI's btl/ofi and mtl/ofi on
+// the same provider, on loopback (FI_TCP_IFACE, FI_SOCKETS_IFACE), with
+// gobtl's softrc beside them.
+func (o *options) ofiGroup() (*group, error) {
+	stack := o.ofiStack
+	if stack == "" {
+		stack = filepath.Join(o.tmp, "ofi.hcl")
+		hcl := fmt.Sprintf("btl \"self\" \"self\" {}\nbtl \"ofi\" \"net\" {\n  provider = %q\n  domain   = \"lo\"\n}\n", o.ofiProvider)
+		if o.ofiProvider == "shm" {
+			hcl = fmt.Sprintf("btl \"self\" \"self\" {}\nbtl \"ofi\" \"net\" {\n  provider = %q\n}\n", o.ofiProvider)
+		}
+		if err := os.WriteFile(stack, []byte(hcl), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	p := o.ofiProvider
+	env := []string{"-x", "FI_TCP_IFACE=lo", "-x", "FI_SOCKETS_IFACE=lo"}
+	return &group{name: "ofi", subject: o.gobtlRunner("gobtl ofi/"+p, 2, stack),
+		refs: []runner{
+			o.ompiArgs("btl/ofi "+p, 2, append([]string{"--mca", "pml", "ob1", "--mca", "btl", "self,ofi",
+				"--mca", "btl_ofi_provider_include", p}, env...)),
+			o.ompiArgs("mtl/ofi "+p, 2, append([]string{"--mca", "pml", "cm", "--mca", "mtl", "ofi",
+				"--mca", "mtl_ofi_provider_include", p}, env...)),
+		},
+		also:    []runner{o.gobtlRunner("gobtl ib/softrc", 2, o.softrcStack)},
+		metrics: ofiMetrics, probe: true}, nil
+}
+
+// probeRefs runs each reference once, 8 B latency with few iterations,
+// and leaves out those that fail, noting why (the last line they print).
+func (g *group) probeRefs() {
+	var ok []runner
+	for _, r := range g.refs {
+		args := append(r.cmd("latency", []int{8}), "--iters", "20")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+		cancel()
+		if err == nil {
+			ok = append(ok, r)
+			continue
+		}
+		g.notes = append(g.notes, fmt.Sprintf("Open MPI %s cannot run here, left out (%v: %s)", r.name, err, lastLine(out)))
+	}
+	g.refs = ok
+}
+
+// lastLine is the last line of out that says something.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.Trim(strings.TrimSpace(lines[i]), "-"); l != "" {
+			return l
+		}
+	}
+	return "no output"
 }
 
 func (o *options) itersArgs() []string {
@@ -336,10 +449,15 @@ func (o *options) itersArgs() []string {
 // ompiRunner runs osu.c under Open MPI's ob1 over btls, with one MCA
 // parameter set.
 func (o *options) ompiRunner(name string, np int, btls, param, value string) runner {
+	return o.ompiArgs(name, np, []string{"--mca", "pml", "ob1", "--mca", "btl", btls, "--mca", param, value})
+}
+
+// ompiArgs runs osu.c under Open MPI with mpirun arguments of its own.
+func (o *options) ompiArgs(name string, np int, mpirunArgs []string) runner {
 	return runner{name, func(bench string, s []int) []string {
 		args := append([]string{o.mpirun}, strings.Fields(o.extra)...)
-		args = append(args, "-np", strconv.Itoa(np), "--mca", "pml", "ob1", "--mca", "btl", btls,
-			"--mca", param, value, o.osu, bench, "--sizes", joinSizes(s))
+		args = append(append(args, "-np", strconv.Itoa(np)), mpirunArgs...)
+		args = append(args, o.osu, bench, "--sizes", joinSizes(s))
 		return append(args, o.itersArgs()...)
 	}}
 }
@@ -356,7 +474,7 @@ func (o *options) gobtlRunner(name string, np int, stack string) runner {
 	}}
 }
 
-func (g *group) runners() []runner { return append([]runner{g.subject}, g.refs...) }
+func (g *group) runners() []runner { return append(append([]runner{g.subject}, g.refs...), g.also...) }
 
 // benches are the group's benchmarks in the order its metrics name them.
 func (g *group) benches() []string {
@@ -512,6 +630,11 @@ func printTable(w io.Writer, groups []*group, vals values) {
 			}
 			if len(others) > 1 {
 				fmt.Fprintf(w, "%-7s %-22s %12s   %s\n", "", "", "", strings.Join(others, ", "))
+			}
+			for _, r := range g.also {
+				if v := vals.median(g.name, r.name, m); v > 0 {
+					fmt.Fprintf(w, "%-7s %-22s %12s   beside: %s %s (gobtl / it %.3f)\n", "", "", "", r.name, num(v), gv/v)
+				}
 			}
 			for _, r := range g.runners() {
 				if t := vals.tail(g.name, r.name, m); t != "" {

@@ -24,3 +24,30 @@ func TestTheTablePrintsTheSpreadOfTheCallsBesideTheMedians(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 }
+
+// The ofi group runs only the Open MPI paths that run here: one that
+// fails its probe is left out with its last words as the reason, and the
+// runners beside the subject are printed under each metric without
+// being a reference.
+func TestAReferenceThatCannotRunIsLeftOutSayingWhyAndOthersStandBeside(t *testing.T) {
+	sh := func(name, script string) runner {
+		return runner{name, func(string, []int) []string { return []string{"sh", "-c", script} }}
+	}
+	m := metric{"latency", "lat_us", 8, true, 1.0, "latency 8 B (us)"}
+	g := &group{name: "ofi", subject: runner{name: "gobtl ofi/tcp"}, metrics: []metric{m},
+		refs: []runner{sh("btl/ofi tcp", "echo 'no usable provider' >&2; exit 3"), sh("mtl/ofi tcp", "true")},
+		also: []runner{{name: "gobtl ib/softrc"}}}
+	g.probeRefs()
+	if len(g.refs) != 1 || g.refs[0].name != "mtl/ofi tcp" || len(g.notes) != 1 ||
+		!strings.Contains(g.notes[0], "btl/ofi tcp cannot run here") || !strings.Contains(g.notes[0], "no usable provider") {
+		t.Fatalf("refs %v, notes %q", g.refs, g.notes)
+	}
+	k := func(r string) key { return key{"ofi", r, "latency", 8, "lat_us"} }
+	vals := values{k("gobtl ofi/tcp"): {10}, k("mtl/ofi tcp"): {20}, k("gobtl ib/softrc"): {40}, k("btl/ofi tcp"): {1}}
+	var out bytes.Buffer
+	printTable(&out, []*group{g}, vals)
+	if !strings.Contains(out.String(), "20.000 mtl/ofi tcp               0.500") ||
+		!strings.Contains(out.String(), "beside: gobtl ib/softrc 40.000 (gobtl / it 0.250)") {
+		t.Fatalf("table:\n%s", out.String())
+	}
+}
