@@ -86,6 +86,8 @@ type metric struct {
 type runner struct {
 	name string
 	cmd  func(bench string, sizes []int) []string
+	// known is why the runner may fail its probe, where that is known.
+	known string
 }
 
 // group is gobtl on one stack against its references: the ratio of a
@@ -370,7 +372,7 @@ func (o *options) pluginGroup() (*group, error) {
 		if o.pluginBWWarmup <= 0 {
 			return r
 		}
-		return runner{r.name, func(bench string, s []int) []string {
+		return runner{name: r.name, cmd: func(bench string, s []int) []string {
 			args := r.cmd(bench, s)
 			if bench == "bw" {
 				args = append(args, "--warmup", strconv.Itoa(o.pluginBWWarmup))
@@ -399,13 +401,14 @@ func (o *options) ofiGroup() (*group, error) {
 	}
 	p := o.ofiProvider
 	env := []string{"-x", "FI_TCP_IFACE=lo", "-x", "FI_SOCKETS_IFACE=lo"}
+	btl := o.ompiArgs("btl/ofi "+p, 2, append([]string{"--mca", "pml", "ob1", "--mca", "btl", "self,ofi",
+		"--mca", "btl_ofi_provider_include", p, "--mca", "btl_ofi_provider_exclude", ""}, env...))
+	if p == "tcp" {
+		btl.known = "Open MPI's btl/ofi refuses ofi_rxm, which tcp runs under, for want of FI_DELIVERY_COMPLETE"
+	}
 	return &group{name: "ofi", subject: o.gobtlRunner("gobtl ofi/"+p, 2, stack),
-		refs: []runner{
-			o.ompiArgs("btl/ofi "+p, 2, append([]string{"--mca", "pml", "ob1", "--mca", "btl", "self,ofi",
-				"--mca", "btl_ofi_provider_include", p}, env...)),
-			o.ompiArgs("mtl/ofi "+p, 2, append([]string{"--mca", "pml", "cm", "--mca", "mtl", "ofi",
-				"--mca", "mtl_ofi_provider_include", p}, env...)),
-		},
+		refs: []runner{btl, o.ompiArgs("mtl/ofi "+p, 2, append([]string{"--mca", "pml", "cm", "--mca", "mtl", "ofi",
+			"--mca", "mtl_ofi_provider_include", p}, env...))},
 		also:    []runner{o.gobtlRunner("gobtl ib/softrc", 2, o.softrcStack)},
 		metrics: ofiMetrics, probe: true}, nil
 }
@@ -423,20 +426,35 @@ func (g *group) probeRefs() {
 			ok = append(ok, r)
 			continue
 		}
-		g.notes = append(g.notes, fmt.Sprintf("Open MPI %s cannot run here, left out (%v: %s)", r.name, err, lastLine(out)))
+		note := fmt.Sprintf("Open MPI %s cannot run here, left out (%v: %s)", r.name, err, firstWords(out))
+		if r.known != "" {
+			note += "; " + r.known
+		}
+		g.notes = append(g.notes, note)
 	}
 	g.refs = ok
 }
 
-// lastLine is the last line of out that says something.
-func lastLine(out []byte) string {
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if l := strings.Trim(strings.TrimSpace(lines[i]), "-"); l != "" {
-			return l
+// firstWords is what a failed run said first: the first sentence of
+// Open MPI's first help message (the text between its rules of dashes),
+// else its last line.
+func firstWords(out []byte) string {
+	text := strings.TrimSpace(string(out))
+	if _, help, ok := strings.Cut(text, "-----\n"); ok {
+		help, _, _ = strings.Cut(help, "\n-----")
+		help = strings.Join(strings.Fields(help), " ")
+		if i := strings.Index(help, ". "); i > 0 {
+			help = help[:i+1]
 		}
+		return help
 	}
-	return "no output"
+	if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+		text = text[i+1:]
+	}
+	if text == "" {
+		return "no output"
+	}
+	return text
 }
 
 func (o *options) itersArgs() []string {
@@ -454,7 +472,7 @@ func (o *options) ompiRunner(name string, np int, btls, param, value string) run
 
 // ompiArgs runs osu.c under Open MPI with mpirun arguments of its own.
 func (o *options) ompiArgs(name string, np int, mpirunArgs []string) runner {
-	return runner{name, func(bench string, s []int) []string {
+	return runner{name: name, cmd: func(bench string, s []int) []string {
 		args := append([]string{o.mpirun}, strings.Fields(o.extra)...)
 		args = append(append(args, "-np", strconv.Itoa(np)), mpirunArgs...)
 		args = append(args, o.osu, bench, "--sizes", joinSizes(s))
@@ -464,7 +482,7 @@ func (o *options) ompiArgs(name string, np int, mpirunArgs []string) runner {
 
 // gobtlRunner runs gobtl bench under gobtl run on a stack.
 func (o *options) gobtlRunner(name string, np int, stack string) runner {
-	return runner{name, func(bench string, s []int) []string {
+	return runner{name: name, cmd: func(bench string, s []int) []string {
 		args := []string{o.gobtl, "run", "-np", strconv.Itoa(np)}
 		if stack != "" {
 			args = append(args, "-c", stack)

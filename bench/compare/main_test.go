@@ -31,15 +31,15 @@ func TestTheTablePrintsTheSpreadOfTheCallsBesideTheMedians(t *testing.T) {
 // being a reference.
 func TestAReferenceThatCannotRunIsLeftOutSayingWhyAndOthersStandBeside(t *testing.T) {
 	sh := func(name, script string) runner {
-		return runner{name, func(string, []int) []string { return []string{"sh", "-c", script} }}
+		return runner{name: name, cmd: func(string, []int) []string { return []string{"sh", "-c", script} }}
 	}
 	m := metric{"latency", "lat_us", 8, true, 1.0, "latency 8 B (us)"}
 	g := &group{name: "ofi", subject: runner{name: "gobtl ofi/tcp"}, metrics: []metric{m},
-		refs: []runner{sh("btl/ofi tcp", "echo 'no usable provider' >&2; exit 3"), sh("mtl/ofi tcp", "true")},
+		refs: []runner{sh("btl/ofi tcp", "echo '[vm:1] warming up'; printf -- '-----\\nAt least one pair of MPI processes are unable to reach each other for\\nMPI communications.  This means that\\n-----\\n[vm:1] 1 more process has sent help message' >&2; exit 3"), sh("mtl/ofi tcp", "true")},
 		also: []runner{{name: "gobtl ib/softrc"}}}
 	g.probeRefs()
 	if len(g.refs) != 1 || g.refs[0].name != "mtl/ofi tcp" || len(g.notes) != 1 ||
-		!strings.Contains(g.notes[0], "btl/ofi tcp cannot run here") || !strings.Contains(g.notes[0], "no usable provider") {
+		!strings.Contains(g.notes[0], "btl/ofi tcp cannot run here") || !strings.Contains(g.notes[0], "exit status 3: At least one pair of MPI processes are unable to reach each other for MPI communications.)") {
 		t.Fatalf("refs %v, notes %q", g.refs, g.notes)
 	}
 	k := func(r string) key { return key{"ofi", r, "latency", 8, "lat_us"} }

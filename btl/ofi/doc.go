@@ -22,6 +22,31 @@
 // Each module is one subchannel of every peer's virtual channel, so the
 // PML stripes and schedules ofi rails as it does ib ports (seed 001 §4).
 //
+// # The contract in libfabric's terms
+//
+//   - open: fi_getinfo (tagged and RMA; FI_DELIVERY_COMPLETE, else
+//     FI_ORDER_SAW), fi_fabric, fi_domain, fi_endpoint with one AV
+//     (FI_AV_TABLE) and one CQ; fi_getname's address to the bootstrap.
+//   - Endpoint(r): fi_av_insert of r's address; the first Send opens a
+//     session with a job-key hello (auth.go).
+//   - Send: fi_tinjectdata, or fi_tsenddata from a registered send
+//     buffer; the tag is the receive class, the CQ data the session's
+//     token and sequence number; -FI_EAGAIN is core.ErrNoResources.
+//   - the receive-buffer layout: fi_trecv of each buffer under its class's
+//     tag, every class on the endpoint's one receive queue.
+//   - Progress: fi_cq_read (fi_cq_readerr for an error completion):
+//     frames delivered in order and their buffers posted again, send and
+//     RDMA completions.
+//   - RegisterMem, DeregisterMem: fi_mr_reg and fi_close behind gobtl's
+//     own cache; Put, Get: fi_writemsg (delivery complete), fi_readmsg.
+//   - Arm, Notify: fi_trywait, then poll on the CQ's FI_WAIT_FD.
+//   - OnPeerLost: error completions, pidfds on this host, probes across.
+//   - Close: a goodbye to every peer, then fi_close of each object.
+//
+// The default stack runs btl "ofi" between nodes where libfabric has a
+// provider with hardware behind it (ChooseNet: verbs or psm3 on an RDMA
+// device that is not rxe or siw, efa, cxi, opx, psm2), softrc otherwise.
+//
 // # Eager frames: receive classes and credits
 //
 // Frames go by tagged send (fi_tinjectdata when they fit the provider's
