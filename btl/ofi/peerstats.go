@@ -1,3 +1,5 @@
+//go:build ofi && cgo
+
 package ofi
 
 import (
