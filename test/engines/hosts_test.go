@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A host is one "host" of a test on this machine: a network namespace
@@ -102,6 +103,12 @@ func newTwoHosts(t testing.TB) *twoHosts {
 		must("ip", "-n", x.name, "addr", "add", x.addr+"/24", "dev", x.name)
 		must("ip", "-n", x.name, "link", "set", x.name, "up")
 	}
+	// The kernel reports a link's operational state up to a second after
+	// it is set up (linkwatch); libfabric's IP providers leave out an
+	// interface that is not running, so wait until both ends are.
+	for _, x := range []host{h.a, h.b} {
+		waitRunning(t, x)
+	}
 	h.agent = filepath.Join(t.TempDir(), "agent")
 	script := fmt.Sprintf(`#!/bin/sh
 # rsh agent of the two-host test: runs "$2..." on host $1 as ssh would.
@@ -116,6 +123,21 @@ exec ip netns exec "$h" nsenter --uts="$uts" sh -c "$*"
 		t.Fatal(err)
 	}
 	return h
+}
+
+// waitRunning waits up to 5 s for host x's end of the link to be
+// operationally up, and fails the test if it is not.
+func waitRunning(t testing.TB, x host) {
+	t.Helper()
+	state := filepath.Join("/sys/class/net", x.name, "operstate")
+	var out []byte
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if out, err = exec.Command("ip", "netns", "exec", x.name, "cat", state).Output(); err == nil && strings.TrimSpace(string(out)) == "up" {
+			return
+		}
+	}
+	t.Fatalf("engines: host %s's link is not up after 5 s (operstate %q)", x.name, strings.TrimSpace(string(out)))
 }
 
 // mpirun is the engine that starts a job across the hosts from host a,
