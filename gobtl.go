@@ -208,14 +208,32 @@ func (c *Comm) Abort(cause error) {
 // it sends what this rank still owes its peers, waits (boundedly) until
 // every rank has done the same, and closes the transports and policies;
 // communicators made by Dup and Split then become unusable, and closing
-// them does nothing. A rank that closes cleanly — not aborted, every step
-// without error — then tells the engine it is done (PMIx_Finalize, PMI's
-// finalize); one that failed does not, so that the engine sees an
-// abnormal end and ends the job, and the program's non-zero exit status
-// reaches mpirun or srun. Close is called once, last.
+// them does nothing. A rank that closes cleanly — not aborted, the other
+// ranks met — then tells the engine it is done (PMIx_Finalize, PMI's
+// finalize, `gobtl run`'s); one that failed does not, so that the engine
+// sees an abnormal end and ends the job, and the program's exit status
+// reaches mpirun or srun. A rank that ends without Close fails its job
+// however it exits, status 0 included, and the engine tells the others.
+//
+// After a failure Close does not wait for peers that may never come:
+// after an abort or a lost peer it meets no one; after an operation of
+// this rank failed (a truncated receive, a stall, a collective's
+// ErrMismatch) it waits for them FailedFinalize (2 s) at most, not the
+// usual 30 s. Deferred directly (defer comm.Close()) while the goroutine
+// panics, it sees the panic: it aborts the communicator — no finalize, no
+// wait — and panics again with the same value, so that the rank dies at
+// once, its panic printed (marked "[recovered, repanicked]"), and the
+// engine stops the job. Close is called once, last.
 func (c *Comm) Close() error {
+	// recover works only in the deferred function itself: here, when the
+	// program defers Close directly, as the package doc does.
+	if v := recover(); v != nil {
+		c.p.Abort(fmt.Errorf("gobtl: rank %d panicked: %v", c.p.Rank(), v))
+		panic(v)
+	}
 	c.once.Do(func() {
-		errs := []error{c.p.Close()}
+		perr := c.p.Close()
+		errs := []error{perr}
 		for _, cl := range c.closers {
 			errs = append(errs, cl.Close())
 		}
@@ -227,9 +245,12 @@ func (c *Comm) Close() error {
 		// closed its link under an ACK still in flight) is this rank's to
 		// report, but the job did end: the engine still hears a
 		// finalize, or it takes the rank for one that died (mpirun:
-		// "exiting improperly") and fails the whole job. Only an aborted
-		// job skips it.
-		if f, ok := c.boot.(core.Finalizer); ok && c.p.Aborted() == nil {
+		// "exiting improperly") and fails the whole job. An aborted job
+		// skips it, and so does a rank whose finalize did not meet the
+		// others (ErrStalled): they may be blocked on it, and the engine
+		// must end the job and tell them.
+		met := !errors.Is(perr, core.ErrStalled)
+		if f, ok := c.boot.(core.Finalizer); ok && c.p.Aborted() == nil && met {
 			if err := f.Finalize(); err != nil {
 				c.err = errors.Join(c.err, fmt.Errorf("gobtl: finalize the bootstrap: %w", err))
 			}

@@ -306,6 +306,11 @@ func (s *start) startPML(ctx context.Context) error {
 	if s.comm, err = pml.New(s.boot.Rank(), s.boot.Size(), s.mods, po); err != nil {
 		return fmt.Errorf("gobtl: %w", err)
 	}
+	// The engine reports a rank that ends without finalizing the moment it
+	// does; the transports would notice late, or never.
+	if w, ok := s.boot.(core.PeerWatcher); ok {
+		w.OnPeerLost(s.comm.PeerLost)
+	}
 	// A plugin that failed while the job started ends the start-up here.
 	return s.abort.attach(s.comm)
 }

@@ -270,3 +270,62 @@ func TestGroupOnPlacesRanksOnNodes(t *testing.T) {
 	}
 	exchange(t, bs)
 }
+
+// The launcher's notice that a rank ended without finalizing reaches the
+// other ranks' OnPeerLost, wrapping ErrPeerLost and saying how the rank
+// ended: installed before the notice, or after (then at once); a fence in
+// progress does not hold it back, and fences still work after it.
+func TestTheLaunchersNoticeOfALostRankReachesOnPeerLost(t *testing.T) {
+	srv, bs := dialAll(t, 3, "job7")
+	type loss struct {
+		rank int
+		err  error
+	}
+	got := [3]chan loss{make(chan loss, 4), make(chan loss, 4), make(chan loss, 4)}
+	watch := func(r int) {
+		bs[r].(core.PeerWatcher).OnPeerLost(func(rank int, err error) { got[r] <- loss{rank, err} })
+	}
+	watch(0)
+	srv.Lost(2, "rank 2 (pid 7) exited with status 0 before Close (without finalizing)")
+	check := func(r int) {
+		t.Helper()
+		select {
+		case l := <-got[r]:
+			if l.rank != 2 || !errors.Is(l.err, core.ErrPeerLost) || !strings.Contains(l.err.Error(), "rank 2 (pid 7) exited with status 0 before Close") {
+				t.Fatalf("rank %d was told: rank %d, %v", r, l.rank, l.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("rank %d was not told of rank 2", r)
+		}
+	}
+	check(0)
+	// Rank 1 installs its function after a fence that followed the
+	// notice: the notice waits in its client, if it came first.
+	exchange(t, bs)
+	watch(1)
+	check(1)
+	select {
+	case l := <-got[2]:
+		t.Fatalf("rank 2 was told of itself: %v", l.err)
+	default:
+	}
+}
+
+// Finalize is recorded by the launcher before it returns, and ends the
+// session: later fences fail with ErrClosed.
+func TestFinalizeIsRecordedBeforeItReturns(t *testing.T) {
+	srv, bs := dialAll(t, 2, "job8")
+	c := bs[1].(*boot.Client)
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if joined, finalized := srv.Ended(1); !joined || !finalized {
+		t.Fatalf("after Finalize the launcher has joined %v, finalized %v", joined, finalized)
+	}
+	if joined, finalized := srv.Ended(0); !joined || finalized {
+		t.Fatalf("rank 0, which did not finalize: joined %v, finalized %v", joined, finalized)
+	}
+	if err := c.Fence(context.Background()); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("a fence after Finalize: %v", err)
+	}
+}

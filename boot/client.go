@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -15,7 +17,10 @@ import (
 )
 
 // Client is a core.Bootstrap served by the launcher over a unix socket.
-// It is safe for concurrent use; Fence calls are serialized.
+// It is safe for concurrent use; Fence calls are serialized. A goroutine
+// of its own reads the session: the replies to its requests, and the
+// launcher's notices of ranks that ended without finalizing
+// (core.PeerWatcher), which come whenever a rank dies.
 type Client struct {
 	rank, size int
 	job        string
@@ -23,16 +28,34 @@ type Client struct {
 	mu      sync.Mutex
 	conn    net.Conn
 	enc     *json.Encoder
-	dec     *json.Decoder
 	pending map[string][]byte   // put since the last fence
 	kv      []map[string][]byte // per rank, everything fenced so far
 	broken  error               // set when the session cannot continue
+	closed  bool
+
+	// replies carries the replies the reader read, to the request in
+	// flight (one at a time, under mu); it is closed when the session
+	// ends, readErr saying why.
+	replies chan Reply
+	readErr error
+	done    chan struct{} // closed by Close: the reader stops
+
+	lostMu sync.Mutex
+	onLost func(rank int, err error)
+	lost   []lostRank // notices that came before onLost
+}
+
+type lostRank struct {
+	rank int
+	err  error
 }
 
 var (
-	_ core.Bootstrap = (*Client)(nil)
-	_ core.Locality  = (*Client)(nil)
-	_ core.Aborter   = (*Client)(nil)
+	_ core.Bootstrap   = (*Client)(nil)
+	_ core.Locality    = (*Client)(nil)
+	_ core.Aborter     = (*Client)(nil)
+	_ core.Finalizer   = (*Client)(nil)
+	_ core.PeerWatcher = (*Client)(nil)
 )
 
 // FromEnv returns the bootstrap of a process started by `gobtl run`. It
@@ -84,23 +107,81 @@ func Dial(ctx context.Context, path string, rank, size int, job string) (*Client
 		rank: rank, size: size, job: job,
 		conn:    conn,
 		enc:     json.NewEncoder(conn),
-		dec:     json.NewDecoder(bufio.NewReader(conn)),
 		pending: map[string][]byte{},
 		kv:      make([]map[string][]byte, size),
+		replies: make(chan Reply, 1),
+		done:    make(chan struct{}),
 	}
 	for i := range c.kv {
 		c.kv[i] = map[string][]byte{}
 	}
+	go c.read(json.NewDecoder(bufio.NewReader(conn)))
 	rep, err := c.roundTrip(ctx, &Request{Op: OpHello, Rank: rank, Job: job})
 	if err != nil {
-		conn.Close()
+		c.Close()
 		return nil, err
 	}
 	if rep.Size != size {
-		conn.Close()
+		c.Close()
 		return nil, fmt.Errorf("boot: rank %d: launcher says the job has %d ranks, environment says %d", rank, rep.Size, size)
 	}
 	return c, nil
+}
+
+// read reads the session until it ends: replies go to the request in
+// flight, notices of lost ranks to OnPeerLost's function.
+func (c *Client) read(dec *json.Decoder) {
+	defer close(c.replies)
+	for {
+		var rep Reply
+		if err := dec.Decode(&rep); err != nil {
+			c.readErr = err // read after replies is closed
+			return
+		}
+		if rep.Op == OpLost {
+			c.peerLost(rep)
+			continue
+		}
+		// One request is in flight at a time and the slot is empty while
+		// it waits; a reply nobody waits for (its request gave up on its
+		// context, breaking the session) is dropped.
+		select {
+		case c.replies <- rep:
+		case <-c.done:
+			return
+		default:
+		}
+	}
+}
+
+// peerLost delivers the launcher's notice that a rank ended without
+// finalizing, or keeps it for OnPeerLost.
+func (c *Client) peerLost(rep Reply) {
+	if rep.Rank < 0 || rep.Rank >= c.size || rep.Rank == c.rank {
+		return
+	}
+	err := fmt.Errorf("boot: the launcher reports %s: %w", rep.Err, core.ErrPeerLost)
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	if c.onLost == nil {
+		c.lost = append(c.lost, lostRank{rep.Rank, err})
+		return
+	}
+	c.onLost(rep.Rank, err)
+}
+
+// OnPeerLost installs f, called from the session's reader for every rank
+// the launcher reports ended without finalizing (core.PeerWatcher); the
+// notices that came before are delivered now. f must not call back into
+// the Client.
+func (c *Client) OnPeerLost(f func(rank int, err error)) {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	c.onLost = f
+	for _, l := range c.lost {
+		f(l.rank, l.err)
+	}
+	c.lost = nil
 }
 
 // Rank is this process's rank.
@@ -197,21 +278,47 @@ func (c *Client) Abort(code int, msg string) error {
 // maxAbortMsg keeps an abort report well inside MaxLine.
 const maxAbortMsg = 64 << 10
 
-// Close ends the session. Fences after Close fail.
+// Finalize tells the launcher that this rank ends cleanly and ends the
+// session (core.Finalizer): a rank that said hello and exits without it
+// fails its job, however it exits. It returns once the launcher has
+// recorded it.
+func (c *Client) Finalize() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return c.broken
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
+	defer cancel()
+	_, err := c.roundTrip(ctx, &Request{Op: OpFinalize, Rank: c.rank})
+	c.closeLocked()
+	return err
+}
+
+// finalizeTimeout bounds Finalize's wait for the launcher, which answers
+// at once unless it is stopped (SIGSTOP) or gone.
+const finalizeTimeout = 10 * time.Second
+
+// Close ends the session without finalizing. Fences after Close fail.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.broken == nil {
-		c.broken = fmt.Errorf("boot: rank %d: %w", c.rank, core.ErrClosed)
+	return c.closeLocked()
+}
+
+func (c *Client) closeLocked() error {
+	if c.closed {
+		return nil
 	}
+	c.closed = true
+	c.broken = fmt.Errorf("boot: rank %d: %w", c.rank, core.ErrClosed)
+	close(c.done)
 	return c.conn.Close()
 }
 
-// roundTrip sends req and reads its reply; ctx bounds the wait. Any
+// roundTrip sends req and waits for its reply; ctx bounds the wait. Any
 // failure breaks the session. Called with c.mu held.
 func (c *Client) roundTrip(ctx context.Context, req *Request) (*Reply, error) {
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
-	defer stop()
 	fail := func(err error) (*Reply, error) {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
@@ -227,12 +334,25 @@ func (c *Client) roundTrip(ctx context.Context, req *Request) (*Reply, error) {
 		// The server would end the session; say why here instead.
 		return fail(fmt.Errorf("request of %d bytes, the launcher takes at most %d: %w", len(line)+1, MaxLine, ErrLineTooLong))
 	}
-	if _, err := c.conn.Write(append(line, '\n')); err != nil {
+	stop := context.AfterFunc(ctx, func() { c.conn.SetWriteDeadline(time.Now()) })
+	_, err = c.conn.Write(append(line, '\n'))
+	stop()
+	if err != nil {
 		return fail(err)
 	}
 	var rep Reply
-	if err := c.dec.Decode(&rep); err != nil {
-		return fail(err)
+	select {
+	case r, ok := <-c.replies:
+		if !ok {
+			err := c.readErr
+			if err == nil {
+				err = io.EOF
+			}
+			return fail(err)
+		}
+		rep = r
+	case <-ctx.Done():
+		return fail(errors.New("no reply"))
 	}
 	if rep.Err != "" {
 		// The server fails a session when a rank died or left.

@@ -23,7 +23,10 @@
 //
 // The wire protocol, spoken over a unix stream socket, is one JSON object
 // per line in each direction (Request, Reply); it is served by package
-// launch.
+// launch. A rank ends its session with a finalize (Client.Finalize, from
+// its communicator's Close); the launcher, unasked, tells the ranks of
+// every rank that ended without one (OpLost, core.PeerWatcher), and a
+// goroutine of the Client reads the session for those notices.
 package boot
 
 import (

@@ -19,6 +19,17 @@ const (
 	// OpAbort reports a fatal error of the rank (Msg) to the launcher, which
 	// stops the job and prints it. There is no reply.
 	OpAbort = "abort"
+	// OpFinalize says the rank ends cleanly (its communicator's Close,
+	// MPI_Finalize): a rank that said hello and exits without it — even
+	// with status 0 — failed, and the launcher stops the job. The reply
+	// comes once the launcher has recorded it, before the rank exits.
+	OpFinalize = "finalize"
+	// OpLost is the launcher's notice, unasked, that the rank Reply.Rank
+	// ended without finalizing (Reply.Err says how): the ranks fail their
+	// operations on it at once (PMIx's PMIX_ERR_PROC_TERM_WO_SYNC event)
+	// instead of waiting for their transports to notice, or for ever on a
+	// peer they never connected to.
+	OpLost = "lost"
 )
 
 // Request is one line a rank sends to the server.
@@ -37,8 +48,11 @@ type Reply struct {
 	// KV holds, per rank, what it put in this fence round.
 	KV map[int]map[string][]byte `json:"kv,omitempty"`
 	// Err, when set, says why the request failed (a rank died, a bad
-	// hello); the session is over.
+	// hello); the session is over. In an OpLost notice it says how the
+	// rank ended.
 	Err string `json:"err,omitempty"`
+	// Rank is the rank an OpLost notice is about.
+	Rank int `json:"rank,omitempty"`
 }
 
 // MaxLine bounds one request line the server reads, newline included. A
@@ -91,7 +105,7 @@ func DecodeRequest(line []byte) (Request, error) {
 		if req.Job == "" {
 			return Request{}, errors.New("boot: hello without a job id")
 		}
-	case OpFence, OpAbort:
+	case OpFence, OpAbort, OpFinalize:
 	default:
 		return Request{}, fmt.Errorf("boot: unknown operation %.40q", req.Op)
 	}

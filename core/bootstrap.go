@@ -33,3 +33,21 @@ type Bootstrap interface {
 func ShmPrefix(jobID string) string {
 	return "gobtl-" + strings.ReplaceAll(jobID, "/", "_") + "-"
 }
+
+// PeerWatcher is implemented by bootstraps whose engine tells the ranks
+// when one of them ends without finalizing — exits, however, before its
+// communicator's Close, or dies — as `gobtl run`'s launcher does the
+// moment it reaps the process, and a PMIx server through its
+// process-termination events (PMIx_Register_event_handler). The engine
+// learns of a dead rank at once; a transport only when it next talks to
+// it, and never for a peer it has not connected to. PMI-1 and PMI-2 have
+// no such notice: there the transports are all a rank has.
+//
+// OnPeerLost installs f, which the bootstrap calls from a goroutine of its
+// own — not from Progress, unlike a Module's OnPeerLost — once for each
+// rank so reported, with an error wrapping ErrPeerLost that says how the
+// rank ended; notices that came before f was installed are delivered to
+// it at once. The PML fails its channel to that rank.
+type PeerWatcher interface {
+	OnPeerLost(f func(rank int, err error))
+}

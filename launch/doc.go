@@ -6,9 +6,15 @@
 // size, job id, bootstrap socket, stack file), serves the key-value
 // exchange with a fence over a unix socket (Server), forwards the ranks'
 // output, and watches them. The first rank that fails — a non-zero exit,
-// a signal, or an explicit abort through the bootstrap — decides the job's
+// a signal, an explicit abort through the bootstrap, or an exit with
+// status 0 by a rank that joined the job and never finalized (its Close,
+// boot.OpFinalize: mpirun's "exiting improperly") — decides the job's
 // exit status; the others get SIGTERM and, after a grace period, SIGKILL,
-// so the job is gone within about two seconds. An interrupt (ctx canceled)
+// so the job is gone within about two seconds. Before that, the moment it
+// reaps a rank that did not finalize, the launcher tells every other rank
+// (boot.OpLost), whose PML fails its channel to it: a rank waiting on it
+// learns at once, where its transport would notice late or, for a peer it
+// never connected to, never. An interrupt (ctx canceled)
 // or the timeout stops the job the same way. Afterwards the launcher
 // removes the job's shared-memory files (boot.ShmPrefix) that crashed
 // ranks could not.

@@ -70,6 +70,13 @@ type Exit struct {
 	Signal syscall.Signal // the signal that killed it, if any
 	Abort  string         // the rank's abort message, if it aborted
 	Err    error          // the process could not be started or waited for
+	// Unfinalized says the rank exited with status 0 after it joined the
+	// job (its Init said hello) but without finalizing (its Close): it
+	// returned, panicked under a recover or called os.Exit(0) with its
+	// communicator open, and its peers may be waiting on it. mpirun
+	// counts such a rank as failed ("exiting improperly"); so does the
+	// launcher.
+	Unfinalized bool
 }
 
 func (e Exit) String() string {
@@ -84,6 +91,8 @@ func (e Exit) String() string {
 		return fmt.Sprintf("%s: %v", who, e.Err)
 	case e.Signal != 0:
 		return fmt.Sprintf("%s was killed by signal %d (%v)", who, int(e.Signal), e.Signal)
+	case e.Unfinalized:
+		return fmt.Sprintf("%s exited with status %d before Close (without finalizing)", who, e.Code)
 	}
 	return fmt.Sprintf("%s exited with status %d", who, e.Code)
 }
@@ -100,13 +109,16 @@ func (e Exit) Status() int {
 	return 1
 }
 
-func (e Exit) failed() bool { return e.Code != 0 || e.Signal != 0 || e.Abort != "" || e.Err != nil }
+func (e Exit) failed() bool {
+	return e.Code != 0 || e.Signal != 0 || e.Abort != "" || e.Err != nil || e.Unfinalized
+}
 
 // Result is how a job ended.
 type Result struct {
-	// Status is the launcher's exit status: 0 when every rank exited 0,
-	// otherwise the first failing rank's Status, 124 after the timeout and
-	// 130 after an interrupt.
+	// Status is the launcher's exit status: 0 when every rank exited 0
+	// (having finalized, if it joined the job), otherwise the first
+	// failing rank's Status, 124 after the timeout and 130 after an
+	// interrupt.
 	Status int
 	// First is the first rank that failed, if any.
 	First *Exit
@@ -337,6 +349,7 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		case e := <-exits:
 			alive--
 			procs[e.Rank].pid = 0 // reaped: never signal a reused pid
+			e = ended(srv, e)
 			res.Exits[e.Rank] = e
 			if e.failed() && res.First == nil && res.Reason == "" {
 				ee := e
@@ -384,6 +397,23 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		}
 	}
 	return res
+}
+
+// ended completes a rank's exit with what the bootstrap knows of it: a
+// rank that joined the job and exited without finalizing failed, even
+// with status 0, and its peers are told at once (Server.Lost) — they may
+// be waiting on it, and their transports notice a dead peer late (when
+// they next talk to it) or never (a peer they never connected to).
+func ended(srv *Server, e Exit) Exit {
+	joined, finalized := srv.Ended(e.Rank)
+	if !joined || finalized {
+		return e
+	}
+	if e.Code == 0 && e.Signal == 0 && e.Err == nil && e.Abort == "" {
+		e.Unfinalized = true
+	}
+	srv.Lost(e.Rank, e.String())
+	return e
 }
 
 // blame makes a rank's abort report the job's first failure, if nothing

@@ -3,17 +3,20 @@ package launch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
+	"github.com/gobtl/gobtl/core"
 )
 
 // The test binary doubles as the rank program: with envRole set, TestMain
@@ -38,6 +41,12 @@ func rankMain(role string) int {
 			return 1
 		}
 	}
+	switch role {
+	case "plain":
+		return 0 // a program that never joins the job
+	case "leave-early":
+		signal.Ignore(syscall.SIGTERM) // rank 0 outlives the stop to report
+	}
 	ctx := context.Background()
 	b, ok, err := boot.FromEnv(ctx)
 	if !ok || err != nil {
@@ -47,27 +56,7 @@ func rankMain(role string) int {
 	r := b.Rank()
 	switch role {
 	case "exchange":
-		// Two rounds, so that the second fence carries only new puts.
-		for round := range 2 {
-			b.Put(fmt.Sprintf("k%d", round), []byte(fmt.Sprintf("r%d-%d", r, round)))
-			if err := b.Fence(ctx); err != nil {
-				fmt.Fprintln(os.Stderr, "fence:", err)
-				return 1
-			}
-		}
-		var got []string
-		for p := range b.Size() {
-			for round := range 2 {
-				v, err := b.Get(ctx, p, fmt.Sprintf("k%d", round))
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "get:", err)
-					return 1
-				}
-				got = append(got, string(v))
-			}
-		}
-		fmt.Printf("rank %d sees %s\n", r, strings.Join(got, ","))
-		return 0
+		return exchangeRole(ctx, b)
 	case "fail-in-fence":
 		// Rank 1 exits 3 while the others wait in a fence that can never
 		// complete; the launcher must fail that fence and stop them.
@@ -103,9 +92,70 @@ func rankMain(role string) int {
 	case "sleep":
 		select {}
 	case "bootdir":
-		return 0
+		return finalize(b)
+	case "leave-early":
+		return leaveEarly(ctx, b)
 	}
 	return 99
+}
+
+// exchangeRole fences twice and prints what every rank put.
+func exchangeRole(ctx context.Context, b *boot.Client) int {
+	r := b.Rank()
+	// Two rounds, so that the second fence carries only new puts.
+	for round := range 2 {
+		b.Put(fmt.Sprintf("k%d", round), []byte(fmt.Sprintf("r%d-%d", r, round)))
+		if err := b.Fence(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "fence:", err)
+			return 1
+		}
+	}
+	var got []string
+	for p := range b.Size() {
+		for round := range 2 {
+			v, err := b.Get(ctx, p, fmt.Sprintf("k%d", round))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "get:", err)
+				return 1
+			}
+			got = append(got, string(v))
+		}
+	}
+	fmt.Printf("rank %d sees %s\n", r, strings.Join(got, ","))
+	return finalize(b)
+}
+
+// leaveEarly: rank 1 exits without finalizing (status TEST_LEAVE_STATUS)
+// while rank 0 waits in a second fence; rank 0 says how the launcher's
+// notice reached it.
+func leaveEarly(ctx context.Context, b *boot.Client) int {
+	// Both ranks are up, rank 0 ignoring SIGTERM, before rank 1 leaves.
+	if err := b.Fence(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "fence:", err)
+		return 1
+	}
+	if b.Rank() == 1 {
+		code, _ := strconv.Atoi(os.Getenv("TEST_LEAVE_STATUS"))
+		return code
+	}
+	lost := make(chan error, 1)
+	b.OnPeerLost(func(rank int, err error) {
+		lost <- fmt.Errorf("rank %d: %w", rank, err)
+	})
+	ferr := b.Fence(ctx)
+	err := <-lost
+	fmt.Printf("fence: %v\nnotice: %v\npeer lost %v\n", ferr, err, errors.Is(err, core.ErrPeerLost))
+	select {} // wait to be stopped
+}
+
+// finalize ends a rank that succeeded: a rank that joined the job and
+// exits without finalizing fails it.
+func finalize(b *boot.Client) int {
+	if err := b.Finalize(); err != nil {
+		fmt.Fprintln(os.Stderr, "finalize:", err)
+		return 1
+	}
+	return 0
 }
 
 // checkBootDir checks, in a rank, the boot directory the launcher made:
@@ -273,5 +323,46 @@ func TestTaggedOutputPrefixesEveryLine(t *testing.T) {
 	want := "[7] one\n[7] two\n[7] three-no-newline\n"
 	if buf.String() != want {
 		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
+
+// A rank that joined the job and exits without finalizing fails it, also
+// with status 0 (a return before Close: gobtl run said 0 before, issue 30
+// item 5); the launcher names it and how it ended, and tells the other
+// ranks at once, whose bootstraps report the rank lost (core.PeerWatcher).
+// A program that never joins the job may exit 0.
+func TestARankThatEndsWithoutFinalizingFailsTheJobAndTheOthersAreTold(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		how    string
+	}{
+		{0, "exited with status 0 before Close (without finalizing)"},
+		{3, "exited with status 3"},
+	} {
+		t.Run(fmt.Sprint("status", tc.status), func(t *testing.T) {
+			res, out, took := runRole(t, "leave-early", 2, func(c *Config) {
+				c.Env = append(c.Env, fmt.Sprintf("TEST_LEAVE_STATUS=%d", tc.status))
+			})
+			if res.Status == 0 || res.First == nil || res.First.Rank != 1 || res.First.Unfinalized != (tc.status == 0) {
+				t.Fatalf("status %d, first failure %v:\n%s", res.Status, res.First, out)
+			}
+			for _, want := range []string{
+				`gobtl run: rank 1 \(pid \d+\) ` + regexp.QuoteMeta(tc.how) + `; job of 2 ranks stopped`,
+				`notice: rank 1: boot: the launcher reports rank 1 \(pid \d+\) ` + regexp.QuoteMeta(tc.how) + `: peer lost`,
+				`peer lost true`,
+			} {
+				if !regexp.MustCompile(want).MatchString(out) {
+					t.Errorf("the output does not match %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Fatalf("output:\n%s", out)
+			}
+			t.Logf("stopped after %v:\n%s", took, out)
+		})
+	}
+	res, out, _ := runRole(t, "plain", 2, nil)
+	if res.Status != 0 {
+		t.Fatalf("a program that never joined the job exited 0, and the job's status is %d:\n%s", res.Status, out)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,9 +49,16 @@ type Server struct {
 	round   map[int]map[string][]byte
 	waiting []*serverConn // ranks inside the current fence
 	left    map[int]bool  // ranks whose session ended
-	failed  string        // set by Fail: every fence fails with it
-	closed  bool
-	wg      sync.WaitGroup
+	// joined and finalized record, by rank, a hello and a finalize
+	// (boot.OpFinalize): a rank that joined and exits without finalizing
+	// failed, whatever its exit status.
+	joined, finalized []bool
+	// lost holds the notices sent (Lost), by rank, for the ranks that
+	// say hello after them.
+	lost   map[int]*Reply
+	failed string // set by Fail: every fence fails with it
+	closed bool
+	wg     sync.WaitGroup
 }
 
 type serverConn struct {
@@ -100,6 +109,9 @@ func newServer(path string, size int, job string, helloTimeout time.Duration, al
 		conns:        map[int]*serverConn{},
 		round:        map[int]map[string][]byte{},
 		left:         map[int]bool{},
+		joined:       make([]bool, size),
+		finalized:    make([]bool, size),
+		lost:         map[int]*Reply{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -216,6 +228,12 @@ func (s *Server) serve(conn net.Conn, pc *core.PendingConn) {
 			// Before the reply: the last rank's Dial returns to a tidied host.
 			s.helloed()
 			c.send(&Reply{Op: boot.OpHello, Size: s.size})
+			s.mu.Lock()
+			lost := slices.Collect(maps.Values(s.lost))
+			s.mu.Unlock()
+			for _, rep := range lost {
+				c.send(rep)
+			}
 		case boot.OpFence:
 			s.fence(c, req.Puts)
 		case boot.OpAbort:
@@ -223,6 +241,12 @@ func (s *Server) serve(conn net.Conn, pc *core.PendingConn) {
 			case s.aborts <- Abort{Rank: c.rank, Msg: req.Msg}:
 			default: // one report per rank is plenty
 			}
+		case boot.OpFinalize:
+			s.mu.Lock()
+			s.finalized[c.rank] = true
+			s.mu.Unlock()
+			// After the record: the rank exits only once it has the reply.
+			c.send(&Reply{Op: boot.OpFinalize})
 		}
 	}
 }
@@ -248,7 +272,43 @@ func (s *Server) hello(c *serverConn, req *boot.Request) error {
 	}
 	c.rank = req.Rank
 	s.conns[req.Rank] = c
+	s.joined[req.Rank] = true
 	return nil
+}
+
+// Ended says whether rank said hello and whether it finalized since.
+func (s *Server) Ended(rank int) (joined, finalized bool) {
+	if rank < 0 || rank >= s.size {
+		return false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joined[rank], s.finalized[rank]
+}
+
+// Lost tells every other rank in session that rank ended without
+// finalizing, how in msg (boot.OpLost), so that their operations on it
+// fail at once. It does not wait for the notices to be written.
+func (s *Server) Lost(rank int, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	rep := &Reply{Op: boot.OpLost, Rank: rank, Err: msg}
+	s.lost[rank] = rep
+	for r, c := range s.conns {
+		if r == rank {
+			continue
+		}
+		// A goroutine each: a rank that does not read (stopped) holds
+		// its own notice up to send's deadline, not the others'.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.send(rep)
+		}()
+	}
 }
 
 // helloed counts a completed hello and runs allHello after the last.

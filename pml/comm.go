@@ -419,11 +419,17 @@ func (c *Comm) Close() error {
 	return errors.Join(errs...)
 }
 
-// finalize flushes owed work and meets the other ranks in a barrier.
+// finalize flushes owed work and meets the other ranks in a barrier,
+// within Options.FinalizeTimeout — or FailedFinalize once this rank has
+// failed (lost.go): its peers may be blocked on it, and never come.
 func (c *Comm) finalize() error {
 	e := c.e
-	deadline := e.opts.Clock.Now() + e.opts.FinalizeTimeout
-	if err := c.flush(deadline); err != nil {
+	bound := e.opts.FinalizeTimeout
+	if f := e.failed.Load(); f != nil {
+		bound = min(bound, FailedFinalize)
+	}
+	deadline := e.opts.Clock.Now() + bound
+	if err := c.flush(deadline, bound); err != nil {
 		return err
 	}
 	if e.size == 1 || e.nlost.Load() > 0 {
@@ -433,14 +439,17 @@ func (c *Comm) finalize() error {
 		if errors.Is(err, core.ErrPeerLost) {
 			return nil
 		}
-		return fmt.Errorf("pml: finalize: %w", err)
+		if f := e.failed.Load(); f != nil && bound < e.opts.FinalizeTimeout {
+			return fmt.Errorf("pml: finalize: the other ranks did not all close within %v of this rank's failure (%v): %w", bound, *f, err)
+		}
+		return fmt.Errorf("pml: finalize: the other ranks did not all close within %v: %w", bound, err)
 	}
-	return c.flush(deadline)
+	return c.flush(deadline, bound)
 }
 
 // flush makes progress until no frame or RDMA operation waits for
-// resources.
-func (c *Comm) flush(deadline time.Duration) error {
+// resources, or fails at deadline (bound after it started).
+func (c *Comm) flush(deadline, bound time.Duration) error {
 	e := c.e
 	b := e.newBackoff()
 	for {
@@ -456,7 +465,7 @@ func (c *Comm) flush(deadline time.Duration) error {
 		} else if err := e.aborted(); err != nil {
 			return err
 		} else if e.opts.Clock.Now() > deadline {
-			return fmt.Errorf("pml: finalize: work still queued after %v: %w", e.opts.FinalizeTimeout, core.ErrStalled)
+			return fmt.Errorf("pml: finalize: work still queued after %v: %w", bound, core.ErrStalled)
 		}
 		b.wait()
 	}

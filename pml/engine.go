@@ -161,6 +161,10 @@ type engine struct {
 	// nlost counts lost peers, so that Comm.Lost costs nothing until one
 	// is.
 	nlost atomic.Int32
+	// failed is the first failure of this rank's operations that may
+	// leave its peers waiting on it (lost.go): Close then meets them only
+	// briefly.
+	failed atomic.Pointer[error]
 	// events counts what progress has handled, by any goroutine (lock
 	// held): a waiter whose own poll found nothing, but whose operations
 	// (Start) polled and found something while it advanced them, is

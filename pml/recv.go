@@ -132,7 +132,7 @@ func (e *engine) truncErr(r *Request) error {
 // truncErr, so that the check of every message is inlined.
 func (e *engine) truncated(r *Request) error {
 	e.m.truncated.Inc()
-	return fmt.Errorf("pml: %d-byte message from rank %d tag %d into a %d-byte buffer: %w", r.total, r.src, r.status.Tag, len(r.buf), core.ErrTruncated)
+	return e.fail(fmt.Errorf("pml: %d-byte message from rank %d tag %d into a %d-byte buffer: %w", r.total, r.src, r.status.Tag, len(r.buf), core.ErrTruncated))
 }
 
 func (e *engine) recvEager(r *Request, h *core.Header, payload []byte) {

@@ -118,8 +118,10 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 			b.reset()
 		} else if err := e.aborted(); err != nil {
 			return Status{}, err, false
-		} else if b.stalled() || deadline > 0 && e.opts.Clock.Now() > deadline {
-			return Status{}, e.stallErr(r), false
+		} else if b.stalled() {
+			return Status{}, e.stallErr(r, 0), false
+		} else if deadline > 0 && e.opts.Clock.Now() > deadline {
+			return Status{}, e.stallErr(r, deadline), false
 		}
 		if done != nil {
 			select {
@@ -132,15 +134,23 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 	}
 }
 
-func (e *engine) stallErr(r *Request) error {
+// stallErr is the error of a wait on r that gave up: at deadline, the
+// caller's bound on the engine's clock (Close's finalize), or, when
+// deadline is 0, after the stall timeout without an event. It counts as
+// this rank's failure (fail): what it waited for may never come.
+func (e *engine) stallErr(r *Request, deadline time.Duration) error {
+	why := fmt.Sprintf("no progress for %v", e.opts.StallTimeout)
+	if deadline > 0 {
+		why = "not done by its deadline"
+	}
 	what := "send to"
 	switch r.kind {
 	case reqRecv:
 		what = "receive from"
 	case reqOp:
-		return fmt.Errorf("pml: operation: no progress for %v: %w", e.opts.StallTimeout, core.ErrStalled)
+		return e.fail(fmt.Errorf("pml: operation: %s: %w", why, core.ErrStalled))
 	}
-	return fmt.Errorf("pml: %s rank %d tag %d: no progress for %v: %w", what, r.peer, r.tag, e.opts.StallTimeout, core.ErrStalled)
+	return e.fail(fmt.Errorf("pml: %s rank %d tag %d: %s: %w", what, r.peer, r.tag, why, core.ErrStalled))
 }
 
 // Test makes progress once and reports whether r has completed; if so it
@@ -493,7 +503,7 @@ func (c *Comm) poll(ctx context.Context, call string, cond func(e *engine) (bool
 				return err
 			}
 			if b.stalled() {
-				return fmt.Errorf("pml: %s: no progress for %v: %w", call, e.opts.StallTimeout, core.ErrStalled)
+				return e.fail(fmt.Errorf("pml: %s: no progress for %v: %w", call, e.opts.StallTimeout, core.ErrStalled))
 			}
 		}
 		if done != nil {

@@ -96,5 +96,10 @@ func exchange() error {
 		return err
 	}
 	fmt.Printf("rank %d exchanged its messages\n", rank)
-	return nil
+	// A rank that joined the launcher's job ends by finalizing, or the
+	// launcher fails the job.
+	if err := c.Close(); err != nil {
+		return err
+	}
+	return b.Finalize()
 }

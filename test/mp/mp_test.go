@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		"sigkill":    rank(sigkill),
 		"ring":       rank(ringRole),
 		"hold":       rank(hold),
+		"leave":      leaveRole,
+		"panic":      panicRole,
+		"error":      errorRole,
 	}, nil)
 }
 
