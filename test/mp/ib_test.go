@@ -104,7 +104,9 @@ func TestAKilledRankIsALostPeerToTheOthers(t *testing.T) {
 				line = l
 			}
 		}
-		if !strings.Contains(line, "peer lost true") || !strings.Contains(line, "peer 1") {
+		// The launcher's notice (it reaps rank 1) or ib's own detection
+		// (the connection goes down), whichever comes first.
+		if !strings.Contains(line, "peer lost true") || !strings.Contains(line, "peer 1") && !strings.Contains(line, "rank 1 (pid") {
 			t.Fatalf("%s's receive did not fail with ErrPeerLost naming peer 1:\n%s", r, out)
 		}
 		t.Log(line)
