@@ -41,7 +41,7 @@ func (c *Comm) allgather(send, recv []byte) (*schedule, error) {
 	if alg == RecursiveDoubling && !pow2(n) {
 		alg = Bruck
 	}
-	s := c.begin(KindAllgather, alg)
+	s := c.begin(KindAllgather, alg, call{root: -1, bytes: b})
 	if b > 0 {
 		mine := recv[me*b : (me+1)*b]
 		switch alg {
@@ -125,7 +125,7 @@ func (c *Comm) Allgatherv(ctx context.Context, send, recv []byte, counts, displs
 	if len(send) != counts[me] {
 		return errf("allgatherv", "send holds %d bytes, counts[%d] says %d", len(send), me, counts[me])
 	}
-	s := c.begin(KindAllgather, Ring)
+	s := c.begin(KindAllgather, Ring, call{root: -1, bytes: countsSig(counts)})
 	s.copy(recv[displs[me]:displs[me]+counts[me]], send)
 	next, prev := (me+1)%n, (me-1+n)%n
 	for k := 0; k < n-1; k++ {

@@ -49,11 +49,14 @@ func (c *Comm) allreduce(send, recv []byte, op Op) (*schedule, error) {
 	}
 	if alg == Linear {
 		if s := c.again(KindAllreduce, alg, send, recv); s != nil {
+			if !sameOp(op, s.op) {
+				s.resign(call{root: -1, bytes: len(send), op: op})
+			}
 			s.op = op
 			return s, nil
 		}
 	}
-	s := c.begin(KindAllreduce, alg)
+	s := c.begin(KindAllreduce, alg, call{root: -1, bytes: len(send), op: op})
 	s.op = op
 	if n == 1 || count == 0 {
 		s.copy(recv, send)

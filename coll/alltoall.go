@@ -32,7 +32,7 @@ func (c *Comm) alltoall(send, recv []byte, block int) (*schedule, error) {
 		return nil, errf("alltoall", "%d ranks' blocks of %d bytes from %d into %d bytes", n, block, len(send), len(recv))
 	}
 	alg, _ := c.t.decide(KindAlltoall, n, block)
-	s := c.begin(KindAlltoall, alg)
+	s := c.begin(KindAlltoall, alg, call{root: -1, bytes: block})
 	counts, displs := s.tmpInts(n), s.tmpInts(n)
 	for i := range n {
 		counts[i], displs[i] = block, i*block
@@ -56,7 +56,7 @@ func (c *Comm) Alltoallv(ctx context.Context, send []byte, sendCounts, sendDispl
 		most = max(most, sendCounts[i], recvCounts[i])
 	}
 	alg, _ := c.t.decide(KindAlltoall, n, most)
-	s := c.begin(KindAlltoall, alg)
+	s := c.begin(KindAlltoall, alg, call{root: -1})
 	alltoallv(s, n, c.Rank(), alg, send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
 	return c.block(ctx, s)
 }

@@ -25,7 +25,7 @@ func (c *Comm) barrier() *schedule {
 	if s := c.again(KindBarrier, alg, nil, nil); s != nil {
 		return s
 	}
-	s := c.begin(KindBarrier, alg)
+	s := c.begin(KindBarrier, alg, call{root: -1})
 	s.keep(nil, nil) // a barrier's steps move no bytes
 	if alg == Linear {
 		// Every rank tells every other one, and waits once: one round
@@ -88,7 +88,7 @@ func (c *Comm) bcast(buf []byte, root int) (*schedule, error) {
 	}
 	n, me := c.Size(), c.Rank()
 	alg, seg := c.t.decide(KindBcast, n, len(buf))
-	s := c.begin(KindBcast, alg)
+	s := c.begin(KindBcast, alg, call{root: root, bytes: len(buf)})
 	if n == 1 || len(buf) == 0 {
 		return s, nil
 	}

@@ -39,6 +39,13 @@ type Comm struct {
 	// node is the node component's module (node.go): the blocking
 	// collectives run in order, so only they touch it.
 	node nodeState
+	// opKey and opHash cache the last operation's signature (agree.go);
+	// failed holds the last collectives that failed here with
+	// ErrMismatch (their sequence numbers, marked), nfailed counts them.
+	opKey   uintptr
+	opHash  uint64
+	failed  [8]int
+	nfailed int
 }
 
 // New returns the collective layer of p, choosing algorithms by t (nil:
@@ -83,8 +90,8 @@ func (c *Comm) Size() int { return c.p.Size() }
 const tagBase = 1 << 30
 
 // begin takes a schedule for a new collective, its tag the next in the
-// sequence every rank follows alike.
-func (c *Comm) begin(k Kind, alg Alg) *schedule {
+// sequence every rank follows alike, signed with cl (agree.go).
+func (c *Comm) begin(k Kind, alg Alg, cl call) *schedule {
 	c.mu.Lock()
 	var s *schedule
 	if n := len(c.free); n > 0 {
@@ -93,16 +100,18 @@ func (c *Comm) begin(k Kind, alg Alg) *schedule {
 	} else {
 		s = &schedule{}
 	}
-	tag := c.nextTag()
+	sig := c.sign(k, cl) << seqBits
+	tag := c.nextTag() | sig
 	c.mu.Unlock()
 	c.count(k, alg)
 	s.reset(c, tag, k, alg)
+	s.sig = sig
 	return s
 }
 
-// nextTag is the tag of the next collective (lock held).
+// nextTag is the tag of the next collective, unsigned (lock held).
 func (c *Comm) nextTag() int {
-	tag := tagBase | int(c.seq&(tagBase-1))
+	tag := tagBase | int(c.seq&seqMask)
 	c.seq++
 	return tag
 }
@@ -129,9 +138,13 @@ func (c *Comm) again(k Kind, alg Alg, a, b []byte) *schedule {
 		return nil
 	}
 	c.warm[k] = nil
-	s.tag = c.nextTag()
+	// The same buffers, the same length: the signature is the last
+	// call's but for its operation, which the caller checks (resign).
+	s.tag = c.nextTag() | s.sig
 	c.mu.Unlock()
 	c.count(k, alg)
+	// idle and noticed are as reset left them: a finished round clears
+	// idle, and a schedule noticed failed is never kept.
 	s.pc = 0
 	return s
 }

@@ -87,11 +87,16 @@
 // # Failures and cancellation
 //
 // A collective fails on this rank — every message it still waits for
-// cancelled — when one of its messages fails (core.ErrPeerLost,
-// core.ErrTruncated), when the PML reports any member of the communicator
-// lost (a rank waiting on a live member that will never send, because it
-// lost another, does not hang), and when a rank sent fewer bytes than
-// this rank's arguments expect (ErrMismatch). A blocking call whose
+// cancelled — when one of its messages fails (core.ErrPeerLost), when the
+// PML reports any member of the communicator lost (a rank waiting on a
+// live member that will never send, because it lost another, does not
+// hang), and when the ranks called it with arguments that do not fit
+// together: ErrMismatch, on every rank that takes part in it, never
+// ErrTruncated on some. A collective's tag carries a signature of the
+// arguments every rank passes alike (length, root, operation): the
+// messages of ranks that disagree do not match, and a round that waits
+// finds them, or another rank's notice, and fails (agree.go, which says
+// what no rank can find without a message more). A blocking call whose
 // context ends returns a *PendingError wrapping ctx.Err(): the collective
 // goes on in the background, as its non-blocking form would, since the
 // other ranks take part in it, and the error's request says when it is

@@ -38,7 +38,7 @@ func (c *Comm) gather(send, recv []byte, root int) (*schedule, error) {
 		return nil, errf("gather", "%d ranks' %d bytes into %d", n, b, len(recv))
 	}
 	alg, _ := c.t.decide(KindGather, n, b)
-	s := c.begin(KindGather, alg)
+	s := c.begin(KindGather, alg, call{root: root, bytes: b})
 	if alg == Binomial {
 		gatherBinomial(s, n, me, root, send, recv)
 	} else {
@@ -63,7 +63,7 @@ func (c *Comm) Gatherv(ctx context.Context, send, recv []byte, counts, displs []
 			return errf("gatherv", "the root sends %d bytes, counts[%d] says %d", len(send), me, counts[me])
 		}
 	}
-	s := c.begin(KindGather, Linear)
+	s := c.begin(KindGather, Linear, call{root: root})
 	gatherLinear(s, n, me, root, send, recv, counts, displs)
 	return c.block(ctx, s)
 }
@@ -160,7 +160,7 @@ func (c *Comm) scatter(send, recv []byte, root int) (*schedule, error) {
 		return nil, errf("scatter", "%d ranks' %d bytes from %d", n, b, len(send))
 	}
 	alg, _ := c.t.decide(KindScatter, n, b)
-	s := c.begin(KindScatter, alg)
+	s := c.begin(KindScatter, alg, call{root: root, bytes: b})
 	if alg == Binomial {
 		scatterBinomial(s, n, me, root, send, recv)
 	} else {
@@ -185,7 +185,7 @@ func (c *Comm) Scatterv(ctx context.Context, send, recv []byte, counts, displs [
 			return errf("scatterv", "the root receives %d bytes, counts[%d] says %d", len(recv), me, counts[me])
 		}
 	}
-	s := c.begin(KindScatter, Linear)
+	s := c.begin(KindScatter, Linear, call{root: root})
 	scatterLinear(s, n, me, root, send, recv, counts, displs)
 	return c.block(ctx, s)
 }

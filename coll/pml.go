@@ -44,6 +44,12 @@ type PML interface {
 	Start(op pml.Op) (*pml.Request, error)
 	// Lost reports a lost member, which a round may wait on for ever.
 	Lost() error
+	// Iprobe looks for a message not yet received (agree.go: a message
+	// of the collective a round waits in, under another signature).
+	Iprobe(source, tag int) (bool, pml.Status, error)
+	// Failed tells the PML that a collective failed here in a way that
+	// may leave the other ranks waiting on this one (ErrMismatch).
+	Failed(err error)
 	// NextContext is the lowest context id this rank has not handed
 	// out, which Split and Dup agree on.
 	NextContext() uint32

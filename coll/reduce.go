@@ -56,7 +56,7 @@ func (c *Comm) reduce(send, recv []byte, op Op, root int) (*schedule, error) {
 	if !op.Commutative || len(send) <= seg {
 		alg = Binomial
 	}
-	s := c.begin(KindReduce, alg)
+	s := c.begin(KindReduce, alg, call{root: root, bytes: len(send), op: op})
 	s.op = op
 	var result []byte
 	if me == root {

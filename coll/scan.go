@@ -21,7 +21,7 @@ func (c *Comm) ReduceScatterBlock(ctx context.Context, send, recv []byte, op Op)
 	case alg == RecursiveHalving && !pow2(n):
 		alg = Ring
 	}
-	s := c.begin(KindReduceScatter, alg)
+	s := c.begin(KindReduceScatter, alg, call{root: -1, bytes: b, op: op})
 	s.op = op
 	if b == 0 {
 		return c.block(ctx, s)
@@ -100,7 +100,11 @@ func (c *Comm) scan(ctx context.Context, send, recv []byte, op Op, exclusive boo
 	recv = recv[:len(send)]
 	n, me := c.Size(), c.Rank()
 	alg, _ := c.t.decide(KindScan, n, len(send))
-	s := c.begin(KindScan, alg)
+	cl := call{root: -1, bytes: len(send), op: op}
+	if exclusive {
+		cl.root = -2 // a scan and an exscan do not match
+	}
+	s := c.begin(KindScan, alg, cl)
 	s.op = op
 	if len(send) == 0 {
 		return c.block(ctx, s)

@@ -76,6 +76,13 @@ type schedule struct {
 	// and wb (Comm.again).
 	warm   bool
 	wa, wb []byte
+	// idle counts the advances that found the round unfinished, for the
+	// question whether it ever will (agree.go); noticed says another
+	// rank's notice failed it. sig is the signature in its tag (shifted
+	// into place), which again reuses (agree.go).
+	idle    int
+	noticed bool
+	sig     int
 }
 
 // early is a receive posted ahead of its round and the bytes it must
@@ -90,6 +97,7 @@ func (s *schedule) reset(c *Comm, tag int, k Kind, alg Alg) {
 	// put cleared the steps of a schedule from the free list.
 	s.c, s.tag, s.kind, s.alg = c, tag, k, alg
 	s.op = Op{}
+	s.idle, s.noticed = 0, false
 	s.steps, s.pc, s.off, s.ioff, s.nearly = s.steps[:0], 0, 0, 0, 0
 }
 
@@ -199,9 +207,15 @@ func (s *schedule) advance(poll bool) (bool, error) {
 			}
 			if !done {
 				// A member lost elsewhere may mean a message this round
-				// waits for will never come.
+				// waits for will never come; so may a rank that called
+				// the collective with other arguments (agree.go).
 				if err = x.Lost(); err == nil {
-					return false, nil
+					if s.idle++; s.idle%pml.StuckEvery != 0 {
+						return false, nil
+					}
+					if err = s.c.stuck(s); err == nil {
+						return false, nil
+					}
 				}
 			}
 			if err == nil {
@@ -210,7 +224,7 @@ func (s *schedule) advance(poll bool) (bool, error) {
 			if err != nil {
 				return true, s.fail(err)
 			}
-			s.reqs, s.want = s.reqs[:0], s.want[:0]
+			s.reqs, s.want, s.idle = s.reqs[:0], s.want[:0], 0
 		}
 		if s.pc == len(s.steps) {
 			s.c.put(s)
@@ -290,7 +304,8 @@ func (s *schedule) join(r *pml.Request, want int) {
 
 // checkCounts fails a round in which a rank sent fewer bytes than this
 // rank's arguments say it must: the ranks called the collective with
-// different sizes. (More bytes fail the receive as truncated.)
+// different sizes. (More bytes fail the receive as truncated, which fail
+// makes ErrMismatch too.)
 func (s *schedule) checkCounts() error {
 	for i, want := range s.want {
 		if want >= 0 && s.sts[i].Count != want {
@@ -306,6 +321,7 @@ func (s *schedule) checkCounts() error {
 // (a send to a rank that gave up may never). The schedule is not reused:
 // its buffers may still be in the PML's hands.
 func (s *schedule) fail(err error) error {
+	err = mismatch(err)
 	x := s.c.x
 	for _, r := range s.reqs {
 		if r != nil {
@@ -320,6 +336,7 @@ func (s *schedule) fail(err error) error {
 		}
 	}
 	s.reqs, s.early = nil, nil
+	s.c.mismatched(s, err)
 	return fmt.Errorf("coll: %s %s: %w", s.kind, s.alg, err)
 }
 

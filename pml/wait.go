@@ -50,13 +50,15 @@ func (c *Comm) wait(ctx context.Context, r *Request, deadline time.Duration) (st
 // fused receive path): the back-off counts those rounds as its own, so
 // that the waiter does not spin twice as long before it yields.
 func (c *Comm) waitSpun(ctx context.Context, r *Request, deadline time.Duration, spun int) (st Status, err error, released bool) {
-	return c.waitLive(ctx, r, deadline, spun, false)
+	return c.waitLive(ctx, r, deadline, spun, nil)
 }
 
-// waitLive is waitSpun that, if live, also gives up — r pending — once a
-// member of c is lost (Lost): the wait of a collective's round.
-func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration, spun int, live bool) (st Status, err error, released bool) {
+// waitLive is waitSpun for the wait of a collective's round (round not
+// nil): it also gives up — r pending — once a member of c is lost
+// (Lost), or when round, a Stuck, says the round will never complete.
+func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration, spun int, round fmt.Stringer) (st Status, err error, released bool) {
 	e := c.e
+	live := round != nil
 	if r == nil || r.e != e {
 		return Status{}, fmt.Errorf("pml: wait on a request of another communicator or nil: %w", ErrInvalid), false
 	}
@@ -118,6 +120,8 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 			b.reset()
 		} else if err := e.aborted(); err != nil {
 			return Status{}, err, false
+		} else if err := stuck(round, b.n); err != nil {
+			return Status{}, err, false
 		} else if b.stalled() {
 			return Status{}, e.stallErr(r, 0), false
 		} else if deadline > 0 && e.opts.Clock.Now() > deadline {
@@ -133,6 +137,50 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 		b.wait()
 	}
 }
+
+// Stuck is implemented by the operation a blocking collective's round
+// waits for (WaitRound's op) when it can tell, while the round waits and
+// nothing moves, that the round will never complete: its ranks called the
+// collective with arguments that do not fit, and a message it waits for
+// will not come (coll). The wait asks it every StuckEvery polls that
+// found nothing, and WaitRound returns its error, the round's requests
+// pending.
+type Stuck interface {
+	Stuck() error
+}
+
+// StuckEvery is how many polls that find nothing a round waits between
+// two questions to its Stuck: about a millisecond once the waiter sleeps,
+// off the path of a round whose messages are there.
+const StuckEvery = 256
+
+// stuck asks round, every StuckEvery idle polls (n of them so far), if it
+// will never complete; the error it returns is a *stuckError. The test
+// of round is inlined: a wait that is not a round's pays no call.
+func stuck(round fmt.Stringer, n int) error {
+	if round == nil {
+		return nil
+	}
+	return askStuck(round, n)
+}
+
+func askStuck(round fmt.Stringer, n int) error {
+	if n%StuckEvery != StuckEvery-1 {
+		return nil
+	}
+	if s, ok := round.(Stuck); ok {
+		if err := s.Stuck(); err != nil {
+			return &stuckError{err}
+		}
+	}
+	return nil
+}
+
+// stuckError carries a Stuck's error out of waitLive to WaitRound.
+type stuckError struct{ err error }
+
+func (e *stuckError) Error() string { return e.err.Error() }
+func (e *stuckError) Unwrap() error { return e.err }
 
 // stallErr is the error of a wait on r that gave up: at deadline, the
 // caller's bound on the engine's clock (Close's finalize), or, when
@@ -241,9 +289,13 @@ func (c *Comm) waitall(ctx context.Context, rs []*Request, sts []Status, op fmt.
 		if i == len(rs) {
 			return first
 		}
-		st, err, released := c.waitLive(ctx, rs[i], 0, 0, live)
+		st, err, released := c.waitLive(ctx, rs[i], 0, 0, op)
 		if !released {
-			if ctx.Err() != nil && err == ctx.Err() || live && errors.Is(err, core.ErrPeerLost) {
+			var gaveUp *stuckError
+			if errors.As(err, &gaveUp) {
+				err = gaveUp.err
+			}
+			if ctx.Err() != nil && err == ctx.Err() || live && (errors.Is(err, core.ErrPeerLost) || gaveUp != nil) {
 				if live {
 					e.mu.Lock()
 					e.endRound(op)

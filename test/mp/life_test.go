@@ -239,3 +239,77 @@ func TestCloseAfterAFailedOperationMeetsNoOneForLong(t *testing.T) {
 	}
 	t.Logf("the job stopped after %v", res.Took.Round(time.Millisecond))
 }
+
+// mismatchRole: rank 1 calls three allreduces with other arguments than
+// the others' (another length, another operation, another length by the
+// non-blocking form); every rank prints how each ended, then they run
+// one whose ranks agree.
+func mismatchRole(c *gobtl.Comm) int {
+	odd := c.Rank() == 1
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"lengths", func() error {
+			n := 1
+			if odd {
+				n = 2
+			}
+			return gobtl.Allreduce(c, make([]int64, n), make([]int64, n), gobtl.Sum)
+		}},
+		{"operations", func() error {
+			op := gobtl.Sum
+			if odd {
+				op = gobtl.Max
+			}
+			return gobtl.Allreduce(c, make([]int64, 4), make([]int64, 4), op)
+		}},
+		{"nonblocking lengths", func() error {
+			n := 1
+			if odd {
+				n = 1 << 15
+			}
+			r, err := gobtl.Iallreduce(c, make([]float64, n), make([]float64, n), gobtl.Sum)
+			if err == nil {
+				_, err = c.Wait(r)
+			}
+			return err
+		}},
+	}
+	for _, k := range calls {
+		err := k.call()
+		fmt.Printf("rank %d %s: mismatch %v truncated %v: %v\n", c.Rank(), k.name, errors.Is(err, gobtl.ErrMismatch), errors.Is(err, gobtl.ErrTruncated), err)
+	}
+	out := make([]int64, 1)
+	if err := gobtl.Allreduce(c, []int64{1}, out, gobtl.Sum); err != nil || out[0] != int64(c.Size()) {
+		fmt.Fprintf(os.Stderr, "rank %d: an allreduce whose ranks agree after them: %v, %d\n", c.Rank(), err, out[0])
+		return 1
+	}
+	return 0
+}
+
+// TestACollectiveWhoseRanksDisagreeFailsAlikeBetweenProcesses: over sm
+// and ib, 3 ranks (more than this host's cores, so the point-to-point
+// algorithms, not the node component), each of the three disagreements
+// fails with ErrMismatch on every rank and ErrTruncated on none; the job
+// then goes on and ends cleanly.
+func TestACollectiveWhoseRanksDisagreeFailsAlikeBetweenProcesses(t *testing.T) {
+	for _, kind := range []string{"sm", "ib"} {
+		t.Run(kind, func(t *testing.T) {
+			res := mptest.Job{NP: 3, Role: "mismatch", Stack: stackFile(t, "rdma_read", kind, nil), Timeout: time.Minute}.Run(t)
+			if res.Failed() {
+				t.Fatalf("the job failed\n%s", res)
+			}
+			for _, name := range []string{"lengths", "operations", "nonblocking lengths"} {
+				for r := range 3 {
+					if want := fmt.Sprintf("rank %d %s: mismatch true truncated false", r, name); !strings.Contains(res.Stdout, want) {
+						t.Errorf("no %q", want)
+					}
+				}
+			}
+			if t.Failed() {
+				t.Fatalf("%s", res)
+			}
+		})
+	}
+}

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		"leave":      leaveRole,
 		"panic":      panicRole,
 		"error":      errorRole,
+		"mismatch":   rank(mismatchRole),
 	}, nil)
 }
 
