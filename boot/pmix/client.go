@@ -114,6 +114,37 @@ static pmix_status_t gobtl_fence(const char *ns, int timeout) {
 	return rc;
 }
 
+// gobtl_evhdlr takes the engine's notice that a process ended (events.go
+// registers it) to Go: the process is the event's affected one, else its
+// source. Other handlers run after it.
+extern void gobtlProcEnded(char *nspace, uint32_t rank, int status);
+
+static void gobtl_evhdlr(size_t id, pmix_status_t status, const pmix_proc_t *source,
+		pmix_info_t info[], size_t ninfo, pmix_info_t *results, size_t nresults,
+		pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata) {
+	const pmix_proc_t *p = source;
+	for (size_t i = 0; i < ninfo; i++) {
+		if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC) {
+			p = info[i].value.data.proc;
+		}
+	}
+	if (p != NULL) {
+		gobtlProcEnded((char *)p->nspace, p->rank, status);
+	}
+	if (cbfunc != NULL) {
+		cbfunc(PMIX_SUCCESS, NULL, 0, NULL, NULL, cbdata);
+	}
+}
+
+// gobtl_watch registers gobtl_evhdlr for the events of a process that
+// ended: PMIx's own, and those of engines built on older releases.
+static pmix_status_t gobtl_watch(void) {
+	pmix_status_t codes[] = {PMIX_PROC_TERMINATED, PMIX_ERR_PROC_TERM_WO_SYNC, PMIX_EVENT_PROC_TERMINATED,
+		PMIX_ERR_PROC_ABORTED, PMIX_ERR_PROC_ABORTING, PMIX_ERR_PROC_ABORTED_BY_SIG};
+	pmix_status_t rc = PMIx_Register_event_handler(codes, sizeof(codes) / sizeof(codes[0]), NULL, 0, gobtl_evhdlr, NULL, NULL);
+	return rc < 0 ? rc : PMIX_SUCCESS;
+}
+
 static pmix_status_t gobtl_abort(int status, const char *msg) { return PMIx_Abort(status, msg, NULL, 0); }
 static pmix_status_t gobtl_finalize(void) { return PMIx_Finalize(NULL, 0); }
 static uint32_t gobtl_wildcard(void) { return PMIX_RANK_WILDCARD; }
@@ -154,13 +185,17 @@ type Client struct {
 	own    map[string][]byte // what this rank put, for its own Get
 	broken error
 	done   bool
+
+	// lost holds the engine's notices of ranks that ended (events.go).
+	lost lostRanks
 }
 
 var (
-	_ core.Bootstrap = (*Client)(nil)
-	_ core.Locality  = (*Client)(nil)
-	_ core.Aborter   = (*Client)(nil)
-	_ core.Finalizer = (*Client)(nil)
+	_ core.Bootstrap   = (*Client)(nil)
+	_ core.Locality    = (*Client)(nil)
+	_ core.Aborter     = (*Client)(nil)
+	_ core.Finalizer   = (*Client)(nil)
+	_ core.PeerWatcher = (*Client)(nil)
 )
 
 // keyPrefix keeps gobtl's keys out of PMIx's reserved "pmix" names.
@@ -208,7 +243,18 @@ func Init(context.Context) (*Client, error) {
 		C.gobtl_finalize()
 		return nil, err
 	}
+	c.watch()
 	return c, nil
+}
+
+// watch registers the handler of the engine's notices that a process
+// ended (events.go) for this client; an engine without events leaves the
+// transports to notice.
+func (c *Client) watch() {
+	watching.mu.Lock()
+	watching.c = c
+	watching.mu.Unlock()
+	C.gobtl_watch()
 }
 
 func (c *Client) uint(rank C.uint32_t, key string, optional bool) (uint64, error) {
