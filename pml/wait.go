@@ -118,14 +118,8 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 		}
 		if n > 0 || moved || opEvents {
 			b.reset()
-		} else if err := e.aborted(); err != nil {
+		} else if err := e.idleErr(r, &b, round, deadline); err != nil {
 			return Status{}, err, false
-		} else if err := stuck(round, b.n); err != nil {
-			return Status{}, err, false
-		} else if b.stalled() {
-			return Status{}, e.stallErr(r, 0), false
-		} else if deadline > 0 && e.opts.Clock.Now() > deadline {
-			return Status{}, e.stallErr(r, deadline), false
 		}
 		if done != nil {
 			select {
@@ -136,6 +130,25 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 		}
 		b.wait()
 	}
+}
+
+// idleErr is why a wait whose last round moved nothing ends, if it
+// does: the job aborted, the collective round cannot complete (Stuck),
+// the back-off's stall bound or the caller's deadline passed.
+func (e *engine) idleErr(r *Request, b *backoff, round fmt.Stringer, deadline time.Duration) error {
+	if err := e.aborted(); err != nil {
+		return err
+	}
+	if err := stuck(round, b.n); err != nil {
+		return err
+	}
+	if b.stalled() {
+		return e.stallErr(r, 0)
+	}
+	if deadline > 0 && e.opts.Clock.Now() > deadline {
+		return e.stallErr(r, deadline)
+	}
+	return nil
 }
 
 // Stuck is implemented by the operation a blocking collective's round
