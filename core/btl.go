@@ -93,10 +93,11 @@ type Endpoint interface {
 //
 // Concurrency. The caller serializes every call into a module and into its
 // endpoints (Send, Progress, Register, Endpoint, Put, Get, RegisterMem,
-// SendEager, PeekEager, TakeEager, Arm, Disconnect, Close...): at most one runs at a time, so a module needs no lock on
-// its own state for them. They may come from different goroutines over
-// time (an application thread, then the PML's event-driven progress
-// thread), so a module must not depend on which goroutine calls it.
+// SendEager, TakeEager, Arm, Disconnect, Close...): at most one runs at a
+// time, so a module needs no lock on its own state for them. They may
+// come from different goroutines over time (an application thread, then
+// the PML's event-driven progress thread), so a module must not depend on
+// which goroutine calls it.
 // Handlers, RDMADone and the OnPeerLost function run inside Progress and
 // may call back into the module (a handler may Send). What a module shares
 // with anything else — a peer rank's module in the same process, a device

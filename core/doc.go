@@ -38,10 +38,11 @@
 // transport that needs none registers all the same (sm, self), so that
 // the PML has one path and a key to send. The eager set is the fast path
 // any transport with per-peer receive space in order may offer; its calls
-// carry fields of the frame header, never the PML's decisions: PeekEager
-// says which frame is next, and the PML, not the transport, matches it to
-// a receive (its tag, a wildcard, the buffer's size) before TakeEager
-// copies it. Resources gathers what the PML reads of a transport's
+// carry fields of the frame header, never the PML's decisions: TakeEager
+// takes the next frame through a tag filter in fi_trecv's shape (a tag and
+// an ignore mask, what FI_TAGGED and UCX's tag offload compare), so that a
+// blocking receive crosses into the transport once; which receive the
+// frame goes to and what a wildcard means stay the PML's. Resources gathers what the PML reads of a transport's
 // back-pressure — credits (PreferRendezvous), fragments in flight, when a
 // refused send may pass — in one set implemented whole, with answers from
 // the transport's own mechanism.

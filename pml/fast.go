@@ -10,12 +10,12 @@ import "github.com/gobtl/gobtl/core"
 // request, and — for Recv — a trip through the posted list. When the
 // channel to the peer is one subchannel whose endpoint offers the eager
 // fast path (core.Eager: sm's fast box), the fused path looks at that
-// frame alone: the endpoint checks in four words that it is the next
-// in-order EAGER frame of the right context (PeekEager) and shows its tag
-// and length, the PML matches it to the receive, and the endpoint copies
-// its payload into the user's buffer and consumes it (TakeEager) — which
-// also looks at the next frame, so that a window of receives pays one
-// call per message.
+// frame alone, in one call per message (TakeEager): the endpoint checks in
+// four words that it is the next in-order EAGER frame of the right
+// context, and when its tag passes the receive's filter (the tag, or
+// every tag for AnyTag) and the buffer holds it, copies its payload into
+// the user's buffer and consumes it. A frame it keeps comes back with its
+// tag and length, for the PML to match to another receive.
 //
 // MPI's order holds because the path steps aside whenever the general
 // one could decide differently: a message kept as unexpected or a
@@ -113,21 +113,26 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 // communicator of group g (lock held). The caller has made sure that no
 // message kept as unexpected and no receive posted earlier comes first.
 func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (Status, fastResult) {
-	htag, n, res := p.direct.PeekEager(ctx, p.esn)
-	switch {
-	case res == core.EagerNone:
+	ftag, ignore := tagFilter(tag)
+	htag, n, res := p.direct.TakeEager(ctx, p.esn, ftag, ignore, buf)
+	switch res {
+	case core.EagerTaken:
+		e.consumed(p, n)
+		return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
+	case core.EagerNone:
 		return Status{}, fastEmpty
-	case res != core.EagerFound || !takes(tag, htag) || n > len(buf):
-		return Status{}, fastNo // another frame, another tag, a short buffer: the general path
 	}
-	p.direct.TakeEager(buf)
-	e.consumed(p, n)
-	return Status{Source: g.toLocal(p.rank), Tag: int(htag), Count: n}, fastDone
+	return Status{}, fastNo // another frame, another tag, a short buffer: the general path
 }
 
-// takes reports whether a receive for tag (maybe AnyTag) takes a message
-// with tag htag.
-func takes(tag int, htag int32) bool { return tag == AnyTag || int32(tag) == htag }
+// tagFilter is the filter of core.Eager.TakeEager that passes the frames a
+// receive for tag (maybe AnyTag) takes.
+func tagFilter(tag int) (int32, uint32) {
+	if tag == AnyTag {
+		return 0, core.IgnoreTag
+	}
+	return int32(tag), 0
+}
 
 // irecvFast completes r, a receive from one peer about to be posted on
 // a context with no receive posted before it, at once when its message
@@ -199,9 +204,9 @@ func (c *Comm) recvDirect(buf []byte, src, tag int) (Status, int, bool) {
 // many frames it delivered, and fastDone if r completed.
 //
 // It offers each frame to the first receive posted for the peer, which
-// takes it unless its tag differs; then the frame, still in place, goes
-// to the first receive that matches its tag. A buffer too short for it
-// is Progress's to truncate.
+// takes it unless its tag differs (or its buffer is short); then the
+// frame, still in place, goes to the first receive that matches its tag.
+// A buffer too short for it is Progress's to truncate.
 func (e *engine) waitFast(r *Request) (int, fastResult) {
 	p := e.fastPeer(r.peer)
 	if p == nil {
@@ -209,17 +214,21 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 	}
 	cx := e.context(r.ctx)
 	n := 0
-	var htag int32
-	var k int
-	res, looked := core.EagerNone, false
 	for n < fastBatch {
 		q := cx.firstFrom(p.rank)
 		if q == nil {
 			break // r is done: a receive of r's would come first
 		}
-		if !looked {
-			htag, k, res = p.direct.PeekEager(r.ctx, p.esn)
-			looked = true
+		tag, ignore := tagFilter(q.tag)
+		htag, k, res := p.direct.TakeEager(r.ctx, p.esn, tag, ignore, q.buf)
+		if res == core.EagerKept {
+			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
+				if r.done {
+					break
+				}
+				return n, fastNo // Progress keeps it as unexpected
+			}
+			htag, k, res = p.direct.TakeEager(r.ctx, p.esn, htag, 0, q.buf)
 		}
 		if res == core.EagerNone && r.done {
 			break
@@ -227,24 +236,11 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 		switch res {
 		case core.EagerNone:
 			return n, fastEmpty
-		case core.EagerOther:
-			return n, fastNo
-		}
-		if !takes(q.tag, htag) {
-			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
-				if r.done {
-					break
-				}
-				return n, fastNo // Progress keeps it as unexpected
-			}
-		}
-		if k > len(q.buf) {
+		case core.EagerKept, core.EagerOther:
 			return n, fastNo // a short buffer is Progress's to truncate
 		}
-		tag, size := htag, k
-		htag, k, res = p.direct.TakeEager(q.buf)
 		cx.posted.Remove(&q.link)
-		e.tookEager(q, p, tag, size)
+		e.tookEager(q, p, htag, k)
 		n++
 	}
 	if !r.done {
@@ -268,9 +264,8 @@ const fastBatch = 64
 // posted for that peer, not the one the peer's next frame goes to (the
 // first posted receive that may match it, as waitFast chooses), or a
 // frame that is not there, not in order, of another tag or too long —
-// and returns its index for takeDoneRun and waitLive (lock held). It
-// looks at the peer's next frame once and then at each one as it takes
-// the one before (TakeEager): one call into the endpoint per message.
+// and returns its index for takeDoneRun and waitLive (lock held): one
+// call into the endpoint per message.
 func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 	r := rs[i]
 	if r.e != e || !r.posted() || r.peer == AnySource {
@@ -282,7 +277,6 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 	}
 	ctx := r.ctx
 	cx := e.context(ctx)
-	htag, n, res := p.direct.PeekEager(ctx, p.esn)
 	for end := min(len(rs), i+fastBatch); i < end; i++ {
 		q := rs[i]
 		if q == nil {
@@ -294,18 +288,18 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 		if cx.firstFrom(p.rank) != q || q.released {
 			return i
 		}
-		if res != core.EagerFound || !takes(q.tag, htag) || n > len(q.buf) {
+		tag, ignore := tagFilter(q.tag)
+		htag, n, res := p.direct.TakeEager(ctx, p.esn, tag, ignore, q.buf)
+		if res != core.EagerTaken {
 			return i
 		}
-		tag, k := htag, n
-		htag, n, res = p.direct.TakeEager(q.buf)
 		cx.posted.Remove(&q.link)
 		e.pendingRecvs--
-		e.hot.bytesRecv += int64(k)
+		e.hot.bytesRecv += int64(n)
 		e.consumed(p, 0)
 		e.hot.fusedReleased++
 		if sts != nil {
-			sts[i] = Status{Source: q.g.toLocal(p.rank), Tag: int(tag), Count: k}
+			sts[i] = Status{Source: q.g.toLocal(p.rank), Tag: int(htag), Count: n}
 		}
 		q.released = true // a handle used again is Wait's error
 		e.recycle(q)

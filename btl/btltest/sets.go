@@ -76,15 +76,17 @@ func eagerFrames(n, maxSend int) []eagerFrame {
 }
 
 // testEager sends a mix of frames by SendEager and Send and receives them
-// by PeekEager, TakeEager and Progress at random: every frame arrives once,
-// in the order sent, whichever way; PeekEager shows only the in-order
-// EAGER frame on the context asked for, a frame shown and not taken is
-// Progress's to deliver, and a TakeEager after that takes nothing.
+// by TakeEager, through filters that pass and filters that do not, and by
+// Progress, at random: every frame arrives once, in the order sent,
+// whichever way; TakeEager takes or shows only the in-order EAGER frame on
+// the context asked for, takes it only when its tag passes the filter and
+// the buffer holds it, and leaves it in place otherwise, for Progress to
+// deliver.
 func testEager(t *testing.T, cfg Config) {
 	j, tx, rx, out, in := eagerPair(t, cfg)
 	frames := eagerFrames(3000, j.mods[tx].Attrs().MaxSendSize)
 	var next uint32 // the PSN the receiver expects
-	took := 0
+	took, kept := 0, 0
 	check := func(how string, psn uint32, typ core.FrameType, ctx uint32, tag int32, payload []byte) {
 		t.Helper()
 		if psn != next || psn >= uint32(len(frames)) {
@@ -106,37 +108,45 @@ func testEager(t *testing.T, cfg Config) {
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	buf := make([]byte, j.mods[tx].Attrs().MaxSendSize)
-	receive := func() {
-		if _, _, r := in.PeekEager(eagerCtx, next+1); r == core.EagerFound {
-			t.Fatalf("PeekEager found a frame for PSN %d when %d was next", next+1, next)
+	take := func() bool {
+		psn := next
+		f := frames[psn]
+		tag, ignore, passes := eagerFilter(rng, f.tag)
+		b := buf
+		if rng.IntN(8) == 0 && len(f.data) > 0 {
+			b, passes = buf[:len(f.data)-1], false
 		}
-		tag, n, res := in.PeekEager(eagerCtx, next)
-		if res != core.EagerFound {
-			j.progress()
-			return
-		}
-		if rng.IntN(4) == 0 {
-			// Left in place: Progress delivers it, and then it is gone.
-			at := next
-			j.progress()
-			if next > at {
-				clear(buf)
-				if _, _, r := in.TakeEager(buf[:n]); r != core.EagerNone || !bytes.Equal(buf[:n], make([]byte, n)) {
-					t.Fatalf("TakeEager after Progress delivered frame %d: %v, or it wrote the buffer", at, r)
-				}
+		htag, n, res := in.TakeEager(eagerCtx, psn, tag, ignore, b)
+		switch res {
+		case core.EagerTaken:
+			if !passes {
+				t.Fatalf("TakeEager took frame %d of tag %d, %d bytes, through filter %d/%#x into %d bytes", psn, f.tag, len(f.data), tag, ignore, len(b))
 			}
+			check("TakeEager", psn, core.TypeEager, eagerCtx, htag, b[:n])
+			took++
+			return true
+		case core.EagerKept:
+			if passes || f.typ != core.TypeEager || f.ctx != eagerCtx || htag != f.tag || n != len(f.data) {
+				t.Fatalf("TakeEager kept frame %d (%v, context %d, tag %d, %d bytes) showing tag %d, %d bytes, through filter %d/%#x into %d bytes",
+					psn, f.typ, f.ctx, f.tag, len(f.data), htag, n, tag, ignore, len(b))
+			}
+			kept++ // left in place: Progress delivers it
+		}
+		return false
+	}
+	receive := func() {
+		if next >= uint32(len(frames)) {
 			return
 		}
-		for res == core.EagerFound {
-			psn := next
-			tg, k := tag, n
-			tag, n, res = in.TakeEager(buf[:k])
-			check("TakeEager", psn, core.TypeEager, eagerCtx, tg, buf[:k])
-			took++
+		if _, _, r := in.TakeEager(eagerCtx, next+1, 0, core.IgnoreTag, buf); r == core.EagerTaken || r == core.EagerKept {
+			t.Fatalf("TakeEager found a frame for PSN %d when %d was next: %v", next+1, next, r)
+		}
+		for next < uint32(len(frames)) && take() {
 			if rng.IntN(3) == 0 {
 				break
 			}
 		}
+		j.progress()
 	}
 	for psn, f := range frames {
 		j.eagerSend(tx, rx, out, f, uint32(psn), rng.IntN(4) != 0)
@@ -145,10 +155,27 @@ func testEager(t *testing.T, cfg Config) {
 		}
 	}
 	j.until("every frame", func() bool { receive(); return next == uint32(len(frames)) })
-	if took == 0 {
-		t.Error("PeekEager never found a frame: the eager set took nothing by its direct way")
+	if took == 0 || kept == 0 {
+		t.Errorf("TakeEager took %d frames and kept %d: the eager set's direct way was not exercised", took, kept)
 	}
-	t.Logf("%d of %d frames taken by TakeEager", took, len(frames))
+	t.Logf("%d of %d frames taken by TakeEager, %d kept for Progress", took, len(frames), kept)
+}
+
+// eagerFilter returns a TakeEager filter for a frame of tag htag, and
+// whether it passes: the tag itself, another tag, any tag, or the tag
+// with a bit changed that the mask ignores or compares.
+func eagerFilter(rng *rand.Rand, htag int32) (tag int32, ignore uint32, passes bool) {
+	switch rng.IntN(5) {
+	case 0:
+		return htag, 0, true
+	case 1:
+		return htag + 1, 0, false
+	case 2:
+		return rng.Int32(), core.IgnoreTag, true
+	case 3:
+		return htag ^ 0x100, 0x100, true
+	}
+	return htag ^ 0x100, 0xff, false
 }
 
 // testEagerAside checks that the eager receive path steps aside inside a
@@ -161,17 +188,17 @@ func testEagerAside(t *testing.T, cfg Config) {
 	delivered := 0
 	j.mods[rx].Register(core.TypeEager, func(h *core.Header, p []byte) {
 		delivered++
-		_, _, r1 := in.PeekEager(eagerCtx, h.PSN)
-		_, _, r2 := in.TakeEager(make([]byte, len(p)))
+		_, _, r1 := in.TakeEager(eagerCtx, h.PSN, 0, core.IgnoreTag, make([]byte, len(p)))
+		_, _, r2 := in.TakeEager(eagerCtx, h.PSN+1, 0, core.IgnoreTag, make([]byte, len(p)))
 		inside = append(inside, r1, r2)
 	})
 	j.eagerSend(tx, rx, out, eagerFrame{core.TypeEager, eagerCtx, 1, data}, 0, false)
 	j.eagerSend(tx, rx, out, eagerFrame{core.TypeEager, eagerCtx, 1, data}, 1, true)
-	// Found before Progress runs, then delivered by Progress, whose
-	// handler finds nothing to peek or take.
+	// Shown before Progress runs (a filter for another tag keeps it),
+	// then delivered by Progress, whose handler finds nothing to take.
 	j.until("the first frame in place or delivered", func() bool {
-		_, _, r := in.PeekEager(eagerCtx, 0)
-		return r == core.EagerFound || delivered > 0
+		_, _, r := in.TakeEager(eagerCtx, 0, 2, 0, make([]byte, len(data)))
+		return r == core.EagerKept || delivered > 0
 	})
 	j.until("both frames delivered by Progress", func() bool { return delivered == 2 })
 	for i, r := range inside {
@@ -179,13 +206,10 @@ func testEagerAside(t *testing.T, cfg Config) {
 			t.Fatalf("call %d from a handler: %v, want EagerNone", i, r)
 		}
 	}
-	// A lost peer: nothing peeked or taken from it, nothing sent to it.
+	// A lost peer: nothing taken from it, nothing sent to it.
 	j.eagerSend(tx, rx, out, eagerFrame{core.TypeEager, eagerCtx, 1, data}, 2, true)
 	j.mods[rx].Disconnect(tx, errors.New("btltest: the eager path with a lost peer"))
-	if _, _, r := in.PeekEager(eagerCtx, 2); r != core.EagerNone {
-		t.Errorf("PeekEager from a peer this rank disconnected: %v", r)
-	}
-	if _, _, r := in.TakeEager(make([]byte, len(data))); r != core.EagerNone {
+	if _, _, r := in.TakeEager(eagerCtx, 2, 0, core.IgnoreTag, make([]byte, len(data))); r != core.EagerNone {
 		t.Errorf("TakeEager from a peer this rank disconnected: %v", r)
 	}
 	if in.SendEager(eagerCtx, 1, 0, data) {
@@ -194,7 +218,7 @@ func testEagerAside(t *testing.T, cfg Config) {
 }
 
 // testEagerAllocs pins the eager set's steady state at zero allocations: a
-// SendEager (or Send, where declined) and its PeekEager and TakeEager.
+// SendEager (or Send, where declined) and the TakeEager that takes it.
 func testEagerAllocs(t *testing.T, cfg Config) {
 	if cfg.NoAllocCheck || raceEnabled {
 		t.Skip("allocation counts are not meaningful here")
@@ -207,8 +231,7 @@ func testEagerAllocs(t *testing.T, cfg Config) {
 	pingOnce := func() {
 		j.eagerSend(tx, rx, out, eagerFrame{core.TypeEager, eagerCtx, 7, payload}, psn, true)
 		for at := delivered; delivered == at; j.progress() {
-			if _, _, r := in.PeekEager(eagerCtx, psn); r == core.EagerFound {
-				in.TakeEager(buf)
+			if _, _, r := in.TakeEager(eagerCtx, psn, 7, 0, buf); r == core.EagerTaken {
 				break
 			}
 		}
@@ -218,7 +241,7 @@ func testEagerAllocs(t *testing.T, cfg Config) {
 		pingOnce()
 	}
 	if allocs := testing.AllocsPerRun(2000, pingOnce); allocs != 0 {
-		t.Errorf("an 8-byte SendEager plus the PeekEager and TakeEager that take it allocate %.2f times", allocs)
+		t.Errorf("an 8-byte SendEager plus the TakeEager that takes it allocate %.2f times", allocs)
 	}
 }
 

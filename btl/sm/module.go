@@ -81,16 +81,13 @@ type Module struct {
 	onLost     func(rank int, err error)
 	lost       []lostPeer
 	inProgress bool
-	// epoch moves whenever a frame TakeEager found may no longer be
-	// there to take: at every Progress, a peer's loss and Close.
-	epoch     uint64
-	ticks     uint32
-	lastCheck time.Duration
-	checkSoon bool
-	pollFds   []unix.PollFd
-	pollPeers []*peer
-	closed    bool
-	note      notifier
+	ticks      uint32
+	lastCheck  time.Duration
+	checkSoon  bool
+	pollFds    []unix.PollFd
+	pollPeers  []*peer
+	closed     bool
+	note       notifier
 
 	st stats
 }
@@ -393,7 +390,6 @@ func (m *Module) Progress() int {
 		return 0
 	}
 	m.inProgress = true
-	m.epoch++ // what TakeEager found before may be delivered now
 	n := 0
 	if len(m.rdmaDone) > 0 {
 		n += m.completeRDMA()
@@ -579,7 +575,6 @@ func (m *Module) failPeer(s int, err error) {
 		return
 	}
 	m.rxDead[s] = true
-	m.epoch++
 	if errors.Is(err, core.ErrBadFrame) {
 		m.st.badFrames++
 	}
@@ -710,7 +705,6 @@ func (m *Module) Close() error {
 		m.log.Warn().Int("fragments", m.inflightN).Msg("closing with fragments not yet consumed")
 	}
 	m.closed = true
-	m.epoch++
 	m.st.flush()
 	m.stopNotifications()
 	return m.release()
@@ -724,7 +718,6 @@ func (m *Module) Abort() {
 	}
 	atomic.StoreUint32(m.seg.u32(offState), stateFailed)
 	m.closed = true
-	m.epoch++
 	m.stopNotifications()
 	m.release()
 }
@@ -732,7 +725,6 @@ func (m *Module) Abort() {
 // abandon undoes a half-made module.
 func (m *Module) abandon() {
 	m.closed = true
-	m.epoch++
 	m.release()
 }
 

@@ -24,12 +24,10 @@ type peer struct {
 	cma       bool
 	dead      error // set once sends to it must fail
 	// The receive side's state of the peer's box for us (Module.in,
-	// expect, rxDead), at hand for PeekEager and TakeEager, and the frame
-	// they last found.
+	// expect, rxDead), at hand for TakeEager.
 	in     *inBox
 	expect *uint32
 	rxDead *bool
-	found  foundFrame
 }
 
 var (
@@ -191,114 +189,29 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 
 var _ core.Eager = (*peer)(nil)
 
-// PeekEager shows the next frame from the peer when it waits in the
-// peer's fast box, is the next in the pair's order and is a plain EAGER
-// frame on context ctx with PSN psn (core.Eager): its tag and payload
-// length, the frame left in place for TakeEager. A frame in the FIFO, a
-// lost peer or a call from a handler is EagerNone, left to Progress.
+// TakeEager takes the next frame from the peer when it waits in the
+// peer's fast box, is the next in the pair's order, is a plain EAGER frame
+// on context ctx with PSN psn and passes the tag filter, and buf holds it
+// (core.Eager): it copies the payload out and consumes the slot. A frame
+// that does not pass stays (EagerKept); a frame in the FIFO, a lost peer
+// or a call from a handler is EagerNone, left to Progress.
 //
-// Its common cases — nothing there, which gives the slots consumed back
-// to the sender (a receiver that waits has given everything back), or a
-// frame there, in order, within the ring — are look's, written out, as in
-// TakeEager: a blocking receive pays a PeekEager and a TakeEager a
-// message, and a call less counts.
-func (p *peer) PeekEager(ctx, psn uint32) (int32, int, core.EagerResult) {
-	m, in, f := p.m, p.in, &p.found
+// The slots it consumes go back to the sender (publish) once a quarter
+// of the ring has been consumed, and whenever it finds nothing to take —
+// a receiver that waits has always given everything back — not after
+// every frame: a window of messages pays one release store, not one
+// each. Progress gives them back too. The slot is reached from the
+// ring's base without a bounds check: the slot's word was checked to lie
+// within the ring.
+func (p *peer) TakeEager(ctx, psn uint32, tag int32, ignore uint32, buf []byte) (int32, int, core.EagerResult) {
+	m := p.m
 	if m.inProgress || m.closed || *p.rxDead {
 		return 0, 0, core.EagerNone
 	}
-	f.ctx = ctx
-	idx := in.head & in.mask
-	w := in.word(idx)
-	if w == 0 {
-		in.publish()
-		f.epoch = m.epoch - 1
-		return 0, 0, core.EagerNone
-	}
-	fl := uint32(w)
-	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size || uint32(w>>32) != *p.expect {
-		return p.look(psn)
-	}
-	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), ctx, psn, int(fl))
-	if !ok {
-		f.epoch = m.epoch - 1
-		return 0, 0, core.EagerOther
-	}
-	f.size, f.n, f.psn, f.epoch = slotBytes(int(fl)), n, psn, m.epoch
-	return htag, n, core.EagerFound
-}
-
-// TakeEager copies the payload of the frame PeekEager or TakeEager found
-// into buf, consumes its slot and looks at the next slot for the next
-// PSN (core.Eager).
-//
-// The frame found is there to take while the module's epoch has not
-// moved since (found.epoch): Progress, which may deliver it and whose
-// handlers must not take it, moves it, and so do a lost peer and Close;
-// nothing else consumes the box. The look at the next frame is look's
-// common case written out, for a window of receives pays one call a
-// message; the end of the ring, a bad slot and the FIFO's turn go to
-// look. The slot is reached from the ring's base without a bounds check:
-// look checked that it lies within the ring.
-//
-// The slots it consumes go back to the sender (publish) once a quarter
-// of the ring has been consumed, and whenever PeekEager finds nothing —
-// a receiver that waits has always given everything back — not after
-// every frame, nor where TakeEager finds nothing after it: a window of
-// messages, or a blocking receive of one, pays no release store of its
-// own. Progress gives them back too.
-func (p *peer) TakeEager(buf []byte) (int32, int, core.EagerResult) {
-	m, in, f := p.m, p.in, &p.found
-	if f.epoch != m.epoch {
-		return 0, 0, core.EagerNone
-	}
-	getPayload(buf[:f.n], unsafe.Add(in.base, in.head&in.mask+slotHdr+core.HeaderSize))
-	in.head += f.size
-	*p.expect++
-	m.st.fboxRecvs++
-	if in.head-in.published >= in.size/4 {
-		in.publish()
-	}
-	psn := f.psn + 1
-	idx := in.head & in.mask
-	w := in.word(idx)
-	if w == 0 {
-		f.epoch = m.epoch - 1
-		return 0, 0, core.EagerNone
-	}
-	fl := uint32(w)
-	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size || uint32(w>>32) != *p.expect {
-		return p.look(psn)
-	}
-	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), f.ctx, psn, int(fl))
-	if !ok {
-		f.epoch = m.epoch - 1
-		return 0, 0, core.EagerOther
-	}
-	f.size, f.n, f.psn = slotBytes(int(fl)), n, psn
-	return htag, n, core.EagerFound
-}
-
-// foundFrame is the frame PeekEager or TakeEager last found, for
-// TakeEager: its slot's and its payload's sizes, the context and PSN it
-// was looked for with, and the module's epoch when it was found — any
-// other value when none was.
-type foundFrame struct {
-	size     uint64
-	n        int
-	ctx, psn uint32
-	epoch    uint64 // 64 bits: it never comes round again
-}
-
-// look is the look of PeekEager and TakeEager beyond their common case,
-// at the slot at the read position, for PSN psn on the context found.ctx:
-// an empty slot (given back to the sender, as a receiver that waits
-// gives everything back), the FIFO's turn, and a slot that is not a
-// frame — the end-of-ring marker, which peek moves past, or a bad one —
-// through lookPast, so that nothing here is kept across a call.
-func (p *peer) look(psn uint32) (int32, int, core.EagerResult) {
-	in, f := p.in, &p.found
-	f.epoch = p.m.epoch - 1 // nothing found, unless found below
+	in := p.in
+	// peek's common case inline: a slot that is not a frame — the
+	// end-of-ring marker, which peek moves past, or a bad one — goes
+	// through takeEagerPast, so that nothing here is kept across a call.
 	idx := in.head & in.mask
 	w := in.word(idx)
 	if w == 0 {
@@ -307,29 +220,39 @@ func (p *peer) look(psn uint32) (int32, int, core.EagerResult) {
 	}
 	fl := uint32(w)
 	if fl < core.HeaderSize || fl > in.maxFrame || idx+slotHdr+uint64(fl) > in.size {
-		return p.lookPast(psn)
+		return p.takeEagerPast(ctx, psn, tag, ignore, buf)
 	}
 	if uint32(w>>32) != *p.expect {
 		in.publish()
 		return 0, 0, core.EagerNone // the FIFO's turn
 	}
-	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(unsafe.Add(in.base, idx+slotHdr)), int32(p.rank), f.ctx, psn, int(fl))
+	f := unsafe.Add(in.base, idx+slotHdr)
+	htag, n, ok := core.EagerMatch((*[core.HeaderSize]byte)(f), int32(p.rank), ctx, psn, int(fl))
 	if !ok {
 		return 0, 0, core.EagerOther
 	}
-	f.size, f.n, f.psn, f.epoch = slotBytes(int(fl)), n, psn, p.m.epoch
-	return htag, n, core.EagerFound
+	if !core.TagPasses(htag, tag, ignore) || n > len(buf) {
+		return htag, n, core.EagerKept
+	}
+	getPayload(buf[:n], unsafe.Add(f, core.HeaderSize))
+	in.head += slotBytes(int(fl))
+	*p.expect++
+	m.st.fboxRecvs++
+	if in.head-in.published >= in.size/4 {
+		in.publish()
+	}
+	return htag, n, core.EagerTaken
 }
 
-// lookPast is look at a slot that is not a frame: peek moves past the
-// end-of-ring marker, and look looks at the frame behind it; a bad slot
-// is left to Progress, which fails the peer.
-func (p *peer) lookPast(psn uint32) (int32, int, core.EagerResult) {
+// takeEagerPast is TakeEager at a slot that is not a frame: peek moves
+// past the end-of-ring marker, and TakeEager looks at the frame behind
+// it; a bad slot is left to Progress, which fails the peer.
+func (p *peer) takeEagerPast(ctx, psn uint32, tag int32, ignore uint32, buf []byte) (int32, int, core.EagerResult) {
 	if _, _, ok, _ := p.in.peek(); !ok {
 		p.in.publish()
 		return 0, 0, core.EagerNone
 	}
-	return p.look(psn)
+	return p.TakeEager(ctx, psn, tag, ignore, buf)
 }
 
 var _ core.Resources = (*peer)(nil)
@@ -376,13 +299,10 @@ func (e plainPeer) SendEager(ctx uint32, tag int32, psn uint32, data []byte) boo
 	return e.p.SendEager(ctx, tag, psn, data)
 }
 
-// PeekEager is peer.PeekEager.
-func (e plainPeer) PeekEager(ctx, psn uint32) (int32, int, core.EagerResult) {
-	return e.p.PeekEager(ctx, psn)
-}
-
 // TakeEager is peer.TakeEager.
-func (e plainPeer) TakeEager(buf []byte) (int32, int, core.EagerResult) { return e.p.TakeEager(buf) }
+func (e plainPeer) TakeEager(ctx, psn uint32, tag int32, ignore uint32, buf []byte) (int32, int, core.EagerResult) {
+	return e.p.TakeEager(ctx, psn, tag, ignore, buf)
+}
 
 // PreferRendezvous is peer.PreferRendezvous.
 func (e plainPeer) PreferRendezvous() bool { return false }

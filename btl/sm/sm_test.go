@@ -446,12 +446,13 @@ func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
 	}
 }
 
-// PeekEager shows the pair's next frame in the fast box when it is the
-// in-order EAGER frame asked for, all the way round the ring and past its
-// end-of-ring markers, and leaves it in place until TakeEager takes it;
-// another context, another PSN and a frame of the FIFO's turn are left to
-// Progress. TakeEager copies the payload and looks at the next frame.
-func TestPeekAndTakeEagerTheNextEagerFrameInPlace(t *testing.T) {
+// TakeEager takes the pair's next frame from the fast box when it is the
+// in-order EAGER frame asked for and passes the filter, all the way round
+// the ring and past its end-of-ring markers; it keeps in place a frame
+// whose tag does not pass or that is too long for the buffer, showing its
+// tag and length, and leaves another context, another PSN and a frame of
+// the FIFO's turn to Progress.
+func TestTakeEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 	mods, _ := openRanks(t, 2, nil)
 	delivered := 0
 	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
@@ -460,17 +461,11 @@ func TestPeekAndTakeEagerTheNextEagerFrameInPlace(t *testing.T) {
 	back, _ := mods[1].Endpoint(0)
 	er := back.(core.Eager)
 	buf := make([]byte, 64)
-	if _, _, res := er.PeekEager(1, 0); res != core.EagerNone {
-		t.Fatalf("PeekEager of an empty box = %v", res)
-	}
-	if _, _, res := er.TakeEager(buf); res != core.EagerNone {
-		t.Fatalf("TakeEager with nothing found = %v", res)
+	if _, _, res := er.TakeEager(1, 0, 2, 0, buf); res != core.EagerNone {
+		t.Fatalf("TakeEager from an empty box = %v", res)
 	}
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1, Tag: 2}, nil, []byte("first"), 0)
-	if tag, n, res := er.PeekEager(1, 0); res != core.EagerFound || tag != 2 || n != 5 {
-		t.Fatalf("PeekEager of the first frame = %d %d %v", tag, n, res)
-	}
-	if _, _, res := er.TakeEager(buf[:5]); res != core.EagerNone || string(buf[:5]) != "first" {
+	if _, _, res := er.TakeEager(1, 0, 2, 0, buf); res != core.EagerTaken || string(buf[:5]) != "first" {
 		t.Fatalf("TakeEager of the first frame = %v %q", res, buf[:5])
 	}
 	psn := uint32(1)
@@ -482,69 +477,81 @@ func TestPeekAndTakeEagerTheNextEagerFrameInPlace(t *testing.T) {
 		if !es.SendEager(1, int32(i%5), psn, msg) {
 			t.Fatalf("SendEager %d declined", i)
 		}
-		for range 2 { // a frame not taken stays
-			if tag, n, res := er.PeekEager(1, psn); res != core.EagerFound || tag != int32(i%5) || n != len(msg) {
-				t.Fatalf("PeekEager %d = %d %d %v, want %d %d found", i, tag, n, res, i%5, len(msg))
-			}
+		if tag, n, res := er.TakeEager(1, psn, 7, 0, buf); res != core.EagerKept || tag != int32(i%5) || n != len(msg) {
+			t.Fatalf("TakeEager for another tag = %d %d %v, want %d %d kept", tag, n, res, i%5, len(msg))
 		}
-		if _, _, res := er.TakeEager(buf[:len(msg)]); res != core.EagerNone || !bytes.Equal(buf[:len(msg)], msg) {
-			t.Fatalf("TakeEager %d = %v %q, want %q", i, res, buf[:len(msg)], msg)
+		if _, n, res := er.TakeEager(1, psn, 0, core.IgnoreTag, buf[:len(msg)-1]); res != core.EagerKept || n != len(msg) {
+			t.Fatalf("TakeEager into a short buffer = %d %v", n, res)
+		}
+		if tag, n, res := er.TakeEager(1, psn, 0, core.IgnoreTag, buf); res != core.EagerTaken || tag != int32(i%5) || !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("TakeEager %d = %d %q %v, want %q", i, tag, buf[:n], res, msg)
 		}
 		psn++
 	}
 	es.SendEager(2, 0, psn, []byte("ctx"))
-	if _, _, res := er.PeekEager(1, psn); res != core.EagerOther {
-		t.Fatalf("PeekEager of another context = %v", res)
+	if _, _, res := er.TakeEager(1, psn, 0, core.IgnoreTag, buf); res != core.EagerOther {
+		t.Fatalf("TakeEager of another context = %v", res)
 	}
-	if _, _, res := er.PeekEager(2, psn+1); res != core.EagerOther {
-		t.Fatalf("PeekEager of another PSN = %v", res)
+	if _, _, res := er.TakeEager(2, psn+1, 0, core.IgnoreTag, buf); res != core.EagerOther {
+		t.Fatalf("TakeEager of another PSN = %v", res)
 	}
 	mods[1].Progress()
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1, PSN: psn + 1}, nil, make([]byte, mods[0].fboxMax), 0) // a fragment on the FIFO
 	es.SendEager(1, 0, psn+2, []byte("after"))
-	if _, _, res := er.PeekEager(1, psn+2); res != core.EagerNone {
-		t.Fatalf("PeekEager of a frame behind one in the FIFO = %v", res)
+	if _, _, res := er.TakeEager(1, psn+2, 0, core.IgnoreTag, buf); res != core.EagerNone {
+		t.Fatalf("TakeEager of a frame behind one in the FIFO = %v", res)
 	}
 	progressUntil(t, mods, func() bool { return delivered == 3 })
 }
 
-// TakeEager goes from frame to frame: each take finds the next one, and a
-// found frame that Progress delivered meanwhile is not taken again.
-func TestTakeEagerFindsTheNextFrameAndNotAFrameGone(t *testing.T) {
+// The filter compares the bits of the tag not set in the ignore mask, as
+// FI_TAGGED does: a frame whose tag differs only in ignored bits passes,
+// one that differs in a compared bit stays.
+func TestTakeEagerComparesTheTagOutsideTheIgnoreMask(t *testing.T) {
 	mods, _ := openRanks(t, 2, nil)
-	delivered := 0
-	mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
 	ep, _ := mods[0].Endpoint(1)
 	es := ep.(core.Eager)
 	back, _ := mods[1].Endpoint(0)
 	er := back.(core.Eager)
-	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
-	for psn := uint32(1); psn < 5; psn++ {
-		es.SendEager(1, int32(psn), psn, []byte{byte(psn)})
-	}
+	const sent = 0x1234
 	buf := make([]byte, 8)
-	_, n, res := er.PeekEager(1, 0)
-	for psn := uint32(1); psn < 4; psn++ {
-		var tag int32
-		if tag, n, res = er.TakeEager(buf[:n]); res != core.EagerFound || tag != int32(psn) || n != 1 {
-			t.Fatalf("TakeEager before frame %d found %d %d %v", psn, tag, n, res)
+	ep.Send(core.Header{Type: core.TypeEager, Context: 1, Tag: sent}, nil, nil, 0) // announces the sender
+	if _, _, res := er.TakeEager(1, 0, sent, 0, buf); res != core.EagerTaken {
+		t.Fatalf("TakeEager of the first frame = %v", res)
+	}
+	for i, c := range []struct {
+		tag    int32
+		ignore uint32
+		passes bool
+	}{
+		{sent, 0, true},
+		{0x1200, 0x00ff, true},
+		{0x1334, 0x00ff, false},
+		{0x5234, 0xf000, true},
+		{-1, 0xffff0000, false},
+		{-7, core.IgnoreTag, true},
+	} {
+		psn := uint32(1 + i)
+		if !es.SendEager(1, sent, psn, []byte{byte(i)}) {
+			t.Fatalf("SendEager %d declined", i)
 		}
-	}
-	mods[1].Progress() // delivers frames 3, the one found, and 4
-	if delivered != 2 {
-		t.Fatalf("Progress delivered %d frames, want 2", delivered)
-	}
-	buf[0] = 0xEE
-	if _, _, res := er.TakeEager(buf[:1]); res != core.EagerNone || buf[0] != 0xEE {
-		t.Fatalf("TakeEager of a frame Progress delivered = %v, buffer %x", res, buf[0])
+		tag, n, res := er.TakeEager(1, psn, c.tag, c.ignore, buf)
+		if want := map[bool]core.EagerResult{true: core.EagerTaken, false: core.EagerKept}[c.passes]; res != want || tag != sent || n != 1 {
+			t.Fatalf("tag %#x ignore %#x on a frame of tag %#x: %#x %d %v, want %v", c.tag, c.ignore, sent, tag, n, res, want)
+		}
+		if core.TagPasses(sent, c.tag, c.ignore) != c.passes {
+			t.Fatalf("TagPasses(%#x, %#x, %#x) = %v", sent, c.tag, c.ignore, !c.passes)
+		}
+		if !c.passes {
+			er.TakeEager(1, psn, 0, core.IgnoreTag, buf)
+		}
 	}
 }
 
-// The eager path gives consumed slots back to the sender lazily: not after
+// TakeEager gives consumed slots back to the sender lazily: not after
 // every frame, but once a quarter of the ring is consumed, and whenever
-// PeekEager finds nothing to take, so a receiver that waits has given
-// back all.
-func TestTheEagerPathGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
+// it finds nothing to take, so a receiver that waits has given back all.
+func TestTakeEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
 	mods, _ := openRanks(t, 2, nil)
 	ep, _ := mods[0].Endpoint(1)
 	es := ep.(core.Eager)
@@ -554,52 +561,44 @@ func TestTheEagerPathGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
 	published := func() uint64 { return atomic.LoadUint64(in.headp) }
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
 	buf := make([]byte, 64)
-	if _, n, res := er.PeekEager(1, 0); res != core.EagerFound {
-		t.Fatalf("PeekEager of the first frame = %v", res)
-	} else if _, _, res = er.TakeEager(buf[:n]); res != core.EagerNone {
-		t.Fatalf("the look after the first frame = %v", res)
+	psn := uint32(0)
+	take := func() {
+		t.Helper()
+		if _, _, res := er.TakeEager(1, psn, 0, 0, buf); res != core.EagerTaken {
+			t.Fatalf("TakeEager of frame %d = %v", psn, res)
+		}
+		psn++
 	}
-	if got := published(); got == in.head {
-		t.Fatal("TakeEager gave the slot back at once")
-	}
-	if _, _, res := er.PeekEager(1, 1); res != core.EagerNone {
-		t.Fatalf("PeekEager of an empty box = %v", res)
-	}
-	if got := published(); got != in.head {
-		t.Fatalf("after a PeekEager that found nothing the published position is %d, want the read position %d", got, in.head)
-	}
-	// A window of frames taken one after another is given back at the
-	// look after the last, or where a quarter of the ring is consumed.
-	start, psn := published(), uint32(1)
-	quarter := int(in.size/4/64) + 3 // slots of one line
-	for i := range quarter {
+	take()
+	start := published()
+	for i := range 3 {
 		if !es.SendEager(1, 0, psn+uint32(i), []byte("12345678")) {
 			t.Fatalf("SendEager %d declined", i)
 		}
 	}
-	_, n, res := er.PeekEager(1, psn)
-	crossed := false
-	for res == core.EagerFound {
-		if _, n, res = er.TakeEager(buf[:n]); res != core.EagerFound {
-			break // the look after the last frame
-		}
-		got := published()
-		switch {
-		case in.head-start < in.size/4 && got != start:
-			t.Fatalf("%d bytes consumed: published position moved from %d to %d, want it kept", in.head-start, start, got)
-		case in.head-start >= in.size/4 && !crossed:
-			crossed = true
-			if got != in.head {
-				t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
-			}
-		}
+	for range 3 {
+		take()
 	}
-	if !crossed {
-		t.Fatal("the window never filled a quarter of the ring")
+	if got := published(); got != start {
+		t.Fatalf("three frames consumed: published position moved from %d to %d, want it kept", start, got)
 	}
-	er.PeekEager(1, psn+uint32(quarter))
+	if _, _, res := er.TakeEager(1, psn, 0, 0, buf); res != core.EagerNone {
+		t.Fatalf("TakeEager of an empty box = %v", res)
+	}
 	if got := published(); got != in.head {
-		t.Fatalf("a PeekEager after the window's last frame: published %d, want %d", got, in.head)
+		t.Fatalf("after a look that found nothing the published position is %d, want the read position %d", got, in.head)
+	}
+	// Without a look that finds nothing, a quarter of the ring consumed
+	// is given back.
+	mark := published()
+	for in.head-mark < in.size/4 {
+		if !es.SendEager(1, 0, psn, []byte("12345678")) {
+			t.Fatalf("SendEager %d declined", psn)
+		}
+		take()
+	}
+	if got := published(); got != in.head {
+		t.Fatalf("a quarter of the ring consumed: published %d, want %d", got, in.head)
 	}
 }
 
