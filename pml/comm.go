@@ -24,7 +24,7 @@ type Comm struct {
 	rank, size int
 	coll       *Comm // c on its collective context (Collectives)
 	// cx is ctx's matching state, looked up once: contexts are never
-	// replaced (engine.context).
+	// replaced (matcher.context).
 	cx *matchContext
 	// sent is the request every eager Isend on c that left at once
 	// returns while its status fits (sharedSend): one shared, done request
@@ -210,14 +210,14 @@ func (c *Comm) Irecv(buf []byte, source, tag int) (*Request, error) {
 	e := c.e
 	e.mu.Lock()
 	w, cx := c.g.toWorld(source), c.cx
-	if w >= 0 && !cx.posted.Empty() && cx.unexpected.Empty() && !e.closed && e.async == nil && e.lostErr(w) == nil {
+	if w >= 0 && cx.postsBehind() && !e.closed && e.async == nil && e.lostErr(w) == nil {
 		// irecv's common case in a window, written out here to save
 		// its call: behind a receive posted earlier (so not the fused
 		// path's), with nothing kept as unexpected, from a live peer.
 		r := e.newRequest(reqRecv, c.ctx, c.g, w, tag, buf)
 		r.src = -1
 		e.pendingRecvs++
-		cx.posted.PushBack(&r.link, r)
+		cx.post(r)
 		e.mu.Unlock()
 		return r, nil
 	}
@@ -246,8 +246,7 @@ func (e *engine) irecv(c *Comm, buf []byte, source, tag int) (*Request, error) {
 			return r, nil
 		}
 	}
-	if u := cx.matchUnexpected(source, tag); u != nil {
-		cx.unexpected.Remove(&u.link)
+	if u := cx.takeUnexpected(source, tag); u != nil {
 		e.recvUnexpected(r, u)
 		return r, nil
 	}
@@ -256,11 +255,11 @@ func (e *engine) irecv(c *Comm, buf []byte, source, tag int) (*Request, error) {
 			e.complete(r, err)
 			return r, nil
 		}
-		if cx.posted.Empty() && e.irecvFast(r) {
+		if !cx.hasPosted() && e.irecvFast(r) {
 			return r, nil
 		}
 	}
-	cx.posted.PushBack(&r.link, r)
+	cx.post(r)
 	if e.async != nil {
 		e.async.arm()
 	}
@@ -340,7 +339,7 @@ func (c *Comm) Cancel(r *Request) error {
 		return fmt.Errorf("pml: cancel of a send: %w", core.ErrNotSupported)
 	}
 	if r.posted() {
-		e.context(r.ctx).posted.Remove(&r.link)
+		e.match.context(r.ctx).unpost(r)
 		e.complete(r, fmt.Errorf("pml: receive from %d tag %d: %w", r.peer, r.tag, core.ErrCanceled))
 	}
 	return nil
@@ -359,11 +358,10 @@ func (c *Comm) Dup() (*Comm, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: dup: %w", core.ErrClosed)
 	}
-	if e.nextCtx >= maxContexts-1 {
-		return nil, fmt.Errorf("pml: dup: all %d contexts used: %w", maxContexts/2, core.ErrNoResources)
+	ctx, err := e.match.dup()
+	if err != nil {
+		return nil, err
 	}
-	ctx := e.nextCtx
-	e.nextCtx += 2
 	return e.newComm(ctx, c.g, c.rank, c.size), nil
 }
 

@@ -187,10 +187,9 @@ type engine struct {
 	// talk. made lists those made, by rank, for what walks them all.
 	peers []*peer
 	made  []*peer
-	ctxs  []*matchContext
-	// nextCtx is the next context id Dup hands out; every rank duplicates
-	// in the same order (Dup is collective), so ids agree without talking.
-	nextCtx uint32
+	// match holds the contexts, their posted receives and unexpected
+	// messages.
+	match matcher
 
 	// reqs is the request table: a peer names a request by its index
 	// and generation (Request.id).
@@ -199,13 +198,12 @@ type engine struct {
 	// in steady state.
 	free struct {
 		reqs    pool.Pool[Request]
-		unexp   pool.Pool[unexpected]
 		frames  pool.Pool[outFrame]
 		stripes pool.Pool[stripe]
 		rdma    pool.Pool[rdmaState]
 		ooo     pool.Pool[oooFrame]
 	}
-	bufs    pool.Bytes // copies of unexpected and out-of-order frames
+	bufs    pool.Bytes // copies of out-of-order frames
 	scratch [1024]byte
 
 	pendingWork  int                // frames, stripes and pumps waiting on resources
@@ -325,8 +323,9 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = core.NewMetrics()
 	}
-	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log, nextCtx: 2}
+	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log}
 	e.m = newMetrics(opts.Metrics)
+	e.match.init(e.m.unexpected)
 	_, e.virtual = opts.Clock.(core.IdleClock)
 	for _, m := range modules {
 		mod := &module{m: m, attrs: m.Attrs()}
@@ -582,7 +581,7 @@ func (e *engine) failPeer(p *peer, err error) {
 // failRequest completes r with err and unhooks it from queues.
 func (e *engine) failRequest(r *Request, err error) {
 	if r.posted() {
-		e.context(r.ctx).posted.Remove(&r.link)
+		e.match.context(r.ctx).unpost(r)
 	}
 	e.complete(r, err)
 }

@@ -101,8 +101,8 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 	if p == nil {
 		return Status{}, fastNo
 	}
-	cx := e.context(c.ctx)
-	if !cx.unexpected.Empty() && cx.matchUnexpected(src, tag) != nil || !cx.posted.Empty() && cx.mayMatch(src, tag) {
+	cx := c.cx
+	if cx.hasUnexpected() && cx.matchUnexpected(src, tag) != nil || cx.hasPosted() && cx.mayMatch(src, tag) {
 		return Status{}, fastNo
 	}
 	return e.takeFast(p, c.g, c.ctx, buf, tag)
@@ -155,19 +155,6 @@ func (e *engine) irecvFast(r *Request) bool {
 	return true
 }
 
-// mayMatch reports whether a posted receive could take a message from
-// job rank src that a receive for tag (maybe AnyTag) would take: it was
-// posted first, so it would take it first.
-func (c *matchContext) mayMatch(src, tag int) bool {
-	for k := c.posted.Front(); k != nil; k = k.Next() {
-		r := k.Value()
-		if (r.peer == src || r.peer == AnySource) && (r.tag == AnyTag || tag == AnyTag || r.tag == tag) {
-			return true
-		}
-	}
-	return false
-}
-
 // recvDirect is a blocking Recv over the fused path: it looks at the
 // peer's next frame until the message is there, at most Backoff.Spin
 // times. It reports how often it looked and whether it received; when it
@@ -212,7 +199,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 	if p == nil {
 		return 0, fastNo
 	}
-	cx := e.context(r.ctx)
+	cx := e.match.context(r.ctx)
 	n := 0
 	for n < fastBatch {
 		q := cx.firstFrom(p.rank)
@@ -239,7 +226,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 		case core.EagerKept, core.EagerOther:
 			return n, fastNo // a short buffer is Progress's to truncate
 		}
-		cx.posted.Remove(&q.link)
+		cx.unpost(q)
 		e.tookEager(q, p, htag, k)
 		n++
 	}
@@ -276,7 +263,7 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 		return i
 	}
 	ctx := r.ctx
-	cx := e.context(ctx)
+	cx := e.match.context(ctx)
 	for end := min(len(rs), i+fastBatch); i < end; i++ {
 		q := rs[i]
 		if q == nil {
@@ -293,7 +280,7 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 		if res != core.EagerTaken {
 			return i
 		}
-		cx.posted.Remove(&q.link)
+		cx.unpost(q)
 		e.pendingRecvs--
 		e.hot.bytesRecv += int64(n)
 		e.consumed(p, 0)

@@ -46,7 +46,7 @@ func (g *group) toLocal(w int) int {
 func (c *Comm) NextContext() uint32 {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
-	return c.e.nextCtx
+	return c.e.match.nextContext()
 }
 
 // Derive returns a communicator over ranks (ranks of c, in the new
@@ -82,13 +82,12 @@ func (c *Comm) Derive(ctx uint32, ranks []int) (*Comm, error) {
 	if e.closed {
 		return nil, fmt.Errorf("pml: derive: %w", core.ErrClosed)
 	}
-	if ctx < e.nextCtx || ctx%2 != 0 || ctx >= maxContexts-1 {
-		return nil, fmt.Errorf("pml: derive: context %d is in use, odd or beyond %d (next free: %d): %w", ctx, maxContexts-2, e.nextCtx, ErrInvalid)
+	if err := e.match.derive(ctx); err != nil {
+		return nil, err
 	}
 	if len(ranks) == e.size && isIdentity(g.world) {
 		g = nil // the whole job, in job order: no translation
 	}
-	e.nextCtx = ctx + 2
 	return e.newComm(ctx, g, me, len(ranks)), nil
 }
 
@@ -104,8 +103,8 @@ func isIdentity(w []int) bool {
 // newComm builds a communicator on ctx (lock held) with its view on the
 // collective context ctx+1.
 func (e *engine) newComm(ctx uint32, g *group, rank, size int) *Comm {
-	c := &Comm{e: e, ctx: ctx, cx: e.context(ctx), g: g, rank: rank, size: size}
-	c.coll = &Comm{e: e, ctx: ctx + 1, cx: e.context(ctx + 1), g: g, rank: rank, size: size}
+	c := &Comm{e: e, ctx: ctx, cx: e.match.context(ctx), g: g, rank: rank, size: size}
+	c.coll = &Comm{e: e, ctx: ctx + 1, cx: e.match.context(ctx + 1), g: g, rank: rank, size: size}
 	c.coll.coll = c.coll
 	c.sent, c.coll.sent = e.sharedSend(c), e.sharedSend(c.coll)
 	return c

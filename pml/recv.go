@@ -69,7 +69,7 @@ func (e *engine) freeOOO(f *oooFrame) {
 // deliver matches an in-order EAGER or START against the posted receives
 // of its context, or keeps it as unexpected.
 func (e *engine) deliver(h *core.Header, payload []byte) {
-	c := e.context(h.Context)
+	c := e.match.context(h.Context)
 	if c == nil {
 		e.badFrame(h.Src, badFrame(h.Src, "context", uint64(h.Context), "context id out of range"))
 		return
@@ -78,12 +78,11 @@ func (e *engine) deliver(h *core.Header, payload []byte) {
 		e.deliverStart(c, h, payload)
 		return
 	}
-	r := c.matchPosted(int(h.Src), int(h.Tag))
+	r := c.takePosted(int(h.Src), int(h.Tag))
 	if r == nil {
-		e.keepUnexpected(c, h, payload, len(payload))
+		e.match.keep(c, h, payload, len(payload))
 		return
 	}
-	c.posted.Remove(&r.link)
 	e.recvEager(r, h, payload)
 }
 
@@ -95,22 +94,12 @@ func (e *engine) deliverStart(c *matchContext, h *core.Header, payload []byte) {
 		e.badFrame(h.Src, err)
 		return
 	}
-	r := c.matchPosted(int(h.Src), int(h.Tag))
+	r := c.takePosted(int(h.Src), int(h.Tag))
 	if r == nil {
-		e.keepUnexpected(c, h, payload, int(st.total))
+		e.match.keep(c, h, payload, int(st.total))
 		return
 	}
-	c.posted.Remove(&r.link)
 	e.recvStart(r, h, &st)
-}
-
-// keepUnexpected queues a message no posted receive matched; total is its
-// full length.
-func (e *engine) keepUnexpected(c *matchContext, h *core.Header, payload []byte, total int) {
-	e.m.unexpected.Inc()
-	u := e.newUnexpected(h, payload)
-	u.total = total
-	c.unexpected.PushBack(&u.link, u)
 }
 
 // matchedStatus fills in source and tag once a receive has matched.
@@ -163,5 +152,5 @@ func (e *engine) recvUnexpected(r *Request, u *unexpected) {
 		_ = st.decode(u.hdr.Src, u.data) // checked on arrival
 		e.recvStart(r, &u.hdr, &st)
 	}
-	e.freeUnexpected(u)
+	e.match.release(u)
 }

@@ -600,7 +600,7 @@ func (c *Comm) Iprobe(source, tag int) (bool, Status, error) {
 func (c *Comm) probe(source, tag int) (bool, Status, error) {
 	e := c.e
 	source = c.g.toWorld(source)
-	cx := e.context(c.ctx)
+	cx := c.cx
 	if source == AnySource {
 		if err := e.unacked(cx, c.g); err != nil {
 			return false, Status{}, err
@@ -699,7 +699,7 @@ func (c *Comm) AckFailed() []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.progress()
-	e.context(c.ctx).acked = len(e.lost)
+	c.cx.ack(len(e.lost))
 	var acked []int
 	for _, w := range e.lost {
 		if r := c.g.toLocal(w); r >= 0 {
