@@ -55,7 +55,7 @@ func chooseWorld(t *testing.T, mech core.MechTable, scripts [2][]bool) (*world, 
 			t.Fatal(err)
 		}
 		c.e.mu.Lock()
-		c.e.peer(1 - r).choice = cs[r]
+		c.e.chans.get(1 - r).choice = cs[r]
 		c.e.mu.Unlock()
 		w.comms = append(w.comms, c)
 	}

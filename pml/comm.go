@@ -125,20 +125,20 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int, exchange
 	if e.closed {
 		return nil, fmt.Errorf("pml: send: %w", core.ErrClosed)
 	}
-	p := e.peer(dest)
-	if len(p.subs) == 0 && p.lost == nil {
+	p := e.chans.get(dest)
+	if len(p.subchannels()) == 0 && p.failed() == nil {
 		return nil, fmt.Errorf("pml: no module reaches rank %d: %w", dest, core.ErrUnreachable)
 	}
 	r := e.newRequest(reqSend, ctx, g, dest, tag, buf)
 	r.status = Status{Source: g.toLocal(e.rank), Tag: tag, Count: len(buf)}
-	if p.lost != nil {
-		e.complete(r, p.lost)
+	if p.failed() != nil {
+		e.complete(r, p.failed())
 		return r, nil
 	}
 	s := p.pickSmall()
 	if len(buf) <= s.eager && (s.credited == nil || !s.credited.PreferRendezvous()) {
-		h := core.Header{Type: core.TypeEager, Context: ctx, Tag: int32(tag), PSN: p.psn}
-		p.psn++
+		h := core.Header{Type: core.TypeEager, Context: ctx, Tag: int32(tag), PSN: p.nextPSN()}
+		p.tookPSN()
 		e.hot.eagerSends++
 		e.hot.bytesSent += int64(len(buf))
 		e.sendFrame(p, s, h, nil, buf, 0, r)
@@ -160,8 +160,8 @@ func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
 	if e.sendDirect(ctx, buf, dest, tag) {
 		return true, nil
 	}
-	p := e.peer(dest)
-	if e.closed || len(p.subs) == 0 || p.lost != nil {
+	p := e.chans.get(dest)
+	if e.closed || len(p.subchannels()) == 0 || p.failed() != nil {
 		return false, nil
 	}
 	s := p.pickSmall()
@@ -169,15 +169,15 @@ func (e *engine) sendNow(ctx uint32, buf []byte, dest, tag int) (bool, error) {
 		return false, nil
 	}
 	s.mod.armed = true
-	err := s.ep.Send(core.Header{Type: core.TypeEager, Src: int32(e.rank), Context: ctx, Tag: int32(tag), PSN: p.psn}, nil, buf, 0)
+	err := s.ep.Send(core.Header{Type: core.TypeEager, Src: int32(e.rank), Context: ctx, Tag: int32(tag), PSN: p.nextPSN()}, nil, buf, 0)
 	if errors.Is(err, core.ErrNoResources) {
 		return false, nil
 	}
 	if err != nil {
 		e.failPeer(p, err)
-		return true, p.lost
+		return true, p.failed()
 	}
-	p.psn++
+	p.tookPSN()
 	e.hot.eagerSends++
 	e.hot.bytesSent += int64(len(buf))
 	return true, nil
@@ -430,7 +430,7 @@ func (c *Comm) finalize() error {
 	if err := c.flush(deadline, bound); err != nil {
 		return err
 	}
-	if e.size == 1 || e.nlost.Load() > 0 {
+	if e.size == 1 || e.chans.anyLost() {
 		return nil // a barrier with a lost peer cannot complete
 	}
 	if err := c.barrier(deadline); err != nil {

@@ -3,7 +3,6 @@ package pml
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,85 +64,6 @@ func (e *engine) aborted() error {
 	return nil
 }
 
-// module is a BTL module as the engine sees it.
-type module struct {
-	m        core.Module
-	attrs    core.Attrs
-	reg      core.Registrar
-	notifier core.Notifier
-	// remote: the module reaches another rank, so frames may arrive on
-	// it at any time. A module that reaches this rank only (self) can
-	// have an event only after the engine handed it something, which sets
-	// armed; progress polls it only while armed, and disarms it once a
-	// poll finds nothing.
-	remote, armed bool
-}
-
-// sub is one subchannel of a virtual channel: one module's endpoint to the
-// peer (seed 001 §4.2). Several may share a module's port (the LMC case)
-// or come from different ports and devices; once connected they are all
-// the same.
-type sub struct {
-	idx int
-	mod *module
-	ep  core.Endpoint
-	// The endpoint's capability sets (core.CapsOf), nil where it has
-	// none: RDMA (only from a module that registers, mod.reg), the eager
-	// fast path, and back-pressure — credited, read where a small message
-	// might rather go by rendezvous (PreferRendezvous), by the pipeline's
-	// depth (FragsInFlight) and by the pump (Replenished).
-	rdma     core.RDMA
-	fast     core.Eager
-	credited core.Resources
-	eager    int // effective eager limit
-	inline   int // effective rendezvous inline limit
-	maxRDMA  int64
-
-	out        list.List[outFrame] // frames that met ErrNoResources, in order
-	readTokens int                 // RDMA reads that may still be issued
-	readQ      list.List[stripe]   // reads waiting for a token (FIFO)
-	rdmaQ      list.List[stripe]   // puts and gets that met ErrNoResources
-
-	// A pipeline fragment the endpoint refused (ErrNoResources) stops
-	// the pump on this subchannel: for the rest of that round, and after
-	// it until the endpoint's Replenished count moves (pumpReady).
-	pumpBlocked  bool
-	blockedGen   uint64 // credited's Replenished count after the refusal
-	blockedRound uint64 // the pump round that last found it blocked
-}
-
-// peer is the virtual channel to one rank: its subchannels, the PSN it
-// stamps on matchable frames, the ESN it expects and the out-of-order queue
-// (seed 001 §5.2).
-type peer struct {
-	rank  int
-	subs  []*sub
-	psn   uint32
-	esn   uint32
-	ooo   []*oooFrame // sorted by PSN
-	lost  error
-	sched schedState
-	// direct is the endpoint of the only subchannel when it offers the
-	// eager fast path (core.Eager): the fused receive path may poll it
-	// alone, and the fused send path writes to it, up to directEager
-	// bytes.
-	direct      core.Eager
-	directEager int
-	directMod   *module // the subchannel's module, which a fused send arms
-	// rndvOut counts the rendezvous sends to this rank not yet complete:
-	// the queue depth a module's mechanism table (core.MechRule) weighs
-	// against a single copy.
-	rndvOut int
-	// choice is this rank's choice, as a receiver, between RDMA and the
-	// pipeline for the peer's messages (choose.go); made at its first use.
-	choice chooser
-}
-
-type oooFrame struct {
-	h    core.Header
-	data []byte
-}
-
 // engine is the state shared by a communicator and its duplicates.
 type engine struct {
 	mu engineLock
@@ -158,9 +78,6 @@ type engine struct {
 	opts  Options
 	log   zerolog.Logger
 
-	// nlost counts lost peers, so that Comm.Lost costs nothing until one
-	// is.
-	nlost atomic.Int32
 	// failed is the first failure of this rank's operations that may
 	// leave its peers waiting on it (lost.go): Close then meets them only
 	// briefly.
@@ -180,13 +97,8 @@ type engine struct {
 	nops atomic.Int32
 
 	mods []*module
-	// peers are the virtual channels by job rank, each made when the
-	// rank is first sent to or heard from (peer): at thousands of ranks
-	// a channel, its subchannels and the transports' endpoints for every
-	// rank would cost more than the job's buffers, and most pairs never
-	// talk. made lists those made, by rank, for what walks them all.
-	peers []*peer
-	made  []*peer
+	// chans are the virtual channels to the peers (channel.go).
+	chans channels
 	// match holds the contexts, their posted receives and unexpected
 	// messages.
 	match matcher
@@ -201,20 +113,15 @@ type engine struct {
 		frames  pool.Pool[outFrame]
 		stripes pool.Pool[stripe]
 		rdma    pool.Pool[rdmaState]
-		ooo     pool.Pool[oooFrame]
 	}
-	bufs    pool.Bytes // copies of out-of-order frames
 	scratch [1024]byte
 
 	pendingWork  int                // frames, stripes and pumps waiting on resources
 	pumps        list.List[Request] // pipelined sends with fragments to go, in the order their replies came
 	pumpRound    uint64             // pump calls so far (sub.pumpReady)
 	pendingRecvs int
-	// lost are the ranks found lost, in order (failPeer); contexts
-	// acknowledge a prefix of it.
-	lost   []int
-	async  *asyncProgress
-	closed bool
+	async        *asyncProgress
+	closed       bool
 	// unfused: a progress thread, virtual time, a scheduler policy or
 	// Close turned the fused paths off for good — fastOK's test of all
 	// four in one (set with them: New, Close).
@@ -341,7 +248,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 			return nil, err
 		}
 	}
-	e.peers = make([]*peer, size)
+	e.chans.init(chanConfig{size: size, opts: &e.opts, rejected: e.m.policyDropped, fail: e.failPeer}, e.mods)
 	if opts.Protocol == ProtoReadAsync {
 		e.mu.disable() // the progress thread would revoke a bias at once
 		e.async = startAsync(e)
@@ -391,108 +298,9 @@ func (e *engine) probe(mod *module) error {
 	return nil
 }
 
-// peer returns the virtual channel to job rank r, made on first use
-// (lock held). A channel that cannot be made is returned lost, with the
-// error that says why.
-func (e *engine) peer(r int) *peer {
-	if p := e.peers[r]; p != nil {
-		return p
-	}
-	return e.addPeer(r)
-}
-
-// addPeer makes the virtual channel to rank r (lock held).
-func (e *engine) addPeer(r int) *peer {
-	p, err := e.newPeer(r)
-	e.peers[r] = p
-	// made stays in rank order, the order in which every walk over the
-	// channels (retries, policy ticks) has always gone.
-	i, _ := slices.BinarySearchFunc(e.made, r, func(q *peer, r int) int { return q.rank - r })
-	e.made = slices.Insert(e.made, i, p)
-	if err != nil {
-		e.failPeer(p, err)
-	}
-	return p
-}
-
 // lostErr is why the channel to rank r was lost, or nil (lock held). A
 // rank not yet talked to is not lost.
-func (e *engine) lostErr(r int) error {
-	if p := e.peers[r]; p != nil {
-		return p.lost
-	}
-	return nil
-}
-
-// newPeer builds the virtual channel to rank from every module that
-// reaches it, keeping only the highest exclusivity unless AllRails. It
-// returns the channel even with an error, for the caller to fail.
-func (e *engine) newPeer(rank int) (*peer, error) {
-	p := &peer{rank: rank}
-	best := -1 << 31
-	for _, mod := range e.mods {
-		ep, err := mod.m.Endpoint(rank)
-		if err != nil {
-			if errors.Is(err, core.ErrUnreachable) {
-				continue
-			}
-			return p, fmt.Errorf("pml: module %s, rank %d: %w", mod.attrs.Name, rank, err)
-		}
-		if !e.opts.AllRails && mod.attrs.Exclusivity < best {
-			continue
-		}
-		if !e.opts.AllRails && mod.attrs.Exclusivity > best {
-			best = mod.attrs.Exclusivity
-			p.subs = p.subs[:0]
-		}
-		if len(p.subs) == maxSubchannels {
-			return p, fmt.Errorf("pml: rank %d: more than %d subchannels", rank, maxSubchannels)
-		}
-		p.subs = append(p.subs, e.newSub(len(p.subs), mod, ep))
-	}
-	for i, s := range p.subs {
-		s.idx = i
-	}
-	if len(p.subs) == 1 {
-		s := p.subs[0]
-		p.direct, p.directEager, p.directMod = s.fast, s.eager, s.mod
-	}
-	if len(p.subs) > 0 {
-		if err := p.sched.setup(e, p); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
-}
-
-func (e *engine) newSub(idx int, mod *module, ep core.Endpoint) *sub {
-	a := mod.attrs
-	s := &sub{idx: idx, mod: mod, ep: ep, eager: a.EagerLimit, inline: a.RndvEagerLimit, maxRDMA: a.MaxRDMA}
-	if mod.reg != nil {
-		s.rdma, _ = ep.(core.RDMA) // the RDMA set is whole or not there
-	}
-	s.fast, _ = ep.(core.Eager)
-	s.credited, _ = ep.(core.Resources)
-	if l := e.opts.EagerLimit; l > 0 && l < s.eager {
-		s.eager = l
-	}
-	if l := e.opts.RndvEagerLimit; l < 0 {
-		s.inline = 0
-	} else if l > 0 && l < s.inline {
-		s.inline = l
-	}
-	if s.inline > a.MaxSendSize-startFixed-maxSubchannels*keyEntry {
-		s.inline = max(0, a.MaxSendSize-startFixed-maxSubchannels*keyEntry)
-	}
-	s.readTokens = a.MaxReads
-	if m := e.opts.MaxReads; m > 0 && (s.readTokens == 0 || m < s.readTokens) {
-		s.readTokens = m
-	}
-	if s.readTokens == 0 {
-		s.readTokens = 1 << 30
-	}
-	return s
-}
+func (e *engine) lostErr(r int) error { return e.chans.lostErr(r) }
 
 // progress polls every module once and retries work that waited for
 // resources (lock held). It returns how many events it handled.
@@ -514,7 +322,7 @@ func (e *engine) progress() int {
 		n += e.retry()
 	}
 	if e.opts.Scheduler != nil {
-		e.pollScheduler()
+		e.chans.tick(e.opts.Clock.Now())
 	}
 	e.events += uint64(n)
 	if e.hot.polls++; e.hot.polls&63 == 0 {
@@ -531,25 +339,23 @@ func (e *engine) subLost(mod *module, rank int, err error) {
 	if rank < 0 || rank >= e.size {
 		return
 	}
-	e.failPeer(e.peer(rank), fmt.Errorf("pml: subchannel %s to rank %d: %w", mod.attrs.Name, rank, err))
+	e.failPeer(e.chans.get(rank), fmt.Errorf("pml: subchannel %s to rank %d: %w", mod.attrs.Name, rank, err))
 }
 
 // failPeer completes every request that involves p with an error wrapping
 // core.ErrPeerLost, including receives from AnySource that were pending (as
 // ULFM does), so that nothing waits forever on a dead peer.
 func (e *engine) failPeer(p *peer, err error) {
-	if p.lost != nil {
+	if p.failed() != nil {
 		return
 	}
 	if !errors.Is(err, core.ErrPeerLost) {
 		err = fmt.Errorf("%w: %w", core.ErrPeerLost, err)
 	}
-	p.lost = err
-	e.nlost.Add(1)
-	e.lost = append(e.lost, p.rank)
+	e.chans.markLost(p, err)
 	e.m.peersLost.Inc()
 	e.log.Warn().Int("peer", p.rank).Err(err).Msg("peer lost")
-	for _, s := range p.subs {
+	for _, s := range p.subchannels() {
 		s.mod.m.Disconnect(p.rank, err)
 		for f := s.out.PopFront(); f != nil; f = s.out.PopFront() {
 			e.frameDone(f, false)
@@ -561,10 +367,7 @@ func (e *engine) failPeer(p *peer, err error) {
 			}
 		}
 	}
-	for _, f := range p.ooo {
-		e.freeOOO(f)
-	}
-	p.ooo = nil
+	e.chans.drop(p)
 	for _, r := range e.reqs {
 		if r.done || r.gen == 0 {
 			continue
@@ -592,6 +395,6 @@ func (e *engine) badFrame(src int32, err error) {
 	e.m.badFrames.Inc()
 	e.log.Error().Int32("peer", src).Err(err).Msg("bad frame")
 	if src >= 0 && int(src) < e.size {
-		e.failPeer(e.peer(int(src)), err)
+		e.failPeer(e.chans.get(int(src)), err)
 	}
 }

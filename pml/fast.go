@@ -48,7 +48,7 @@ const (
 // fastPeer returns the channel to job rank src when the fused path may
 // poll it alone, else nil (lock held).
 func (e *engine) fastPeer(src int) *peer {
-	p := e.peer(src)
+	p := e.chans.get(src)
 	if p.direct == nil || !e.fastOK(p) {
 		return nil
 	}
@@ -58,20 +58,20 @@ func (e *engine) fastPeer(src int) *peer {
 // fastOK reports whether nothing turns the fused paths off for p, a
 // channel that could take them (lock held).
 func (e *engine) fastOK(p *peer) bool {
-	return p.lost == nil && len(p.ooo) == 0 && !e.unfused && e.pendingWork == 0 && e.nops.Load() == 0
+	return p.quiet() && !e.unfused && e.pendingWork == 0 && e.nops.Load() == 0
 }
 
 // direct reports whether the channel to job rank src could take the
 // fused path, so that a waiter on any other pays one look (lock held).
 func (e *engine) direct(src int) bool {
-	p := e.peers[src]
+	p := e.chans.lookup(src)
 	return p != nil && p.direct != nil
 }
 
 // consumed counts a frame the fused path delivered, n bytes of it to the
 // user (lock held).
 func (e *engine) consumed(p *peer, n int) {
-	p.esn++
+	p.delivered()
 	e.events++
 	e.hot.bytesRecv += int64(n)
 	e.hot.fused++
@@ -114,7 +114,7 @@ func (c *Comm) recvFast(buf []byte, src, tag int) (Status, fastResult) {
 // message kept as unexpected and no receive posted earlier comes first.
 func (e *engine) takeFast(p *peer, g *group, ctx uint32, buf []byte, tag int) (Status, fastResult) {
 	ftag, ignore := tagFilter(tag)
-	htag, n, res := p.direct.TakeEager(ctx, p.esn, ftag, ignore, buf)
+	htag, n, res := p.direct.TakeEager(ctx, p.expected(), ftag, ignore, buf)
 	switch res {
 	case core.EagerTaken:
 		e.consumed(p, n)
@@ -207,7 +207,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 			break // r is done: a receive of r's would come first
 		}
 		tag, ignore := tagFilter(q.tag)
-		htag, k, res := p.direct.TakeEager(r.ctx, p.esn, tag, ignore, q.buf)
+		htag, k, res := p.direct.TakeEager(r.ctx, p.expected(), tag, ignore, q.buf)
 		if res == core.EagerKept {
 			if q = cx.matchPosted(p.rank, int(htag)); q == nil {
 				if r.done {
@@ -215,7 +215,7 @@ func (e *engine) waitFast(r *Request) (int, fastResult) {
 				}
 				return n, fastNo // Progress keeps it as unexpected
 			}
-			htag, k, res = p.direct.TakeEager(r.ctx, p.esn, htag, 0, q.buf)
+			htag, k, res = p.direct.TakeEager(r.ctx, p.expected(), htag, 0, q.buf)
 		}
 		if res == core.EagerNone && r.done {
 			break
@@ -276,7 +276,7 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 			return i
 		}
 		tag, ignore := tagFilter(q.tag)
-		htag, n, res := p.direct.TakeEager(ctx, p.esn, tag, ignore, q.buf)
+		htag, n, res := p.direct.TakeEager(ctx, p.expected(), tag, ignore, q.buf)
 		if res != core.EagerTaken {
 			return i
 		}
@@ -303,13 +303,13 @@ func (e *engine) takeFastRun(rs []*Request, sts []Status, i int) int {
 // false, having sent nothing and taken no PSN, when the general path
 // must send it (lock held).
 func (e *engine) sendDirect(ctx uint32, buf []byte, dest, tag int) bool {
-	p := e.peer(dest)
+	p := e.chans.get(dest)
 	if p.direct == nil || len(buf) > p.directEager || !e.fastOK(p) ||
-		!p.direct.SendEager(ctx, int32(tag), p.psn, buf) {
+		!p.direct.SendEager(ctx, int32(tag), p.nextPSN(), buf) {
 		return false
 	}
 	p.directMod.armed = true
-	p.psn++
+	p.tookPSN()
 	e.hot.eagerSends++
 	e.hot.bytesSent += int64(len(buf))
 	e.hot.fusedSends++

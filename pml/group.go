@@ -123,7 +123,7 @@ func (c *Comm) Collectives() *Comm { return c.coll }
 // it so that it fails instead of hanging.
 func (c *Comm) Lost() error {
 	e := c.e
-	if e.nlost.Load() == 0 {
+	if !e.chans.anyLost() {
 		return nil
 	}
 	e.mu.Lock()

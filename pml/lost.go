@@ -33,7 +33,7 @@ func (c *Comm) PeerLost(rank int, err error) {
 	if e.closed {
 		return
 	}
-	e.failPeer(e.peer(rank), fmt.Errorf("pml: %w", wrapLost(err)))
+	e.failPeer(e.chans.get(rank), fmt.Errorf("pml: %w", wrapLost(err)))
 }
 
 // wrapLost makes err wrap core.ErrPeerLost.

@@ -104,7 +104,7 @@ func (m *matcher) release(u *unexpected) {
 type matchContext struct {
 	posted     list.List[Request]
 	unexpected list.List[unexpected]
-	// acked is how many of the engine's lost peers (engine.lost) the
+	// acked is how many of the engine's lost peers (channels.lostRanks) the
 	// communicator has acknowledged (Comm.AckFailed): while fewer, its
 	// wildcard receives and probes fail.
 	acked int
@@ -230,7 +230,8 @@ func (c *matchContext) acknowledged() int { return c.acked }
 // unacknowledged (ULFM's MPI_ERR_PROC_FAILED_PENDING rule), or nil. A
 // loss outside the group concerns no wildcard of it.
 func (e *engine) unacked(cx *matchContext, g *group) error {
-	for _, w := range e.lost[min(cx.acknowledged(), len(e.lost)):] {
+	lost := e.chans.lostRanks()
+	for _, w := range lost[min(cx.acknowledged(), len(lost)):] {
 		if g != nil && g.local[w] < 0 {
 			continue
 		}

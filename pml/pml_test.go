@@ -493,7 +493,7 @@ func TestOutOfOrderArrivalsAllocateNothing(t *testing.T) {
 		r1, _ := b.Irecv(rbuf, 0, 1)
 		r2, _ := b.Irecv(rbuf, 0, 1)
 		e.mu.Lock()
-		h := core.Header{Type: core.TypeEager, Src: 0, Tag: 1, PSN: e.peer(0).esn + 1}
+		h := core.Header{Type: core.TypeEager, Src: 0, Tag: 1, PSN: e.chans.get(0).expected() + 1}
 		e.onMatchable(&h, payload) // early: waits
 		h.PSN--
 		e.onMatchable(&h, payload) // in order: delivers both
@@ -515,7 +515,7 @@ func TestOutOfOrderArrivalsAllocateNothing(t *testing.T) {
 	a := w.comms[0].e
 	a.mu.Lock()
 	e.mu.Lock()
-	a.peer(1).psn = e.peer(0).esn
+	a.chans.get(1).psn = e.chans.get(0).expected()
 	e.mu.Unlock()
 	a.mu.Unlock()
 }

@@ -163,11 +163,11 @@ func (e *engine) reissue(s *sub, q *list.List[stripe]) int {
 // retry resends queued frames, reissues queued RDMA and pumps pipelines.
 func (e *engine) retry() int {
 	n := 0
-	for _, p := range e.made {
-		if p.lost != nil {
+	for _, p := range e.chans.all() {
+		if p.failed() != nil {
 			continue
 		}
-		for _, s := range p.subs {
+		for _, s := range p.subchannels() {
 			for k := s.out.Front(); k != nil; k = s.out.Front() {
 				f := k.Value()
 				s.mod.armed = true
@@ -183,7 +183,7 @@ func (e *engine) retry() int {
 					break
 				}
 			}
-			if p.lost != nil {
+			if p.failed() != nil {
 				break
 			}
 			n += e.reissue(s, &s.readQ)

@@ -6,64 +6,34 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-// seqBefore reports whether PSN a comes before b in serial-number order, so
-// that the 32-bit sequence may wrap.
-func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
-
 // onMatchable receives EAGER and RNDV_START frames. They carry the virtual
 // channel's PSN and reach matching strictly in PSN order: a frame that is
 // early waits in the out-of-order queue (seed 001 §5.2), so messages never
 // overtake each other even when they travel different subchannels or one
 // goes eager and the next by rendezvous.
 func (e *engine) onMatchable(h *core.Header, payload []byte) {
-	p := e.peer(int(h.Src))
-	if p.lost != nil {
+	p := e.chans.get(int(h.Src))
+	if p.failed() != nil {
 		return
 	}
-	if h.PSN != p.esn {
-		if seqBefore(h.PSN, p.esn) {
-			e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), fmt.Sprintf("already delivered (expecting %d)", p.esn)))
-			return
+	switch p.arrive(h.PSN) {
+	case late:
+		e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), fmt.Sprintf("already delivered (expecting %d)", p.expected())))
+		return
+	case early:
+		e.m.ooo.Inc()
+		if !e.chans.stash(p, h, payload) {
+			e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), "duplicate sequence number"))
 		}
-		e.stashOOO(p, h, payload)
 		return
 	}
 	e.deliver(h, payload)
-	p.esn++
-	for len(p.ooo) > 0 && p.ooo[0].h.PSN == p.esn && p.lost == nil {
-		f := p.ooo[0]
-		copy(p.ooo, p.ooo[1:])
-		p.ooo[len(p.ooo)-1] = nil
-		p.ooo = p.ooo[:len(p.ooo)-1]
+	p.delivered()
+	for f := p.ready(); f != nil; f = p.ready() {
 		e.deliver(&f.h, f.data)
-		p.esn++
-		e.freeOOO(f)
+		p.delivered()
+		e.chans.release(f)
 	}
-}
-
-func (e *engine) stashOOO(p *peer, h *core.Header, payload []byte) {
-	e.m.ooo.Inc()
-	f := e.free.ooo.Get()
-	f.h, f.data = *h, e.bufs.Get(len(payload))
-	copy(f.data, payload)
-	i := len(p.ooo)
-	for i > 0 && seqBefore(h.PSN, p.ooo[i-1].h.PSN) {
-		i--
-	}
-	if i > 0 && p.ooo[i-1].h.PSN == h.PSN {
-		e.freeOOO(f)
-		e.badFrame(h.Src, badFrame(h.Src, "psn", uint64(h.PSN), "duplicate sequence number"))
-		return
-	}
-	p.ooo = append(p.ooo, nil)
-	copy(p.ooo[i+1:], p.ooo[i:])
-	p.ooo[i] = f
-}
-
-func (e *engine) freeOOO(f *oooFrame) {
-	e.bufs.Put(f.data)
-	f.data = nil
-	e.free.ooo.Put(f)
 }
 
 // deliver matches an in-order EAGER or START against the posted receives

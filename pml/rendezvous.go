@@ -51,7 +51,7 @@ func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error
 // returns their keys.
 func (e *engine) keysFor(r *Request, p *peer, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
 	n := 0
-	for _, s := range p.subs {
+	for _, s := range p.subchannels() {
 		if s.rdma == nil {
 			continue
 		}
@@ -76,7 +76,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	nkeys := 0
 	var startFlags byte
 	if proto.rdma() {
-		fits, choose := p.rdmaFits(len(r.buf), p.rndvOut, r.exchange)
+		fits, choose := p.rdmaFits(len(r.buf), p.rndvInFlight(), r.exchange)
 		switch {
 		case !fits:
 			// No subchannel moves this size better by RDMA (or at all).
@@ -97,7 +97,7 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 		}
 	}
 	r.proto = proto
-	p.rndvOut++ // complete takes it back
+	p.rndvBegan() // complete takes it back
 	r.total = len(r.buf)
 	inline := min(s.inline, len(r.buf))
 	r.got = inline
@@ -106,8 +106,8 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	} else {
 		e.m.rndvSends.Inc()
 	}
-	h := core.Header{Type: core.TypeRndvStart, Context: r.ctx, Tag: int32(r.tag), PSN: p.psn}
-	p.psn++
+	h := core.Header{Type: core.TypeRndvStart, Context: r.ctx, Tag: int32(r.tag), PSN: p.nextPSN()}
+	p.tookPSN()
 	n := encodeStart(e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline, startFlags)
 	var flags core.SendFlags
 	if proto == ProtoReadAsync {
@@ -128,14 +128,14 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 // and the peer is reached by one subchannel alone, so that the choice
 // measures one way of moving data for each mechanism.
 func (p *peer) rdmaFits(size, inflight int, exchange bool) (fits, choose bool) {
-	for _, s := range p.subs {
+	for _, s := range p.subchannels() {
 		a := &s.mod.attrs
 		if s.rdma == nil {
 			continue
 		}
 		if mech := mechOf(a, exchange); mech != nil {
 			if rule := mech.Lookup(int64(size)); rule != nil && rule.UseRDMA(inflight) {
-				return true, rule.Choose && len(p.subs) == 1
+				return true, rule.Choose && len(p.subchannels()) == 1
 			}
 			continue
 		}
@@ -167,7 +167,7 @@ func (e *engine) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
 
 // recvStart continues a receive matched with a RNDV_START.
 func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
-	p := e.peer(int(h.Src))
+	p := e.chans.get(int(h.Src))
 	r.matched(int(h.Src), h.Tag, int(m.total))
 	r.remote = m.sreq
 	r.proto = m.proto
@@ -215,7 +215,7 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 // reports false.
 func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubchannels]core.MemKey) (have uint8, ok bool) {
 	for _, k := range refs {
-		if k.sub >= len(p.subs) {
+		if k.sub >= len(p.subchannels()) {
 			src := int32(p.rank)
 			e.badFrame(src, badFrame(src, field, uint64(k.sub), "no such subchannel"))
 			return 0, false
@@ -231,14 +231,11 @@ func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubcha
 // took. Where p is reached by several subchannels (a stack that differs
 // from the sender's) the offer stands.
 func (e *engine) chooseRDMA(r *Request, p *peer) bool {
-	if len(p.subs) != 1 {
+	if len(p.subchannels()) != 1 {
 		return true
 	}
-	if p.choice == nil {
-		p.choice = new(mechChoice)
-	}
 	x := e.rdma(r)
-	x.chooser, x.chosen = p.choice, e.opts.Clock.Now()
+	x.chooser, x.chosen = p.chooser(), e.opts.Clock.Now()
 	return x.chooser.choose(r.accept, x.chosen)
 }
 
@@ -340,8 +337,8 @@ func (e *engine) stripeDone(st *stripe, err error) {
 		e.maybeRecycle(r)
 		return
 	}
-	if x.failed == nil {
-		e.schedEvents(p, r)
+	if x.failed == nil && e.opts.Scheduler != nil {
+		p.stripesDone(x)
 	}
 	if r.kind == reqRecv {
 		// rdma_read: FIN only after every read has completed (seed 004 §4.2).
@@ -361,7 +358,7 @@ func (e *engine) stripeDone(st *stripe, err error) {
 		e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, x.failed))
 		return
 	}
-	for _, s := range p.subs {
+	for _, s := range p.subchannels() {
 		if x.subs&(1<<s.idx) != 0 {
 			e.sendFin(p, s, r.remote, uint64(x.perSub[s.idx]), finOK)
 		}
@@ -374,7 +371,7 @@ func (e *engine) stripeDone(st *stripe, err error) {
 // waits for it: a bad frame, unless p is already lost, when it is one
 // still in flight for a request failPeer has failed.
 func (e *engine) unknownRequest(p *peer, field string, id uint64, why string) {
-	if p.lost == nil {
+	if p.failed() == nil {
 		src := int32(p.rank)
 		e.badFrame(src, badFrame(src, field, id, why))
 	}
@@ -386,7 +383,7 @@ func (e *engine) onReply(h *core.Header, payload []byte) {
 		e.badFrame(h.Src, err)
 		return
 	}
-	p := e.peer(int(h.Src))
+	p := e.chans.get(int(h.Src))
 	r := e.lookup(m.sreq, reqSend)
 	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
 		e.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
@@ -425,7 +422,7 @@ func (e *engine) onFin(h *core.Header, payload []byte) {
 		e.badFrame(h.Src, err)
 		return
 	}
-	p := e.peer(int(h.Src))
+	p := e.chans.get(int(h.Src))
 	if r := e.lookup(m.req, reqSend); r != nil && r.peer == int(h.Src) {
 		// FIN to a sender: rdma_read done, or the receiver needed nothing
 		// more than the inline bytes, or it failed.
@@ -466,7 +463,7 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 	data := payload[fragFixed:]
 	r := e.lookup(rreq, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
-		e.unknownRequest(e.peer(int(h.Src)), "frag.request", rreq, "no pipeline waits for this fragment")
+		e.unknownRequest(e.chans.get(int(h.Src)), "frag.request", rreq, "no pipeline waits for this fragment")
 		return
 	}
 	if off+uint64(len(data)) > uint64(r.accept) {
@@ -503,8 +500,8 @@ func (e *engine) pump() int {
 	for k := e.pumps.Front(); k != nil; {
 		next := k.Next()
 		r := k.Value()
-		p := e.peer(r.peer)
-		for !r.done && r.got < r.accept && p.lost == nil {
+		p := e.chans.get(r.peer)
+		for !r.done && r.got < r.accept && p.failed() == nil {
 			s := p.pickSmall()
 			if !s.pumpReady(e.pumpRound) {
 				break
@@ -536,7 +533,7 @@ func (e *engine) pump() int {
 			r.got += chunk
 			n++
 		}
-		if r.done || r.got == r.accept || p.lost != nil {
+		if r.done || r.got == r.accept || p.failed() != nil {
 			e.pumps.Remove(k)
 			r.refs--
 			e.pendingWork--

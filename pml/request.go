@@ -219,7 +219,7 @@ func (e *engine) complete(r *Request, err error) {
 	}
 	r.done = true
 	if r.proto != 0 && r.kind == reqSend {
-		e.peers[r.peer].rndvOut--
+		e.chans.lookup(r.peer).rndvEnded()
 	}
 	if r.status.Err == nil {
 		r.status.Err = err

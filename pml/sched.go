@@ -3,6 +3,7 @@ package pml
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/core/policy"
@@ -34,10 +35,13 @@ type schedState struct {
 	policy policy.Driver[core.SchedEvent, core.SchedDecision]
 }
 
-func (s *schedState) setup(e *engine, p *peer) error {
+// setup readies the scheduler of p, a channel of c, asking the
+// scheduling policy, when there is one, for its configuration.
+func (s *schedState) setup(c *channels, p *peer) error {
 	s.n = len(p.subs)
-	if pol := e.opts.Scheduler; pol != nil {
-		info := core.SchedInfo{Peer: p.rank, LocalRank: e.opts.LocalRank, LocalRanks: e.opts.LocalRanks}
+	o := c.cfg.opts
+	if pol := o.Scheduler; pol != nil {
+		info := core.SchedInfo{Peer: p.rank, LocalRank: o.LocalRank, LocalRanks: o.LocalRanks}
 		for _, sb := range p.subs {
 			info.Subchannels = append(info.Subchannels, core.SubchannelInfo{Name: sb.mod.attrs.Name, Bandwidth: sb.mod.attrs.Bandwidth, Latency: sb.mod.attrs.Latency})
 		}
@@ -46,41 +50,64 @@ func (s *schedState) setup(e *engine, p *peer) error {
 			return fmt.Errorf("pml: scheduling policy for rank %d: %w", p.rank, err)
 		}
 		s.cfg = cfg
-		s.policy.Init(policy.Config[core.SchedEvent, core.SchedDecision]{Policy: pol, Apply: e.applySched, Clock: e.opts.Clock, Rejected: e.m.policyDropped})
+		s.policy.Init(policy.Config[core.SchedEvent, core.SchedDecision]{Policy: pol, Apply: c.applySched, Clock: o.Clock, Rejected: c.cfg.rejected})
 	} else {
 		s.cfg = core.SchedSetup{Small: core.SchedRoundRobin, Large: core.SchedEvenStriping}
 	}
-	c := &s.cfg
-	if c.Small == 0 {
-		c.Small = core.SchedRoundRobin
+	sc := &s.cfg
+	if sc.Small == 0 {
+		sc.Small = core.SchedRoundRobin
 	}
-	if c.Large == 0 {
-		c.Large = core.SchedEvenStriping
+	if sc.Large == 0 {
+		sc.Large = core.SchedEvenStriping
 	}
-	if c.StripeThreshold <= 0 {
-		c.StripeThreshold = defaultStripeThreshold
+	if sc.StripeThreshold <= 0 {
+		sc.StripeThreshold = defaultStripeThreshold
 	}
-	if c.MinStripe <= 0 {
-		c.MinStripe = defaultMinStripe
+	if sc.MinStripe <= 0 {
+		sc.MinStripe = defaultMinStripe
 	}
-	if c.Window <= 0 {
-		c.Window = 1
+	if sc.Window <= 0 {
+		sc.Window = 1
 	}
-	if c.TotalWeight <= 0 || math.IsNaN(c.TotalWeight) || math.IsInf(c.TotalWeight, 0) {
-		c.TotalWeight = float64(s.n)
+	if sc.TotalWeight <= 0 || math.IsNaN(sc.TotalWeight) || math.IsInf(sc.TotalWeight, 0) {
+		sc.TotalWeight = float64(s.n)
 	}
-	if c.Bind < 0 || c.Bind >= s.n {
-		c.Bind = 0
+	if sc.Bind < 0 || sc.Bind >= s.n {
+		sc.Bind = 0
 	}
-	w := c.Weights
+	w := sc.Weights
 	if len(w) != s.n {
 		w = nil
 	}
 	if !s.setWeights(w) {
-		return fmt.Errorf("pml: scheduling policy for rank %d: weights %v are not non-negative with a positive sum", p.rank, c.Weights)
+		return fmt.Errorf("pml: scheduling policy for rank %d: weights %v are not non-negative with a positive sum", p.rank, sc.Weights)
 	}
 	return nil
 }
+
+// tick hands the policy the batched stripe times and applies its
+// decisions; with none, it still calls the policy once per poll interval
+// for late decisions.
+func (s *schedState) tick(now time.Duration) { s.policy.Tick(now) }
+
+// apply replaces the weights by the policy's decisions, all of them or
+// none: it reports false, changing nothing, when one is not a weight of
+// a subchannel or the weights are not non-negative with a positive sum.
+func (s *schedState) apply(dec []core.SchedDecision) bool {
+	var w [maxSubchannels]float64
+	copy(w[:s.n], s.w[:s.n])
+	for _, d := range dec {
+		if d.Kind != core.SchedSetWeight || d.Sub < 0 || int(d.Sub) >= s.n {
+			return false
+		}
+		w[d.Sub] = d.Weight
+	}
+	return s.setWeights(w[:s.n])
+}
+
+// weights returns a copy of the current weights.
+func (s *schedState) weights() []float64 { return append([]float64(nil), s.w[:s.n]...) }
 
 // setWeights validates w (nil: equal) and normalises it to TotalWeight.
 func (s *schedState) setWeights(w []float64) bool {
@@ -264,16 +291,13 @@ func (p *peer) plan(keys *[maxSubchannels]core.MemKey, haveKey uint8, off, n int
 	return k
 }
 
-// schedEvents reports a finished RDMA message to the scheduling policy:
+// stripesDone reports a finished RDMA message to the scheduling policy:
 // per subchannel, the bytes it carried and its delivery time, from the
 // first stripe's hand-off to the device to the last stripe's completion
 // (seed 001 §4.5). The events of one message are consecutive; the last
 // carries Last.
-func (e *engine) schedEvents(p *peer, r *Request) {
-	if e.opts.Scheduler == nil {
-		return
-	}
-	s, x := &p.sched, r.x
+func (p *peer) stripesDone(x *rdmaState) {
+	s := &p.sched
 	n := 0
 	for i := 0; i < s.n; i++ {
 		if x.subs&(1<<i) != 0 {
@@ -292,43 +316,6 @@ func (e *engine) schedEvents(p *peer, r *Request) {
 	}
 }
 
-// pollScheduler hands each peer's batched stripe times to the policy and
-// applies the weights it proposes, after checking them; with none, it
-// still calls the policy once per poll interval for late decisions.
-func (e *engine) pollScheduler() {
-	now := e.opts.Clock.Now()
-	for _, p := range e.made {
-		p.sched.policy.Tick(now)
-	}
-}
-
-// applySched disposes of the run of decisions at the head of dec that
-// name one peer: together they replace its weights, or are rejected
-// together.
-func (e *engine) applySched(dec []core.SchedDecision) (int, policy.Verdict) {
-	peer := dec[0].Peer
-	j := 0
-	for j < len(dec) && dec[j].Peer == peer {
-		j++
-	}
-	if peer < 0 || int(peer) >= e.size || e.peers[peer] == nil {
-		return j, policy.Rejected
-	}
-	s := &e.peers[peer].sched
-	var w [maxSubchannels]float64
-	copy(w[:s.n], s.w[:s.n])
-	for _, d := range dec[:j] {
-		if d.Kind != core.SchedSetWeight || d.Sub < 0 || int(d.Sub) >= s.n {
-			return j, policy.Rejected
-		}
-		w[d.Sub] = d.Weight
-	}
-	if !s.setWeights(w[:s.n]) {
-		return j, policy.Rejected
-	}
-	return j, policy.Applied
-}
-
 // Weights returns the current scheduling weights toward rank (for
 // experiments and counters).
 func (c *Comm) Weights(rank int) []float64 {
@@ -337,6 +324,5 @@ func (c *Comm) Weights(rank int) []float64 {
 	if rank < 0 || rank >= c.e.size {
 		return nil
 	}
-	s := &c.e.peer(rank).sched
-	return append([]float64(nil), s.w[:s.n]...)
+	return c.e.chans.get(rank).sched.weights()
 }

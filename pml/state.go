@@ -29,11 +29,11 @@ func (c *Comm) Routes() (routes []Route, unreachable []int) {
 	defer e.mu.Unlock()
 	byMod := make(map[*module][]int, len(e.mods))
 	for r := range e.size {
-		p := e.peer(r)
-		if len(p.subs) == 0 {
+		p := e.chans.get(r)
+		if len(p.subchannels()) == 0 {
 			unreachable = append(unreachable, p.rank)
 		}
-		for _, s := range p.subs {
+		for _, s := range p.subchannels() {
 			byMod[s.mod] = append(byMod[s.mod], p.rank)
 		}
 	}
@@ -122,9 +122,9 @@ func (c *Comm) State(wait time.Duration) State {
 		}
 		st.Requests = append(st.Requests, r.state())
 	}
-	for _, p := range e.made {
-		ps := PeerState{Rank: p.rank, PSN: p.psn, ESN: p.esn, OutOfOrder: len(p.ooo), Lost: p.lost}
-		for _, s := range p.subs {
+	for _, p := range e.chans.all() {
+		ps := PeerState{Rank: p.rank, PSN: p.nextPSN(), ESN: p.expected(), OutOfOrder: p.waiting(), Lost: p.failed()}
+		for _, s := range p.subchannels() {
 			if !s.out.Empty() || !s.readQ.Empty() || !s.rdmaQ.Empty() {
 				ps.Queued++
 			}

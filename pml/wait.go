@@ -111,7 +111,7 @@ func (c *Comm) waitLive(ctx context.Context, r *Request, deadline time.Duration,
 			b, built = e.newBackoff(), true
 			b.n = spun
 		}
-		if live && e.nlost.Load() != 0 {
+		if live && e.chans.anyLost() {
 			if err := c.Lost(); err != nil {
 				return Status{}, err, false
 			}
@@ -699,9 +699,10 @@ func (c *Comm) AckFailed() []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.progress()
-	c.cx.ack(len(e.lost))
+	lost := e.chans.lostRanks()
+	c.cx.ack(len(lost))
 	var acked []int
-	for _, w := range e.lost {
+	for _, w := range lost {
 		if r := c.g.toLocal(w); r >= 0 {
 			acked = append(acked, r)
 		}
