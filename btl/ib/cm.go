@@ -188,7 +188,7 @@ func newCM(m *module) (*cm, error) {
 	if c.mr, err = m.h.pd.RegMR(c.mem, verbs.AccessLocalWrite); err != nil {
 		return nil, fmt.Errorf("ib %s: connection manager buffers: %w", m.id, err)
 	}
-	c.qp, err = m.h.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: m.cq, RecvCQ: m.cq,
+	c.qp, err = m.h.pd.CreateQP(verbs.QPInitAttr{Type: verbs.QPTypeUD, SendCQ: m.cq.q, RecvCQ: m.cq.q,
 		Cap: verbs.QPCap{MaxSendWR: cmSends, MaxRecvWR: n, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		c.mr.Dereg()
@@ -384,7 +384,7 @@ func (e *endpoint) createQPs() error {
 		return nil
 	}
 	for i, q := range m.queues {
-		attr := verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: m.cq, RecvCQ: m.cq,
+		attr := verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: m.cq.q, RecvCQ: m.cq.q,
 			Cap: verbs.QPCap{MaxSendWR: m.cfg.sendQueue, MaxRecvWR: max(1, q.spec.Count, q.maxPosted), MaxSendSGE: 1, MaxRecvSGE: 1}}
 		if q.shared {
 			attr.SRQ = q.srq
@@ -618,12 +618,8 @@ func (m *module) goodbye() {
 // outstanding: frames not yet acknowledged, RDMA not completed.
 func (m *module) unacknowledged() bool {
 	for _, e := range m.made {
-		if e.state != epFailed {
-			for _, n := range e.out {
-				if n > 0 {
-					return true
-				}
-			}
+		if e.state != epFailed && e.tx.outstanding() {
+			return true
 		}
 	}
 	return false
@@ -633,7 +629,7 @@ func (m *module) unacknowledged() bool {
 // endpoint: for its connection, or for credits once connected.
 func (m *module) undelivered() bool {
 	for _, e := range m.made {
-		if len(e.pending) > 0 && e.state != epFailed {
+		if len(e.tx.pending) > 0 && e.state != epFailed {
 			return true
 		}
 	}

@@ -91,6 +91,9 @@ type creditEngine struct {
 	flow      policy.Driver[core.FlowEvent, core.FlowDecision]
 	creditDue []*endpoint
 	gen       uint64 // Progress calls
+	// counted are the queues whose frames spend credits: the per-peer
+	// ones, under the credit schemes.
+	counted []bool
 }
 
 // idleFirst is the silence after which a quiet peer is first reported to

@@ -53,11 +53,10 @@ type endpoint struct {
 	saidBye  bool  // a goodbye (cmDisc) went to the peer, ours or our answer to its
 	watched  bool
 	cred     []credits // per queue (per-peer queues only)
-	out      []int     // send work requests outstanding per queue QP
+	tx       peerSends // the send side's: frames outstanding and waiting
 	st       peerStats
-	creditIn bool       // on m.creditDue
-	dueGen   uint64     // the Progress that found credits due
-	pending  []*sendBuf // frames sent while the connection was set up
+	creditIn bool   // on m.creditDue
+	dueGen   uint64 // the Progress that found credits due
 
 	// Quiet-peer reports to a dynamic policy.
 	rxFrames, rxSeen     uint64
@@ -74,7 +73,7 @@ type endpoint struct {
 func (m *module) ep(rank int) *endpoint {
 	e := m.eps[rank]
 	if e == nil {
-		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), out: make([]int, len(m.queues))}
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), tx: peerSends{out: make([]int, len(m.queues))}}
 		m.eps[rank] = e
 		// By rank, the order housekeeping has always walked the peers in.
 		i, _ := slices.BinarySearchFunc(m.made, rank, func(x *endpoint, r int) int { return x.rank - r })
@@ -103,15 +102,15 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 		return err
 	}
 	n := core.HeaderSize + len(pre) + len(data)
-	qi := m.queueFor(n)
+	qi := m.tx.queueFor(n)
 	if qi < 0 {
 		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.maxFrame-core.HeaderSize)
 	}
-	if connecting || len(e.pending) > 0 {
+	if connecting || len(e.tx.pending) > 0 {
 		// While the connection is set up, frames wait on the endpoint, in
 		// order, as on openib's pending list; beyond a send queue's worth
 		// they are refused.
-		if len(e.pending) >= m.cfg.sendQueue {
+		if len(e.tx.pending) >= m.cfg.sendQueue {
 			return errConnecting
 		}
 	} else if err := e.mayPost(qi, flags); err != nil {
@@ -120,17 +119,16 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 		}
 		return err
 	}
-	b := m.getSend(m.queues[qi])
+	b := m.tx.get(qi)
 	if b == nil {
-		m.noSendBuf.Inc()
-		return errNoSendBuf
+		return m.tx.exhausted()
 	}
 	h.Length = uint32(n - core.HeaderSize)
 	copy(b.mem[core.HeaderSize:], pre)
 	copy(b.mem[core.HeaderSize+len(pre):], data)
 	b.n, b.h, b.flags, b.ep = n, h, flags, e
-	if connecting || len(e.pending) > 0 {
-		e.pending = append(e.pending, b)
+	if connecting || len(e.tx.pending) > 0 {
+		e.tx.pending = append(e.tx.pending, b)
 		return nil
 	}
 	e.post(b)
@@ -141,9 +139,10 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 // as far as credits and the send queue allow; the rest go from later
 // Progress calls.
 func (e *endpoint) sendPending() {
+	p := &e.tx
 	k := 0
-	for k < len(e.pending) && e.state == epConnected {
-		b := e.pending[k]
+	for k < len(p.pending) && e.state == epConnected {
+		b := p.pending[k]
 		if err := e.mayPost(int(b.queue), b.flags); err != nil {
 			if err == errNoCredit {
 				e.refused(int(b.queue))
@@ -151,10 +150,10 @@ func (e *endpoint) sendPending() {
 			break
 		}
 		e.post(b)
-		e.pending[k] = nil
+		p.pending[k] = nil
 		k++
 	}
-	e.pending = append(e.pending[:0], e.pending[k:]...)
+	p.pending = append(p.pending[:0], p.pending[k:]...)
 }
 
 // usable returns nil when the endpoint may carry traffic now. The first
@@ -185,21 +184,10 @@ func (e *endpoint) usable() error {
 // per-peer queue under the credit schemes or room under the pending bound
 // of a shared queue.
 func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
-	m := e.m
-	if e.out[qi] >= m.cfg.sendQueue {
-		return errSQFull
+	if err := e.m.tx.room(e, qi, flags); err != nil || flags&core.SendNoFlowControl != 0 {
+		return err
 	}
-	if flags&core.SendNoFlowControl != 0 {
-		return nil
-	}
-	q := m.queues[qi]
-	if q.shared {
-		if q.spec.MaxPending > 0 && e.out[qi] >= q.spec.MaxPending {
-			return errPending
-		}
-		return nil
-	}
-	if m.fc.credits && e.cred[qi].avail <= 0 {
+	if e.m.counted[qi] && e.cred[qi].avail <= 0 {
 		return errNoCredit
 	}
 	return nil
@@ -210,7 +198,7 @@ func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 func (e *endpoint) post(b *sendBuf) {
 	m := e.m
 	qi := b.queue
-	h := b.h
+	h := &b.h
 	if m.fc.credits {
 		if !m.queues[qi].shared && h.Type != core.TypeCredit {
 			e.cred[qi].spend()
@@ -225,36 +213,19 @@ func (e *endpoint) post(b *sendBuf) {
 			}
 		}
 	}
-	h.Encode(b.mem[:core.HeaderSize])
-	wr := &m.swr
-	wr.WRID = wridSend | uint64(b.idx)
-	wr.Opcode = verbs.OpSend
-	wr.Flags = verbs.SendSignaled
-	if b.flags&core.SendSolicited != 0 {
-		wr.Flags |= verbs.SendSolicited
-	}
-	m.sg[0] = verbs.SGE{Addr: b.addr, Length: uint32(b.n), LKey: b.lkey}
-	wr.SG = m.sg[:]
-	wr.RemoteAddr, wr.RKey = 0, 0
-	if err := e.qps[qi].PostSend(wr); err != nil {
-		m.putSend(b)
+	if err := m.tx.post(e, b); err != nil {
 		e.fail(fmt.Errorf("post send: %w", err))
-		return
 	}
-	e.out[qi]++
-	m.framesSent.Inc()
-	e.st.frames.Inc()
-	m.bytesSent.Add(int64(b.n))
 }
 
 // established marks the connection usable and sends what waited for it.
 func (e *endpoint) established() {
 	e.state = epConnected
 	e.m.replenished++
-	if len(e.pending) > 0 {
+	if len(e.tx.pending) > 0 {
 		e.sendPending()
-		if len(e.pending) > 0 {
-			e.m.pendingEps = append(e.m.pendingEps, e)
+		if len(e.tx.pending) > 0 {
+			e.m.tx.wait(e)
 		}
 	}
 }
@@ -290,19 +261,13 @@ func (e *endpoint) PreferRendezvous() bool {
 
 // FragsInFlight implements core.Resources: the frames posted to the peer
 // whose send has not completed, and those waiting for the connection.
-func (e *endpoint) FragsInFlight() int {
-	n := len(e.pending)
-	for _, k := range e.out {
-		n += k
-	}
-	return n
-}
+func (e *endpoint) FragsInFlight() int { return e.tx.inFlight() }
 
 // Replenished implements core.Resources: the module's count of send
 // completions, credit returns and connections up, any of which may let a
 // refused frame pass — send buffers and the send queue are the module's,
 // and a count for every peer would be as cheap and tell no more.
-func (e *endpoint) Replenished() uint64 { return e.m.replenished }
+func (e *endpoint) Replenished() uint64 { return e.m.replenished + e.m.tx.completed }
 
 // Disconnect implements core.Module: the connection manager tells rank
 // that this rank dropped it (cmDrop), which makes it fail its endpoint
@@ -326,10 +291,10 @@ func (m *module) Disconnect(rank int, reason error) {
 // must be tried again later.
 func (e *endpoint) sendCredits(qi int) bool {
 	m := e.m
-	if e.out[qi] >= m.cfg.sendQueue {
+	if m.tx.room(e, qi, core.SendNoFlowControl) != nil {
 		return false
 	}
-	b := m.getSend(m.queues[qi])
+	b := m.tx.get(qi)
 	if b == nil {
 		return false
 	}
@@ -366,10 +331,7 @@ func (e *endpoint) fail(cause error) {
 		e.err = fmt.Errorf("ib %s: peer %d: %w: %v", m.id, e.rank, core.ErrPeerLost, cause)
 	}
 	m.peersLost.Inc()
-	for _, b := range e.pending {
-		m.putSend(b)
-	}
-	e.pending = nil
+	m.tx.drop(e)
 	m.log.Warn().Int("peer", e.rank).Err(e.err).Msg("peer lost")
 	for _, qp := range e.qps {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)

@@ -122,7 +122,7 @@ func (s *stream) check() {
 			j.t.Fatalf("%d→%d: frame %d (%d bytes) duplicated or damaged", s.from, s.to, i, len(f.p))
 		}
 		seen[i] = true
-		q := m.queueFor(core.HeaderSize + s.sizes[i])
+		q := m.tx.queueFor(core.HeaderSize + s.sizes[i])
 		if i < last[q] {
 			j.t.Fatalf("%d→%d: frame %d arrived after frame %d on queue %d", s.from, s.to, i, last[q], q)
 		}

@@ -27,7 +27,7 @@ func TestFramesOfEverySizeUseTheSmallestQueueThatHoldsThem(t *testing.T) {
 	// saw exactly the frames that fit it and not the one below.
 	perQueue := map[int]int{}
 	for _, n := range sizes {
-		perQueue[m.queueFor(n+core.HeaderSize)]++
+		perQueue[m.tx.queueFor(n+core.HeaderSize)]++
 	}
 	for i, q := range j.mods[1].queues {
 		if got := q.util.Snapshot().Count; got != int64(perQueue[i]) {

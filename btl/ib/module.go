@@ -39,20 +39,18 @@ type module struct {
 	// slot), credits from the peer, a connection up — for Replenished.
 	replenished uint64
 
-	completions  // the CQ and its notifications (notify.go)
-	buffers      // receive queues and send free lists (queues.go)
-	creditEngine // flow control on the per-peer queues (credits.go)
-	peers        // endpoints and their connections (peers.go, cm.go)
-	rdmaOps      // RDMA operations in flight (rdma.go)
-	workRequests // the work requests posted from the hot paths
-	counters     // the module's metrics (stats.go)
+	cq           completions // the CQ and its notifications (notify.go)
+	tx           sendSide    // send free lists, posts, RDMA (send.go, rdma.go)
+	buffers                  // receive queues (queues.go)
+	creditEngine             // flow control on the per-peer queues (credits.go)
+	peers                    // endpoints and their connections (peers.go, cm.go)
+	workRequests             // the work request posted for receives
+	counters                 // the module's metrics (stats.go)
 }
 
 // workRequests are filled in place for every post, so that posting a
-// send, an RDMA operation or a receive allocates nothing.
+// receive allocates nothing.
 type workRequests struct {
-	swr verbs.SendWR
-	sg  [1]verbs.SGE
 	rwr verbs.RecvWR
 	rsg [1]verbs.SGE
 }
@@ -127,7 +125,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	if m.pattr.State != verbs.PortActive {
 		return nil, fmt.Errorf("ib %s: port %d is %v", m.id, c.port, m.pattr.State)
 	}
-	if m.ch, err = h.dev.CreateCompChannel(); err != nil {
+	if m.cq.ch, err = h.dev.CreateCompChannel(); err != nil {
 		return nil, fmt.Errorf("ib %s: %w", m.id, err)
 	}
 	info := core.RecvInfo{Peers: m.size - 1, EagerLimit: c.eagerLimit}
@@ -180,13 +178,14 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		}
 	}
 	cqe = min(cqe, min(h.attr.MaxCQE, 1<<20))
-	if m.cq, err = h.dev.CreateCQ(cqe, m.ch); err != nil {
+	if m.cq.q, err = h.dev.CreateCQ(cqe, m.cq.ch); err != nil {
 		return nil, fmt.Errorf("ib %s: CQ of %d: %w", m.id, cqe, err)
 	}
 	m.eps = make([]*endpoint, m.size)
 	if err := m.setupQueues(setup); err != nil {
 		return nil, err
 	}
+	m.tx.open(m, setup.Queues, setup.SendFreeListMax)
 	if m.cm, err = newCM(m); err != nil {
 		return nil, err
 	}
@@ -247,7 +246,7 @@ func (m *module) Close() error {
 	if m.closed {
 		return nil
 	}
-	if m.cm != nil && m.cq != nil {
+	if m.cm != nil && m.cq.q != nil {
 		m.goodbye()
 	}
 	m.closed = true
@@ -267,15 +266,11 @@ func (m *module) Close() error {
 			q.srq.Destroy()
 		}
 	}
-	if m.cq != nil {
-		m.cq.Destroy()
-	}
-	if m.ch != nil {
-		m.ch.Destroy()
-	}
+	m.cq.close()
 	for _, mr := range m.mrs {
 		mr.Dereg()
 	}
+	m.tx.close()
 	if m.recvBytes != nil {
 		recvBytesTotal(m.metrics).Add(-m.recvBytes.Load())
 	}

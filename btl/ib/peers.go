@@ -24,7 +24,6 @@ type peers struct {
 	cm         *cm
 	onLost     func(int, error)
 	connecting []*endpoint
-	pendingEps []*endpoint // connected, with frames still waiting to go
 	lost       []*endpoint
 	// erroring are endpoints whose QP entered the error state, waiting for
 	// the completion that says why (see asyncEvent).

@@ -24,40 +24,26 @@ func (m *module) Progress() int {
 	m.depth++
 	m.gen++
 	n := 0
-	if m.armed {
-		m.armed = false
-		m.ackEvents()
-	}
-	if m.nstash > 0 {
-		k := m.nstash
-		m.nstash = 0
-		for i := 0; i < k && !m.closed; i++ {
-			m.complete(&m.stash[i])
+	if m.cq.stashed() {
+		stash := m.cq.taken()
+		for i := 0; i < len(stash) && !m.closed; i++ {
+			m.complete(&stash[i])
 		}
-		n += k
+		n += len(stash)
 	}
-	k, err := m.cq.Poll(m.wc[:])
+	wc, err := m.cq.poll()
 	if err != nil {
 		m.fatal(err)
 	}
-	for i := 0; i < k && !m.closed; i++ {
-		m.complete(&m.wc[i])
+	for i := 0; i < len(wc) && !m.closed; i++ {
+		m.complete(&wc[i])
 	}
-	n += k
+	n += len(wc)
 	if len(m.creditDue) > 0 && !m.closed {
 		m.returnCredits()
 	}
-	if len(m.pendingEps) > 0 && !m.closed {
-		k := 0
-		for _, e := range m.pendingEps {
-			e.sendPending()
-			if len(e.pending) > 0 {
-				m.pendingEps[k] = e
-				k++
-			}
-		}
-		clear(m.pendingEps[k:])
-		m.pendingEps = m.pendingEps[:k]
+	if len(m.tx.waiting) > 0 && !m.closed {
+		m.tx.sendWaiting()
 	}
 	if !m.closed {
 		m.flow.Flush()
@@ -81,33 +67,18 @@ func (m *module) complete(wc *verbs.WC) {
 	case wridRecv:
 		m.received(wc, idx)
 	case wridSend:
-		b := m.sbufs[idx]
-		e := b.ep
-		m.putSend(b)
-		m.replenished++
-		if e == nil {
-			return
-		}
-		e.out[b.queue]--
-		if wc.Status != verbs.WCSuccess {
+		if e := m.tx.sent(idx); e != nil && wc.Status != verbs.WCSuccess {
 			e.failure("send", wc.Status)
 		}
 	case wridRDMA:
-		s := m.ops[idx]
-		m.freeOp(idx)
-		e := s.ep
-		e.out[0]--
-		m.replenished++
-		if s.solicited {
-			m.solicitedOps--
-		}
+		s := m.tx.rdmaDone(idx)
 		var err error
 		if wc.Status != verbs.WCSuccess {
 			what := "RDMA read"
 			if s.put {
 				what = "RDMA write"
 			}
-			err = e.failure(what, wc.Status)
+			err = s.ep.failure(what, wc.Status)
 		}
 		s.op.Done.RDMADone(s.op, err)
 	case wridCM:

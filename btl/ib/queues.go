@@ -2,7 +2,6 @@ package ib
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
@@ -29,22 +28,6 @@ const (
 	wridIdx  = 1<<62 - 1
 )
 
-// sendBuf is a registered buffer a frame is copied into and sent from.
-type sendBuf struct {
-	mem    []byte
-	addr   uint64
-	lkey   uint32
-	idx    uint32
-	queue  uint8
-	n      int
-	h      core.Header
-	flags  core.SendFlags
-	ep     *endpoint
-	since  time.Duration // when it entered the backlog
-	waited bool          // it waits, or waited, for a credit: the backlog bit
-	next   *sendBuf
-}
-
 // recvBuf is a registered buffer posted for receives.
 type recvBuf struct {
 	mem   []byte
@@ -54,8 +37,7 @@ type recvBuf struct {
 	ep    *endpoint // per-peer queues: the peer; nil on shared queues
 }
 
-// rqueue is one queue of the layout, both directions: its receive buffers
-// and the send free list of its size.
+// rqueue is one receive queue of the layout.
 type rqueue struct {
 	idx    int
 	spec   core.QueueSpec
@@ -71,24 +53,18 @@ type rqueue struct {
 	// buffers ready for a peer that grows (indexes into m.rbufs)
 	count, maxPosted, threshold int
 	pool                        []int32
-	// send free list
-	free    *sendBuf
-	nsend   int
-	sendMax int
 	// counters
 	util      *core.Histogram
 	postedG   *core.Gauge
 	limitEvts *core.Counter
 }
 
-// buffers are a module's receive queues and send free lists, the
-// registered memory behind them, and the receive-buffer policy that lays
-// them out and grows them.
+// buffers are a module's receive queues, the registered memory behind
+// them, and the receive-buffer policy that lays them out and grows them.
 type buffers struct {
 	queues   []*rqueue
 	firstP   int // the first per-peer queue; -1: none
 	maxFrame int // the largest buffer
-	sbufs    []*sendBuf
 	rbufs    []*recvBuf
 	mrs      []verbs.MR
 	recv     policy.Driver[core.RecvEvent, core.RecvDecision]
@@ -101,10 +77,7 @@ var utilBounds = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5
 func (m *module) setupQueues(s core.RecvSetup) error {
 	m.firstP = -1
 	for i, spec := range s.Queues {
-		q := &rqueue{idx: i, spec: spec, shared: spec.Kind == core.QueueShared, sendMax: s.SendFreeListMax}
-		if q.sendMax == 0 {
-			q.sendMax = 256
-		}
+		q := &rqueue{idx: i, spec: spec, shared: spec.Kind == core.QueueShared}
 		name := fmt.Sprintf("q%d_%dB", i, spec.BufSize)
 		q.util = m.metrics.Histogram(m.metric("recv_util", name), utilBounds)
 		if !q.shared {
@@ -119,6 +92,7 @@ func (m *module) setupQueues(s core.RecvSetup) error {
 			}
 		}
 		m.queues = append(m.queues, q)
+		m.counted = append(m.counted, !q.shared && m.fc.credits)
 		if q.shared {
 			q.max = max(spec.Max, spec.Count)
 			srq, err := m.h.pd.CreateSRQ(verbs.SRQInitAttr{MaxWR: q.max, MaxSGE: 1})
@@ -140,27 +114,6 @@ func (m *module) setupQueues(s core.RecvSetup) error {
 	}
 	m.maxFrame = s.Queues[len(s.Queues)-1].BufSize
 	return nil
-}
-
-// queueFor returns the smallest queue holding an n-byte frame.
-func (m *module) queueFor(n int) int {
-	for i, q := range m.queues {
-		if n <= q.spec.BufSize {
-			return i
-		}
-	}
-	return -1
-}
-
-// slab registers n buffers of size bytes in one region.
-func (m *module) slab(n, size int) ([]byte, verbs.MR, error) {
-	mem := make([]byte, n*size)
-	mr, err := m.h.pd.RegMR(mem, verbs.AccessLocalWrite)
-	if err != nil {
-		return nil, nil, fmt.Errorf("ib %s: register %d×%d bytes: %w", m.id, n, size, err)
-	}
-	m.mrs = append(m.mrs, mr)
-	return mem, mr, nil
 }
 
 // growShared registers n more buffers of a shared queue's size in one
@@ -213,10 +166,11 @@ func (m *module) allocRecvBufs(q *rqueue, n int) error {
 func (m *module) register(q *rqueue, n int) (first int, err error) {
 	first = len(m.rbufs)
 	size := q.spec.BufSize
-	mem, mr, err := m.slab(n, size)
+	mem, mr, err := slab(m.h.pd, n, size)
 	if err != nil {
-		return first, err
+		return first, fmt.Errorf("ib %s: %w", m.id, err)
 	}
+	m.mrs = append(m.mrs, mr)
 	for i := 0; i < n; i++ {
 		b := &recvBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx)}
 		b.addr = verbs.AddrOf(b.mem)
@@ -255,49 +209,6 @@ func (m *module) recvMem(n int64) {
 
 // recvBytesTotal is the registered receive memory of the whole process.
 func recvBytesTotal(mx *core.Metrics) *core.Gauge { return mx.Gauge("ib.recv_registered_bytes") }
-
-// get takes a send buffer of q's size, growing the free list on demand
-// up to its bound; nil when it is exhausted.
-func (m *module) getSend(q *rqueue) *sendBuf {
-	if q.free == nil && q.nsend < q.sendMax {
-		m.growSend(q)
-	}
-	b := q.free
-	if b != nil {
-		q.free = b.next
-		b.next = nil
-	}
-	return b
-}
-
-func (m *module) putSend(b *sendBuf) {
-	q := m.queues[b.queue]
-	b.ep = nil
-	b.next = q.free
-	q.free = b
-}
-
-// growSend adds a chunk of send buffers to q's free list (at most 32 at a
-// time, fewer for large buffers).
-func (m *module) growSend(q *rqueue) {
-	size := q.spec.BufSize
-	n := min(q.sendMax-q.nsend, max(1, min(32, (256<<10)/size)))
-	mem, mr, err := m.slab(n, size)
-	if err != nil {
-		m.log.Warn().Err(err).Msg("growing a send free list")
-		q.sendMax = q.nsend // stop trying
-		return
-	}
-	for i := 0; i < n; i++ {
-		b := &sendBuf{mem: mem[i*size : (i+1)*size : (i+1)*size], lkey: mr.LKey(), queue: uint8(q.idx), idx: uint32(len(m.sbufs))}
-		b.addr = verbs.AddrOf(b.mem)
-		m.sbufs = append(m.sbufs, b)
-		b.next = q.free
-		q.free = b
-	}
-	q.nsend += n
-	m.sendMem.Add(int64(n * size))
-}
 
 // onLimit handles an SRQ-limit event: the policy hears of it.
 func (m *module) onLimit(s verbs.SRQ) {

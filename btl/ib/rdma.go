@@ -7,14 +7,8 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-// rdmaOps are the RDMA writes and reads in flight, in slots the WRID
-// indexes, with a free list of slots.
-type rdmaOps struct {
-	ops     []opSlot
-	freeOps []int32
-}
-
-// opSlot is an RDMA operation in flight.
+// opSlot is an RDMA operation in flight, in the send side's slots that
+// the WRID indexes.
 type opSlot struct {
 	op        *core.RDMAOp
 	ep        *endpoint
@@ -28,83 +22,91 @@ func (e *endpoint) Put(op *core.RDMAOp) error { return e.rdma(op, true) }
 // Get reads the peer's memory into op.Local (RDMA read).
 func (e *endpoint) Get(op *core.RDMAOp) error { return e.rdma(op, false) }
 
-// rdma posts a write or read on the QP of the smallest queue, the one that
-// carries control frames, so that a FIN sent after a write follows it.
+// rdma posts a write or read once the connection is up.
 func (e *endpoint) rdma(op *core.RDMAOp, put bool) error {
-	m := e.m
 	if err := e.usable(); err != nil {
 		return err
 	}
+	return e.m.tx.rdma(e, op, put)
+}
+
+// rdma posts a write or read on the QP of the smallest queue, the one that
+// carries control frames, so that a FIN sent after a write follows it.
+func (s *sendSide) rdma(e *endpoint, op *core.RDMAOp, put bool) error {
 	v, ok := op.Region.(*regView)
 	if !ok {
-		return fmt.Errorf("ib %s: RDMA with a region this module did not register (%T)", m.id, op.Region)
+		return fmt.Errorf("ib %s: RDMA with a region this module did not register (%T)", s.id, op.Region)
 	}
 	lkey, ok := v.lkeyFor(op.Local)
 	if !ok {
-		return fmt.Errorf("ib %s: RDMA local buffer outside its region", m.id)
+		return fmt.Errorf("ib %s: RDMA local buffer outside its region", s.id)
 	}
 	if op.Offset > op.Remote.Len || uint64(len(op.Local)) > op.Remote.Len-op.Offset {
-		return fmt.Errorf("ib %s: RDMA of %d bytes at offset %d beyond the peer's %d-byte region", m.id, len(op.Local), op.Offset, op.Remote.Len)
+		return fmt.Errorf("ib %s: RDMA of %d bytes at offset %d beyond the peer's %d-byte region", s.id, len(op.Local), op.Offset, op.Remote.Len)
 	}
-	if e.out[0] >= m.cfg.sendQueue {
+	if e.tx.out[0] >= s.depth {
 		return errSQFull
 	}
-	slot := m.newOp(opSlot{op: op, ep: e, solicited: op.Solicited, put: put})
-	wr := &m.swr
+	slot := s.newOp(opSlot{op: op, ep: e, solicited: op.Solicited, put: put})
+	wr := &s.wr
 	wr.WRID = wridRDMA | uint64(slot)
 	wr.Opcode = verbs.OpRDMARead
 	if put {
 		wr.Opcode = verbs.OpRDMAWrite
 	}
 	wr.Flags = verbs.SendSignaled
-	wr.SG = m.sg[:0]
+	wr.SG = s.sg[:0]
 	if len(op.Local) > 0 {
-		m.sg[0] = verbs.SGE{Addr: verbs.AddrOf(op.Local), Length: uint32(len(op.Local)), LKey: lkey}
-		wr.SG = m.sg[:1]
+		s.sg[0] = verbs.SGE{Addr: verbs.AddrOf(op.Local), Length: uint32(len(op.Local)), LKey: lkey}
+		wr.SG = s.sg[:1]
 	}
 	wr.RemoteAddr, wr.RKey = op.Remote.Addr+op.Offset, uint32(op.Remote.Key)
-	if op.Solicited && m.armed && m.armSolicitedOnly {
-		// Verbs raise solicited events for receives only: a CQ armed for
-		// them would sleep through this completion. Re-armed before the
-		// post, not after: the operation may complete (on the device's
-		// own thread) before PostSend returns, and an arm after its
-		// completion waits for the next one — a progress thread asleep on
-		// the CQ then never woke (the conformance suite's solicited RDMA
-		// notification, 3 in 360 race runs).
-		m.armSolicitedOnly = false
-		if err := m.cq.ReqNotify(false); err != nil {
-			m.log.Warn().Err(err).Msg("re-arm CQ")
+	if op.Solicited {
+		if err := s.cq.beforeSolicited(); err != nil {
+			s.log.Warn().Err(err).Msg("re-arm CQ")
 		}
 	}
 	if err := e.qps[0].PostSend(wr); err != nil {
-		m.freeOp(slot)
-		return fmt.Errorf("ib %s: post RDMA to peer %d: %w", m.id, e.rank, err)
+		s.freeOp(slot)
+		return fmt.Errorf("ib %s: post RDMA to peer %d: %w", s.id, e.rank, err)
 	}
-	e.out[0]++
+	e.tx.out[0]++
 	if op.Solicited {
-		m.solicitedOps++
+		s.cq.solicitedOps++
 	}
 	if put {
-		m.puts.Inc()
+		s.st.puts.Inc()
 	} else {
-		m.gets.Inc()
+		s.st.gets.Inc()
 	}
-	m.rdmaBytes.Add(int64(len(op.Local)))
+	s.st.rdmaBytes.Add(int64(len(op.Local)))
 	return nil
 }
 
-func (m *module) newOp(s opSlot) int {
-	if n := len(m.freeOps); n > 0 {
-		i := m.freeOps[n-1]
-		m.freeOps = m.freeOps[:n-1]
-		m.ops[i] = s
-		return int(i)
+// rdmaDone takes back the slot of an RDMA completion.
+func (s *sendSide) rdmaDone(idx int) opSlot {
+	o := s.ops[idx]
+	s.freeOp(idx)
+	o.ep.tx.out[0]--
+	s.completed++
+	if o.solicited {
+		s.cq.solicitedOps--
 	}
-	m.ops = append(m.ops, s)
-	return len(m.ops) - 1
+	return o
 }
 
-func (m *module) freeOp(i int) {
-	m.ops[i] = opSlot{}
-	m.freeOps = append(m.freeOps, int32(i))
+func (s *sendSide) newOp(o opSlot) int {
+	if n := len(s.free); n > 0 {
+		i := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.ops[i] = o
+		return int(i)
+	}
+	s.ops = append(s.ops, o)
+	return len(s.ops) - 1
+}
+
+func (s *sendSide) freeOp(i int) {
+	s.ops[i] = opSlot{}
+	s.free = append(s.free, int32(i))
 }

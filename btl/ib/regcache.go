@@ -176,7 +176,7 @@ func (m *module) RegisterMem(buf []byte, access core.Access) (core.Region, error
 	if m.closed {
 		return nil, errClosed
 	}
-	v, err := m.h.reg.register(buf)
+	v, err := m.tx.reg.register(buf)
 	if err != nil {
 		return nil, fmt.Errorf("ib %s: register %d bytes: %w", m.id, len(buf), err)
 	}
@@ -190,7 +190,7 @@ func (m *module) DeregisterMem(r core.Region) error {
 	if !ok {
 		return fmt.Errorf("ib %s: deregister a region of another transport (%T)", m.id, r)
 	}
-	if err := m.h.reg.deregister(v); err != nil {
+	if err := m.tx.reg.deregister(v); err != nil {
 		return fmt.Errorf("ib %s: %w", m.id, err)
 	}
 	return nil

@@ -10,16 +10,15 @@ import (
 
 // counters are a module's metrics, named ib.<module>.<counter>.
 type counters struct {
-	framesSent, framesRecv, bytesSent, bytesRecv *core.Counter
-	puts, gets, rdmaBytes                        *core.Counter
-	noSendBuf, backlogged, backlogRx, creditMsgs *core.Counter
+	framesRecv, bytesRecv             *core.Counter
+	backlogged, backlogRx, creditMsgs *core.Counter
 	// recvSize is the sizes of the frames received, headers included:
 	// the InfiniBand-level message sizes of seed 002's percentile plots
 	// (Fig. 2a), whatever the receive layout.
 	recvSize                               *core.Histogram
 	badFrames, peersLost, rejected, stalls *core.Counter
 	clamped                                *core.Counter
-	recvBytes, sendMem                     *core.Gauge
+	recvBytes                              *core.Gauge
 	dev                                    *devMetrics
 }
 
@@ -34,21 +33,17 @@ type devMetrics struct {
 	idleChecks                                                         *core.Gauge
 }
 
-func (m *module) metric(parts ...any) string {
-	return core.MetricName(append([]any{"ib", m.id}, parts...)...)
-}
+func (m *module) metric(parts ...any) string { return metricName(m.id, parts...) }
 
 func (m *module) initMetrics() {
 	mx := m.metrics
 	c := func(n string) *core.Counter { return mx.Counter(m.metric(n)) }
 	g := func(n string) *core.Gauge { return mx.Gauge(m.metric(n)) }
-	m.framesSent, m.framesRecv = c("frames_sent"), c("frames_received")
-	m.bytesSent, m.bytesRecv = c("bytes_sent"), c("bytes_received")
-	m.puts, m.gets, m.rdmaBytes = c("rdma_puts"), c("rdma_gets"), c("rdma_bytes")
-	m.noSendBuf, m.backlogged, m.backlogRx = c("no_send_buffer"), c("backlogged"), c("backlogged_received")
+	m.framesRecv, m.bytesRecv = c("frames_received"), c("bytes_received")
+	m.backlogged, m.backlogRx = c("backlogged"), c("backlogged_received")
 	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
 	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
-	m.recvBytes, m.sendMem = g("recv_registered_bytes"), g("send_registered_bytes")
+	m.recvBytes = g("recv_registered_bytes")
 	m.recvSize = mx.Histogram(m.metric("recv_size"), SizeBounds)
 	mx.Collect(m.collectPeers)
 	if m.h.soft != nil {
