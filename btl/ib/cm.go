@@ -354,20 +354,20 @@ func (e *endpoint) resolve() error {
 	if err != nil {
 		return fmt.Errorf("address of rank %d: %w", e.rank, err)
 	}
-	if len(b.layout) != len(m.queues) {
-		return fmt.Errorf("rank %d has %d receive queues, this rank %d: the layouts must agree", e.rank, len(b.layout), len(m.queues))
+	if len(b.layout) != len(m.rx.queues) {
+		return fmt.Errorf("rank %d has %d receive queues, this rank %d: the layouts must agree", e.rank, len(b.layout), len(m.rx.queues))
 	}
 	for i, q := range b.layout {
-		if q.Kind != m.queues[i].spec.Kind || q.BufSize != m.queues[i].spec.BufSize {
+		if q.Kind != m.rx.queues[i].spec.Kind || q.BufSize != m.rx.queues[i].spec.BufSize {
 			return fmt.Errorf("rank %d's receive queue %d is %d-byte kind %d, this rank's %d-byte kind %d: the layouts must agree",
-				e.rank, i, q.BufSize, q.Kind, m.queues[i].spec.BufSize, m.queues[i].spec.Kind)
+				e.rank, i, q.BufSize, q.Kind, m.rx.queues[i].spec.BufSize, m.rx.queues[i].spec.Kind)
 		}
 		if q.Kind == core.QueuePerPeer && q.Count < 1 {
 			return fmt.Errorf("rank %d posts no buffers on per-peer queue %d", e.rank, i)
 		}
 	}
-	if b.credits != m.fc.credits {
-		return fmt.Errorf("rank %d counts credits: %v, this rank: %v: configure the same flow-control policy on every rank", e.rank, b.credits, m.fc.credits)
+	if b.credits != m.credit.fc.credits {
+		return fmt.Errorf("rank %d counts credits: %v, this rank: %v: configure the same flow-control policy on every rank", e.rank, b.credits, m.credit.fc.credits)
 	}
 	ah, err := m.h.pd.CreateAH(verbs.AHAttr{DLID: b.lid, DGID: b.gid, IsGlobal: true, PortNum: m.port})
 	if err != nil {
@@ -383,7 +383,7 @@ func (e *endpoint) createQPs() error {
 	if e.qps != nil {
 		return nil
 	}
-	for i, q := range m.queues {
+	for i, q := range m.rx.queues {
 		attr := verbs.QPInitAttr{Type: verbs.QPTypeRC, SendCQ: m.cq.q, RecvCQ: m.cq.q,
 			Cap: verbs.QPCap{MaxSendWR: m.cfg.sendQueue, MaxRecvWR: max(1, q.spec.Count, q.maxPosted), MaxSendSGE: 1, MaxRecvSGE: 1}}
 		if q.shared {
@@ -427,12 +427,12 @@ func (e *endpoint) bringUp(rqpns, rpsns []uint32) error {
 	e.remote = append(e.remote[:0], rqpns...)
 	// The credits a sender starts with are the buffers the peer posts for
 	// it, as the peer published them.
-	for i, q := range m.queues {
+	for i, q := range m.rx.queues {
 		if !q.shared {
 			e.cred[i].avail = e.peer.layout[i].Count
 		}
 	}
-	return m.postPerPeer(e)
+	return m.credit.postPerPeer(e)
 }
 
 func (e *endpoint) qpns() []uint32 {

@@ -29,8 +29,8 @@ func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
 		t.Fatalf("the sides disagree on the connection: %v→%v, %v→%v", a.qpns(), a.remote, b.qpns(), b.remote)
 	}
 	// Each side created one QP per queue, not two sets.
-	if n := len(j.mods[0].byQPN); n != len(j.mods[0].queues) {
-		t.Fatalf("rank 0 has %d RC QPs for %d queues", n, len(j.mods[0].queues))
+	if n := len(j.mods[0].byQPN); n != len(j.mods[0].rx.queues) {
+		t.Fatalf("rank 0 has %d RC QPs for %d queues", n, len(j.mods[0].rx.queues))
 	}
 }
 
@@ -48,8 +48,8 @@ func TestAFrameClaimingAnotherSourceFailsTheConnection(t *testing.T) {
 	// Rank 0 claims to be rank 2.
 	j.send(0, 1, core.Header{Type: testType, Src: 2}, []byte("liar"))
 	j.until("the loss", func() bool { return len(lost) == 1 })
-	if lost[0] != 0 || len(j.got[1]) != 1 || j.mods[1].badFrames.Load() != 1 {
-		t.Fatalf("lost %v, %d frames delivered, %d bad", lost, len(j.got[1]), j.mods[1].badFrames.Load())
+	if lost[0] != 0 || len(j.got[1]) != 1 || j.mods[1].rx.badFrames.Load() != 1 {
+		t.Fatalf("lost %v, %d frames delivered, %d bad", lost, len(j.got[1]), j.mods[1].rx.badFrames.Load())
 	}
 }
 
@@ -134,7 +134,7 @@ func TestASharedQueueGrowsOnItsLimitEvent(t *testing.T) {
 	// Eight 2 KiB buffers with the limit at six; the policy may grow the
 	// queue to 32.
 	j := openJob(t, 2, jobOpts{params: map[string]string{"receive_queues": "P,128,8,6,4:S,2048,8,6,0:S,65536,4,2,0"}})
-	q := j.mods[1].queues[1]
+	q := j.mods[1].rx.queues[1]
 	j.send(0, 1, core.Header{Type: testType, Tag: -1}, []byte("connect"))
 	j.until("the connection", func() bool { return len(j.got[1]) == 1 })
 	j.got[1] = nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/gobtl/gobtl/btl/ib/verbs"
 	"github.com/gobtl/gobtl/core"
 	"github.com/gobtl/gobtl/core/policy"
@@ -84,8 +86,11 @@ type flowCfg struct {
 }
 
 // creditEngine is a module's flow control on its per-peer queues: the
-// scheme in force and its policy, and the peers owed an explicit credit
-// frame, with the Progress call that found each due.
+// scheme in force and its policy, the peers owed an explicit credit
+// frame, with the Progress call that found each due, and which queues'
+// frames spend and carry credits. It posts and retires the per-peer
+// buffers through the receive side, and reaches the peers through the
+// module's table.
 type creditEngine struct {
 	fc        flowCfg
 	flow      policy.Driver[core.FlowEvent, core.FlowDecision]
@@ -94,6 +99,40 @@ type creditEngine struct {
 	// counted are the queues whose frames spend credits: the per-peer
 	// ones, under the credit schemes.
 	counted []bool
+	// carry is, by queue, the per-peer queue whose credits its frames
+	// carry: their own, or on a shared queue the first per-peer queue's
+	// (-1: none).
+	carry []int
+	// granted counts the credit returns from peers: each may let a
+	// refused frame pass (Replenished).
+	granted uint64
+
+	rx    *recvSide
+	peers *peers
+	clock core.Clock
+	log   zerolog.Logger
+
+	backlogged, backlogRx, creditMsgs, stalls, clamped *core.Counter
+}
+
+// open sets the engine up for module m, whose receive side is open, with
+// the scheme in ce.fc.
+func (ce *creditEngine) open(m *module) {
+	fc := &ce.fc
+	ce.rx, ce.peers, ce.clock, ce.log = &m.rx, &m.peers, m.clock, m.log
+	c := func(n string) *core.Counter { return m.metrics.Counter(m.metric(n)) }
+	ce.backlogged, ce.backlogRx, ce.creditMsgs = c("backlogged"), c("backlogged_received"), c("credit_messages")
+	ce.stalls, ce.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
+	for i, q := range m.rx.queues {
+		ce.counted = append(ce.counted, !q.shared && fc.credits)
+		ci := i
+		if q.shared {
+			ci = m.rx.firstP
+		}
+		ce.carry = append(ce.carry, ci)
+	}
+	ce.flow.Init(policy.Config[core.FlowEvent, core.FlowDecision]{Policy: fc.policy, Apply: policy.Each(ce.apply), Clock: ce.clock,
+		Clamped: ce.clamped, Rejected: m.rejected})
 }
 
 // idleFirst is the silence after which a quiet peer is first reported to
@@ -180,9 +219,9 @@ func (c *credits) grant(n int) { c.avail += n }
 
 // grant adds n credits the peer returned for e's per-peer queue ci: a
 // frame refused for want of one may pass now (Replenished).
-func (m *module) grant(e *endpoint, ci, n int) {
+func (ce *creditEngine) grant(e *endpoint, ci, n int) {
 	e.cred[ci].grant(n)
-	m.replenished++
+	ce.granted++
 	e.st.credits.Set(int64(e.cred[ci].avail))
 }
 
@@ -210,8 +249,8 @@ func (c *credits) take() uint16 {
 func (e *endpoint) refused(qi int) {
 	c := &e.cred[qi]
 	if !c.held {
-		c.held, c.heldSince = true, e.m.clock.Now()
-		e.m.stalls.Inc()
+		c.held, c.heldSince = true, e.m.credit.clock.Now()
+		e.m.credit.stalls.Inc()
 		e.st.stalls.Inc()
 	}
 }
@@ -227,79 +266,89 @@ func (e *endpoint) released(qi int, queued bool) core.Flag {
 			return 0
 		}
 		e.st.waited.Inc()
-		e.m.backlogged.Inc()
+		e.m.credit.backlogged.Inc()
 		return core.FlagBacklog
 	}
 	c.held, c.draining = false, true
-	wait := e.m.clock.Now() - c.heldSince
+	wait := e.m.credit.clock.Now() - c.heldSince
 	e.st.waited.Inc()
 	e.st.waitNs.Add(int64(wait))
 	if int64(wait) > e.st.waitMax.Load() {
 		e.st.waitMax.Set(int64(wait))
 	}
-	e.m.backlogged.Inc()
+	e.m.credit.backlogged.Inc()
 	return core.FlagBacklog
 }
 
 // ---- receiver side ----
+// postPerPeer posts a peer's buffers on every per-peer queue.
+func (ce *creditEngine) postPerPeer(e *endpoint) error {
+	for i, q := range ce.rx.queues {
+		if q.shared {
+			continue
+		}
+		c := &e.cred[i]
+		c.target = q.count
+		// The first buffers are the peer's initial credits, not owed ones.
+		if err := ce.grow(e, i, q.count, false); err != nil {
+			return err
+		}
+		if i == ce.rx.firstP {
+			e.st.credits.Set(int64(c.avail))
+		}
+	}
+	return nil
+}
 
 // reclaim handles a per-peer buffer whose frame has been handled: it is
 // reposted and, if the frame spent a credit, the credit is owed; or it is
 // retired when the policy wants fewer buffers for the peer than it has.
-func (m *module) reclaim(e *endpoint, b *recvBuf, idx int, credited bool) {
+func (ce *creditEngine) reclaim(e *endpoint, b *recvBuf, idx int, credited bool) {
 	c := &e.cred[b.queue]
 	if c.posted > c.target && credited {
 		c.posted--
-		m.retire(b, idx)
+		ce.rx.retire(b, idx)
 		e.st.posted.Add(-1)
 		return
 	}
-	m.repost(b, idx, e)
-	if !m.fc.credits || !credited || e.state == epFailed {
+	ce.rx.repost(b, idx, e)
+	if !ce.fc.credits || !credited || e.state == epFailed {
 		return
 	}
-	m.owe(e, int(b.queue), 1)
+	ce.owe(e, int(b.queue), 1)
 }
 
 // owe records n credits owed to e on per-peer queue qi.
-func (m *module) owe(e *endpoint, qi, n int) {
+func (ce *creditEngine) owe(e *endpoint, qi, n int) {
 	c := &e.cred[qi]
-	was := c.due(m.queues[qi].threshold)
+	was := c.due(ce.rx.queues[qi].threshold)
 	c.owed += n
-	m.checkDue(e, qi, was)
+	ce.checkDue(e, qi, was)
 }
 
 // checkDue puts e on the list of peers owed an explicit credit frame when
 // its credits on queue qi became due (they were not, was), to go at the
 // next Progress if nothing carries them before.
-func (m *module) checkDue(e *endpoint, qi int, was bool) {
-	if was || !e.cred[qi].due(m.queues[qi].threshold) {
+func (ce *creditEngine) checkDue(e *endpoint, qi int, was bool) {
+	if was || !e.cred[qi].due(ce.rx.queues[qi].threshold) {
 		return
 	}
-	e.dueGen = m.gen
+	e.dueGen = ce.gen
 	if !e.creditIn {
 		e.creditIn = true
-		m.creditDue = append(m.creditDue, e)
+		ce.creditDue = append(ce.creditDue, e)
 	}
-}
-
-// retire takes a per-peer buffer out of service; it stays registered, in
-// its queue's pool, for the next peer that grows.
-func (m *module) retire(b *recvBuf, idx int) {
-	q := m.queues[b.queue]
-	b.ep = nil
-	q.pool = append(q.pool, int32(idx))
 }
 
 // grow posts n more buffers of per-peer queue qi for e and, if owe, owes
 // the peer their credits (buffers posted at wire-up are the credits the
 // peer starts with).
-func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
-	q := m.queues[qi]
+func (ce *creditEngine) grow(e *endpoint, qi, n int, owe bool) error {
+	q := ce.rx.queues[qi]
 	if short := n - len(q.pool); short > 0 {
 		// Register in chunks, so that growing by one at a time does not
 		// register one buffer at a time.
-		if err := m.allocRecvBufs(q, max(short, min(16, q.maxPosted))); err != nil {
+		if err := ce.rx.alloc(q, max(short, min(16, q.maxPosted))); err != nil {
 			return err
 		}
 	}
@@ -307,9 +356,9 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 	for range n {
 		idx := q.pool[len(q.pool)-1]
 		q.pool = q.pool[:len(q.pool)-1]
-		b := m.rbufs[idx]
+		b := ce.rx.bufs[idx]
 		b.ep = e
-		if err := m.postRecv(b, int(idx), e); err != nil {
+		if err := ce.rx.post(b, int(idx), e); err != nil {
 			b.ep = nil
 			q.pool = append(q.pool, idx)
 			return err
@@ -323,8 +372,8 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 			e.st.postedMax.Set(int64(c.posted))
 		}
 	}
-	if owe && m.fc.credits {
-		m.owe(e, qi, n)
+	if owe && ce.fc.credits {
+		ce.owe(e, qi, n)
 	}
 	return nil
 }
@@ -334,9 +383,9 @@ func (m *module) grow(e *endpoint, qi, n int, owe bool) error {
 // neither the frames the PML sent after that Progress nor those the
 // application sent once its receive completed (seed 000 §4.2: "there is
 // still no message sent by the MPI layer to the other side").
-func (m *module) returnCredits() {
-	for _, e := range m.creditDue {
-		if e.dueGen == m.gen {
+func (ce *creditEngine) returnCredits() {
+	for _, e := range ce.creditDue {
+		if e.dueGen == ce.gen {
 			continue // due since this Progress: give the PML a turn
 		}
 		e.creditIn = false
@@ -345,72 +394,72 @@ func (m *module) returnCredits() {
 		}
 		for i := range e.cred {
 			c := &e.cred[i]
-			if !m.queues[i].shared && c.due(m.queues[i].threshold) && !e.sendCredits(i) {
+			if !ce.rx.queues[i].shared && c.due(ce.rx.queues[i].threshold) && !e.sendCredits(i) {
 				// No send buffer now: try again next time.
 				e.creditIn = true
 			}
 		}
 	}
 	k := 0
-	for _, e := range m.creditDue {
+	for _, e := range ce.creditDue {
 		if e.creditIn {
-			m.creditDue[k] = e
+			ce.creditDue[k] = e
 			k++
 		}
 	}
-	clear(m.creditDue[k:])
-	m.creditDue = m.creditDue[:k]
+	clear(ce.creditDue[k:])
+	ce.creditDue = ce.creditDue[:k]
 }
 
 // ---- the policy ----
 
-// applyFlow checks and applies one of the policy's decisions: buffers only
+// apply checks and applies one of the policy's decisions: buffers only
 // for a connected peer, within [initial, max] of each per-peer queue (a
 // clamp is reported back to the policy); a threshold of at least one; a
 // quiet statement about one of the job's ranks, which asks for nothing.
 // Anything else is rejected.
-func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
+func (ce *creditEngine) apply(d core.FlowDecision) policy.Verdict {
 	switch d.Kind {
 	case core.FlowQuiet:
 		// For a plugin host, which keeps the points it names from the
 		// plugin (core.FlowQuiet); the module reports them all the same.
-		if d.Peer < 0 || int(d.Peer) >= len(m.eps) {
+		if d.Peer < 0 || int(d.Peer) >= len(ce.peers.eps) {
 			return policy.Rejected
 		}
 		return policy.Applied
 	case core.FlowSetQuota:
-		e := m.flowPeer(d.Peer)
-		if e == nil || !m.fc.credits {
+		e := ce.flowPeer(d.Peer)
+		if e == nil || !ce.fc.credits {
 			return policy.Rejected
 		}
 		v := policy.Applied
-		for i, q := range m.queues {
+		for i, q := range ce.rx.queues {
 			if q.shared {
 				continue
 			}
 			n := int(min(max(d.Value, int64(q.count)), int64(q.maxPosted)))
 			if int64(n) != d.Value {
 				v = policy.Clamped
-				m.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(n), At: m.clock.Now()})
+				ce.flow.Event(core.FlowEvent{Kind: core.FlowQuota, Peer: d.Peer, Quota: int32(n), At: ce.clock.Now()})
 			}
 			c := &e.cred[i]
 			was := c.due(q.threshold)
 			c.target = n
 			if n > c.posted {
-				if err := m.grow(e, i, n-c.posted, true); err != nil {
-					m.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
+				if err := ce.grow(e, i, n-c.posted, true); err != nil {
+					ce.log.Warn().Err(err).Int("peer", e.rank).Msg("posting more receive buffers")
 					c.target = c.posted
 				}
 			} else {
-				m.checkDue(e, i, was)
+				ce.checkDue(e, i, was)
 			}
 		}
 		return v
 	case core.FlowSetThreshold:
-		if d.Value < 1 || d.Value > 0xffff || !m.fc.credits {
+		if d.Value < 1 || d.Value > 0xffff || !ce.fc.credits {
 			return policy.Rejected
 		}
-		for _, q := range m.queues {
+		for _, q := range ce.rx.queues {
 			q.threshold = int(d.Value)
 		}
 		return policy.Applied
@@ -419,11 +468,11 @@ func (m *module) applyFlow(d core.FlowDecision) policy.Verdict {
 }
 
 // flowPeer is the connected endpoint a decision names, or nil.
-func (m *module) flowPeer(p int32) *endpoint {
-	if p < 0 || int(p) >= len(m.eps) {
+func (ce *creditEngine) flowPeer(p int32) *endpoint {
+	if p < 0 || int(p) >= len(ce.peers.eps) {
 		return nil
 	}
-	e := m.eps[p]
+	e := ce.peers.eps[p]
 	if e == nil || e.state != epConnected {
 		return nil
 	}
@@ -435,21 +484,21 @@ func (m *module) flowPeer(p int32) *endpoint {
 // then each time the silence doubles. It reads a per-peer frame count
 // instead of the clock on every frame, so its resolution is the
 // housekeeping interval.
-func (m *module) idleReports(now time.Duration) {
-	for _, e := range m.made {
-		if e.state != epConnected || m.firstP < 0 {
+func (ce *creditEngine) idleReports(now time.Duration) {
+	for _, e := range ce.peers.made {
+		if e.state != epConnected || ce.rx.firstP < 0 {
 			continue
 		}
 		if e.rxFrames != e.rxSeen {
 			e.rxSeen, e.quietSince, e.idleNext = e.rxFrames, now, idleFirst
 			continue
 		}
-		c := &e.cred[m.firstP]
-		if c.target <= m.queues[m.firstP].count {
+		c := &e.cred[ce.rx.firstP]
+		if c.target <= ce.rx.queues[ce.rx.firstP].count {
 			continue
 		}
 		if quiet := now - e.quietSince; quiet >= e.idleNext {
-			m.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Quota: int32(c.target), Value: int64(quiet), At: now})
+			ce.flow.Event(core.FlowEvent{Kind: core.FlowIdle, Peer: int32(e.rank), Quota: int32(c.target), Value: int64(quiet), At: now})
 			e.idleNext *= 2
 		}
 	}

@@ -55,7 +55,7 @@ type endpoint struct {
 	cred     []credits // per queue (per-peer queues only)
 	tx       peerSends // the send side's: frames outstanding and waiting
 	st       peerStats
-	creditIn bool   // on m.creditDue
+	creditIn bool   // on m.credit.creditDue
 	dueGen   uint64 // the Progress that found credits due
 
 	// Quiet-peer reports to a dynamic policy.
@@ -73,7 +73,7 @@ type endpoint struct {
 func (m *module) ep(rank int) *endpoint {
 	e := m.eps[rank]
 	if e == nil {
-		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.queues)), tx: peerSends{out: make([]int, len(m.queues))}}
+		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.rx.queues)), tx: peerSends{out: make([]int, len(m.rx.queues))}}
 		m.eps[rank] = e
 		// By rank, the order housekeeping has always walked the peers in.
 		i, _ := slices.BinarySearchFunc(m.made, rank, func(x *endpoint, r int) int { return x.rank - r })
@@ -104,7 +104,7 @@ func (e *endpoint) Send(h core.Header, pre, data []byte, flags core.SendFlags) e
 	n := core.HeaderSize + len(pre) + len(data)
 	qi := m.tx.queueFor(n)
 	if qi < 0 {
-		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.maxFrame-core.HeaderSize)
+		return fmt.Errorf("ib %s: frame of %d payload bytes exceeds the %d-byte maximum", m.id, n-core.HeaderSize, m.rx.maxFrame-core.HeaderSize)
 	}
 	if connecting || len(e.tx.pending) > 0 {
 		// While the connection is set up, frames wait on the endpoint, in
@@ -187,7 +187,7 @@ func (e *endpoint) mayPost(qi int, flags core.SendFlags) error {
 	if err := e.m.tx.room(e, qi, flags); err != nil || flags&core.SendNoFlowControl != 0 {
 		return err
 	}
-	if e.m.counted[qi] && e.cred[qi].avail <= 0 {
+	if e.m.credit.counted[qi] && e.cred[qi].avail <= 0 {
 		return errNoCredit
 	}
 	return nil
@@ -199,16 +199,16 @@ func (e *endpoint) post(b *sendBuf) {
 	m := e.m
 	qi := b.queue
 	h := &b.h
-	if m.fc.credits {
-		if !m.queues[qi].shared && h.Type != core.TypeCredit {
+	if m.credit.fc.credits {
+		if !m.rx.queues[qi].shared && h.Type != core.TypeCredit {
 			e.cred[qi].spend()
 			if b.flags&core.SendNoFlowControl == 0 {
 				h.Flags |= e.released(int(qi), b.flags&core.SendBacklog != 0)
 			}
 		}
-		if ci := m.creditQueue(qi); ci >= 0 {
+		if ci := m.credit.carry[qi]; ci >= 0 {
 			h.Credits = e.cred[ci].take()
-			if ci == m.firstP {
+			if ci == m.rx.firstP {
 				e.st.credits.Set(int64(e.cred[ci].avail))
 			}
 		}
@@ -230,15 +230,6 @@ func (e *endpoint) established() {
 	}
 }
 
-// creditQueue is the per-peer queue whose credits frames on queue qi
-// carry: their own, or on a shared queue the first per-peer queue's.
-func (m *module) creditQueue(qi uint8) int {
-	if !m.queues[qi].shared {
-		return int(qi)
-	}
-	return m.firstP
-}
-
 var _ core.Resources = (*endpoint)(nil)
 
 // PreferRendezvous implements core.Resources: when the flow-control policy
@@ -247,10 +238,10 @@ var _ core.Resources = (*endpoint)(nil)
 // handshake brings credits back (seed 000 §4.2).
 func (e *endpoint) PreferRendezvous() bool {
 	m := e.m
-	if !m.fc.rndv || e.state != epConnected {
+	if !m.credit.fc.rndv || e.state != epConnected {
 		return false
 	}
-	for i, q := range m.queues {
+	for i, q := range m.rx.queues {
 		if !q.shared && e.cred[i].avail <= 0 {
 			e.st.rndv.Inc()
 			return true
@@ -267,7 +258,9 @@ func (e *endpoint) FragsInFlight() int { return e.tx.inFlight() }
 // completions, credit returns and connections up, any of which may let a
 // refused frame pass — send buffers and the send queue are the module's,
 // and a count for every peer would be as cheap and tell no more.
-func (e *endpoint) Replenished() uint64 { return e.m.replenished + e.m.tx.completed }
+func (e *endpoint) Replenished() uint64 {
+	return e.m.replenished + e.m.credit.granted + e.m.tx.completed
+}
 
 // Disconnect implements core.Module: the connection manager tells rank
 // that this rank dropped it (cmDrop), which makes it fail its endpoint
@@ -300,7 +293,7 @@ func (e *endpoint) sendCredits(qi int) bool {
 	}
 	b.n, b.ep, b.flags = core.HeaderSize, e, core.SendNoFlowControl
 	b.h = core.Header{Type: core.TypeCredit, Src: int32(m.rank)}
-	m.creditMsgs.Inc()
+	m.credit.creditMsgs.Inc()
 	e.st.creditMsgs.Inc()
 	e.post(b)
 	return true

@@ -112,7 +112,7 @@ func (s *stream) check() {
 	}
 	m := j.mods[s.from]
 	seen := make([]bool, len(s.sizes))
-	last := make([]int, len(m.queues))
+	last := make([]int, len(m.rx.queues))
 	for i := range last {
 		last[i] = -1
 	}
@@ -139,7 +139,7 @@ func (j *job) books(from, to int, exact bool) error {
 	if tx.state != epConnected || rx.state != epConnected {
 		return nil
 	}
-	for i, q := range j.mods[to].queues {
+	for i, q := range j.mods[to].rx.queues {
 		if q.shared {
 			continue
 		}
@@ -158,7 +158,7 @@ func (j *job) books(from, to int, exact bool) error {
 // received, and the explicit credit frames it sent there.
 func (j *job) perPeerRNR(from, to int) (rnr, creditFrames int64) {
 	e := j.ep(from, to)
-	for i, q := range j.mods[from].queues {
+	for i, q := range j.mods[from].rx.queues {
 		if !q.shared && e.qps != nil {
 			rnr += rnrNaks(e.qps[i : i+1])
 		}
@@ -243,7 +243,7 @@ func TestTheHardwareSchemeWithOneBufferStillDeliversEverything(t *testing.T) {
 	if s.accepted != s.queued {
 		t.Fatalf("the hardware scheme held back %d frames in software", s.queued-s.accepted)
 	}
-	if c := j.ep(0, 1).cred[0]; c.held || j.mods[0].stalls.Load() != 0 {
+	if c := j.ep(0, 1).cred[0]; c.held || j.mods[0].credit.stalls.Load() != 0 {
 		t.Fatal("the hardware scheme counted a stall")
 	}
 	j.until("RNR NAKs", func() bool {
@@ -253,7 +253,7 @@ func TestTheHardwareSchemeWithOneBufferStillDeliversEverything(t *testing.T) {
 	})
 	j.until("every frame", func() bool { s.retry(); return len(j.got[1]) == len(s.sizes) })
 	s.check()
-	if n := j.mods[1].creditMsgs.Load() + j.mods[0].creditMsgs.Load(); n != 0 {
+	if n := j.mods[1].credit.creditMsgs.Load() + j.mods[0].credit.creditMsgs.Load(); n != 0 {
 		t.Fatalf("%d explicit credit frames under the hardware scheme", n)
 	}
 	// The per-peer counter reports them from housekeeping.
@@ -276,9 +276,9 @@ func TestStaticSchemeStallsReturnCreditsAndPreferRendezvous(t *testing.T) {
 	// due, and they go explicitly since rank 1 has nothing to send.
 	j.until("every frame", func() bool { s.retry(); return len(j.got[1]) == len(s.sizes) })
 	s.check()
-	if j.mods[1].creditMsgs.Load() == 0 || e.st.waited.Load() == 0 || e.st.waitNs.Load() <= 0 || j.mods[1].backlogRx.Load() != e.st.waited.Load() {
+	if j.mods[1].credit.creditMsgs.Load() == 0 || e.st.waited.Load() == 0 || e.st.waitNs.Load() <= 0 || j.mods[1].credit.backlogRx.Load() != e.st.waited.Load() {
 		t.Fatalf("credit frames %d, backlogged %d (%d ns), received with the bit %d",
-			j.mods[1].creditMsgs.Load(), e.st.waited.Load(), e.st.waitNs.Load(), j.mods[1].backlogRx.Load())
+			j.mods[1].credit.creditMsgs.Load(), e.st.waited.Load(), e.st.waitNs.Load(), j.mods[1].credit.backlogRx.Load())
 	}
 	j.until("credits", func() bool { return e.cred[0].avail > 0 })
 	if e.PreferRendezvous() {
@@ -315,7 +315,7 @@ func TestCreditsPiggybackOnTheApplicationsAnswerInsteadOfAnExplicitFrame(t *test
 		}
 		return nil
 	}
-	before := j.mods[0].creditMsgs.Load() + j.mods[1].creditMsgs.Load()
+	before := j.mods[0].credit.creditMsgs.Load() + j.mods[1].credit.creditMsgs.Load()
 
 	const rounds = 200
 	errs := make(chan error, 2)
@@ -352,7 +352,7 @@ func TestCreditsPiggybackOnTheApplicationsAnswerInsteadOfAnExplicitFrame(t *test
 	}
 	ping.check()
 	pong.check()
-	if n := j.mods[0].creditMsgs.Load() + j.mods[1].creditMsgs.Load() - before; n > 2 {
+	if n := j.mods[0].credit.creditMsgs.Load() + j.mods[1].credit.creditMsgs.Load() - before; n > 2 {
 		t.Fatalf("%d explicit credit frames in a ping-pong whose every frame carries the credit back", n)
 	}
 }
@@ -377,8 +377,8 @@ func TestTheDynamicSchemeGrowsABackloggedPeerUpToMax(t *testing.T) {
 	if got := rx.cred[0].maxPosted; got != 6 || rx.st.postedMax.Load() != 6 || rx.cred[0].posted != 6 {
 		t.Fatalf("rank 1 posted at most %d (gauge %d, now %d) for rank 0, want max 6", got, rx.st.postedMax.Load(), rx.cred[0].posted)
 	}
-	if pols[1].Grown == 0 || j.mods[1].backlogRx.Load() < 5 {
-		t.Fatalf("grown %d times on %d backlogged frames", pols[1].Grown, j.mods[1].backlogRx.Load())
+	if pols[1].Grown == 0 || j.mods[1].credit.backlogRx.Load() < 5 {
+		t.Fatalf("grown %d times on %d backlogged frames", pols[1].Grown, j.mods[1].credit.backlogRx.Load())
 	}
 	// Rank 0 was never backlogged by rank 1: it keeps one buffer.
 	if got := j.ep(0, 1).cred[0].maxPosted; got != 1 {
@@ -430,9 +430,9 @@ func TestAQuietPeerShrinksToItsInitialBuffersAsItResumes(t *testing.T) {
 		j.until("the frame", func() bool { s.retry(); return len(j.got[1]) == len(s.sizes) })
 	}
 	s.check()
-	if rx.cred[0].posted != 2 || len(j.mods[1].queues[0].pool) != 6 || j.ep(0, 1).st.stalls.Load() != stalls {
+	if rx.cred[0].posted != 2 || len(j.mods[1].rx.queues[0].pool) != 6 || j.ep(0, 1).st.stalls.Load() != stalls {
 		t.Fatalf("posted %d with %d retired after the peer resumed, want 2 and 6; %d stalls while resuming",
-			rx.cred[0].posted, len(j.mods[1].queues[0].pool), j.ep(0, 1).st.stalls.Load()-stalls)
+			rx.cred[0].posted, len(j.mods[1].rx.queues[0].pool), j.ep(0, 1).st.stalls.Load()-stalls)
 	}
 	j.until("the books", func() bool { return j.books(0, 1, true) == nil })
 }
@@ -444,7 +444,7 @@ func TestTheMechanismChecksEveryDecision(t *testing.T) {
 	j.until("the connection", func() bool { s.retry(); return len(j.got[0]) == 1 })
 	m := j.mods[0]
 	e := j.ep(0, 1)
-	m.flow.Dispose([]core.FlowDecision{
+	m.credit.flow.Dispose([]core.FlowDecision{
 		{Kind: core.FlowSetQuota, Peer: 2, Value: 4},   // not connected
 		{Kind: core.FlowSetQuota, Peer: 9, Value: 4},   // no such rank
 		{Kind: core.FlowSetThreshold, Value: 0},        // below one
@@ -457,10 +457,10 @@ func TestTheMechanismChecksEveryDecision(t *testing.T) {
 	if r := m.rejected.Load(); r != 5 {
 		t.Fatalf("%d decisions rejected, want 5", r)
 	}
-	if ev := m.flow.Waiting(); e.cred[0].posted != 4 || e.cred[0].target != 4 || m.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Quota != 4 {
-		t.Fatalf("posted %d, target %d, clamped %d, events %+v", e.cred[0].posted, e.cred[0].target, m.clamped.Load(), ev)
+	if ev := m.credit.flow.Waiting(); e.cred[0].posted != 4 || e.cred[0].target != 4 || m.credit.clamped.Load() != 1 || len(ev) != 1 || ev[0].Kind != core.FlowQuota || ev[0].Quota != 4 {
+		t.Fatalf("posted %d, target %d, clamped %d, events %+v", e.cred[0].posted, e.cred[0].target, m.credit.clamped.Load(), ev)
 	}
-	m.flow.Dispose([]core.FlowDecision{{Kind: core.FlowSetQuota, Peer: 1, Value: 0}}) // clamped to initial
+	m.credit.flow.Dispose([]core.FlowDecision{{Kind: core.FlowSetQuota, Peer: 1, Value: 0}}) // clamped to initial
 	if e.cred[0].target != 2 {
 		t.Fatalf("target %d, want the initial 2", e.cred[0].target)
 	}
@@ -580,8 +580,8 @@ func TestEveryFrameThatWaitedCarriesTheBacklogBit(t *testing.T) {
 		}
 	}
 	e := j.ep(0, 1)
-	if waited < 9 || e.st.stalls.Load() == 0 || int(e.st.waited.Load()) != waited || int(j.mods[1].backlogRx.Load()) != waited {
+	if waited < 9 || e.st.stalls.Load() == 0 || int(e.st.waited.Load()) != waited || int(j.mods[1].credit.backlogRx.Load()) != waited {
 		t.Fatalf("%d frames waited in %d stalls; counted %d sent and %d received with the bit",
-			waited, e.st.stalls.Load(), e.st.waited.Load(), j.mods[1].backlogRx.Load())
+			waited, e.st.stalls.Load(), e.st.waited.Load(), j.mods[1].credit.backlogRx.Load())
 	}
 }

@@ -29,19 +29,19 @@ func TestFramesOfEverySizeUseTheSmallestQueueThatHoldsThem(t *testing.T) {
 	for _, n := range sizes {
 		perQueue[m.tx.queueFor(n+core.HeaderSize)]++
 	}
-	for i, q := range j.mods[1].queues {
+	for i, q := range j.mods[1].rx.queues {
 		if got := q.util.Snapshot().Count; got != int64(perQueue[i]) {
 			t.Errorf("queue %d (%d B): %d frames, want %d", i, q.spec.BufSize, got, perQueue[i])
 		}
 	}
-	if s := j.mods[1].queues[0].util.Snapshot(); s.Mean <= 0 || s.Mean > 1 {
+	if s := j.mods[1].rx.queues[0].util.Snapshot(); s.Mean <= 0 || s.Mean > 1 {
 		t.Errorf("utilization mean %v", s.Mean)
 	}
 }
 
 func TestBSRQDeliversEverySizeAndKeepsUtilizationHigh(t *testing.T) {
 	j := openJob(t, 3, jobOpts{policy: layout(t, bsrq.New, bsrq.Params)})
-	if n := len(j.mods[0].queues); n != 9 {
+	if n := len(j.mods[0].rx.queues); n != 9 {
 		t.Fatalf("%d queues, want tiny + 8 buckets", n)
 	}
 	var want [][]byte
@@ -56,7 +56,7 @@ func TestBSRQDeliversEverySizeAndKeepsUtilizationHigh(t *testing.T) {
 	}
 	j.until("every frame", func() bool { return len(j.got[1]) == len(want) })
 	j.checkFrames(1, want)
-	for i, q := range j.mods[1].queues[1:] {
+	for i, q := range j.mods[1].rx.queues[1:] {
 		s := q.util.Snapshot()
 		// A frame lands in bucket i only if it did not fit bucket i-1, so
 		// every bucket above the first is more than half full.
@@ -86,8 +86,8 @@ func TestCreditsHoldTheSenderBackAndReturnWithoutTraffic(t *testing.T) {
 		}
 		j.mods[0].Progress()
 	}
-	if sent > 5 || j.mods[0].stalls.Load() != 1 {
-		t.Fatalf("sent %d frames to 4 buffers before a refusal (%d stalls)", sent, j.mods[0].stalls.Load())
+	if sent > 5 || j.mods[0].credit.stalls.Load() != 1 {
+		t.Fatalf("sent %d frames to 4 buffers before a refusal (%d stalls)", sent, j.mods[0].credit.stalls.Load())
 	}
 	// The refused frame and the rest go when credits come back.
 	const n = 40
@@ -101,23 +101,23 @@ func TestCreditsHoldTheSenderBackAndReturnWithoutTraffic(t *testing.T) {
 		}
 	}
 	// Rank 1 never sent a frame back: credits went back explicitly.
-	if c := j.mods[1].creditMsgs.Load(); c == 0 {
+	if c := j.mods[1].credit.creditMsgs.Load(); c == 0 {
 		t.Fatal("no explicit credit frame")
 	}
 	// The frame that waited, and each that waited after it, carried the
 	// backlog bit.
-	if tx, rx := j.mods[0].backlogged.Load(), j.mods[1].backlogRx.Load(); tx == 0 || tx != rx {
+	if tx, rx := j.mods[0].credit.backlogged.Load(), j.mods[1].credit.backlogRx.Load(); tx == 0 || tx != rx {
 		t.Fatalf("%d frames sent with the backlog bit, %d received", tx, rx)
 	}
 }
 
 func TestPerPeerLayoutRegistersBuffersPerConnectedPeerOnly(t *testing.T) {
 	j := openJob(t, 4, jobOpts{policy: layout(t, perpeer.New, perpeer.Params)})
-	before := j.mods[1].recvBytes.Load()
+	before := j.mods[1].rx.recvBytes.Load()
 	j.send(0, 1, core.Header{Type: testType}, []byte("x"))
 	j.until("frame", func() bool { return len(j.got[1]) == 1 })
 	// One peer connected: 8 × 4 KiB + 8 × 32 KiB registered for it.
-	if got := j.mods[1].recvBytes.Load() - before; got != 8*4096+8*32768 {
+	if got := j.mods[1].rx.recvBytes.Load() - before; got != 8*4096+8*32768 {
 		t.Fatalf("registered %d receive bytes for one peer", got)
 	}
 	snap := j.metrics[1].Snapshot()

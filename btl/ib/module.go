@@ -34,25 +34,20 @@ type module struct {
 	draining   bool          // closing (goodbye): frames are not handed on, losses not reported
 	depth      int           // Progress calls on the stack
 	nextHK     time.Duration // when housekeeping runs next
-	// replenished counts the times the module regained what a refused
-	// send may lack — a send completion (its buffer and its send queue
-	// slot), credits from the peer, a connection up — for Replenished.
+	// replenished counts the connections up: with the send side's
+	// completions and the credit engine's returns, what may let a refused
+	// frame pass (Replenished).
 	replenished uint64
 
-	cq           completions // the CQ and its notifications (notify.go)
-	tx           sendSide    // send free lists, posts, RDMA (send.go, rdma.go)
-	buffers                  // receive queues (queues.go)
-	creditEngine             // flow control on the per-peer queues (credits.go)
-	peers                    // endpoints and their connections (peers.go, cm.go)
-	workRequests             // the work request posted for receives
-	counters                 // the module's metrics (stats.go)
-}
+	cq     completions  // the CQ and its notifications (notify.go)
+	tx     sendSide     // send free lists, posts, RDMA (send.go, rdma.go)
+	rx     recvSide     // receive queues, their buffers and posts (queues.go)
+	credit creditEngine // flow control on the per-peer queues (credits.go)
+	peers               // endpoints and their connections (peers.go, cm.go)
 
-// workRequests are filled in place for every post, so that posting a
-// receive allocates nothing.
-type workRequests struct {
-	rwr verbs.RecvWR
-	rsg [1]verbs.SGE
+	peersLost *core.Counter
+	rejected  *core.Counter // the policies' decisions rejected
+	dev       *devMetrics   // the softrc device's counters (stats.go); nil on hardware
 }
 
 // open opens the modules of a btl "ib" block: one per path of its port.
@@ -83,16 +78,12 @@ func open(env core.BTLEnv) ([]core.Module, error) {
 	return mods, nil
 }
 
+// newModule opens path path of the port a block names: the device (shared
+// with the block's other modules), the CQ, the receive queues of the
+// receive-buffer policy's layout, the flow control, the send side and the
+// connection manager, and publishes the module's address.
 func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **flowCfg) (_ *module, err error) {
-	var key *core.JobKey
-	if c.provider == "softrc" {
-		// softrc's ports take TCP connections: each must prove it is the
-		// job's. Hardware needs no key (the fabric's own partitioning).
-		if key, err = env.Key(); err != nil {
-			return nil, fmt.Errorf("ib: %w", err)
-		}
-	}
-	h, err := openHCA(c, env.Boot, key, core.SpansNodes(env.Locality))
+	h, err := openDevice(env, c)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +100,62 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 			m.Close()
 		}
 	}()
+	m.name(env, path)
+	m.initMetrics()
+	if m.pattr, err = h.dev.QueryPort(c.port); err != nil {
+		return nil, fmt.Errorf("ib %s: %w", m.id, err)
+	}
+	if m.pattr.State != verbs.PortActive {
+		return nil, fmt.Errorf("ib %s: port %d is %v", m.id, c.port, m.pattr.State)
+	}
+	setup, err := m.layout(env, pol, fc)
+	if err != nil {
+		return nil, err
+	}
+	m.rx.policy.Init(policy.Config[core.RecvEvent, core.RecvDecision]{Policy: pol, Apply: policy.Each(m.rx.apply), Clock: m.clock, Rejected: m.rejected})
+	if err := m.cq.open(h, m.cqSize(setup.Queues)); err != nil {
+		return nil, fmt.Errorf("ib %s: %w", m.id, err)
+	}
+	m.eps = make([]*endpoint, m.size)
+	if err := m.rx.open(m, setup, &m.credit.fc); err != nil {
+		return nil, err
+	}
+	m.credit.open(m)
+	m.tx.open(m, setup.Queues, setup.SendFreeListMax)
+	if m.cm, err = newCM(m); err != nil {
+		return nil, err
+	}
+	b := blob{lid: m.pattr.LID, gid: m.pattr.GID, udqpn: m.cm.qp.QPN(), mtu: m.pattr.ActiveMTU, credits: m.credit.fc.credits, layout: setup.Queues}
+	if err := env.Boot.Put(m.key, b.encode()); err != nil {
+		return nil, fmt.Errorf("ib %s: publish address: %w", m.id, err)
+	}
+	m.describe()
+	h.attach(m)
+	m.log.Debug().Str("device", h.dev.Name()).Uint8("port", c.port).Uint16("lid", m.pattr.LID).
+		Str("queues", setup.String()).Msg("module open")
+	return m, nil
+}
+
+// openDevice opens (or shares) the device a block names. softrc's ports
+// take TCP connections: each must prove it is the job's, with the job's
+// key. Hardware needs no key (the fabric's own partitioning).
+func openDevice(env core.BTLEnv, c *config) (*hca, error) {
+	var key *core.JobKey
+	if c.provider == "softrc" {
+		k, err := env.Key()
+		if err != nil {
+			return nil, fmt.Errorf("ib: %w", err)
+		}
+		key = k
+	}
+	return openHCA(c, env.Boot, key, core.SpansNodes(env.Locality))
+}
+
+// name sets the module's id (the instance's name, else the device's and
+// the port's, with the path when there are several), its address key and
+// its logger.
+func (m *module) name(env core.BTLEnv, path int) {
+	c := m.cfg
 	m.id = env.Instance
 	if m.id == "" {
 		m.id = fmt.Sprintf("%s_%d", strings.ReplaceAll(c.device, ".", "_"), c.port)
@@ -118,26 +165,22 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	}
 	m.key = "btl.ib." + m.id
 	m.log = env.Log.With().Str("module", m.id).Logger() // component and rank come with env.Log
-	m.initMetrics()
-	if m.pattr, err = h.dev.QueryPort(c.port); err != nil {
-		return nil, fmt.Errorf("ib %s: %w", m.id, err)
-	}
-	if m.pattr.State != verbs.PortActive {
-		return nil, fmt.Errorf("ib %s: port %d is %v", m.id, c.port, m.pattr.State)
-	}
-	if m.cq.ch, err = h.dev.CreateCompChannel(); err != nil {
-		return nil, fmt.Errorf("ib %s: %w", m.id, err)
-	}
-	info := core.RecvInfo{Peers: m.size - 1, EagerLimit: c.eagerLimit}
+}
+
+// layout asks the receive-buffer policy for the module's queues and checks
+// them, resolves the flow-control scheme (once, for every path: fc) and
+// lets it set the per-peer queues' numbers.
+func (m *module) layout(env core.BTLEnv, pol core.RecvBuffers, fc **flowCfg) (core.RecvSetup, error) {
+	info := core.RecvInfo{Peers: m.size - 1, EagerLimit: m.cfg.eagerLimit}
 	setup, err := pol.Setup(info)
 	if err != nil {
-		return nil, fmt.Errorf("ib %s: receive buffers: %w", m.id, err)
+		return setup, fmt.Errorf("ib %s: receive buffers: %w", m.id, err)
 	}
 	if err := setup.Check(info); err != nil {
-		return nil, fmt.Errorf("ib %s: the receive-buffer policy's layout: %w", m.id, err)
+		return setup, fmt.Errorf("ib %s: the receive-buffer policy's layout: %w", m.id, err)
 	}
 	if len(setup.Queues) > maxQueues {
-		return nil, fmt.Errorf("ib %s: %d receive queues, at most %d", m.id, len(setup.Queues), maxQueues)
+		return setup, fmt.Errorf("ib %s: %d receive queues, at most %d", m.id, len(setup.Queues), maxQueues)
 	}
 	if *fc == nil {
 		firstP := 0
@@ -147,53 +190,44 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 				break
 			}
 		}
-		f, err := resolveFlow(env, c, firstP)
+		f, err := resolveFlow(env, m.cfg, firstP)
 		if err != nil {
-			return nil, err
+			return setup, err
 		}
 		if f.policy != nil && firstP == 0 {
 			m.log.Info().Msg("the receive layout has no per-peer queue: the flow-control policy has nothing to count, shared queues rely on the RNR NAK")
 		}
 		*fc = &f
 	}
-	m.fc = **fc
-	m.recv.Init(policy.Config[core.RecvEvent, core.RecvDecision]{Policy: pol, Apply: policy.Each(m.applyRecv), Clock: m.clock, Rejected: m.rejected})
-	m.flow.Init(policy.Config[core.FlowEvent, core.FlowDecision]{Policy: m.fc.policy, Apply: policy.Each(m.applyFlow), Clock: m.clock,
-		Clamped: m.clamped, Rejected: m.rejected})
-	// The flow-control scheme sets the per-peer queues' numbers.
+	m.credit.fc = **fc
 	setup.Queues = append([]core.QueueSpec(nil), setup.Queues...)
 	for i, q := range setup.Queues {
-		if q.Kind == core.QueuePerPeer && m.fc.initial > 0 {
-			setup.Queues[i].Count = m.fc.initial
+		if q.Kind == core.QueuePerPeer && m.credit.fc.initial > 0 {
+			setup.Queues[i].Count = m.credit.fc.initial
 		}
 	}
-	// The CQ holds every completion that can be outstanding: sends and
-	// reads on every QP, posted receives, connection messages.
-	cqe := cmRecvCount(m.size) + cmSends + (m.size * len(setup.Queues) * c.sendQueue)
-	for _, q := range setup.Queues {
+	return setup, nil
+}
+
+// cqSize is the CQ's size: every completion that can be outstanding —
+// sends and reads on every QP, posted receives, connection messages —
+// within what the device allows.
+func (m *module) cqSize(queues []core.QueueSpec) int {
+	cqe := cmRecvCount(m.size) + cmSends + (m.size * len(queues) * m.cfg.sendQueue)
+	for _, q := range queues {
 		if q.Kind == core.QueueShared {
 			cqe += max(q.Max, q.Count)
 		} else {
-			cqe += max(q.Count, m.fc.max) * m.size
+			cqe += max(q.Count, m.credit.fc.max) * m.size
 		}
 	}
-	cqe = min(cqe, min(h.attr.MaxCQE, 1<<20))
-	if m.cq.q, err = h.dev.CreateCQ(cqe, m.cq.ch); err != nil {
-		return nil, fmt.Errorf("ib %s: CQ of %d: %w", m.id, cqe, err)
-	}
-	m.eps = make([]*endpoint, m.size)
-	if err := m.setupQueues(setup); err != nil {
-		return nil, err
-	}
-	m.tx.open(m, setup.Queues, setup.SendFreeListMax)
-	if m.cm, err = newCM(m); err != nil {
-		return nil, err
-	}
-	b := blob{lid: m.pattr.LID, gid: m.pattr.GID, udqpn: m.cm.qp.QPN(), mtu: m.pattr.ActiveMTU, credits: m.fc.credits, layout: setup.Queues}
-	if err := env.Boot.Put(m.key, b.encode()); err != nil {
-		return nil, fmt.Errorf("ib %s: publish address: %w", m.id, err)
-	}
-	maxSend := m.maxFrame - core.HeaderSize
+	return min(cqe, min(m.h.attr.MaxCQE, 1<<20))
+}
+
+// describe sets the module's attributes and frame limits.
+func (m *module) describe() {
+	c := m.cfg
+	maxSend := m.rx.maxFrame - core.HeaderSize
 	bw := c.bandwidth
 	if m.pattr.Rate > 0 {
 		bw = m.pattr.Rate
@@ -205,10 +239,6 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 		Exclusivity: c.exclusivity,
 	}
 	m.limits = core.FrameLimits{Size: m.size, MaxPayload: maxSend}
-	h.attach(m)
-	m.log.Debug().Str("device", h.dev.Name()).Uint8("port", c.port).Uint16("lid", m.pattr.LID).
-		Str("queues", setup.String()).Msg("module open")
-	return m, nil
 }
 
 // Attrs describes the module.
@@ -261,19 +291,9 @@ func (m *module) Close() error {
 	if m.cm != nil {
 		m.cm.close()
 	}
-	for _, q := range m.queues {
-		if q.srq != nil {
-			q.srq.Destroy()
-		}
-	}
+	m.rx.close()
 	m.cq.close()
-	for _, mr := range m.mrs {
-		mr.Dereg()
-	}
 	m.tx.close()
-	if m.recvBytes != nil {
-		recvBytesTotal(m.metrics).Add(-m.recvBytes.Load())
-	}
 	m.h.detach(m)
 	m.h.release()
 	return nil

@@ -1,6 +1,8 @@
 package ib
 
 import (
+	"fmt"
+
 	"github.com/rs/zerolog"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
@@ -107,6 +109,17 @@ func (c *completions) ackEvents() {
 		}
 		cq.AckEvents(1)
 	}
+}
+
+// open makes the completion channel and a CQ of n entries on it.
+func (c *completions) open(h *hca, n int) (err error) {
+	if c.ch, err = h.dev.CreateCompChannel(); err != nil {
+		return err
+	}
+	if c.q, err = h.dev.CreateCQ(n, c.ch); err != nil {
+		return fmt.Errorf("CQ of %d: %w", n, err)
+	}
+	return nil
 }
 
 // close destroys the CQ and its channel.

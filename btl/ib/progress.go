@@ -22,7 +22,7 @@ func (m *module) Progress() int {
 		return 0
 	}
 	m.depth++
-	m.gen++
+	m.credit.gen++
 	n := 0
 	if m.cq.stashed() {
 		stash := m.cq.taken()
@@ -39,14 +39,14 @@ func (m *module) Progress() int {
 		m.complete(&wc[i])
 	}
 	n += len(wc)
-	if len(m.creditDue) > 0 && !m.closed {
-		m.returnCredits()
+	if len(m.credit.creditDue) > 0 && !m.closed {
+		m.credit.returnCredits()
 	}
 	if len(m.tx.waiting) > 0 && !m.closed {
 		m.tx.sendWaiting()
 	}
 	if !m.closed {
-		m.flow.Flush()
+		m.credit.flow.Flush()
 	}
 	if !m.closed {
 		if now := m.clock.Now(); now >= m.nextHK {
@@ -88,8 +88,8 @@ func (m *module) complete(wc *verbs.WC) {
 
 // received handles a receive completion: check, deliver, repost, owe.
 func (m *module) received(wc *verbs.WC, idx int) {
-	b := m.rbufs[idx]
-	q := m.queues[b.queue]
+	b := m.rx.bufs[idx]
+	q := m.rx.queues[b.queue]
 	e := b.ep
 	if e == nil {
 		e = m.byQPN[wc.QPN]
@@ -104,41 +104,41 @@ func (m *module) received(wc *verbs.WC, idx int) {
 			e.failure("receive", wc.Status)
 		}
 		if q.shared && !m.closed {
-			m.repost(b, idx, nil)
+			m.rx.repost(b, idx, nil)
 		}
 		return
 	}
 	if e == nil || e.state == epFailed {
-		m.badFrames.Inc()
+		m.rx.badFrames.Inc()
 		if q.shared {
-			m.repost(b, idx, nil)
+			m.rx.repost(b, idx, nil)
 		}
 		return
 	}
 	frame := b.mem[:wc.ByteLen]
 	h := &m.hdr
 	if err := h.Decode(frame, m.limits); err != nil || int(h.Src) != e.rank || int(h.Length) != len(frame)-core.HeaderSize {
-		m.badFrames.Inc()
+		m.rx.badFrames.Inc()
 		if err == nil {
 			err = fmt.Errorf("%w: source %d, %d payload bytes in a %d-byte frame", core.ErrBadFrame, h.Src, h.Length, len(frame))
 		}
 		e.fail(fmt.Errorf("frame on queue %d: %w", q.idx, err))
 		if q.shared {
-			m.repost(b, idx, nil)
+			m.rx.repost(b, idx, nil)
 		}
 		return
 	}
 	q.util.Observe(float64(wc.ByteLen) / float64(q.spec.BufSize))
-	m.recvSize.Observe(float64(wc.ByteLen))
-	m.framesRecv.Inc()
-	m.bytesRecv.Add(int64(wc.ByteLen))
+	m.rx.recvSize.Observe(float64(wc.ByteLen))
+	m.rx.framesRecv.Inc()
+	m.rx.bytesRecv.Add(int64(wc.ByteLen))
 	if e.state == epWaitRTU {
 		e.established()
 	}
 	e.rxFrames++
-	if h.Credits > 0 && m.fc.credits {
-		if ci := m.creditQueue(b.queue); ci >= 0 {
-			m.grant(e, ci, int(h.Credits))
+	if h.Credits > 0 && m.credit.fc.credits {
+		if ci := m.credit.carry[b.queue]; ci >= 0 {
+			m.credit.grant(e, ci, int(h.Credits))
 		}
 	}
 	if m.draining {
@@ -148,15 +148,15 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		return
 	}
 	if h.Flags&core.FlagBacklog != 0 {
-		m.backlogRx.Inc()
-		if m.fc.dynamic && !q.shared {
-			m.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
+		m.credit.backlogRx.Inc()
+		if m.credit.fc.dynamic && !q.shared {
+			m.credit.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
 				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
 		}
 	}
 	if h.Type != core.TypeCredit {
 		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
-			m.badFrames.Inc()
+			m.rx.badFrames.Inc()
 			e.fail(err)
 		}
 	}
@@ -164,27 +164,13 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		return
 	}
 	if q.shared {
-		m.repost(b, idx, nil)
+		m.rx.repost(b, idx, nil)
 		return
 	}
 	if e.state == epFailed {
 		return
 	}
-	m.reclaim(e, b, idx, h.Type != core.TypeCredit)
-}
-
-func (m *module) repost(b *recvBuf, idx int, e *endpoint) {
-	if err := m.postRecv(b, idx, e); err != nil {
-		if e != nil {
-			e.fail(err)
-		} else {
-			m.log.Warn().Err(err).Msg("repost")
-		}
-		return
-	}
-	if q := m.queues[b.queue]; q.shared && q.wantLimit > 0 {
-		m.rearm(q)
-	}
+	m.credit.reclaim(e, b, idx, h.Type != core.TypeCredit)
 }
 
 // housekeeping runs every PolicyPollInterval: async events, the policy,
@@ -201,11 +187,11 @@ func (m *module) housekeeping(now time.Duration) {
 	if len(m.erroring) > 0 {
 		m.failErroring(now)
 	}
-	m.recv.Tick(now)
-	if m.fc.dynamic {
-		m.idleReports(now)
+	m.rx.policy.Tick(now)
+	if m.credit.fc.dynamic {
+		m.credit.idleReports(now)
 	}
-	m.flow.Tick(now)
+	m.credit.flow.Tick(now)
 	if len(m.connecting) > 0 {
 		m.cmTimers(now)
 	}
@@ -248,7 +234,7 @@ func (m *module) asyncEvent(ev verbs.AsyncEvent) {
 	switch ev.Type {
 	case verbs.EventSRQLimitReached:
 		for _, x := range m.siblings() {
-			x.onLimit(ev.SRQ)
+			x.rx.onLimit(ev.SRQ)
 		}
 	case verbs.EventQPFatal, verbs.EventQPAccessErr, verbs.EventQPReqErr:
 		for _, x := range m.siblings() {

@@ -8,20 +8,6 @@ import (
 	"github.com/gobtl/gobtl/core"
 )
 
-// counters are a module's metrics, named ib.<module>.<counter>.
-type counters struct {
-	framesRecv, bytesRecv             *core.Counter
-	backlogged, backlogRx, creditMsgs *core.Counter
-	// recvSize is the sizes of the frames received, headers included:
-	// the InfiniBand-level message sizes of seed 002's percentile plots
-	// (Fig. 2a), whatever the receive layout.
-	recvSize                               *core.Histogram
-	badFrames, peersLost, rejected, stalls *core.Counter
-	clamped                                *core.Counter
-	recvBytes                              *core.Gauge
-	dev                                    *devMetrics
-}
-
 // devMetrics mirror a softrc device's counters.
 type devMetrics struct {
 	rnrSent, rnrRecv, retries, bytesSent, bytesRecv, reads, nic *core.Gauge
@@ -35,16 +21,13 @@ type devMetrics struct {
 
 func (m *module) metric(parts ...any) string { return metricName(m.id, parts...) }
 
+// initMetrics makes the module's own metrics, named ib.<module>.<name>
+// (the receive side, the send side and the credit engine make theirs),
+// and the device's.
 func (m *module) initMetrics() {
 	mx := m.metrics
 	c := func(n string) *core.Counter { return mx.Counter(m.metric(n)) }
-	g := func(n string) *core.Gauge { return mx.Gauge(m.metric(n)) }
-	m.framesRecv, m.bytesRecv = c("frames_received"), c("bytes_received")
-	m.backlogged, m.backlogRx = c("backlogged"), c("backlogged_received")
-	m.creditMsgs, m.badFrames, m.peersLost, m.rejected = c("credit_messages"), c("bad_frames"), c("peers_lost"), c("policy_rejected")
-	m.stalls, m.clamped = c("flow_control_stalls"), c("flow_decisions_clamped")
-	m.recvBytes = g("recv_registered_bytes")
-	m.recvSize = mx.Histogram(m.metric("recv_size"), SizeBounds)
+	m.peersLost, m.rejected = c("peers_lost"), c("policy_rejected")
 	mx.Collect(m.collectPeers)
 	if m.h.soft != nil {
 		d := func(n string) *core.Gauge { return mx.Gauge(core.MetricName("ib", m.h.dev.Name(), n)) }
