@@ -155,14 +155,20 @@ func decodeCM(p []byte) (*cmMsg, error) {
 	return c, nil
 }
 
-// cm is a module's connection manager: a UD QP and its buffers.
+// cm is a module's connection manager: a UD QP and its buffers, the
+// messages waiting for a send buffer, and the endpoints connecting, whose
+// retransmission timers run from housekeeping. An endpoint's part of a
+// connection's setup is its connState.
 type cm struct {
-	m     *module
-	qp    verbs.QP
-	mr    verbs.MR
-	mem   []byte
-	nrecv int   // receive buffers, indexes [0, nrecv)
-	free  []int // send buffer indexes
+	m *module
+	// connecting are the endpoints whose connection the module started or
+	// accepted, until it is up or failed.
+	connecting []*endpoint
+	qp         verbs.QP
+	mr         verbs.MR
+	mem        []byte
+	nrecv      int   // receive buffers, indexes [0, nrecv)
+	free       []int // send buffer indexes
 	// queue holds the messages that found every send buffer in flight,
 	// in order; each leaves when a send completes.
 	queue []cmOut
@@ -248,8 +254,8 @@ func (c *cm) close() {
 // queued twice: it is made from e's state when it leaves.
 func (c *cm) send(e *endpoint, kind uint8) {
 	if len(c.free) == 0 {
-		if e.cmQueued&(1<<kind) == 0 {
-			e.cmQueued |= 1 << kind
+		if e.conn.queued&(1<<kind) == 0 {
+			e.conn.queued |= 1 << kind
 			c.queue = append(c.queue, cmOut{e, kind})
 		}
 		return
@@ -266,7 +272,7 @@ func (c *cm) idle() bool { return len(c.queue) == 0 && len(c.free) == cmSends }
 // timer that sends it again if no answer comes.
 func (c *cm) transmit(e *endpoint, kind uint8) {
 	m := c.m
-	msg := cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.epoch}
+	msg := cmMsg{kind: kind, src: uint32(m.rank), dst: uint32(e.rank), epoch: e.conn.epoch}
 	switch kind {
 	case cmReq:
 		if e.state != epConnecting {
@@ -290,7 +296,7 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 		msg.qpns, msg.psns = e.qpns(), e.psns
 	}
 	if kind == cmReq || kind == cmRep {
-		e.cmNext = m.clock.Now() + e.cmBackoff()
+		e.conn.next = m.clock.Now() + e.cmBackoff()
 	}
 	i := c.free[len(c.free)-1]
 	b := c.buf(i)
@@ -318,7 +324,7 @@ func (c *cm) complete(wc *verbs.WC) {
 			q := c.queue[0]
 			c.queue[0] = cmOut{}
 			c.queue = c.queue[1:]
-			q.e.cmQueued &^= 1 << q.kind
+			q.e.conn.queued &^= 1 << q.kind
 			c.transmit(q.e, q.kind)
 		}
 		return
@@ -326,7 +332,7 @@ func (c *cm) complete(wc *verbs.WC) {
 	if wc.Status == verbs.WCSuccess && wc.ByteLen > 40 {
 		msg, err := decodeCM(c.buf(i)[40:wc.ByteLen])
 		if err == nil {
-			c.m.onCM(msg)
+			c.receive(msg)
 		} else {
 			c.m.log.Debug().Err(err).Msg("bad connection message")
 		}
@@ -395,7 +401,7 @@ func (e *endpoint) createQPs() error {
 		}
 		e.qps = append(e.qps, qp)
 		e.psns = append(e.psns, rand.Uint32()&0xffffff)
-		m.byQPN[qp.QPN()] = e
+		m.peers.byQPN[qp.QPN()] = e
 		a := verbs.QPAttr{State: verbs.QPInit, Port: m.port,
 			AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite}
 		if err := qp.Modify(&a, verbs.RCInitMask); err != nil {
@@ -465,8 +471,8 @@ func (e *endpoint) connect() {
 		return
 	}
 	e.state = epConnecting
-	e.epoch = rand.Uint32()
-	e.cmTries = 0
+	e.conn.epoch = rand.Uint32()
+	e.conn.tries = 0
 	e.sendReq()
 	m.cm.reqs.Inc()
 }
@@ -481,14 +487,17 @@ func (e *endpoint) sendRep() { e.m.cm.send(e, cmRep) }
 // try, not a random number, so that simulated runs repeat exactly.
 func (e *endpoint) cmBackoff() time.Duration {
 	m := e.m
-	d := min(m.cfg.cmTimeout<<min(e.cmTries, 10), time.Second)
-	h := uint64(m.rank)*0x9e3779b97f4a7c15 ^ uint64(e.rank)*0xbf58476d1ce4e5b9 ^ uint64(e.cmTries)*0x94d049bb133111eb
+	d := min(m.cfg.cmTimeout<<min(e.conn.tries, 10), time.Second)
+	h := uint64(m.rank)*0x9e3779b97f4a7c15 ^ uint64(e.rank)*0xbf58476d1ce4e5b9 ^ uint64(e.conn.tries)*0x94d049bb133111eb
 	h ^= h >> 31
 	return d + time.Duration(h%512)*d/1024
 }
 
-// onCM handles a connection message.
-func (m *module) onCM(msg *cmMsg) {
+// receive handles a connection message: a request accepted (or, when
+// both sides connect at once, left to the lower rank's), a reply that
+// completes ours, the RTU that completes the peer's, a drop, a goodbye.
+func (c *cm) receive(msg *cmMsg) {
+	m := c.m
 	if int(msg.dst) != m.rank || int(msg.src) >= m.size || int(msg.src) == m.rank {
 		return
 	}
@@ -516,14 +525,14 @@ func (m *module) onCM(msg *cmMsg) {
 			e.fail(fmt.Errorf("accept connection: %w", err))
 			return
 		}
-		e.epoch = msg.epoch
+		e.conn.epoch = msg.epoch
 		e.state = epWaitRTU
-		e.cmTries = 0
+		e.conn.tries = 0
 		e.sendRep()
 	case cmRep:
 		switch e.state {
 		case epConnecting:
-			if msg.epoch != e.epoch {
+			if msg.epoch != e.conn.epoch {
 				return
 			}
 			if err := e.bringUp(msg.qpns, msg.psns); err != nil {
@@ -539,7 +548,7 @@ func (m *module) onCM(msg *cmMsg) {
 			}
 		}
 	case cmRTU:
-		if e.state == epWaitRTU && msg.epoch == e.epoch {
+		if e.state == epWaitRTU && msg.epoch == e.conn.epoch {
 			e.established()
 		}
 	case cmDrop:
@@ -548,11 +557,11 @@ func (m *module) onCM(msg *cmMsg) {
 		}
 	case cmDisc:
 		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
-			if !e.saidBye {
+			if !e.conn.saidBye {
 				// Answer before the connection goes down: the peer waits
 				// for it (goodbye), and once it has it takes the link
 				// dropping for the close it is, not a lost peer.
-				e.saidBye = true
+				e.conn.saidBye = true
 				m.cm.send(e, cmDisc)
 			}
 			e.closedByPeer()
@@ -571,7 +580,7 @@ func (m *module) onCM(msg *cmMsg) {
 // that overtook a frame in an RNR retry lost the frame, and the peer's
 // finalize barrier waited forever. Both waits are bounded by the time the
 // connection manager gives a peer before it counts as lost. Last it waits
-// (100 ms at most) for every peer's answer, a goodbye of its own (onCM):
+// (100 ms at most) for every peer's answer, a goodbye of its own (cm.receive):
 // the peer sends it before its connections go down, so when our link to
 // it drops the connection is known closed, not lost — a peer that saw
 // only our goodbye and closed would leave us a QP fatal error and a lost
@@ -582,17 +591,17 @@ func (m *module) goodbye() {
 	m.draining = true
 	// The module's clock, not the wall's: under a simulator (package sim)
 	// the completions come as virtual time moves.
-	deadline := m.clock.Now() + m.cmGiveUp()
-	for m.undelivered() && m.clock.Now() < deadline {
+	deadline := m.clock.Now() + m.cm.giveUp()
+	for m.peers.undelivered() && m.clock.Now() < deadline {
 		m.Progress()
 	}
-	for m.unacknowledged() && m.clock.Now() < deadline {
+	for m.peers.unacknowledged() && m.clock.Now() < deadline {
 		m.Progress()
 	}
 	sent := 0
-	for _, e := range m.made {
-		if (e.state == epConnected || e.state == epWaitRTU) && !e.saidBye {
-			e.saidBye = true
+	for _, e := range m.peers.made {
+		if (e.state == epConnected || e.state == epWaitRTU) && !e.conn.saidBye {
+			e.conn.saidBye = true
 			m.cm.send(e, cmDisc)
 			sent++
 		}
@@ -601,8 +610,8 @@ func (m *module) goodbye() {
 		if !m.cm.idle() {
 			return true
 		}
-		for _, e := range m.made {
-			if e.saidBye && e.state != epFailed {
+		for _, e := range m.peers.made {
+			if e.conn.saidBye && e.state != epFailed {
 				return true // no answer yet
 			}
 		}
@@ -614,31 +623,10 @@ func (m *module) goodbye() {
 	}
 }
 
-// unacknowledged says whether a peer not lost has work requests of ours
-// outstanding: frames not yet acknowledged, RDMA not completed.
-func (m *module) unacknowledged() bool {
-	for _, e := range m.made {
-		if e.state != epFailed && e.tx.outstanding() {
-			return true
-		}
-	}
-	return false
-}
-
-// undelivered says whether a peer not lost has frames waiting on its
-// endpoint: for its connection, or for credits once connected.
-func (m *module) undelivered() bool {
-	for _, e := range m.made {
-		if len(e.tx.pending) > 0 && e.state != epFailed {
-			return true
-		}
-	}
-	return false
-}
-
-// cmGiveUp is how long the connection manager tries a peer before it
+// giveUp is how long the connection manager tries a peer before it
 // fails it: every retransmission interval of cm_retries, jitter included.
-func (m *module) cmGiveUp() time.Duration {
+func (c *cm) giveUp() time.Duration {
+	m := c.m
 	var t time.Duration
 	for i := 0; i <= m.cfg.cmRetries; i++ {
 		t += min(m.cfg.cmTimeout<<min(i, 10), time.Second) * 3 / 2
@@ -658,16 +646,17 @@ func equalQPNs(a, b []uint32) bool {
 	return true
 }
 
-// cmTimers retransmits unanswered REQs and REPs, and gives up on a peer
+// timers retransmits unanswered REQs and REPs, and gives up on a peer
 // that never answers.
-func (m *module) cmTimers(now time.Duration) {
-	for _, e := range m.connecting {
-		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.cmNext || e.cmQueued != 0 {
+func (c *cm) timers(now time.Duration) {
+	m := c.m
+	for _, e := range m.cm.connecting {
+		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.conn.next || e.conn.queued != 0 {
 			continue // not due, or still waiting for a send buffer
 		}
-		e.cmTries++
-		if e.cmTries > m.cfg.cmRetries {
-			e.fail(fmt.Errorf("no answer to the connection %s after %d tries", map[epState]string{epConnecting: "request", epWaitRTU: "reply"}[e.state], e.cmTries))
+		e.conn.tries++
+		if e.conn.tries > m.cfg.cmRetries {
+			e.fail(fmt.Errorf("no answer to the connection %s after %d tries", map[epState]string{epConnecting: "request", epWaitRTU: "reply"}[e.state], e.conn.tries))
 			continue
 		}
 		m.cm.retry.Inc()
@@ -678,12 +667,20 @@ func (m *module) cmTimers(now time.Duration) {
 		}
 	}
 	k := 0
-	for _, e := range m.connecting {
+	for _, e := range m.cm.connecting {
 		if e.state == epConnecting || e.state == epWaitRTU {
-			m.connecting[k] = e
+			m.cm.connecting[k] = e
 			k++
 		}
 	}
-	clear(m.connecting[k:])
-	m.connecting = m.connecting[:k]
+	clear(m.cm.connecting[k:])
+	m.cm.connecting = m.cm.connecting[:k]
+}
+
+// watch puts e on the list of endpoints connecting, once.
+func (c *cm) watch(e *endpoint) {
+	if !e.conn.watched {
+		e.conn.watched = true
+		c.connecting = append(c.connecting, e)
+	}
 }

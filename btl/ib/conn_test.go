@@ -29,7 +29,7 @@ func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
 		t.Fatalf("the sides disagree on the connection: %v→%v, %v→%v", a.qpns(), a.remote, b.qpns(), b.remote)
 	}
 	// Each side created one QP per queue, not two sets.
-	if n := len(j.mods[0].byQPN); n != len(j.mods[0].rx.queues) {
+	if n := len(j.mods[0].peers.byQPN); n != len(j.mods[0].rx.queues) {
 		t.Fatalf("rank 0 has %d RC QPs for %d queues", n, len(j.mods[0].rx.queues))
 	}
 }

@@ -281,6 +281,18 @@ func (e *endpoint) released(qi int, queued bool) core.Flag {
 }
 
 // ---- receiver side ----
+
+// backlogIn counts a frame from e on queue qi that waited for a credit
+// (core.FlagBacklog) and tells a dynamic policy of one on a per-peer
+// queue (seed 000 §4.3).
+func (ce *creditEngine) backlogIn(e *endpoint, qi uint8) {
+	ce.backlogRx.Inc()
+	if ce.fc.dynamic && !ce.rx.queues[qi].shared {
+		ce.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
+			Quota: int32(e.cred[qi].target), Value: 1, At: ce.clock.Now()})
+	}
+}
+
 // postPerPeer posts a peer's buffers on every per-peer queue.
 func (ce *creditEngine) postPerPeer(e *endpoint) error {
 	for i, q := range ce.rx.queues {

@@ -47,10 +47,15 @@
 // no answer to a connection request: every Send, Put and Get in flight and
 // later fails with an error wrapping core.ErrPeerLost that names the peer.
 //
-// A module's state comes in parts, each run by a file of its own:
-// module.go opens and closes it, progress.go drains the CQ, notify.go arms
-// it (completions), queues.go keeps the receive queues and send free lists
-// (buffers), credits.go the flow control (creditEngine), peers.go, cm.go
-// and endpoint.go the peers, their connections and their sends (peers),
-// rdma.go the RDMA operations in flight (rdmaOps), stats.go the counters.
+// A module's state comes in parts, each a type with its own methods, held
+// by name: completions (notify.go, the CQ and its arming), sendSide
+// (send.go, rdma.go: send free lists, posts, RDMA in flight), recvSide
+// (queues.go: receive queues, their buffers, posts and reposts),
+// creditEngine (credits.go: the flow-control scheme, the credits owed and
+// their return), peers (peers.go: the endpoints by rank and QPN, those
+// lost) and cm (cm.go: the connection manager, with each endpoint's
+// connState). The module (module.go, progress.go) keeps the wiring: it
+// opens and closes the parts, drains the CQ and routes each completion to
+// its part, and hands a received frame to its handler between the receive
+// side and the credit engine. stats.go holds the counters.
 package ib

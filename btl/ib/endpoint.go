@@ -46,12 +46,7 @@ type endpoint struct {
 	psns   []uint32
 	remote []uint32
 
-	epoch    uint32
-	cmTries  int
-	cmNext   time.Duration
-	cmQueued uint8 // the kinds of connection message queued for the peer (1<<kind)
-	saidBye  bool  // a goodbye (cmDisc) went to the peer, ours or our answer to its
-	watched  bool
+	conn     connState // the connection manager's (cm.go)
 	cred     []credits // per queue (per-peer queues only)
 	tx       peerSends // the send side's: frames outstanding and waiting
 	st       peerStats
@@ -70,16 +65,30 @@ type endpoint struct {
 	errSince time.Duration
 }
 
+// connState is an endpoint's part of its connection's setup and end: the
+// epoch its request or the peer's set, the tries of the message it
+// waits an answer to and when the next goes, the kinds queued for a send
+// buffer, and whether it is on the connection manager's list and has
+// said goodbye.
+type connState struct {
+	epoch   uint32
+	tries   int
+	next    time.Duration
+	queued  uint8 // the kinds of connection message queued for the peer (1<<kind)
+	saidBye bool  // a goodbye (cmDisc) went to the peer, ours or our answer to its
+	watched bool  // on cm.connecting
+}
+
 func (m *module) ep(rank int) *endpoint {
-	e := m.eps[rank]
+	e := m.peers.eps[rank]
 	if e == nil {
 		e = &endpoint{m: m, rank: rank, cred: make([]credits, len(m.rx.queues)), tx: peerSends{out: make([]int, len(m.rx.queues))}}
-		m.eps[rank] = e
+		m.peers.eps[rank] = e
 		// By rank, the order housekeeping has always walked the peers in.
-		i, _ := slices.BinarySearchFunc(m.made, rank, func(x *endpoint, r int) int { return x.rank - r })
-		m.statMu.Lock()
-		m.made = slices.Insert(m.made, i, e)
-		m.statMu.Unlock()
+		i, _ := slices.BinarySearchFunc(m.peers.made, rank, func(x *endpoint, r int) int { return x.rank - r })
+		m.peers.statMu.Lock()
+		m.peers.made = slices.Insert(m.peers.made, i, e)
+		m.peers.statMu.Unlock()
 	}
 	return e
 }
@@ -171,7 +180,7 @@ func (e *endpoint) usable() error {
 		return e.err
 	case epIdle:
 		e.connect()
-		m.watch(e)
+		m.cm.watch(e)
 		if e.state == epFailed {
 			return e.err
 		}
@@ -271,7 +280,7 @@ func (m *module) Disconnect(rank int, reason error) {
 	if m.closed || rank < 0 || rank >= m.size || rank == m.rank {
 		return
 	}
-	e := m.eps[rank]
+	e := m.peers.eps[rank]
 	if e == nil || e.state == epIdle || e.state == epFailed {
 		return
 	}
@@ -309,7 +318,7 @@ func (e *endpoint) fail(cause error) {
 		return
 	}
 	m := e.m
-	if m.draining && e.saidBye {
+	if m.draining && e.conn.saidBye {
 		// We said goodbye and the connection went down before the
 		// peer's answer arrived: the peer closed, as asked. Its answer
 		// may still be on its way — a datagram, on softrc another link
@@ -329,7 +338,7 @@ func (e *endpoint) fail(cause error) {
 	for _, qp := range e.qps {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
 	}
-	m.lost = append(m.lost, e)
+	m.peers.lost = append(m.peers.lost, e)
 }
 
 // closedByPeer ends a connection the peer closed in good order: later

@@ -43,7 +43,8 @@ type module struct {
 	tx     sendSide     // send free lists, posts, RDMA (send.go, rdma.go)
 	rx     recvSide     // receive queues, their buffers and posts (queues.go)
 	credit creditEngine // flow control on the per-peer queues (credits.go)
-	peers               // endpoints and their connections (peers.go, cm.go)
+	peers  peers        // endpoints by rank and by QPN, those lost (peers.go)
+	cm     *cm          // the connection manager (cm.go)
 
 	peersLost *core.Counter
 	rejected  *core.Counter // the policies' decisions rejected
@@ -116,7 +117,7 @@ func newModule(env core.BTLEnv, c *config, path int, pol core.RecvBuffers, fc **
 	if err := m.cq.open(h, m.cqSize(setup.Queues)); err != nil {
 		return nil, fmt.Errorf("ib %s: %w", m.id, err)
 	}
-	m.eps = make([]*endpoint, m.size)
+	m.peers.eps = make([]*endpoint, m.size)
 	if err := m.rx.open(m, setup, &m.credit.fc); err != nil {
 		return nil, err
 	}
@@ -268,7 +269,7 @@ func (m *module) Register(t core.FrameType, h core.Handler) error {
 }
 
 // OnPeerLost installs the peer-loss callback.
-func (m *module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
+func (m *module) OnPeerLost(f func(rank int, err error)) { m.peers.onLost = f }
 
 // Close releases the module: its QPs, queues, buffers and CQ, and its
 // reference on the device.
@@ -280,7 +281,7 @@ func (m *module) Close() error {
 		m.goodbye()
 	}
 	m.closed = true
-	for _, e := range m.made {
+	for _, e := range m.peers.made {
 		for _, qp := range e.qps {
 			qp.Destroy()
 		}

@@ -8,42 +8,33 @@ import (
 )
 
 // peers are a module's endpoints, by rank and by the QPN of their QPs, and
-// the lists the module keeps of them: those connecting (their CM timers
-// run from housekeeping), those with frames waiting for their connection,
-// those whose QP went to the error state, and those lost, to be reported
-// once to the PML.
+// the lists the module keeps of them: those whose QP went to the error
+// state, and those lost, to be reported once to the PML. (Those
+// connecting are the connection manager's, those with frames waiting for
+// their connection the send side's.)
 type peers struct {
 	eps []*endpoint // by rank; nil until the peer is first used
 	// made are the endpoints made so far, in order: what housekeeping
 	// and the per-peer metrics walk instead of every rank of the job.
 	// The module appends under statMu; a metrics snapshot reads them
 	// from any goroutine.
-	made       []*endpoint
-	statMu     sync.Mutex
-	byQPN      map[uint32]*endpoint
-	cm         *cm
-	onLost     func(int, error)
-	connecting []*endpoint
-	lost       []*endpoint
+	made   []*endpoint
+	statMu sync.Mutex
+	byQPN  map[uint32]*endpoint
+	onLost func(int, error)
+	lost   []*endpoint
 	// erroring are endpoints whose QP entered the error state, waiting for
 	// the completion that says why (see asyncEvent).
 	erroring []*endpoint
 }
 
-func (m *module) watch(e *endpoint) {
-	if !e.watched {
-		e.watched = true
-		m.connecting = append(m.connecting, e)
-	}
-}
-
 // reportLost tells the PML about lost peers, once each.
-func (m *module) reportLost() int {
-	lost := m.lost
-	m.lost = nil
+func (p *peers) reportLost() int {
+	lost := p.lost
+	p.lost = nil
 	for _, e := range lost {
-		if m.onLost != nil {
-			m.onLost(e.rank, e.err)
+		if p.onLost != nil {
+			p.onLost(e.rank, e.err)
 		}
 	}
 	return len(lost)
@@ -51,9 +42,9 @@ func (m *module) reportLost() int {
 
 // failErroring fails the endpoints whose QP entered the error state more
 // than a housekeeping interval ago without a completion saying why.
-func (m *module) failErroring(now time.Duration) {
-	keep := m.erroring[:0]
-	for _, e := range m.erroring {
+func (p *peers) failErroring(now time.Duration) {
+	keep := p.erroring[:0]
+	for _, e := range p.erroring {
 		switch {
 		case e.state == epFailed:
 		case now-e.errSince >= core.PolicyPollInterval:
@@ -62,15 +53,37 @@ func (m *module) failErroring(now time.Duration) {
 			keep = append(keep, e)
 		}
 	}
-	m.erroring = keep
+	p.erroring = keep
 }
 
 // fatal fails every peer: the module's CQ or device is gone.
 func (m *module) fatal(err error) {
 	m.log.Error().Err(err).Msg("module failed")
-	for _, e := range m.made {
+	for _, e := range m.peers.made {
 		if e.state != epIdle {
 			e.fail(err)
 		}
 	}
+}
+
+// unacknowledged says whether a peer not lost has work requests of ours
+// outstanding: frames not yet acknowledged, RDMA not completed.
+func (p *peers) unacknowledged() bool {
+	for _, e := range p.made {
+		if e.state != epFailed && e.tx.outstanding() {
+			return true
+		}
+	}
+	return false
+}
+
+// undelivered says whether a peer not lost has frames waiting on its
+// endpoint: for its connection, or for credits once connected.
+func (p *peers) undelivered() bool {
+	for _, e := range p.made {
+		if len(e.tx.pending) > 0 && e.state != epFailed {
+			return true
+		}
+	}
+	return false
 }

@@ -53,8 +53,8 @@ func (m *module) Progress() int {
 			m.housekeeping(now)
 		}
 	}
-	if len(m.lost) > 0 && !m.closed && !m.draining {
-		n += m.reportLost()
+	if len(m.peers.lost) > 0 && !m.closed && !m.draining {
+		n += m.peers.reportLost()
 	}
 	m.depth--
 	return n
@@ -92,40 +92,26 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	q := m.rx.queues[b.queue]
 	e := b.ep
 	if e == nil {
-		e = m.byQPN[wc.QPN]
+		e = m.peers.byQPN[wc.QPN]
 	}
 	if q.shared {
 		q.posted--
 	}
 	if wc.Status != verbs.WCSuccess {
-		// A flushed or failed receive: its QP is in ERR. A per-peer buffer
-		// dies with its QP; a shared one goes back to its SRQ.
-		if e != nil {
-			e.failure("receive", wc.Status)
-		}
-		if q.shared && !m.closed {
-			m.rx.repost(b, idx, nil)
-		}
+		m.rx.flushed(wc, b, idx, e, m.closed)
 		return
 	}
 	if e == nil || e.state == epFailed {
-		m.rx.badFrames.Inc()
-		if q.shared {
-			m.rx.repost(b, idx, nil)
-		}
+		m.rx.drop(b, idx, e, nil)
 		return
 	}
 	frame := b.mem[:wc.ByteLen]
 	h := &m.hdr
 	if err := h.Decode(frame, m.limits); err != nil || int(h.Src) != e.rank || int(h.Length) != len(frame)-core.HeaderSize {
-		m.rx.badFrames.Inc()
 		if err == nil {
 			err = fmt.Errorf("%w: source %d, %d payload bytes in a %d-byte frame", core.ErrBadFrame, h.Src, h.Length, len(frame))
 		}
-		e.fail(fmt.Errorf("frame on queue %d: %w", q.idx, err))
-		if q.shared {
-			m.rx.repost(b, idx, nil)
-		}
+		m.rx.drop(b, idx, e, err)
 		return
 	}
 	q.util.Observe(float64(wc.ByteLen) / float64(q.spec.BufSize))
@@ -148,11 +134,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		return
 	}
 	if h.Flags&core.FlagBacklog != 0 {
-		m.credit.backlogRx.Inc()
-		if m.credit.fc.dynamic && !q.shared {
-			m.credit.flow.Event(core.FlowEvent{Kind: core.FlowBacklogged, Peer: int32(e.rank),
-				Quota: int32(e.cred[b.queue].target), Value: 1, At: m.clock.Now()})
-		}
+		m.credit.backlogIn(e, b.queue)
 	}
 	if h.Type != core.TypeCredit {
 		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
@@ -184,16 +166,16 @@ func (m *module) housekeeping(now time.Duration) {
 		}
 		m.asyncEvent(ev)
 	}
-	if len(m.erroring) > 0 {
-		m.failErroring(now)
+	if len(m.peers.erroring) > 0 {
+		m.peers.failErroring(now)
 	}
 	m.rx.policy.Tick(now)
 	if m.credit.fc.dynamic {
 		m.credit.idleReports(now)
 	}
 	m.credit.flow.Tick(now)
-	if len(m.connecting) > 0 {
-		m.cmTimers(now)
+	if len(m.cm.connecting) > 0 {
+		m.cm.timers(now)
 	}
 	if m.dev != nil {
 		s := m.h.soft.Stats()
@@ -220,7 +202,7 @@ func (m *module) housekeeping(now time.Duration) {
 			m.log.Warn().Int64("links_rejected", s.LinksRejected).Err(m.h.soft.LastRejection()).
 				Msg("rejected connections that did not prove they belong to the job")
 		}
-		for _, e := range m.made {
+		for _, e := range m.peers.made {
 			if e.qps != nil {
 				e.st.rnr.Set(rnrNaks(e.qps))
 			}
@@ -238,7 +220,7 @@ func (m *module) asyncEvent(ev verbs.AsyncEvent) {
 		}
 	case verbs.EventQPFatal, verbs.EventQPAccessErr, verbs.EventQPReqErr:
 		for _, x := range m.siblings() {
-			if e := x.byQPN[ev.QPN]; e != nil {
+			if e := x.peers.byQPN[ev.QPN]; e != nil {
 				e.fail(fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type))
 			}
 		}
@@ -247,15 +229,15 @@ func (m *module) asyncEvent(ev verbs.AsyncEvent) {
 		// state, and the completion that says why may still be on its way
 		// to the CQ. Wait one housekeeping interval for it.
 		for _, x := range m.siblings() {
-			if e := x.byQPN[ev.QPN]; e != nil && e.state != epFailed && e.erroring == nil {
+			if e := x.peers.byQPN[ev.QPN]; e != nil && e.state != epFailed && e.erroring == nil {
 				e.erroring, e.errSince = fmt.Errorf("QP %#x: %v", ev.QPN, ev.Type), m.clock.Now()
-				x.erroring = append(x.erroring, e)
+				x.peers.erroring = append(x.peers.erroring, e)
 			}
 		}
 	case verbs.EventPortErr:
 		for _, x := range m.siblings() {
 			if x.port == ev.Port {
-				for _, e := range x.eps {
+				for _, e := range x.peers.eps {
 					if e != nil && e.state != epIdle {
 						e.fail(fmt.Errorf("port %d: %v", ev.Port, ev.Type))
 					}

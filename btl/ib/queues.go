@@ -282,6 +282,32 @@ func (r *recvSide) repost(b *recvBuf, idx int, e *endpoint) {
 	}
 }
 
+// flushed handles a failed or flushed receive: its QP is in ERR, which
+// fails its peer e (if known). A per-peer buffer dies with its QP; a
+// shared one goes back to its SRQ, unless the module is closed.
+func (r *recvSide) flushed(wc *verbs.WC, b *recvBuf, idx int, e *endpoint, closed bool) {
+	if e != nil {
+		e.failure("receive", wc.Status)
+	}
+	if r.queues[b.queue].shared && !closed {
+		r.repost(b, idx, nil)
+	}
+}
+
+// drop counts a frame that is not handed on — from no known peer, from a
+// peer lost, or bad (err, which fails its peer) — and reposts its buffer
+// if it is a shared queue's.
+func (r *recvSide) drop(b *recvBuf, idx int, e *endpoint, err error) {
+	r.badFrames.Inc()
+	q := r.queues[b.queue]
+	if err != nil {
+		e.fail(fmt.Errorf("frame on queue %d: %w", q.idx, err))
+	}
+	if q.shared {
+		r.repost(b, idx, nil)
+	}
+}
+
 // retire takes a per-peer buffer out of service; it stays registered, in
 // its queue's pool, for the next peer that grows.
 func (r *recvSide) retire(b *recvBuf, idx int) {

@@ -77,9 +77,9 @@ func (s *peerStats) each(f func(name string, metric any)) {
 // collectPeers names the per-peer counters of the endpoints made so far
 // for a snapshot (core.Metrics.Collect); it may run on any goroutine.
 func (m *module) collectPeers(add func(name string, metric any)) {
-	m.statMu.Lock()
-	eps := slices.Clone(m.made) // an insertion moves the later ones
-	m.statMu.Unlock()
+	m.peers.statMu.Lock()
+	eps := slices.Clone(m.peers.made) // an insertion moves the later ones
+	m.peers.statMu.Unlock()
 	prefix := m.metric() + "."
 	var b []byte
 	for _, e := range eps {
