@@ -127,37 +127,37 @@ func (m *Module) RegisterMem(buf []byte, access core.Access) (core.Region, error
 		return nil, fmt.Errorf("sm: register: %w", core.ErrClosed)
 	}
 	var r *region
-	if n := len(m.regions); n > 0 {
-		r, m.regions = m.regions[n-1], m.regions[:n-1]
+	if n := len(m.rdma.regions); n > 0 {
+		r, m.rdma.regions = m.rdma.regions[n-1], m.rdma.regions[:n-1]
 	} else {
 		r = new(region)
 	}
-	m.regGen++
+	m.rdma.regGen++
 	r.buf = buf
-	r.key = core.MemKey{Len: uint64(len(buf)), Key: m.regGen, Aux: uint64(m.pid)}
+	r.key = core.MemKey{Len: uint64(len(buf)), Key: m.rdma.regGen, Aux: uint64(m.rdma.pid)}
 	if len(buf) > 0 {
 		r.key.Addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
 	}
-	m.live = append(m.live, r)
+	m.rdma.live = append(m.rdma.live, r)
 	return r, nil
 }
 
 // DeregisterMem releases a registration.
 func (m *Module) DeregisterMem(rg core.Region) error {
 	r, ok := rg.(*region)
-	if !ok || r.key.Aux != uint64(m.pid) {
+	if !ok || r.key.Aux != uint64(m.rdma.pid) {
 		return fmt.Errorf("sm: deregister: not a region of this module")
 	}
-	for i, l := range m.live {
+	for i, l := range m.rdma.live {
 		if l == r {
-			m.live[i] = m.live[len(m.live)-1]
-			m.live[len(m.live)-1] = nil
-			m.live = m.live[:len(m.live)-1]
+			m.rdma.live[i] = m.rdma.live[len(m.rdma.live)-1]
+			m.rdma.live[len(m.rdma.live)-1] = nil
+			m.rdma.live = m.rdma.live[:len(m.rdma.live)-1]
 			break
 		}
 	}
 	r.buf, r.key = nil, core.MemKey{}
-	m.regions = append(m.regions, r)
+	m.rdma.regions = append(m.rdma.regions, r)
 	return nil
 }
 
@@ -165,7 +165,7 @@ func (m *Module) DeregisterMem(rg core.Region) error {
 // is lost, and the next Progress checks on it.
 func (m *Module) cmaErr(p *peer, err error) error {
 	if err == syscall.ESRCH {
-		m.checkSoon = true
+		m.health.checkSoon = true
 		return fmt.Errorf("sm: rank %d (pid %d) is gone: %w", p.rank, p.pid, core.ErrPeerLost)
 	}
 	return fmt.Errorf("sm: cma with rank %d: %w", p.rank, err)
@@ -223,7 +223,7 @@ func (p *peer) rdma(op *core.RDMAOp, put bool) error {
 	default:
 		err = m.cmaErr(p, err)
 	}
-	m.rdmaDone = append(m.rdmaDone, rdmaCompletion{op, err})
+	m.rdma.done = append(m.rdma.done, rdmaCompletion{op, err})
 	if op.Solicited {
 		m.notifySelf()
 	}
@@ -233,12 +233,12 @@ func (p *peer) rdma(op *core.RDMAOp, put bool) error {
 // completeRDMA reports finished operations. Completers may start new ones,
 // which land on the other list and wait for the next Progress.
 func (m *Module) completeRDMA() int {
-	done := m.rdmaDone
-	m.rdmaDone = m.rdmaSpare[:0]
+	done := m.rdma.done
+	m.rdma.done = m.rdma.spare[:0]
 	for i := range done {
 		done[i].op.Done.RDMADone(done[i].op, done[i].err)
 		done[i] = rdmaCompletion{}
 	}
-	m.rdmaSpare = done[:0]
+	m.rdma.spare = done[:0]
 	return len(done)
 }

@@ -109,14 +109,14 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 	m := p.m
 	n := uint64(len(op.Local))
 	chunk := coopChunk(n)
-	if !m.cfg.helper || n < coopMin || len(m.coopFree) == 0 || (n+chunk-1)/chunk > coopIdxMask {
+	if !m.cfg.helper || n < coopMin || len(m.coop.free) == 0 || (n+chunk-1)/chunk > coopIdxMask {
 		return false
 	}
-	idx := m.coopFree[len(m.coopFree)-1]
-	m.coopFree = m.coopFree[:len(m.coopFree)-1]
+	idx := m.coop.free[len(m.coop.free)-1]
+	m.coop.free = m.coop.free[:len(m.coop.free)-1]
 	rec := m.seg.lay.coop(int(idx))
-	m.coopGen = (m.coopGen + 1) & 0xffff
-	g := coopGet{op: op, p: p, rec: rec, src: op.Remote.Addr + op.Offset, n: n, chunk: chunk, chunks: (n + chunk - 1) / chunk, gen: m.coopGen}
+	m.coop.gen = (m.coop.gen + 1) & 0xffff
+	g := coopGet{op: op, p: p, rec: rec, src: op.Remote.Addr + op.Offset, n: n, chunk: chunk, chunks: (n + chunk - 1) / chunk, gen: m.coop.gen}
 	s := m.seg
 	atomic.StoreUint32(s.u32(rec+coopOffRank), uint32(p.rank))
 	atomic.StoreUint64(s.u64(rec+coopOffKey), op.Remote.Key)
@@ -127,7 +127,7 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 	atomic.StoreUint64(s.u64(rec+coopOffSent), 0)
 	atomic.StoreUint32(s.u32(rec+coopOffFail), 0)
 	atomic.StoreUint64(s.u64(rec+coopOffClaim), coopWord(g.gen, 0, g.chunks))
-	m.gets = append(m.gets, g)
+	m.coop.gets = append(m.coop.gets, g)
 	// A full FIFO only means no help: the record is read alone.
 	p.fifo.push(makeDesc(m.rank, rec))
 	return true
@@ -138,13 +138,13 @@ func (p *peer) coopStart(op *core.RDMAOp) bool {
 // the completions of reads that finished.
 func (m *Module) progressCoop() int {
 	n := 0
-	if len(m.helps) > 0 {
+	if len(m.coop.helps) > 0 {
 		n += m.progressHelps()
 	}
-	if len(m.gets) > 0 {
+	if len(m.coop.gets) > 0 {
 		n += m.progressGets()
 	}
-	if len(m.rdmaDone) > 0 {
+	if len(m.rdma.done) > 0 {
 		n += m.completeRDMA()
 	}
 	return n
@@ -156,8 +156,8 @@ func (m *Module) progressCoop() int {
 func (m *Module) progressGets() int {
 	n := 0
 	worked := false
-	for i := len(m.gets) - 1; i >= 0; i-- {
-		g := &m.gets[i]
+	for i := len(m.coop.gets) - 1; i >= 0; i-- {
+		g := &m.coop.gets[i]
 		claim := m.seg.u64(g.rec + coopOffClaim)
 		w := atomic.LoadUint64(claim)
 		_, lo, hi := coopSplit(w)
@@ -213,26 +213,26 @@ func (m *Module) coopClose(claim *uint64) {
 	}
 }
 
-// coopDone reports m.gets[i] and frees its record.
+// coopDone reports m.coop.gets[i] and frees its record.
 func (m *Module) coopDone(i int, err error) {
-	g := m.gets[i]
+	g := m.coop.gets[i]
 	if err == nil {
 		m.st.cmaGets++
 		m.st.cmaBytes += g.n
 	}
-	m.rdmaDone = append(m.rdmaDone, rdmaCompletion{g.op, err})
+	m.rdma.done = append(m.rdma.done, rdmaCompletion{g.op, err})
 	if g.op.Solicited {
 		m.notifySelf()
 	}
-	m.coopFree = append(m.coopFree, int32((g.rec-m.seg.lay.coopOff)/coopRecSize))
-	m.gets = append(m.gets[:i], m.gets[i+1:]...)
+	m.coop.free = append(m.coop.free, int32((g.rec-m.seg.lay.coopOff)/coopRecSize))
+	m.coop.gets = append(m.coop.gets[:i], m.coop.gets[i+1:]...)
 }
 
 // failGets fails the Gets from rank s, which is lost: whatever it
 // claimed it will never write.
 func (m *Module) failGets(s int, err error) {
-	for i := len(m.gets) - 1; i >= 0; i-- {
-		if g := &m.gets[i]; g.p.rank == s {
+	for i := len(m.coop.gets) - 1; i >= 0; i-- {
+		if g := &m.coop.gets[i]; g.p.rank == s {
 			m.coopClose(m.seg.u64(g.rec + coopOffClaim))
 			m.coopDone(i, fmt.Errorf("sm: cma read from rank %d: %w", s, err))
 		}
@@ -242,10 +242,10 @@ func (m *Module) failGets(s int, err error) {
 // progressHelps writes one chunk for the oldest record a peer asked us to
 // help with, dropping the records that have nothing left for us.
 func (m *Module) progressHelps() int {
-	for len(m.helps) > 0 {
-		h := m.helps[0]
+	for len(m.coop.helps) > 0 {
+		h := m.coop.helps[0]
 		p := m.peers[h.s]
-		if p == nil || p.dead != nil || !p.cma || m.rxDead[h.s] {
+		if p == nil || p.dead != nil || !p.cma || m.rx.rxDead[h.s] {
 			m.dropHelp()
 			continue
 		}
@@ -274,7 +274,7 @@ func (m *Module) progressHelps() int {
 		if err := cmaWrite(p.pid, r.buf[src+off:src+off+l], dst+off); err != nil {
 			atomic.StoreUint32(seg.u32(h.rec+coopOffFail), 1)
 			if err == syscall.ESRCH {
-				m.checkSoon = true
+				m.health.checkSoon = true
 			}
 			m.log.Debug().Err(err).Int("peer", h.s).Msg("cma write for a peer's read failed; it reads our share itself")
 		}
@@ -286,12 +286,12 @@ func (m *Module) progressHelps() int {
 }
 
 func (m *Module) dropHelp() {
-	m.helps = append(m.helps[:0], m.helps[1:]...)
+	m.coop.helps = append(m.coop.helps[:0], m.coop.helps[1:]...)
 }
 
 // liveRegion is our registered region with key k, or nil.
 func (m *Module) liveRegion(k uint64) *region {
-	for _, r := range m.live {
+	for _, r := range m.rdma.live {
 		if r.key.Key == k {
 			return r
 		}

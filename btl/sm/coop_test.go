@@ -77,8 +77,8 @@ func TestACMAReadGoesFromBothEndsWhileBothPoll(t *testing.T) {
 	if mods[0].st.cmaGets != 1 || mods[0].st.cmaBytes != n {
 		t.Fatalf("reader counted %d gets, %d bytes", mods[0].st.cmaGets, mods[0].st.cmaBytes)
 	}
-	if len(mods[0].coopFree) != coopRecs || len(mods[0].gets) != 0 {
-		t.Fatalf("after the get: %d records free, %d gets in flight", len(mods[0].coopFree), len(mods[0].gets))
+	if len(mods[0].coop.free) != coopRecs || len(mods[0].coop.gets) != 0 {
+		t.Fatalf("after the get: %d records free, %d gets in flight", len(mods[0].coop.free), len(mods[0].coop.gets))
 	}
 }
 
@@ -103,8 +103,8 @@ func TestASenderThatComesLateWritesNothing(t *testing.T) {
 	if mods[1].st.cmaHelpBytes != 0 || !bytes.Equal(dst, want) {
 		t.Fatalf("a late sender wrote %d bytes into a finished get", mods[1].st.cmaHelpBytes)
 	}
-	if len(mods[1].helps) != 0 {
-		t.Fatalf("the sender still holds %d records", len(mods[1].helps))
+	if len(mods[1].coop.helps) != 0 {
+		t.Fatalf("the sender still holds %d records", len(mods[1].coop.helps))
 	}
 }
 
@@ -129,7 +129,7 @@ func TestWithoutTheHelperTheReaderReadsAlone(t *testing.T) {
 func TestTheSenderHelpsOnlyFromALiveRegion(t *testing.T) {
 	const n = 1 << 20
 	mods, src, dst, op, done := coopPair(t, n, nil)
-	for _, r := range mods[1].live {
+	for _, r := range mods[1].rdma.live {
 		mods[1].DeregisterMem(r)
 	}
 	getOp(t, mods[0], 1, op)
@@ -146,7 +146,7 @@ func TestTheSenderHelpsOnlyFromALiveRegion(t *testing.T) {
 // would, without writing it, and returns the get.
 func claimAsTheSender(t *testing.T, m *Module) coopGet {
 	t.Helper()
-	g := m.gets[0]
+	g := m.coop.gets[0]
 	claim := m.seg.u64(g.rec + coopOffClaim)
 	gen, lo, hi := coopSplit(atomic.LoadUint64(claim))
 	if !atomic.CompareAndSwapUint64(claim, coopWord(gen, lo, hi), coopWord(gen, lo+1, hi)) {
@@ -174,8 +174,8 @@ func TestAGetWaitsForTheSendersClaimAndFailsWhenItIsLost(t *testing.T) {
 	if done.n != 1 || !errors.Is(done.err, core.ErrPeerLost) {
 		t.Fatalf("after the sender was lost: %d completions, %v", done.n, done.err)
 	}
-	if len(mods[0].coopFree) != coopRecs {
-		t.Fatalf("%d records free after the failed get", len(mods[0].coopFree))
+	if len(mods[0].coop.free) != coopRecs {
+		t.Fatalf("%d records free after the failed get", len(mods[0].coop.free))
 	}
 }
 
@@ -202,8 +202,8 @@ func TestArmWithAReadInFlightNotifiesAtOnce(t *testing.T) {
 	mods, _, _, op, _ := coopPair(t, 1<<20, nil)
 	ch := mods[0].Notify()
 	getOp(t, mods[0], 1, op)
-	if len(mods[0].gets) != 1 {
-		t.Fatalf("%d reads in flight, want 1", len(mods[0].gets))
+	if len(mods[0].coop.gets) != 1 {
+		t.Fatalf("%d reads in flight, want 1", len(mods[0].coop.gets))
 	}
 	mods[0].Arm()
 	select {
@@ -221,8 +221,8 @@ func TestADescriptorBetweenRecordsIsBad(t *testing.T) {
 	p := ep.(*peer)
 	p.fifo.push(makeDesc(0, mods[0].seg.lay.coopOff+8))
 	mods[1].Progress()
-	if !mods[1].rxDead[0] || mods[1].st.badFrames != 1 {
-		t.Fatalf("rank 0 dead %v, bad frames %d", mods[1].rxDead[0], mods[1].st.badFrames)
+	if !mods[1].rx.rxDead[0] || mods[1].st.badFrames != 1 {
+		t.Fatalf("rank 0 dead %v, bad frames %d", mods[1].rx.rxDead[0], mods[1].st.badFrames)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestADescriptorBetweenRecordsIsBad(t *testing.T) {
 func TestManyGetsInFlightEachGetTheirBytes(t *testing.T) {
 	const n, k = 64 << 10, 16
 	mods, src, _, _, _ := coopPair(t, n*k, nil)
-	rg := mods[1].live[0]
+	rg := mods[1].rdma.live[0]
 	done := &doneErr{}
 	dsts := make([][]byte, k)
 	for i := range k {

@@ -186,7 +186,7 @@ func b2i(b bool) int {
 // copyInChosen writes a fragment's payload as the module's copyChoice
 // says, timing it when the choice asks.
 func (m *Module) copyInChosen(dst, src []byte) {
-	c := &m.copyIn
+	c := &m.tx.copyIn
 	stream, timed := c.next()
 	if stream {
 		m.st.copyStreamed++

@@ -208,7 +208,7 @@ type tickClock struct {
 }
 
 func (k *tickClock) Now() time.Duration {
-	stream, _ := k.m.copyIn.next()
+	stream, _ := k.m.tx.copyIn.next()
 	k.now += k.cost(stream, 0)
 	return k.now
 }
@@ -246,7 +246,7 @@ func TestAutoCopyInStreamsWhenCachedCopiesRunSlow(t *testing.T) {
 	for range first {
 		send()
 	}
-	if !mods[0].copyIn.stream || mods[0].st.copyStreamed == 0 {
+	if !mods[0].tx.copyIn.stream || mods[0].st.copyStreamed == 0 {
 		t.Fatalf("cached copies 4.5 us, streamed 1.2: after %d fragments the module does not stream", first)
 	}
 	allocs := testing.AllocsPerRun(200, func() {

@@ -25,7 +25,7 @@ import (
 func TestHostileValuesInSharedMemoryAreErrors(t *testing.T) {
 	big := make([]byte, 8<<10) // past fastbox_max: travels in a fragment
 	small := []byte("small")
-	frag := func(m *Module) int { return m.seg.lay.frag(int(m.inflight[1][0])) }
+	frag := func(m *Module) int { return m.seg.lay.frag(int(m.tx.inflight[1][0])) }
 	for _, c := range []struct {
 		name    string
 		payload []byte
@@ -78,9 +78,9 @@ func TestHostileValuesInSharedMemoryAreErrors(t *testing.T) {
 				mods[1].Progress()
 			}
 			switch {
-			case c.dead && (!errors.Is(lost, core.ErrBadFrame) || !mods[1].rxDead[0]):
+			case c.dead && (!errors.Is(lost, core.ErrBadFrame) || !mods[1].rx.rxDead[0]):
 				t.Fatalf("rank 0 not failed with ErrBadFrame: %v", lost)
-			case !c.dead && (lost != nil || mods[1].rxDead[0]):
+			case !c.dead && (lost != nil || mods[1].rx.rxDead[0]):
 				t.Fatalf("rank 0 failed: %v", lost)
 			case delivered != 0:
 				t.Fatalf("%d frames delivered", delivered)
@@ -97,12 +97,12 @@ func TestAClaimPastTheReadFailsTheSender(t *testing.T) {
 	const n = 1 << 20
 	mods, _, _, op, done := coopPair(t, n, nil)
 	getOp(t, mods[0], 1, op)
-	g := mods[0].gets[0]
+	g := mods[0].coop.gets[0]
 	gen, _, _ := coopSplit(atomic.LoadUint64(mods[0].seg.u64(g.rec + coopOffClaim)))
 	atomic.StoreUint64(mods[0].seg.u64(g.rec+coopOffClaim), coopWord(gen, 0, g.chunks+40))
 	mods[0].Progress()
-	if done.n != 1 || !errors.Is(done.err, core.ErrBadFrame) || !mods[0].rxDead[1] {
-		t.Fatalf("%d completions, %v; rank 1 dead %v", done.n, done.err, mods[0].rxDead[1])
+	if done.n != 1 || !errors.Is(done.err, core.ErrBadFrame) || !mods[0].rx.rxDead[1] {
+		t.Fatalf("%d completions, %v; rank 1 dead %v", done.n, done.err, mods[0].rx.rxDead[1])
 	}
 	t.Log(done.err)
 }

@@ -37,20 +37,39 @@ type Module struct {
 	loc      core.Locality // the engine's nodes; nil: unknown
 	seg      *segment
 	handlers core.Handlers
-	rxHdr    core.Header // decoded here, not on the stack, so handlers do not make it escape
 	lim      core.FrameLimits
 	fboxMax  int // largest frame (header included) through a fast box
 	maxFrame int // largest frame through a fragment
 
-	peers []*peer // by rank, nil until connected
+	peers  []*peer     // by rank, nil until connected
+	attach attachState // peers' segments mapped before their names went
 
-	// Segments of peers mapped by Attach before their names went, and
-	// why a peer's could not be; connect takes them.
-	attached  []*segment
-	attachErr []error
-	unlinked  bool
+	rx     recvState   // the receive side, all in our own segment
+	tx     sendState   // the send side: fragments in our segment
+	rdma   rdmaState   // the single-copy mechanism: CMA, registrations, completions (cma.go)
+	coop   coopState   // cooperative Gets (coop.go)
+	health healthState // peer liveness: the checks and the losses to report
 
-	// Receive side, all in our own segment.
+	inProgress bool
+	closed     bool
+	note       notifier
+
+	st stats
+}
+
+// attachState are the segments of peers mapped by Attach before their
+// names went, and why a peer's could not be; connect takes them.
+type attachState struct {
+	segs     []*segment
+	errs     []error
+	unlinked bool
+}
+
+// recvState is the receive side: the FIFO and the fast boxes peers write
+// into, the sequence number expected from each sender, the senders whose
+// frames are dropped, and the senders known active.
+type recvState struct {
+	hdr        core.Header // decoded here, not on the stack, so handlers do not make it escape
 	fifo       fifoIn
 	in         []inBox  // by sender
 	expect     []uint32 // next sequence number by sender
@@ -58,38 +77,50 @@ type Module struct {
 	activeN    *uint32
 	activeSeen int
 	active     []int
+}
 
-	// Send side: fragments in our segment.
+// sendState is the send side's fragments in our segment: those free,
+// those in flight to each destination, and how they are written.
+type sendState struct {
 	free        []int32
 	inflight    [][]int32 // by destination, oldest first
 	inflightN   int
 	replenished uint64     // fragments taken back, and refusals sm cannot watch (peer.Replenished)
 	copyIn      copyChoice // copy_in = "auto": how fragments are written (copyin.go)
+}
 
-	cma       cmaInfo
-	pid       int
-	regions   []*region // recycled registrations
-	live      []*region // registered now: what a peer's record may name (coop.go)
-	regGen    uint64
-	coopFree  []int32    // our free records (coop.go)
-	coopGen   uint64     // generation of the last record posted
-	gets      []coopGet  // our Gets with help in flight, oldest first
-	helps     []coopHelp // peers' records we were asked to help with, oldest first
-	rdmaDone  []rdmaCompletion
-	rdmaSpare []rdmaCompletion
+// rdmaState is the single-copy mechanism's: whether CMA works and the
+// word peers probe it with, our pid, the registered regions (recycled and
+// live), and the RDMA completions to deliver.
+type rdmaState struct {
+	cma     cmaInfo
+	pid     int
+	regions []*region // recycled registrations
+	live    []*region // registered now: what a peer's record may name (coop.go)
+	regGen  uint64
+	done    []rdmaCompletion
+	spare   []rdmaCompletion
+}
 
-	onLost     func(rank int, err error)
-	lost       []lostPeer
-	inProgress bool
-	ticks      uint32
-	lastCheck  time.Duration
-	checkSoon  bool
-	pollFds    []unix.PollFd
-	pollPeers  []*peer
-	closed     bool
-	note       notifier
+// coopState are the cooperative Gets' records (coop.go).
+type coopState struct {
+	free  []int32    // our free records
+	gen   uint64     // generation of the last record posted
+	gets  []coopGet  // our Gets with help in flight, oldest first
+	helps []coopHelp // peers' records we were asked to help with, oldest first
+}
 
-	st stats
+// healthState is peer liveness: how often Progress checks, when it last
+// did and whether it must soon, the pidfds it polls, and the peers lost
+// to report to the PML.
+type healthState struct {
+	onLost    func(rank int, err error)
+	lost      []lostPeer
+	ticks     uint32
+	lastCheck time.Duration
+	checkSoon bool
+	pollFds   []unix.PollFd
+	pollPeers []*peer
 }
 
 type lostPeer struct {
@@ -148,7 +179,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 		log:      env.Log, // it names the component, the job and the rank
 		clock:    clock,
 		loc:      env.Locality,
-		pid:      os.Getpid(),
+		rdma:     rdmaState{pid: os.Getpid()},
 		fboxMax:  core.HeaderSize + cfg.fboxMax,
 		maxFrame: core.HeaderSize + cfg.attrs.MaxSendSize,
 	}
@@ -163,12 +194,12 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	}
 	m.host = host
 
-	m.cma = detectCMA(cfg.singleCopy)
-	if cfg.singleCopy == singleCopyCMA && !m.cma.ok {
-		return nil, fmt.Errorf("sm: single_copy = \"cma\" but CMA cannot work here: %s", m.cma.why)
+	m.rdma.cma = detectCMA(cfg.singleCopy)
+	if cfg.singleCopy == singleCopyCMA && !m.rdma.cma.ok {
+		return nil, fmt.Errorf("sm: single_copy = \"cma\" but CMA cannot work here: %s", m.rdma.cma.why)
 	}
-	if cfg.singleCopy == singleCopyAuto && !m.cma.ok {
-		m.log.Info().Str("reason", m.cma.why).Msg("single-copy CMA unavailable; large messages use the copy pipeline")
+	if cfg.singleCopy == singleCopyAuto && !m.rdma.cma.ok {
+		m.log.Info().Str("reason", m.rdma.cma.why).Msg("single-copy CMA unavailable; large messages use the copy pipeline")
 	}
 
 	lay := newLayout(m.size, cfg.fboxSize, cfg.frags, m.maxFrame)
@@ -191,7 +222,7 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 	m.attrs.Component, m.attrs.Name = "sm", "sm"+instanceSuffix(env.Instance)
 	m.attrs.Mech, m.attrs.MechExchange = nodeMech(m.attrs.Mech, cfg.mechDefault, m.nodeRanks(), len(topo.Self().Node))
 
-	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.cma.ok, Probe: m.cma.probeAddr(), Magic: cmaProbeMagic}
+	bl := blob{Host: host, Pid: os.Getpid(), Path: path, CMA: m.rdma.cma.ok, Probe: m.rdma.cma.probeAddr(), Magic: cmaProbeMagic}
 	enc, _ := json.Marshal(bl)
 	if err := b.Put(m.bootKey, enc); err != nil {
 		m.abandon()
@@ -204,26 +235,26 @@ func newModule(env core.BTLEnv, cfg config) (*Module, error) {
 // FIFO and a fast box per sender) and the free lists of its send
 // fragments and cooperative-copy records.
 func (m *Module) initQueues(seg *segment, lay layout, frags int) {
-	m.fifo.init(seg)
-	m.in = make([]inBox, m.size)
-	for s := range m.in {
-		m.in[s].init(seg, s, lay.fboxSize-slotHdr)
+	m.rx.fifo.init(seg)
+	m.rx.in = make([]inBox, m.size)
+	for s := range m.rx.in {
+		m.rx.in[s].init(seg, s, lay.fboxSize-slotHdr)
 	}
-	m.expect = make([]uint32, m.size)
-	m.rxDead = make([]bool, m.size)
-	m.activeN = seg.u32(offActiveN)
+	m.rx.expect = make([]uint32, m.size)
+	m.rx.rxDead = make([]bool, m.size)
+	m.rx.activeN = seg.u32(offActiveN)
 	m.peers = make([]*peer, m.size)
-	m.free = make([]int32, 0, frags)
+	m.tx.free = make([]int32, 0, frags)
 	for i := frags - 1; i >= 0; i-- {
-		m.free = append(m.free, int32(i))
+		m.tx.free = append(m.tx.free, int32(i))
 	}
-	m.inflight = make([][]int32, m.size)
-	m.copyIn.init(frags)
-	m.coopFree = make([]int32, 0, coopRecs)
+	m.tx.inflight = make([][]int32, m.size)
+	m.tx.copyIn.init(frags)
+	m.coop.free = make([]int32, 0, coopRecs)
 	for i := coopRecs - 1; i >= 0; i-- {
-		m.coopFree = append(m.coopFree, int32(i))
+		m.coop.free = append(m.coop.free, int32(i))
 	}
-	m.gets = make([]coopGet, 0, coopRecs)
+	m.coop.gets = make([]coopGet, 0, coopRecs)
 }
 
 // nodeRanks is the number of the job's ranks on this rank's node: as the
@@ -254,7 +285,7 @@ func (m *Module) Register(t core.FrameType, h core.Handler) error {
 }
 
 // OnPeerLost installs the function Progress calls when a peer dies.
-func (m *Module) OnPeerLost(f func(rank int, err error)) { m.onLost = f }
+func (m *Module) OnPeerLost(f func(rank int, err error)) { m.health.onLost = f }
 
 // Endpoint connects to rank (once) and returns its endpoint. Ranks on
 // other nodes (the engine's locality, when known), on other hosts, or
@@ -265,7 +296,7 @@ func (m *Module) Endpoint(rank int) (core.Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !m.cma.ok {
+	if !m.rdma.cma.ok {
 		return plainPeer{p}, nil
 	}
 	return p, nil
@@ -290,15 +321,15 @@ func (m *Module) connect(rank int) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1, in: &m.in[rank], expect: &m.expect[rank], rxDead: &m.rxDead[rank]}
+	p := &peer{m: m, rank: rank, pid: bl.Pid, pidfd: -1, in: &m.rx.in[rank], expect: &m.rx.expect[rank], rxDead: &m.rx.rxDead[rank]}
 	switch {
 	case rank == m.rank:
 		p.seg = m.seg
-	case m.attachErr != nil && m.attachErr[rank] != nil:
-		return nil, m.attachErr[rank]
+	case m.attach.errs != nil && m.attach.errs[rank] != nil:
+		return nil, m.attach.errs[rank]
 	default:
-		if m.attached != nil && m.attached[rank] != nil {
-			p.seg, m.attached[rank] = m.attached[rank], nil
+		if m.attach.segs != nil && m.attach.segs[rank] != nil {
+			p.seg, m.attach.segs[rank] = m.attach.segs[rank], nil
 		} else if p.seg, err = openSegment(bl.Path, rank, m.size); err != nil {
 			return nil, fmt.Errorf("%w: %w", err, core.ErrUnreachable)
 		}
@@ -319,14 +350,14 @@ func (m *Module) connect(rank int) (*peer, error) {
 	}
 	p.out.init(p.seg, m.rank)
 	p.fifo.init(p.seg)
-	p.cma = m.cma.ok && bl.CMA && m.cma.probe(bl.Pid, bl.Probe, bl.Magic)
-	if m.cma.ok && !p.cma {
+	p.cma = m.rdma.cma.ok && bl.CMA && m.rdma.cma.probe(bl.Pid, bl.Probe, bl.Magic)
+	if m.rdma.cma.ok && !p.cma {
 		m.log.Warn().Int("peer", rank).Msg("CMA does not reach this peer; RDMA to it fails")
 	}
 	m.peers[rank] = p
 	if p.pidfd >= 0 {
-		m.pollFds = append(m.pollFds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
-		m.pollPeers = append(m.pollPeers, p)
+		m.health.pollFds = append(m.health.pollFds, unix.PollFd{Fd: int32(p.pidfd), Events: unix.POLLIN})
+		m.health.pollPeers = append(m.health.pollPeers, p)
 	}
 	return p, nil
 }
@@ -354,8 +385,8 @@ var _ core.Attacher = (*Module)(nil)
 // remove the names (core.Attacher). It maps what connect would map later;
 // a peer it cannot map is remembered, and connecting to it fails then.
 func (m *Module) Attach(context.Context) error {
-	m.attached = make([]*segment, m.size)
-	m.attachErr = make([]error, m.size)
+	m.attach.segs = make([]*segment, m.size)
+	m.attach.errs = make([]error, m.size)
 	for r := range m.size {
 		if r == m.rank || m.peers[r] != nil || (m.loc != nil && m.loc.Node(r) != m.loc.Node(m.rank)) {
 			continue
@@ -364,8 +395,8 @@ func (m *Module) Attach(context.Context) error {
 		if err != nil {
 			continue // another host: unreachable, and connect says so
 		}
-		if m.attached[r], err = openSegment(bl.Path, r, m.size); err != nil {
-			m.attachErr[r] = fmt.Errorf("%w: %w", err, core.ErrUnreachable)
+		if m.attach.segs[r], err = openSegment(bl.Path, r, m.size); err != nil {
+			m.attach.errs[r] = fmt.Errorf("%w: %w", err, core.ErrUnreachable)
 		}
 	}
 	return nil
@@ -374,10 +405,10 @@ func (m *Module) Attach(context.Context) error {
 // Unlink removes this rank's segment file; the peers have mapped it
 // (core.Attacher).
 func (m *Module) Unlink() error {
-	if m.unlinked {
+	if m.attach.unlinked {
 		return nil
 	}
-	m.unlinked = true
+	m.attach.unlinked = true
 	if err := os.Remove(m.seg.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("sm: unlink segment: %w", err)
 	}
@@ -391,31 +422,31 @@ func (m *Module) Progress() int {
 	}
 	m.inProgress = true
 	n := 0
-	if len(m.rdmaDone) > 0 {
+	if len(m.rdma.done) > 0 {
 		n += m.completeRDMA()
 	}
-	if c := int(atomic.LoadUint32(m.activeN)); c != m.activeSeen {
+	if c := int(atomic.LoadUint32(m.rx.activeN)); c != m.rx.activeSeen {
 		m.refreshActive(c)
 	}
-	for _, s := range m.active {
+	for _, s := range m.rx.active {
 		n += m.pollBox(s, batch)
 	}
 	n += m.pollFifo()
-	if m.inflightN > 0 {
+	if m.tx.inflightN > 0 {
 		m.reclaim()
 	}
-	if len(m.helps)+len(m.gets) > 0 {
+	if len(m.coop.helps)+len(m.coop.gets) > 0 {
 		n += m.progressCoop()
 	}
 	// Every 64th call looks at the clock (and publishes the counters):
 	// next to nothing while the caller spins, and timely when it sleeps
 	// between polls — at the PML's longest back-off sleep, 500 µs, that
 	// is every 32 ms, well within the liveness interval.
-	m.ticks++
-	if m.ticks&63 == 0 || m.checkSoon {
+	m.health.ticks++
+	if m.health.ticks&63 == 0 || m.health.checkSoon {
 		m.housekeeping()
 	}
-	if len(m.lost) > 0 {
+	if len(m.health.lost) > 0 {
 		n += m.reportLost()
 	}
 	m.inProgress = false
@@ -426,22 +457,22 @@ func (m *Module) Progress() int {
 // A sender bumps the count before it writes its entry, so an entry may
 // still read zero: stop there and pick it up next time.
 func (m *Module) refreshActive(c int) {
-	for m.activeSeen < c && m.activeSeen < m.size {
-		v := atomic.LoadUint32(m.seg.u32(m.seg.lay.activeOff + 4*m.activeSeen))
+	for m.rx.activeSeen < c && m.rx.activeSeen < m.size {
+		v := atomic.LoadUint32(m.seg.u32(m.seg.lay.activeOff + 4*m.rx.activeSeen))
 		if v == 0 {
 			return
 		}
 		s := int(v) - 1
-		if s < m.size && !m.rxDead[s] {
-			m.active = append(m.active, s)
+		if s < m.size && !m.rx.rxDead[s] {
+			m.rx.active = append(m.rx.active, s)
 		}
-		m.activeSeen++
+		m.rx.activeSeen++
 	}
 }
 
 // pollBox delivers up to max in-order frames from sender s's fast box.
 func (m *Module) pollBox(s, max int) int {
-	in := &m.in[s]
+	in := &m.rx.in[s]
 	n := 0
 	for n < max {
 		frame, seq, ok, bad := in.peek()
@@ -449,14 +480,14 @@ func (m *Module) pollBox(s, max int) int {
 			m.failPeer(s, fmt.Errorf("sm: corrupt fast-box slot from rank %d: %w", s, core.ErrBadFrame))
 			break
 		}
-		if !ok || seq != m.expect[s] {
+		if !ok || seq != m.rx.expect[s] {
 			break // empty, or the next frame of s is in the FIFO
 		}
 		m.deliver(s, frame)
 		in.advance(len(frame))
-		m.expect[s]++
+		m.rx.expect[s]++
 		n++
-		if m.rxDead[s] {
+		if m.rx.rxDead[s] {
 			break
 		}
 	}
@@ -468,18 +499,18 @@ func (m *Module) pollBox(s, max int) int {
 func (m *Module) pollFifo() int {
 	n := 0
 	for n < batch {
-		d, ok := m.fifo.peek()
+		d, ok := m.rx.fifo.peek()
 		if !ok {
 			break
 		}
-		m.fifo.pop()
+		m.rx.fifo.pop()
 		s, off := splitDesc(d)
 		if s < 0 || s >= m.size {
 			m.log.Error().Uint64("descriptor", d).Msg("FIFO descriptor names no rank; dropped")
 			m.st.badFrames++
 			continue
 		}
-		if m.rxDead[s] {
+		if m.rx.rxDead[s] {
 			continue
 		}
 		p := m.peers[s]
@@ -497,7 +528,7 @@ func (m *Module) pollFifo() int {
 				m.failPeer(s, fmt.Errorf("sm: rank %d sent record offset %d outside its records: %w", s, off, core.ErrBadFrame))
 				continue
 			}
-			m.helps = append(m.helps, coopHelp{s, off})
+			m.coop.helps = append(m.coop.helps, coopHelp{s, off})
 			n++
 			continue
 		}
@@ -508,12 +539,12 @@ func (m *Module) pollFifo() int {
 		seq := atomic.LoadUint32(p.seg.u32(off + fragOffSeq))
 		ln := int(atomic.LoadUint32(p.seg.u32(off + fragOffLen)))
 		pad := int(atomic.LoadUint32(p.seg.u32(off + fragOffFrame)))
-		if seq != m.expect[s] {
+		if seq != m.rx.expect[s] {
 			// Frames sent before this one through the fast box are
 			// visible: the sender published them before it pushed this.
-			m.pollBox(s, int(seq-m.expect[s]))
-			if seq != m.expect[s] {
-				m.failPeer(s, fmt.Errorf("sm: rank %d fragment has sequence %d, expected %d: %w", s, seq, m.expect[s], core.ErrBadFrame))
+			m.pollBox(s, int(seq-m.rx.expect[s]))
+			if seq != m.rx.expect[s] {
+				m.failPeer(s, fmt.Errorf("sm: rank %d fragment has sequence %d, expected %d: %w", s, seq, m.rx.expect[s], core.ErrBadFrame))
 				continue
 			}
 		}
@@ -524,7 +555,7 @@ func (m *Module) pollFifo() int {
 		start := off + fragHdr + pad
 		m.deliver(s, p.seg.mem[start:start+ln])
 		release.Store32(p.seg.u32(off+fragOffDone), 1)
-		m.expect[s]++
+		m.rx.expect[s]++
 		n++
 	}
 	m.st.fifoRecvs += uint64(n)
@@ -533,7 +564,7 @@ func (m *Module) pollFifo() int {
 
 // deliver checks a frame from s and hands it to its handler.
 func (m *Module) deliver(s int, frame []byte) {
-	h := &m.rxHdr
+	h := &m.rx.hdr
 	if err := h.Decode(frame, m.lim); err != nil {
 		m.failPeer(s, fmt.Errorf("sm: from rank %d: %w", s, err))
 		return
@@ -555,33 +586,33 @@ func (m *Module) deliver(s int, frame []byte) {
 // finish one sender's fragments in order, so only the oldest of each
 // destination needs looking at.
 func (m *Module) reclaim() {
-	for d, q := range m.inflight {
+	for d, q := range m.tx.inflight {
 		k := 0
 		for k < len(q) && atomic.LoadUint32(m.seg.u32(m.seg.lay.frag(int(q[k]))+fragOffDone)) != 0 {
-			m.free = append(m.free, q[k])
+			m.tx.free = append(m.tx.free, q[k])
 			k++
 		}
 		if k > 0 {
-			m.replenished++
-			m.inflightN -= k
-			m.inflight[d] = append(q[:0], q[k:]...)
+			m.tx.replenished++
+			m.tx.inflightN -= k
+			m.tx.inflight[d] = append(q[:0], q[k:]...)
 		}
 	}
 }
 
 // failPeer stops talking to s and reports it lost.
 func (m *Module) failPeer(s int, err error) {
-	if m.rxDead[s] {
+	if m.rx.rxDead[s] {
 		return
 	}
-	m.rxDead[s] = true
+	m.rx.rxDead[s] = true
 	if errors.Is(err, core.ErrBadFrame) {
 		m.st.badFrames++
 	}
 	m.log.Error().Err(err).Int("peer", s).Msg("peer lost")
-	for i, a := range m.active {
+	for i, a := range m.rx.active {
 		if a == s {
-			m.active = append(m.active[:i], m.active[i+1:]...)
+			m.rx.active = append(m.rx.active[:i], m.rx.active[i+1:]...)
 			break
 		}
 	}
@@ -590,24 +621,24 @@ func (m *Module) failPeer(s int, err error) {
 	}
 	m.dropInflight(s)
 	m.failGets(s, err)
-	m.lost = append(m.lost, lostPeer{s, err})
+	m.health.lost = append(m.health.lost, lostPeer{s, err})
 }
 
 // dropInflight gives back the fragments a lost receiver will never finish.
 func (m *Module) dropInflight(d int) {
-	m.replenished++ // and sends to it meet its loss now, not a refusal
-	m.free = append(m.free, m.inflight[d]...)
-	m.inflightN -= len(m.inflight[d])
-	m.inflight[d] = m.inflight[d][:0]
+	m.tx.replenished++ // and sends to it meet its loss now, not a refusal
+	m.tx.free = append(m.tx.free, m.tx.inflight[d]...)
+	m.tx.inflightN -= len(m.tx.inflight[d])
+	m.tx.inflight[d] = m.tx.inflight[d][:0]
 }
 
 func (m *Module) reportLost() int {
-	lost := m.lost
-	m.lost = nil
+	lost := m.health.lost
+	m.health.lost = nil
 	m.st.peersLost += uint64(len(lost))
-	if m.onLost != nil {
+	if m.health.onLost != nil {
 		for _, l := range lost {
-			m.onLost(l.rank, l.err)
+			m.health.onLost(l.rank, l.err)
 		}
 	}
 	return len(lost)
@@ -618,11 +649,11 @@ func (m *Module) reportLost() int {
 func (m *Module) housekeeping() {
 	m.st.flush()
 	now := m.clock.Now()
-	if !m.checkSoon && now-m.lastCheck < m.cfg.liveness {
+	if !m.health.checkSoon && now-m.health.lastCheck < m.cfg.liveness {
 		return
 	}
-	m.checkSoon = false
-	m.lastCheck = now
+	m.health.checkSoon = false
+	m.health.lastCheck = now
 	m.checkPeers()
 }
 
@@ -630,19 +661,19 @@ func (m *Module) housekeeping() {
 // failed, or a process that exited without closing, is a lost peer; a
 // segment marked closed ends sends to it quietly.
 func (m *Module) checkPeers() {
-	if len(m.pollFds) > 0 {
-		for i := range m.pollFds {
-			m.pollFds[i].Revents = 0
+	if len(m.health.pollFds) > 0 {
+		for i := range m.health.pollFds {
+			m.health.pollFds[i].Revents = 0
 		}
-		if _, err := unix.Poll(m.pollFds, 0); err != nil && !errors.Is(err, syscall.EINTR) {
+		if _, err := unix.Poll(m.health.pollFds, 0); err != nil && !errors.Is(err, syscall.EINTR) {
 			m.log.Debug().Err(err).Msg("poll pidfds")
 		}
 	}
-	for i, p := range m.pollPeers {
+	for i, p := range m.health.pollPeers {
 		if p.dead != nil {
 			continue
 		}
-		exited := m.pollFds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
+		exited := m.health.pollFds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
 		m.checkPeer(p, exited)
 	}
 	// Peers in this process (tests) have no pidfd; their segment tells.
@@ -676,7 +707,7 @@ func (m *Module) checkPeer(p *peer, exited bool) {
 // liveness check and reports this rank lost. It reports rank lost here
 // too, at the next Progress.
 func (m *Module) Disconnect(rank int, reason error) {
-	if m.closed || rank < 0 || rank >= m.size || rank == m.rank || m.rxDead[rank] {
+	if m.closed || rank < 0 || rank >= m.size || rank == m.rank || m.rx.rxDead[rank] {
 		return
 	}
 	drop(m.seg, rank)
@@ -692,17 +723,17 @@ func (m *Module) Close() error {
 	atomic.StoreUint32(m.seg.u32(offState), stateClosed)
 	deadline := time.Now().Add(m.cfg.closeTimeout)
 	pause := 20 * time.Microsecond
-	for m.inflightN > 0 && time.Now().Before(deadline) {
+	for m.tx.inflightN > 0 && time.Now().Before(deadline) {
 		m.reclaim()
 		m.checkPeers()
-		if m.inflightN == 0 {
+		if m.tx.inflightN == 0 {
 			break
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, time.Millisecond)
 	}
-	if m.inflightN > 0 {
-		m.log.Warn().Int("fragments", m.inflightN).Msg("closing with fragments not yet consumed")
+	if m.tx.inflightN > 0 {
+		m.log.Warn().Int("fragments", m.tx.inflightN).Msg("closing with fragments not yet consumed")
 	}
 	m.closed = true
 	m.st.flush()
@@ -730,7 +761,7 @@ func (m *Module) abandon() {
 
 func (m *Module) release() error {
 	first := m.Unlink()
-	for _, seg := range m.attached {
+	for _, seg := range m.attach.segs {
 		if seg != nil {
 			seg.unmap()
 		}

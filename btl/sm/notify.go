@@ -80,17 +80,17 @@ func (m *Module) Arm() {
 // does not tell solicited frames from others: a spurious notification
 // costs one drain, a missed one a hang.
 func (m *Module) pending() bool {
-	if len(m.rdmaDone)+len(m.gets)+len(m.helps) > 0 {
+	if len(m.rdma.done)+len(m.coop.gets)+len(m.coop.helps) > 0 {
 		return true // a read from both ends moves only inside Progress
 	}
-	if _, ok := m.fifo.peek(); ok {
+	if _, ok := m.rx.fifo.peek(); ok {
 		return true
 	}
-	for s := range m.in {
-		if m.rxDead[s] {
+	for s := range m.rx.in {
+		if m.rx.rxDead[s] {
 			continue
 		}
-		in := &m.in[s]
+		in := &m.rx.in[s]
 		if atomic.LoadUint64((*uint64)(unsafe.Pointer(&in.ring[in.head&in.mask]))) != 0 {
 			return true
 		}

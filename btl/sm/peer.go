@@ -71,7 +71,7 @@ func (p *peer) Send(h core.Header, pre, data []byte, flags core.SendFlags) error
 		if core.HeaderSize+n <= m.fboxMax {
 			// The fast box may have room at the next try, which the
 			// module does not watch (Replenished).
-			m.replenished++
+			m.tx.replenished++
 		}
 		return err
 	}
@@ -146,9 +146,9 @@ var (
 
 func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	m := p.m
-	if len(m.free) == 0 {
+	if len(m.tx.free) == 0 {
 		m.reclaim()
-		if len(m.free) == 0 {
+		if len(m.tx.free) == 0 {
 			// No checkSoon here: a sender waiting for fragments meets this
 			// at every poll, and a liveness check at each (a ppoll on the
 			// pidfds) was 800,000 system calls in 20 windows of osu bw at
@@ -158,7 +158,7 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 			return errNoFrags
 		}
 	}
-	idx := m.free[len(m.free)-1]
+	idx := m.tx.free[len(m.tx.free)-1]
 	off := m.seg.lay.frag(int(idx))
 	n := core.HeaderSize + len(pre) + len(data)
 	pad := (cacheLine - (core.HeaderSize+len(pre))%cacheLine) % cacheLine
@@ -176,12 +176,12 @@ func (p *peer) sendFrag(h *core.Header, pre, data []byte) error {
 	*m.seg.u32(off + fragOffDone) = 0
 	if !p.fifo.push(makeDesc(m.rank, off)) {
 		m.st.noResources++
-		m.replenished++ // the receiver frees cells unseen: try again at the next poll
+		m.tx.replenished++ // the receiver frees cells unseen: try again at the next poll
 		return errFifoFull
 	}
-	m.free = m.free[:len(m.free)-1]
-	m.inflight[p.rank] = append(m.inflight[p.rank], idx)
-	m.inflightN++
+	m.tx.free = m.tx.free[:len(m.tx.free)-1]
+	m.tx.inflight[p.rank] = append(m.tx.inflight[p.rank], idx)
+	m.tx.inflightN++
 	p.seq++
 	m.st.fragSends++
 	return nil
@@ -268,11 +268,11 @@ func (p *peer) PreferRendezvous() bool { return false }
 // instead of asking again at every poll — tens of millions of refused
 // sends in a run of osu bw at 4 MiB, each a full pass of the PML's pump.
 // The fragments are the module's, so the count is too.
-func (p *peer) Replenished() uint64 { return p.m.replenished }
+func (p *peer) Replenished() uint64 { return p.m.tx.replenished }
 
 // FragsInFlight counts our fragments to this peer it has not consumed, as
 // of the last Progress's reclaim (core.Resources).
-func (p *peer) FragsInFlight() int { return len(p.m.inflight[p.rank]) }
+func (p *peer) FragsInFlight() int { return len(p.m.tx.inflight[p.rank]) }
 
 // plainPeer is the endpoint of a module without CMA: the peer's
 // endpoint without Put and Get (core.RDMA), so that the PML moves

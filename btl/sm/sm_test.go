@@ -249,10 +249,10 @@ func TestFragmentsAndCMAAllocateNothing(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, full); a != 0 {
 		t.Errorf("a send refused for want of a fragment allocates %.2f times", a)
 	}
-	if mods[0].checkSoon {
+	if mods[0].health.checkSoon {
 		t.Error("a send refused for want of a fragment asks for a liveness check (a system call at the next poll)")
 	}
-	progressUntil(t, mods, func() bool { return mods[0].inflightN == 0 })
+	progressUntil(t, mods, func() bool { return mods[0].tx.inflightN == 0 })
 
 	remote := make([]byte, 1<<20)
 	rg, _ := mods[1].RegisterMem(remote, core.AccessRemoteRead)
@@ -426,7 +426,7 @@ func TestSendEagerWritesTheSlotsSendWrites(t *testing.T) {
 		if !es.SendEager(1, h.Tag, h.PSN, msg) {
 			t.Fatalf("SendEager %d declined", i)
 		}
-		if a, b := viaSend[1].in[0].ring, viaEager[1].in[0].ring; !bytes.Equal(a, b) {
+		if a, b := viaSend[1].rx.in[0].ring, viaEager[1].rx.in[0].ring; !bytes.Equal(a, b) {
 			k := 0
 			for a[k] == b[k] {
 				k++
@@ -469,7 +469,7 @@ func TestTakeEagerTakesTheNextEagerFrameInPlace(t *testing.T) {
 		t.Fatalf("TakeEager of the first frame = %v %q", res, buf[:5])
 	}
 	psn := uint32(1)
-	for i := range 3 * int(mods[1].in[0].size) / 64 { // several times round the ring, slots of 48 to 80 bytes
+	for i := range 3 * int(mods[1].rx.in[0].size) / 64 { // several times round the ring, slots of 48 to 80 bytes
 		msg := make([]byte, 1+i%40) // every length around the two-word copy's 8 to 16
 		for j := range msg {
 			msg[j] = byte(i*7 + j)
@@ -557,7 +557,7 @@ func TestTakeEagerGivesSlotsBackWhenIdleOrAQuarterIsConsumed(t *testing.T) {
 	es := ep.(core.Eager)
 	back, _ := mods[1].Endpoint(0)
 	er := back.(core.Eager)
-	in := &mods[1].in[0]
+	in := &mods[1].rx.in[0]
 	published := func() uint64 { return atomic.LoadUint64(in.headp) }
 	ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, []byte("first"), 0)
 	buf := make([]byte, 64)

@@ -17,7 +17,7 @@ import (
 func TestASplitCopyDeliversEveryByteOfOddSizesAndOffsets(t *testing.T) {
 	const guard = 64
 	mods, src, _, _, _ := coopPair(t, 4<<20+8192, nil)
-	rg := mods[1].live[0]
+	rg := mods[1].rdma.live[0]
 	var helped uint64
 	for _, n := range []int{coopMin + 1, 300_001, 1<<20 - 1, 1<<20 + 13, 3<<20 + 4095} {
 		for _, off := range []int{0, 1, 4093} {
@@ -59,20 +59,20 @@ func TestASplitCopyDeliversEveryByteOfOddSizesAndOffsets(t *testing.T) {
 func TestASplitReadFromAGoneProcessFailsAsPeerLost(t *testing.T) {
 	mods, _, _, op, done := coopPair(t, 1<<20, nil)
 	getOp(t, mods[0], 1, op)
-	if len(mods[0].gets) != 1 {
-		t.Fatalf("%d split reads in flight, want 1", len(mods[0].gets))
+	if len(mods[0].coop.gets) != 1 {
+		t.Fatalf("%d split reads in flight, want 1", len(mods[0].coop.gets))
 	}
 	// A process that has exited and been reaped: its pid names nothing.
 	c := exec.Command("true")
 	if err := c.Run(); err != nil {
 		t.Skipf("no process to outlive: %v", err)
 	}
-	mods[0].gets[0].p.pid = c.Process.Pid
+	mods[0].coop.gets[0].p.pid = c.Process.Pid
 	progressUntil(t, mods[:1], func() bool { return done.n == 1 })
 	if !errors.Is(done.err, core.ErrPeerLost) {
 		t.Fatalf("read from a gone process: %v, want %v", done.err, core.ErrPeerLost)
 	}
-	if len(mods[0].coopFree) != coopRecs || len(mods[0].gets) != 0 {
-		t.Fatalf("after the failed read: %d records free, %d reads in flight", len(mods[0].coopFree), len(mods[0].gets))
+	if len(mods[0].coop.free) != coopRecs || len(mods[0].coop.gets) != 0 {
+		t.Fatalf("after the failed read: %d records free, %d reads in flight", len(mods[0].coop.free), len(mods[0].coop.gets))
 	}
 }
