@@ -288,17 +288,36 @@ func TestStaticSchemeStallsReturnCreditsAndPreferRendezvous(t *testing.T) {
 
 func TestCreditsPiggybackOnTheApplicationsAnswerInsteadOfAnExplicitFrame(t *testing.T) {
 	// One buffer each way, threshold 5: every frame makes its credit due
-	// at once (min(5, 1)), but a ping-pong's answer carries it.
-	j := openJob(t, 2, fcOpts(t, "P,256,8,1,1", staticFlow(1, 5, false)))
+	// at once (min(5, 1)), but a ping-pong's answer carries it — also an
+	// answer too large for the per-peer queue: a frame on a shared queue
+	// carries the first per-peer queue's credits.
+	for _, c := range []struct {
+		name   string
+		o      jobOpts
+		answer int
+	}{
+		{"per-peer queue", fcOpts(t, "P,256,8,1,1", staticFlow(1, 5, false)), 8},
+		{"answer on a shared queue", jobOpts{flow: staticFlow(1, 5, false),
+			params: map[string]string{"receive_queues": "P,256,8,1,1:S,2048,8,6,0", "eager_limit": "1KiB"}}, 1024},
+	} {
+		t.Run(c.name, func(t *testing.T) { piggyback(t, c.o, c.answer) })
+	}
+}
+
+// piggyback runs a ping-pong of 8-byte pings and answer-byte answers
+// and fails if credits went back in explicit frames.
+func piggyback(t *testing.T, o jobOpts, answer int) {
+	j := openJob(t, 2, o)
 	ping, pong := &stream{j: j, from: 0, to: 1}, &stream{j: j, from: 1, to: 0}
+	size := map[*stream]int{ping: 8, pong: answer}
 	ping.add(1, 8)
-	pong.add(1, 8)
+	pong.add(1, answer)
 	j.until("the connection", func() bool { ping.retry(); pong.retry(); return len(j.got[0]) == 1 && len(j.got[1]) == 1 })
 	// Each rank on its own goroutine, as a process would be: a blocking
 	// send progresses until the frame is taken, a receive until the
 	// message is in; then the answer.
 	send := func(s *stream) error {
-		s.add(1, 8)
+		s.add(1, size[s])
 
 		for deadline := time.Now().Add(10 * time.Second); s.accepted < s.queued; s.retry() {
 			if j.mods[s.from].Progress() == 0 && time.Now().After(deadline) {
