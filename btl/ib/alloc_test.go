@@ -19,7 +19,7 @@ func TestAnEagerSendAndItsDeliveryAllocateNothing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := openJob(t, 2, c.o)
 			n := 0
-			j.mods[1].handlers[testType] = nil
+			j.mods[1].rx.handlers[testType] = nil
 			j.mods[1].Register(testType, func(*core.Header, []byte) { n++ })
 			ep := j.ep(0, 1)
 			back := j.ep(1, 0)

@@ -27,9 +27,6 @@ type module struct {
 	clock      core.Clock
 	log        zerolog.Logger
 	metrics    *core.Metrics
-	handlers   core.Handlers
-	limits     core.FrameLimits
-	hdr        core.Header // the received frame's header, decoded in place
 	closed     bool
 	draining   bool          // closing (goodbye): frames are not handed on, losses not reported
 	depth      int           // Progress calls on the stack
@@ -239,7 +236,7 @@ func (m *module) describe() {
 		MaxRDMA: 1<<31 - 1, MaxReads: int(c.maxRdAtomic), Bandwidth: bw, Latency: c.latency,
 		Exclusivity: c.exclusivity,
 	}
-	m.limits = core.FrameLimits{Size: m.size, MaxPayload: maxSend}
+	m.rx.limits = core.FrameLimits{Size: m.size, MaxPayload: maxSend}
 }
 
 // Attrs describes the module.
@@ -265,7 +262,7 @@ func (m *module) Register(t core.FrameType, h core.Handler) error {
 	if t == core.TypeCredit {
 		return fmt.Errorf("ib %s: %v is the BTL's own frame type", m.id, t)
 	}
-	return m.handlers.Register(t, h)
+	return m.rx.handlers.Register(t, h)
 }
 
 // OnPeerLost installs the peer-loss callback.

@@ -106,8 +106,8 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		return
 	}
 	frame := b.mem[:wc.ByteLen]
-	h := &m.hdr
-	if err := h.Decode(frame, m.limits); err != nil || int(h.Src) != e.rank || int(h.Length) != len(frame)-core.HeaderSize {
+	h := &m.rx.hdr
+	if err := h.Decode(frame, m.rx.limits); err != nil || int(h.Src) != e.rank || int(h.Length) != len(frame)-core.HeaderSize {
 		if err == nil {
 			err = fmt.Errorf("%w: source %d, %d payload bytes in a %d-byte frame", core.ErrBadFrame, h.Src, h.Length, len(frame))
 		}
@@ -137,7 +137,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 		m.credit.backlogIn(e, b.queue)
 	}
 	if h.Type != core.TypeCredit {
-		if err := m.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
+		if err := m.rx.handlers.Dispatch(h, frame[core.HeaderSize:]); err != nil {
 			m.rx.badFrames.Inc()
 			e.fail(err)
 		}

@@ -62,9 +62,11 @@ type rqueue struct {
 }
 
 // recvSide is a module's receive queues, the registered memory behind
-// them, the receive-buffer policy that lays them out and grows them, and
-// the work request every receive post fills in place, so that posting a
-// receive allocates nothing.
+// them, the receive-buffer policy that lays them out and grows them, the
+// work request every receive post fills in place, so that posting a
+// receive allocates nothing, and the handlers frames go to. The module's
+// received routes a completion between it, the peer's endpoint and the
+// credit engine.
 type recvSide struct {
 	id      string
 	log     zerolog.Logger
@@ -80,6 +82,11 @@ type recvSide struct {
 	policy   policy.Driver[core.RecvEvent, core.RecvDecision]
 	wr       verbs.RecvWR
 	sg       [1]verbs.SGE
+	// handlers take the frames received, each checked against limits
+	// and its header decoded in place, into hdr.
+	handlers core.Handlers
+	limits   core.FrameLimits
+	hdr      core.Header
 
 	framesRecv, bytesRecv, badFrames *core.Counter
 	// recvSize is the sizes of the frames received, headers included:
