@@ -52,7 +52,7 @@ type rqueue struct {
 	wantLimit int // srq_limit to arm once posted reaches it
 	// per-peer queues: buffers per peer at wire-up and at most (the
 	// flow-control scheme's), the explicit-credit threshold, and retired
-	// buffers ready for a peer that grows (indexes into m.rx.bufs)
+	// buffers ready for a peer that grows (indexes into recvSide.bufs)
 	count, maxPosted, threshold int
 	pool                        []int32
 	// counters

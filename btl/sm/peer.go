@@ -23,7 +23,7 @@ type peer struct {
 	pidfd     int
 	cma       bool
 	dead      error // set once sends to it must fail
-	// The receive side's state of the peer's box for us (Module.in,
+	// The receive side's state of the peer's box for us (Module.rx.in,
 	// expect, rxDead), at hand for TakeEager.
 	in     *inBox
 	expect *uint32
