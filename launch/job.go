@@ -157,38 +157,9 @@ type rankProc struct {
 // (Ctrl-C). The error is for failures of the launcher itself (no such
 // program, no socket); how the ranks ended is in Result.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	if cfg.NP <= 0 {
-		return Result{}, fmt.Errorf("launch: -np %d: need at least one rank", cfg.NP)
-	}
-	if cfg.Prog == "" {
-		return Result{}, errors.New("launch: no program to run")
-	}
-	prog, err := exec.LookPath(cfg.Prog)
+	prog, err := cfg.complete()
 	if err != nil {
-		return Result{}, fmt.Errorf("launch: %w", err)
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = time.Second
-	}
-	if cfg.ReportWait == 0 {
-		cfg.ReportWait = 3 * time.Second
-	}
-	if cfg.Stdout == nil {
-		cfg.Stdout = os.Stdout
-	}
-	if cfg.Stderr == nil {
-		cfg.Stderr = os.Stderr
-	}
-	if cfg.Report == nil {
-		cfg.Report = cfg.Stderr
-	}
-	if cfg.ShmDir == "" {
-		cfg.ShmDir = "/dev/shm"
-	}
-	if f, ok := cfg.Stderr.(*os.File); ok && !cfg.TagOutput {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			cfg.Env = append(cfg.Env, boot.EnvStderrTTY+"=1")
-		}
+		return Result{}, err
 	}
 	stack, err := stackFile(cfg.StackFile)
 	if err != nil {
@@ -216,73 +187,158 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer srv.Close()
 	defer removeShm(cfg.ShmDir, job)
 
-	stdout := &lockedWriter{w: cfg.Stdout}
-	stderr := &lockedWriter{w: cfg.Stderr}
-	if cfg.Stdout == cfg.Stderr {
-		stderr = stdout
-	}
-	// While the ranks run, the launcher's own lines go through the lock
-	// the ranks' output takes when they share a stream.
-	report := cfg.Report
-	switch report {
-	case cfg.Stderr:
-		report = stderr
-	case cfg.Stdout:
-		report = stdout
-	}
-	var fwd sync.WaitGroup
-	exits := make(chan Exit, cfg.NP)
-	reports := make(chan int, cfg.NP)
-	procs := make([]*rankProc, 0, cfg.NP)
-
-	masks, placeEnv, err := place(cfg, report)
+	out := newOutputs(cfg)
+	masks, placeEnv, err := place(cfg, out.report)
 	if err != nil {
 		return Result{}, fmt.Errorf("launch: %w", err)
 	}
-	base := slices.Concat(os.Environ(), placeEnv, cfg.Env)
-	for r := range cfg.NP {
-		env := append(base[:len(base):len(base)],
-			boot.EnvRank+"="+strconv.Itoa(r),
-			boot.EnvSize+"="+strconv.Itoa(cfg.NP),
-			boot.EnvJobID+"="+job,
-			boot.EnvBoot+"="+sock,
-		)
-		if stack != "" {
-			env = append(env, boot.EnvConfig+"="+stack)
+	env := rankEnv{
+		base: slices.Concat(os.Environ(), placeEnv, cfg.Env),
+		np:   cfg.NP, job: job, sock: sock, stack: stack,
+	}
+	exits := make(chan Exit, cfg.NP)
+	reports := make(chan int, cfg.NP)
+	procs, err := startRanks(prog, cfg, env, masks, out, srv, exits, reports)
+	if err != nil {
+		return Result{}, err
+	}
+
+	res := supervise(ctx, cfg, out.report, srv, procs, exits, reports)
+	out.drain()
+	res.tell(cfg.Report, cfg.NP)
+	return res, nil
+}
+
+// complete checks cfg and fills in its defaults; it returns the path of
+// the program the ranks run.
+func (cfg *Config) complete() (string, error) {
+	if cfg.NP <= 0 {
+		return "", fmt.Errorf("launch: -np %d: need at least one rank", cfg.NP)
+	}
+	if cfg.Prog == "" {
+		return "", errors.New("launch: no program to run")
+	}
+	prog, err := exec.LookPath(cfg.Prog)
+	if err != nil {
+		return "", fmt.Errorf("launch: %w", err)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = time.Second
+	}
+	if cfg.ReportWait == 0 {
+		cfg.ReportWait = 3 * time.Second
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Report == nil {
+		cfg.Report = cfg.Stderr
+	}
+	if cfg.ShmDir == "" {
+		cfg.ShmDir = "/dev/shm"
+	}
+	if f, ok := cfg.Stderr.(*os.File); ok && !cfg.TagOutput {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			cfg.Env = append(cfg.Env, boot.EnvStderrTTY+"=1")
 		}
-		p, err := start(prog, cfg, r, env, masks, stdout, stderr, &fwd, reports)
+	}
+	return prog, nil
+}
+
+// outputs are the streams the ranks' output is forwarded to, and the
+// launcher's own report stream.
+type outputs struct {
+	stdout, stderr *lockedWriter
+	// report is cfg.Report, through the lock of the ranks' stream it is
+	// when it is one: while the ranks run, the launcher's own lines take
+	// the lock the ranks' output takes.
+	report io.Writer
+	// fwd counts the forwarders still copying a rank's pipe.
+	fwd sync.WaitGroup
+}
+
+func newOutputs(cfg Config) *outputs {
+	o := &outputs{stdout: &lockedWriter{w: cfg.Stdout}, stderr: &lockedWriter{w: cfg.Stderr}}
+	if cfg.Stdout == cfg.Stderr {
+		o.stderr = o.stdout
+	}
+	o.report = cfg.Report
+	switch o.report {
+	case cfg.Stderr:
+		o.report = o.stderr
+	case cfg.Stdout:
+		o.report = o.stdout
+	}
+	return o
+}
+
+// drain waits, up to a second, for the output still in the pipes: it
+// belongs to the job, but a descendant that keeps a pipe open does not
+// hold the launcher.
+func (o *outputs) drain() {
+	done := make(chan struct{})
+	go func() { o.fwd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}
+
+// rankEnv is what every rank's environment holds besides its rank.
+type rankEnv struct {
+	base             []string
+	np               int
+	job, sock, stack string
+}
+
+// of is rank r's environment.
+func (re rankEnv) of(r int) []string {
+	env := append(re.base[:len(re.base):len(re.base)],
+		boot.EnvRank+"="+strconv.Itoa(r),
+		boot.EnvSize+"="+strconv.Itoa(re.np),
+		boot.EnvJobID+"="+re.job,
+		boot.EnvBoot+"="+re.sock,
+	)
+	if re.stack != "" {
+		env = append(env, boot.EnvConfig+"="+re.stack)
+	}
+	return env
+}
+
+// startRanks starts every rank, each waited for on its own goroutine
+// that sends its Exit to exits. If one cannot start, it stops those
+// already running and waits for them before it returns the error.
+func startRanks(prog string, cfg Config, env rankEnv, masks []topo.CPUs, out *outputs, srv *Server, exits chan Exit, reports chan<- int) ([]*rankProc, error) {
+	procs := make([]*rankProc, 0, cfg.NP)
+	for r := range cfg.NP {
+		p, err := start(prog, cfg, r, env.of(r), masks, out.stdout, out.stderr, &out.fwd, reports)
 		if err != nil {
-			// Stop what already runs; the ranks that started wait on a
-			// fence that will never complete.
+			// The ranks that started wait on a fence that will never
+			// complete.
 			srv.Fail("the launcher could not start every rank")
 			signalAll(procs, syscall.SIGKILL)
 			for range procs {
 				<-exits
 			}
-			return Result{}, err
+			return nil, err
 		}
 		procs = append(procs, p)
 		go func() { exits <- wait(p) }()
 	}
+	return procs, nil
+}
 
-	res := supervise(ctx, cfg, report, srv, procs, exits, reports)
-	// Output that is still in the pipes belongs to the job; a descendant
-	// that keeps a pipe open does not hold the launcher.
-	done := make(chan struct{})
-	go func() { fwd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
+// tell reports why the job stopped early, if it did.
+func (res *Result) tell(w io.Writer, np int) {
+	if res.Reason != "" {
+		fmt.Fprintf(w, "gobtl run: %s\n", res.Reason)
 	}
-	if res.First != nil || res.Reason != "" {
-		if res.Reason != "" {
-			fmt.Fprintf(cfg.Report, "gobtl run: %s\n", res.Reason)
-		}
-		if res.First != nil {
-			fmt.Fprintf(cfg.Report, "gobtl run: %v; job of %d ranks stopped\n", *res.First, cfg.NP)
-		}
+	if res.First != nil {
+		fmt.Fprintf(w, "gobtl run: %v; job of %d ranks stopped\n", *res.First, np)
 	}
-	return res, nil
 }
 
 // supervise waits for every rank to end, stopping the job at the first
@@ -290,56 +346,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // was interrupted, it asks the ranks that can for a report of their state
 // (boot.EnvReport) and waits for them, up to cfg.ReportWait.
 func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, procs []*rankProc, exits <-chan Exit, reports <-chan int) Result {
-	res := Result{Exits: make([]Exit, len(procs))}
+	s := &supervisor{cfg: cfg, report: report, srv: srv, procs: procs}
+	s.res.Exits = make([]Exit, len(procs))
 	var timeout <-chan time.Time
 	if cfg.Timeout > 0 {
 		t := time.NewTimer(cfg.Timeout)
 		defer t.Stop()
 		timeout = t.C
-	}
-	var kill <-chan time.Time // armed when the job is being stopped
-	stopping := false
-	stop := func(why string) {
-		if stopping {
-			return
-		}
-		stopping = true
-		srv.Fail(why)
-		signalAll(procs, syscall.SIGTERM)
-		kill = time.After(cfg.Grace)
-	}
-	// Reporting: the ranks asked for their state and not yet heard from.
-	var (
-		awaiting  map[int]bool
-		reportEnd <-chan time.Time
-		stopWhy   string
-	)
-	askReports := func(why, what string) {
-		if stopping || awaiting != nil {
-			return
-		}
-		awaiting, stopWhy = map[int]bool{}, why
-		for _, p := range procs {
-			if p.pid > 0 && p.ready.Load() && cfg.ReportWait > 0 {
-				awaiting[p.rank] = true
-				syscall.Kill(p.pid, boot.ReportSignal) // the rank, not its plugins
-			}
-		}
-		if len(awaiting) == 0 {
-			stop(why)
-			return
-		}
-		fmt.Fprintf(report, "gobtl run: %s; asking the ranks where they are\n", what)
-		reportEnd = time.After(cfg.ReportWait)
-	}
-	heard := func(rank int) {
-		if awaiting == nil || stopping {
-			return
-		}
-		delete(awaiting, rank)
-		if len(awaiting) == 0 {
-			stop(stopWhy)
-		}
 	}
 	alive := len(procs)
 	aborts := srv.Aborts()
@@ -348,55 +361,145 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 		select {
 		case e := <-exits:
 			alive--
-			procs[e.Rank].pid = 0 // reaped: never signal a reused pid
-			e = ended(srv, e)
-			res.Exits[e.Rank] = e
-			if e.failed() && res.First == nil && res.Reason == "" {
-				ee := e
-				res.First = &ee
-				res.Status = e.Status()
-				stop(e.String())
-			}
-			heard(e.Rank)
+			s.exited(e)
 		case r := <-reports:
-			heard(r)
+			s.heard(r)
 		case a := <-aborts:
-			if res.blame(a, procs[a.Rank].cmd.Process.Pid) {
-				stop(res.First.String())
+			if s.res.blame(a, procs[a.Rank].cmd.Process.Pid) {
+				s.stop(s.res.First.String())
 			}
 		case <-ctxDone:
 			ctxDone = nil
-			if res.First == nil && res.Reason == "" {
-				res.Reason = "interrupted; stopping the job"
-				res.Status = StatusInterrupted
-			}
-			if awaiting != nil { // a second interrupt does not wait
-				stop(stopWhy)
-			}
-			askReports("the job was interrupted", "interrupted")
+			s.interrupted()
 		case <-timeout:
-			if res.First == nil && res.Reason == "" {
-				res.Reason = fmt.Sprintf("timed out after %v; stopping the job", cfg.Timeout)
-				res.Status = StatusTimeout
-			}
-			askReports("the job timed out", fmt.Sprintf("timed out after %v", cfg.Timeout))
-		case <-reportEnd:
-			reportEnd = nil
-			if !stopping {
-				var silent []int
-				for r := range awaiting {
-					silent = append(silent, r)
-				}
-				slices.Sort(silent)
-				fmt.Fprintf(report, "gobtl run: no state report from rank %s within %v\n", joinInts(silent), cfg.ReportWait)
-				stop(stopWhy)
-			}
-		case <-kill:
-			kill = nil
+			s.timedOut()
+		case <-s.reportEnd:
+			s.reportEnd = nil
+			s.reportsOverdue()
+		case <-s.kill:
+			s.kill = nil
 			signalAll(procs, syscall.SIGKILL)
 		}
 	}
-	return res
+	return s.res
+}
+
+// supervisor is supervise's state: the job's result so far, whether the
+// job is being stopped, and the state reports it waits for.
+type supervisor struct {
+	cfg    Config
+	report io.Writer
+	srv    *Server
+	procs  []*rankProc
+	res    Result
+
+	stopping bool
+	kill     <-chan time.Time // armed when the job is being stopped
+
+	// Reporting: the ranks asked for their state and not yet heard from,
+	// until reportEnd; then the job stops for stopWhy.
+	awaiting  map[int]bool
+	reportEnd <-chan time.Time
+	stopWhy   string
+}
+
+// stop stops the job (once): the bootstrap fails the ranks' fences, the
+// ranks get SIGTERM now and SIGKILL after cfg.Grace.
+func (s *supervisor) stop(why string) {
+	if s.stopping {
+		return
+	}
+	s.stopping = true
+	s.srv.Fail(why)
+	signalAll(s.procs, syscall.SIGTERM)
+	s.kill = time.After(s.cfg.Grace)
+}
+
+// askReports asks the ranks that can for a report of their state before
+// the job stops for why (what says it in the launcher's line); with none
+// to ask, it stops the job at once.
+func (s *supervisor) askReports(why, what string) {
+	if s.stopping || s.awaiting != nil {
+		return
+	}
+	s.awaiting, s.stopWhy = map[int]bool{}, why
+	for _, p := range s.procs {
+		if p.pid > 0 && p.ready.Load() && s.cfg.ReportWait > 0 {
+			s.awaiting[p.rank] = true
+			syscall.Kill(p.pid, boot.ReportSignal) // the rank, not its plugins
+		}
+	}
+	if len(s.awaiting) == 0 {
+		s.stop(why)
+		return
+	}
+	fmt.Fprintf(s.report, "gobtl run: %s; asking the ranks where they are\n", what)
+	s.reportEnd = time.After(s.cfg.ReportWait)
+}
+
+// heard notes that rank reported (or ended); the job stops when every
+// rank asked has.
+func (s *supervisor) heard(rank int) {
+	if s.awaiting == nil || s.stopping {
+		return
+	}
+	delete(s.awaiting, rank)
+	if len(s.awaiting) == 0 {
+		s.stop(s.stopWhy)
+	}
+}
+
+// exited records a rank's end; the first failure stops the job.
+func (s *supervisor) exited(e Exit) {
+	s.procs[e.Rank].pid = 0 // reaped: never signal a reused pid
+	e = ended(s.srv, e)
+	s.res.Exits[e.Rank] = e
+	if e.failed() && s.res.First == nil && s.res.Reason == "" {
+		ee := e
+		s.res.First = &ee
+		s.res.Status = e.Status()
+		s.stop(e.String())
+	}
+	s.heard(e.Rank)
+}
+
+// interrupted handles the cancel of supervise's context: the job's state
+// is asked for, then the job stops; an interrupt while the reports are
+// awaited stops it at once.
+func (s *supervisor) interrupted() {
+	if s.res.First == nil && s.res.Reason == "" {
+		s.res.Reason = "interrupted; stopping the job"
+		s.res.Status = StatusInterrupted
+	}
+	if s.awaiting != nil { // a second interrupt does not wait
+		s.stop(s.stopWhy)
+	}
+	s.askReports("the job was interrupted", "interrupted")
+}
+
+// timedOut handles the end of cfg.Timeout: the job's state is asked for,
+// then the job stops.
+func (s *supervisor) timedOut() {
+	if s.res.First == nil && s.res.Reason == "" {
+		s.res.Reason = fmt.Sprintf("timed out after %v; stopping the job", s.cfg.Timeout)
+		s.res.Status = StatusTimeout
+	}
+	s.askReports("the job timed out", fmt.Sprintf("timed out after %v", s.cfg.Timeout))
+}
+
+// reportsOverdue stops the job when the ranks asked for their state did
+// not all report within cfg.ReportWait, naming those that did not.
+func (s *supervisor) reportsOverdue() {
+	if s.stopping {
+		return
+	}
+	var silent []int
+	for r := range s.awaiting {
+		silent = append(silent, r)
+	}
+	slices.Sort(silent)
+	fmt.Fprintf(s.report, "gobtl run: no state report from rank %s within %v\n", joinInts(silent), s.cfg.ReportWait)
+	s.stop(s.stopWhy)
 }
 
 // ended completes a rank's exit with what the bootstrap knows of it: a
