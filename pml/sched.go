@@ -183,112 +183,154 @@ type span struct {
 // many spans it wrote.
 func (p *peer) plan(keys *[maxSubchannels]core.MemKey, haveKey uint8, off, n int, out *[maxSubchannels]span) int {
 	s := &p.sched
-	var elig [maxSubchannels]*sub
-	k := 0
-	for _, sb := range p.subs {
+	var c stripeSet
+	c.eligible(p.subs, keys != nil, haveKey)
+	if c.k == 0 {
+		return 0
+	}
+	if c.k == 1 || !s.cfg.Large.Striping() || int64(n) < s.cfg.StripeThreshold {
+		out[0] = span{s.pickBig(&c), off, n}
+		return 1
+	}
+	// Even striping uses equal weights, weighted and adaptive the current
+	// weights; a subchannel of weight 0 gets nothing.
+	first := c.sub[0]
+	if !c.weigh(s) {
+		out[0] = span{first, off, n}
+		return 1
+	}
+	return c.cut(off, n, int(s.cfg.MinStripe), out)
+}
+
+// stripeSet is the subchannels one message may be striped over, with
+// their weights.
+type stripeSet struct {
+	sub [maxSubchannels]*sub
+	w   [maxSubchannels]float64
+	k   int
+}
+
+// eligible collects the subchannels of subs that offer RDMA and, when
+// keyed, have a key from the peer (their bit in haveKey).
+func (c *stripeSet) eligible(subs []*sub, keyed bool, haveKey uint8) {
+	for _, sb := range subs {
 		if sb.rdma == nil {
 			continue
 		}
-		if keys != nil && haveKey&(1<<sb.idx) == 0 {
+		if keyed && haveKey&(1<<sb.idx) == 0 {
 			continue
 		}
-		elig[k] = sb
-		k++
+		c.sub[c.k] = sb
+		c.k++
 	}
-	if k == 0 {
-		return 0
-	}
-	if k == 1 || !s.cfg.Large.Striping() || int64(n) < s.cfg.StripeThreshold {
+}
+
+// pickBig chooses the one subchannel of an unstriped message: the bound
+// one when the policy binds and it is eligible, else the next in round
+// robin.
+func (s *schedState) pickBig(c *stripeSet) *sub {
+	if s.cfg.Large == core.SchedBinding {
 		var sb *sub
-		if s.cfg.Large == core.SchedBinding {
-			for i := 0; i < k; i++ {
-				if elig[i].idx == s.cfg.Bind {
-					sb = elig[i]
-				}
+		for _, e := range c.sub[:c.k] {
+			if e.idx == s.cfg.Bind {
+				sb = e
 			}
 		}
-		if sb == nil {
-			sb = elig[s.rrBig%k]
-			s.rrBig++
+		if sb != nil {
+			return sb
 		}
-		out[0] = span{sb, off, n}
-		return 1
 	}
-	// Weighted cut. Even striping uses equal weights, weighted and
-	// adaptive the current weights; a subchannel of weight 0 gets nothing.
-	// No stripe is shorter than MinStripe: a share that would be shorter
-	// is raised to MinStripe, taken from the others, so that a subchannel
-	// adaptive striping has nearly written off still carries a stripe and
-	// is timed — left out, it could never win its weight back when its
-	// path gets faster again (§6.3, Fig. 20). When the message is too
-	// short to give every subchannel MinStripe, the subchannel of the
-	// smallest weight is left out, until it is not.
-	var w [maxSubchannels]float64
+	sb := c.sub[s.rrBig%c.k]
+	s.rrBig++
+	return sb
+}
+
+// weigh gives every subchannel of c its striping weight and leaves out
+// those of weight 0. It reports whether any is left.
+func (c *stripeSet) weigh(s *schedState) bool {
 	m := 0
-	for i := 0; i < k; i++ {
+	for i := 0; i < c.k; i++ {
 		v := 1.0
 		if s.cfg.Large != core.SchedEvenStriping {
-			v = s.w[elig[i].idx]
+			v = s.w[c.sub[i].idx]
 		}
 		if v > 0 {
-			elig[m], w[m] = elig[i], v
+			c.sub[m], c.w[m] = c.sub[i], v
 			m++
 		}
 	}
-	if m == 0 {
-		out[0] = span{elig[0], off, n}
-		return 1
+	c.k = m
+	return m > 0
+}
+
+// cut writes the weighted stripes of n bytes at off to out and returns
+// how many. No stripe is shorter than minS: a share that would be shorter
+// is raised to minS, taken from the others, so that a subchannel adaptive
+// striping has nearly written off still carries a stripe and is timed —
+// left out, it could never win its weight back when its path gets faster
+// again (§6.3, Fig. 20). When the message is too short to give every
+// subchannel minS, the subchannel of the smallest weight is left out,
+// until it is not.
+func (c *stripeSet) cut(off, n, minS int, out *[maxSubchannels]span) int {
+	for c.k > 1 && n < c.k*minS {
+		c.dropLightest()
 	}
-	k = m
-	minS := int(s.cfg.MinStripe)
-	for k > 1 && n < k*minS {
-		drop := 0
-		for i := 1; i < k; i++ {
-			if w[i] < w[drop] {
-				drop = i
-			}
-		}
-		copy(elig[drop:k], elig[drop+1:k])
-		copy(w[drop:k], w[drop+1:k])
-		k--
-	}
-	// Water-filling: fix the shares that fall short at MinStripe and cut
-	// the rest by weight among the others. One subchannel always stays
-	// unfixed (n ≥ k·MinStripe leaves it at least MinStripe).
 	var fixed [maxSubchannels]bool
-	rest, sum := n, 0.0
-	for {
-		rest, sum = n, 0
-		for i := 0; i < k; i++ {
-			if fixed[i] {
-				rest -= minS
-			} else {
-				sum += w[i]
-			}
-		}
-		more := false
-		for i := 0; i < k; i++ {
-			if !fixed[i] && float64(rest)*w[i]/sum < float64(minS) {
-				fixed[i], more = true, true
-			}
-		}
-		if !more {
-			break
-		}
-	}
-	done := 0
-	for i := 0; i < k; i++ {
+	rest, sum := c.waterFill(n, minS, &fixed)
+	k, done := c.k, 0
+	for i, sb := range c.sub[:k] {
 		l := minS
 		if !fixed[i] {
-			l = int(float64(rest) * w[i] / sum)
+			l = int(float64(rest) * c.w[i] / sum)
 		}
 		if i == k-1 {
 			l = n - done
 		}
-		out[i] = span{elig[i], off + done, l}
+		out[i] = span{sb, off + done, l}
 		done += l
 	}
 	return k
+}
+
+// dropLightest leaves out the subchannel of the smallest weight (the
+// first of them).
+func (c *stripeSet) dropLightest() {
+	drop := 0
+	for i := 1; i < c.k; i++ {
+		if c.w[i] < c.w[drop] {
+			drop = i
+		}
+	}
+	copy(c.sub[drop:c.k], c.sub[drop+1:c.k])
+	copy(c.w[drop:c.k], c.w[drop+1:c.k])
+	c.k--
+}
+
+// waterFill fixes at minS the shares of n that fall short of it (marked
+// in fixed) and returns the bytes left to cut by weight among the others
+// and the sum of their weights. One subchannel always stays unfixed
+// (n ≥ k·minS leaves it at least minS).
+func (c *stripeSet) waterFill(n, minS int, fixed *[maxSubchannels]bool) (rest int, sum float64) {
+	w := c.w[:c.k]
+	for {
+		rest, sum = n, 0
+		for i, v := range w {
+			if fixed[i] {
+				rest -= minS
+			} else {
+				sum += v
+			}
+		}
+		more := false
+		for i, v := range w {
+			if !fixed[i] && float64(rest)*v/sum < float64(minS) {
+				fixed[i], more = true, true
+			}
+		}
+		if !more {
+			return rest, sum
+		}
+	}
 }
 
 // stripesDone reports a finished RDMA message to the scheduling policy:
