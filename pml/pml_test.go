@@ -13,18 +13,27 @@ import (
 
 var oneRail = []inproc.RailOptions{{}}
 
+// matchMsg is a message of TestMatching: its tag (AnyTag for a wildcard
+// receive) and size.
+type matchMsg struct {
+	tag  int
+	size int
+}
+
+// matchCase is a case of TestMatching: rank 1 sends sends to rank 0, in
+// order; rank 0 posts recvs, in order, and each gets the tag in expect,
+// truncated where trunc says.
+type matchCase struct {
+	name   string
+	sends  []matchMsg
+	recvs  []matchMsg
+	expect []int
+	trunc  []bool
+}
+
 func TestMatching(t *testing.T) {
-	type msg struct {
-		tag  int
-		size int
-	}
-	tests := []struct {
-		name   string
-		sends  []msg // rank 1 sends these to rank 0, in order
-		recvs  []msg // rank 0 posts these (tag may be AnyTag), in order, after the sends
-		expect []int // tag each receive gets
-		trunc  []bool
-	}{
+	type msg = matchMsg
+	tests := []matchCase{
 		{"a specific tag skips earlier messages of other tags", []msg{{1, 8}, {2, 8}}, []msg{{2, 8}, {1, 8}}, []int{2, 1}, nil},
 		{"AnyTag takes messages in send order", []msg{{5, 8}, {3, 8}, {9, 8}}, []msg{{AnyTag, 8}, {AnyTag, 8}, {AnyTag, 8}}, []int{5, 3, 9}, nil},
 		{"same-tag messages never overtake, rendezvous then eager", []msg{{4, 64 << 10}, {4, 8}}, []msg{{4, 64 << 10}, {4, 64 << 10}}, []int{4, 4}, nil},
@@ -43,74 +52,95 @@ func TestMatching(t *testing.T) {
 				ready := make(chan struct{})
 				w.run(t, func(c *Comm) error {
 					if c.Rank() == 1 {
-						if posted {
-							<-ready
-						}
-						var reqs []*Request
-						for i, m := range tc.sends {
-							r, err := c.Isend(pattern(make([]byte, m.size), i), 0, m.tag)
-							if err != nil {
-								return err
-							}
-							reqs = append(reqs, r)
-						}
-						if err := c.Barrier(); err != nil {
-							return err
-						}
-						return c.Waitall(reqs, nil)
+						return tc.send(c, posted, ready)
 					}
-					if !posted {
-						if err := c.Barrier(); err != nil {
-							return err
-						}
-					}
-					var reqs []*Request
-					var bufs [][]byte
-					consumed := map[int]bool{}
-					for _, m := range tc.recvs {
-						b := make([]byte, m.size)
-						r, err := c.Irecv(b, 1, m.tag)
-						if err != nil {
-							return err
-						}
-						reqs, bufs = append(reqs, r), append(bufs, b)
-					}
-					if posted {
-						close(ready)
-					}
-					for i, r := range reqs {
-						st, err := c.Wait(r)
-						wantTrunc := tc.trunc != nil && tc.trunc[i]
-						if wantTrunc != errors.Is(err, core.ErrTruncated) {
-							return fmt.Errorf("receive %d: err %v, want truncation %v", i, err, wantTrunc)
-						}
-						if !wantTrunc && err != nil {
-							return err
-						}
-						if st.Tag != tc.expect[i] || st.Source != 1 {
-							return fmt.Errorf("receive %d got tag %d from %d, want tag %d", i, st.Tag, st.Source, tc.expect[i])
-						}
-						// Find which send it was to check content.
-						for j, m := range tc.sends {
-							if m.tag == st.Tag && !consumed[j] {
-								want := pattern(make([]byte, m.size), j)
-								n := min(len(want), len(bufs[i]))
-								if st.Count != n || !bytes.Equal(bufs[i][:n], want[:n]) {
-									return fmt.Errorf("receive %d: count %d, content mismatch against send %d", i, st.Count, j)
-								}
-								consumed[j] = true
-								break
-							}
-						}
-					}
-					if posted {
-						return c.Barrier()
-					}
-					return nil
+					return tc.receive(c, posted, ready)
 				})
 			})
 		}
 	}
+}
+
+// send is rank 1's part: when the receives are posted first, it waits
+// for ready; otherwise its messages are on their way (unexpected) when
+// the barrier lets rank 0 post.
+func (tc *matchCase) send(c *Comm, posted bool, ready <-chan struct{}) error {
+	if posted {
+		<-ready
+	}
+	var reqs []*Request
+	for i, m := range tc.sends {
+		r, err := c.Isend(pattern(make([]byte, m.size), i), 0, m.tag)
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+	}
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	return c.Waitall(reqs, nil)
+}
+
+// receive is rank 0's part: it posts every receive, then checks what each
+// got.
+func (tc *matchCase) receive(c *Comm, posted bool, ready chan<- struct{}) error {
+	if !posted {
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+	}
+	var reqs []*Request
+	var bufs [][]byte
+	for _, m := range tc.recvs {
+		b := make([]byte, m.size)
+		r, err := c.Irecv(b, 1, m.tag)
+		if err != nil {
+			return err
+		}
+		reqs, bufs = append(reqs, r), append(bufs, b)
+	}
+	if posted {
+		close(ready)
+	}
+	consumed := map[int]bool{}
+	for i, r := range reqs {
+		st, err := c.Wait(r)
+		if err := tc.check(i, st, err, bufs[i], consumed); err != nil {
+			return err
+		}
+	}
+	if posted {
+		return c.Barrier()
+	}
+	return nil
+}
+
+// check checks receive i: its truncation, tag and source, and its
+// content against the first send of its tag not yet consumed.
+func (tc *matchCase) check(i int, st Status, err error, buf []byte, consumed map[int]bool) error {
+	wantTrunc := tc.trunc != nil && tc.trunc[i]
+	if wantTrunc != errors.Is(err, core.ErrTruncated) {
+		return fmt.Errorf("receive %d: err %v, want truncation %v", i, err, wantTrunc)
+	}
+	if !wantTrunc && err != nil {
+		return err
+	}
+	if st.Tag != tc.expect[i] || st.Source != 1 {
+		return fmt.Errorf("receive %d got tag %d from %d, want tag %d", i, st.Tag, st.Source, tc.expect[i])
+	}
+	for j, m := range tc.sends {
+		if m.tag == st.Tag && !consumed[j] {
+			want := pattern(make([]byte, m.size), j)
+			n := min(len(want), len(buf))
+			if st.Count != n || !bytes.Equal(buf[:n], want[:n]) {
+				return fmt.Errorf("receive %d: count %d, content mismatch against send %d", i, st.Count, j)
+			}
+			consumed[j] = true
+			break
+		}
+	}
+	return nil
 }
 
 func TestAnySourceAndSelf(t *testing.T) {
@@ -543,15 +573,6 @@ func TestFragChunkFillsFragmentsOfLongMessages(t *testing.T) {
 func TestAWildcardFailsUntilTheLossIsAcknowledged(t *testing.T) {
 	w := newWorld(t, 3, oneRail, Options{FinalizeTimeout: 100 * time.Millisecond})
 	w.noFinalize = true
-	// failing runs calls that must fail with ErrPeerLost.
-	failing := func(calls map[string]func() error) error {
-		for what, call := range calls {
-			if err := call(); !errors.Is(err, core.ErrPeerLost) {
-				return fmt.Errorf("%s after the loss: %v, want ErrPeerLost", what, err)
-			}
-		}
-		return nil
-	}
 	w.run(t, func(c *Comm) error {
 		d, err := c.Dup()
 		if err != nil {
@@ -559,58 +580,7 @@ func TestAWildcardFailsUntilTheLossIsAcknowledged(t *testing.T) {
 		}
 		switch c.Rank() {
 		case 0:
-			r, _ := c.Irecv(make([]byte, 8), 1, 0)
-			w.f.Drop(0, 0, 1)
-			if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
-				return fmt.Errorf("receive from the dropped peer: %v", err)
-			}
-			// Rank 2's message is on its way, or here: the wildcard
-			// fails all the same until the loss is acknowledged.
-			if err := c.Send(nil, 2, 1); err != nil {
-				return err
-			}
-			if _, err := c.Recv(nil, 2, 2); err != nil { // rank 2 has sent
-				return err
-			}
-			err := failing(map[string]func() error{
-				"Irecv(AnySource)": func() error {
-					r, err := c.Irecv(make([]byte, 5), AnySource, 3)
-					if err == nil {
-						_, err = c.Wait(r)
-					}
-					return err
-				},
-				"Recv(AnySource)":   func() error { _, err := c.Recv(make([]byte, 5), AnySource, AnyTag); return err },
-				"Iprobe(AnySource)": func() error { _, _, err := c.Iprobe(AnySource, AnyTag); return err },
-				"Probe(AnySource)":  func() error { _, err := c.Probe(AnySource, 3); return err },
-			})
-			if err != nil {
-				return err
-			}
-			if got := c.AckFailed(); len(got) != 1 || got[0] != 1 {
-				return fmt.Errorf("AckFailed acknowledged %v, want [1]", got)
-			}
-			ok, st, err := c.Iprobe(AnySource, 3)
-			if err != nil || !ok || st.Source != 2 {
-				return fmt.Errorf("Iprobe(AnySource) after the acknowledgement: %v %+v %v, want rank 2's message", ok, st, err)
-			}
-			b := make([]byte, 5)
-			if st, err := c.Recv(b, AnySource, 3); err != nil || st.Source != 2 || string(b) != "alive" {
-				return fmt.Errorf("Recv(AnySource) after the acknowledgement: %+v %v %q", st, err, b)
-			}
-			err = failing(map[string]func() error{
-				"a receive from the lost rank": func() error { _, err := c.Recv(nil, 1, AnyTag); return err },
-				// The duplicate has not acknowledged: its wildcards still fail.
-				"the duplicate's Iprobe(AnySource)": func() error { _, _, err := d.Iprobe(AnySource, AnyTag); return err },
-			})
-			if err != nil {
-				return err
-			}
-			d.AckFailed()
-			if _, err := d.Recv(b, AnySource, 4); err != nil || string(b) != "again" {
-				return fmt.Errorf("the duplicate's Recv(AnySource) after its acknowledgement: %v %q", err, b)
-			}
-			return nil
+			return wildcardsAfterALoss(w, c, d)
 		case 2:
 			if _, err := c.Recv(nil, 0, 1); err != nil {
 				return err
@@ -625,6 +595,80 @@ func TestAWildcardFailsUntilTheLossIsAcknowledged(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// wildcardsAfterALoss is rank 0's part of
+// TestAWildcardFailsUntilTheLossIsAcknowledged (d is c's duplicate): it
+// loses rank 1, and with rank 2's message here, checks that c's
+// wildcards fail until c acknowledges, then match, and that d's fail
+// until d acknowledges.
+func wildcardsAfterALoss(w *world, c, d *Comm) error {
+	r, _ := c.Irecv(make([]byte, 8), 1, 0)
+	w.f.Drop(0, 0, 1)
+	if _, err := c.Wait(r); !errors.Is(err, core.ErrPeerLost) {
+		return fmt.Errorf("receive from the dropped peer: %v", err)
+	}
+	// Rank 2's message is on its way, or here: the wildcard fails all the
+	// same until the loss is acknowledged.
+	if err := c.Send(nil, 2, 1); err != nil {
+		return err
+	}
+	if _, err := c.Recv(nil, 2, 2); err != nil { // rank 2 has sent
+		return err
+	}
+	if err := failsWithPeerLost(wildcardCalls(c)); err != nil {
+		return err
+	}
+	if got := c.AckFailed(); len(got) != 1 || got[0] != 1 {
+		return fmt.Errorf("AckFailed acknowledged %v, want [1]", got)
+	}
+	ok, st, err := c.Iprobe(AnySource, 3)
+	if err != nil || !ok || st.Source != 2 {
+		return fmt.Errorf("Iprobe(AnySource) after the acknowledgement: %v %+v %v, want rank 2's message", ok, st, err)
+	}
+	b := make([]byte, 5)
+	if st, err := c.Recv(b, AnySource, 3); err != nil || st.Source != 2 || string(b) != "alive" {
+		return fmt.Errorf("Recv(AnySource) after the acknowledgement: %+v %v %q", st, err, b)
+	}
+	err = failsWithPeerLost(map[string]func() error{
+		"a receive from the lost rank": func() error { _, err := c.Recv(nil, 1, AnyTag); return err },
+		// The duplicate has not acknowledged: its wildcards still fail.
+		"the duplicate's Iprobe(AnySource)": func() error { _, _, err := d.Iprobe(AnySource, AnyTag); return err },
+	})
+	if err != nil {
+		return err
+	}
+	d.AckFailed()
+	if _, err := d.Recv(b, AnySource, 4); err != nil || string(b) != "again" {
+		return fmt.Errorf("the duplicate's Recv(AnySource) after its acknowledgement: %v %q", err, b)
+	}
+	return nil
+}
+
+// wildcardCalls are c's receives and probes from AnySource, by name.
+func wildcardCalls(c *Comm) map[string]func() error {
+	return map[string]func() error{
+		"Irecv(AnySource)": func() error {
+			r, err := c.Irecv(make([]byte, 5), AnySource, 3)
+			if err == nil {
+				_, err = c.Wait(r)
+			}
+			return err
+		},
+		"Recv(AnySource)":   func() error { _, err := c.Recv(make([]byte, 5), AnySource, AnyTag); return err },
+		"Iprobe(AnySource)": func() error { _, _, err := c.Iprobe(AnySource, AnyTag); return err },
+		"Probe(AnySource)":  func() error { _, err := c.Probe(AnySource, 3); return err },
+	}
+}
+
+// failsWithPeerLost runs calls that must fail with ErrPeerLost.
+func failsWithPeerLost(calls map[string]func() error) error {
+	for what, call := range calls {
+		if err := call(); !errors.Is(err, core.ErrPeerLost) {
+			return fmt.Errorf("%s after the loss: %v, want ErrPeerLost", what, err)
+		}
+	}
+	return nil
 }
 
 // A loss outside a communicator concerns none of its wildcards: on a
