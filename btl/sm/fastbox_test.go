@@ -80,6 +80,13 @@ func TestPublishingAnEagerFrameWritesOnlyItsLine(t *testing.T) {
 		mods, _ := openRanks(t, 2, c.params)
 		delivered := 0
 		mods[1].Register(core.TypeEager, func(*core.Header, []byte) { delivered++ })
+		catchUp := func(sent int) {
+			for mods[1].Progress() > 0 {
+			}
+			if delivered != sent {
+				t.Fatalf("lag %d: %d frames delivered of %d sent", lag, delivered, sent)
+			}
+		}
 		ep, _ := mods[0].Endpoint(1)
 		es := ep.(core.Eager)
 		ep.Send(core.Header{Type: core.TypeEager, Context: 1}, nil, nil, 0) // announces the sender
@@ -87,78 +94,91 @@ func TestPublishingAnEagerFrameWritesOnlyItsLine(t *testing.T) {
 		sent, alone := 1, 0
 		for i := range 4 * int(o.size) / cacheLine {
 			if i%lag == 0 {
-				for mods[1].Progress() > 0 {
-				}
-				if delivered != sent {
-					t.Fatalf("lag %d: %d frames delivered of %d sent", lag, delivered, sent)
-				}
+				catchUp(sent)
 			}
-			tail0, clear0, head0 := o.tail, o.clear, o.head
-			given := atomic.LoadUint64(o.headp) // the receiver's read position, as published
 			checkFrontier(t, o, "before a send")
-			// Poison what the sender may overwrite: all it has been given
-			// back, but for the zeroed header words.
-			for p := tail0; p < head0+o.size; p++ {
-				if p >= clear0 || p%cacheLine >= 8 {
-					o.ring[p&o.mask] = 0xA5
-				}
-			}
-			// The zeroed header words after the slot get a marker, so that
-			// a zero written over them before the release store shows.
-			const marker = 0x5A5A5A5A5A5A5A5A
-			for p := tail0 + cacheLine; p < clear0; p += cacheLine {
-				*o.word(p & o.mask) = marker
-			}
-			snap := ringSnap{bytes.Clone(o.ring)}
+			b := poisonBox(o)
 			msg := bytes.Repeat([]byte{byte(i)}, 1+i%24)
 			if !es.SendEager(1, 0, uint32(sent), msg) {
 				t.Fatalf("lag %d: SendEager %d declined", lag, i)
 			}
 			sent++
-			slot := o.tail - cacheLine
-			if slot%cacheLine != 0 {
-				t.Fatalf("lag %d: slot at %d does not start a line", lag, slot)
-			}
-			for p := o.tail; p < clear0; p += cacheLine {
-				if *o.word(p & o.mask) != marker {
-					t.Fatalf("lag %d: send %d (slot %d) wrote the header word at %d, zero already", lag, i, slot, p)
-				}
-			}
-			if slot == tail0 && lag == 1 && clear0 > tail0+cacheLine {
+			slot := b.check(t, o, lag, i)
+			if slot == b.tail && lag == 1 && b.clear > b.tail+cacheLine {
 				alone++
-			}
-			// Nothing the receiver has not given back changed.
-			if ps := snap.changed(o, given, tail0); len(ps) > 0 {
-				t.Fatalf("lag %d: send %d changed position %d, in frames the receiver had not given back [%d, %d)", lag, i, ps[0], given, tail0)
-			}
-			// Between the old tail and the slot only an end-of-ring marker
-			// (its header word) may change.
-			for _, p := range snap.changed(o, tail0, slot) {
-				if p != tail0 && (p-tail0 >= 8 || *o.word(tail0 & o.mask) != skipLen) {
-					t.Fatalf("lag %d: send %d changed position %d between the tail %d and its slot %d", lag, i, p, tail0, slot)
-				}
-			}
-			// Past the slot, only header words beyond the old frontier and
-			// below the new one (zero, as checkFrontier saw).
-			for _, p := range snap.changed(o, o.tail, head0+o.size) {
-				if p%cacheLine >= 8 || p < clear0 || p >= o.clear {
-					t.Fatalf("lag %d: send %d (slot %d, old frontier %d) changed position %d", lag, i, slot, clear0, p)
-				}
-			}
-			for p := o.tail; p < clear0; p += cacheLine {
-				*o.word(p & o.mask) = 0 // the marker goes before the receiver looks
 			}
 			checkFrontier(t, o, "after a send")
 		}
-		for mods[1].Progress() > 0 {
-		}
-		if delivered != sent {
-			t.Fatalf("lag %d: %d frames delivered of %d sent", lag, delivered, sent)
-		}
+		catchUp(sent)
 		if lag == 1 && c.params == nil && alone < 4*int(o.size)/cacheLine-2 {
 			t.Fatalf("a receiver that keeps up: %d of %d slots had their next header zeroed beforehand", alone, 4*int(o.size)/cacheLine)
 		}
 	}
+}
+
+// boxBefore is a box as it was before a send: its positions, the
+// receiver's read position as published (given) and a copy of its ring.
+type boxBefore struct {
+	tail, clear, head, given uint64
+	snap                     ringSnap
+}
+
+// frontierMarker is written into the zeroed header words past the tail
+// before a send, so that a zero written over them before the release
+// store shows.
+const frontierMarker = 0x5A5A5A5A5A5A5A5A
+
+// poisonBox poisons what the sender may overwrite — all it has been
+// given back, but for the zeroed header words, which get frontierMarker
+// — and returns the box as it is then.
+func poisonBox(o *outBox) boxBefore {
+	b := boxBefore{tail: o.tail, clear: o.clear, head: o.head, given: atomic.LoadUint64(o.headp)}
+	for p := b.tail; p < b.head+o.size; p++ {
+		if p >= b.clear || p%cacheLine >= 8 {
+			o.ring[p&o.mask] = 0xA5
+		}
+	}
+	for p := b.tail + cacheLine; p < b.clear; p += cacheLine {
+		*o.word(p & o.mask) = frontierMarker
+	}
+	b.snap = ringSnap{bytes.Clone(o.ring)}
+	return b
+}
+
+// check fails unless send i wrote its slot, starting a line, and nothing
+// else the receiver might read: nothing it has not given back, between
+// the old tail and the slot only an end-of-ring marker, past the slot
+// only header words beyond the old frontier and below the new one, none
+// of those below the old frontier (the markers stay). It puts the zeros
+// back over the markers and returns the slot.
+func (b boxBefore) check(t *testing.T, o *outBox, lag, i int) uint64 {
+	t.Helper()
+	slot := o.tail - cacheLine
+	if slot%cacheLine != 0 {
+		t.Fatalf("lag %d: slot at %d does not start a line", lag, slot)
+	}
+	for p := o.tail; p < b.clear; p += cacheLine {
+		if *o.word(p & o.mask) != frontierMarker {
+			t.Fatalf("lag %d: send %d (slot %d) wrote the header word at %d, zero already", lag, i, slot, p)
+		}
+	}
+	if ps := b.snap.changed(o, b.given, b.tail); len(ps) > 0 {
+		t.Fatalf("lag %d: send %d changed position %d, in frames the receiver had not given back [%d, %d)", lag, i, ps[0], b.given, b.tail)
+	}
+	for _, p := range b.snap.changed(o, b.tail, slot) {
+		if p != b.tail && (p-b.tail >= 8 || *o.word(b.tail & o.mask) != skipLen) {
+			t.Fatalf("lag %d: send %d changed position %d between the tail %d and its slot %d", lag, i, p, b.tail, slot)
+		}
+	}
+	for _, p := range b.snap.changed(o, o.tail, b.head+o.size) {
+		if p%cacheLine >= 8 || p < b.clear || p >= o.clear {
+			t.Fatalf("lag %d: send %d (slot %d, old frontier %d) changed position %d", lag, i, slot, b.clear, p)
+		}
+	}
+	for p := o.tail; p < b.clear; p += cacheLine {
+		*o.word(p & o.mask) = 0 // the marker goes before the receiver looks
+	}
+	return slot
 }
 
 // A frame longer than the distance the sender keeps zeroed passes the
