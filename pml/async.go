@@ -89,7 +89,7 @@ func (a *asyncProgress) loop(wake <-chan struct{}) {
 // arm requests notifications if work is pending (engine lock held).
 func (a *asyncProgress) arm() {
 	e := a.e
-	if a.armed || (e.pendingRecvs == 0 && e.pendingWork == 0 && !e.readsInFlight()) {
+	if a.armed || (e.pendingRecvs == 0 && e.pendingWork == 0 && !e.rndv.readsInFlight()) {
 		return
 	}
 	for _, m := range e.mods {
@@ -107,8 +107,8 @@ func (a *asyncProgress) close() {
 
 // readsInFlight reports whether any subchannel has reads outstanding, as
 // the reader or as the sender whose memory a peer reads.
-func (e *engine) readsInFlight() bool {
-	for _, r := range e.reqs {
+func (rv *rendezvous) readsInFlight() bool {
+	for _, r := range rv.e.reqs {
 		if r.done {
 			continue
 		}

@@ -365,9 +365,10 @@ func TestTheChoiceKeepsSizeClassesApartAndShrugsOffAStall(t *testing.T) {
 func TestEveryPeerHasAChoiceOfItsOwn(t *testing.T) {
 	a, b := &peer{subs: []*sub{{}}}, &peer{subs: []*sub{{}}}
 	e := &engine{opts: Options{Clock: core.SystemClock}}
+	e.rndv.e = e
 	for _, p := range []*peer{a, b} {
 		r := &Request{accept: 1 << 20}
-		e.chooseRDMA(r, p)
+		e.rndv.chooseRDMA(r, p)
 		r.x = nil
 	}
 	if a.choice == nil || b.choice == nil || a.choice == b.choice {

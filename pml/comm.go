@@ -145,7 +145,7 @@ func (e *engine) isend(g *group, ctx uint32, buf []byte, dest, tag int, exchange
 		return r, nil
 	}
 	r.exchange = exchange
-	e.startRndv(r, p, s)
+	e.rndv.begin(r, p, s)
 	return r, nil
 }
 

@@ -109,19 +109,17 @@ type engine struct {
 	// free recycles what a message needs, so that it allocates nothing
 	// in steady state.
 	free struct {
-		reqs    pool.Pool[Request]
-		frames  pool.Pool[outFrame]
-		stripes pool.Pool[stripe]
-		rdma    pool.Pool[rdmaState]
+		reqs   pool.Pool[Request]
+		frames pool.Pool[outFrame]
 	}
 	scratch [1024]byte
 
-	pendingWork  int                // frames, stripes and pumps waiting on resources
-	pumps        list.List[Request] // pipelined sends with fragments to go, in the order their replies came
-	pumpRound    uint64             // pump calls so far (sub.pumpReady)
+	pendingWork  int // frames, stripes and pumps waiting on resources
 	pendingRecvs int
-	async        *asyncProgress
-	closed       bool
+	// rndv runs the rendezvous protocols (rendezvous.go).
+	rndv   rendezvous
+	async  *asyncProgress
+	closed bool
 	// unfused: a progress thread, virtual time, a scheduler policy or
 	// Close turned the fused paths off for good — fastOK's test of all
 	// four in one (set with them: New, Close).
@@ -129,7 +127,6 @@ type engine struct {
 	// virtual: the clock is a simulator's (core.IdleClock), and a waiter
 	// must hand it the processor instead of polling on the fused path.
 	virtual bool
-	msgSeq  uint64
 
 	m metrics
 	// bo is what the back-off keeps from one wait to the next (backoff.go).
@@ -232,6 +229,7 @@ func New(rank, size int, modules []core.Module, opts Options) (*Comm, error) {
 	}
 	e := &engine{rank: rank, size: size, opts: opts, log: opts.Log}
 	e.m = newMetrics(opts.Metrics)
+	e.rndv.e = e
 	e.match.init(e.m.unexpected)
 	_, e.virtual = opts.Clock.(core.IdleClock)
 	for _, m := range modules {
@@ -267,9 +265,9 @@ func (e *engine) register(mod *module) error {
 	}{
 		{core.TypeEager, e.onMatchable},
 		{core.TypeRndvStart, e.onMatchable},
-		{core.TypeRndvReply, e.onReply},
-		{core.TypeRndvFin, e.onFin},
-		{core.TypeFrag, e.onFrag},
+		{core.TypeRndvReply, e.rndv.onReply},
+		{core.TypeRndvFin, e.rndv.onFin},
+		{core.TypeFrag, e.rndv.onFrag},
 	} {
 		if err := m.Register(reg.t, reg.h); err != nil {
 			return fmt.Errorf("pml: module %s: %w", mod.attrs.Name, err)
@@ -363,7 +361,7 @@ func (e *engine) failPeer(p *peer, err error) {
 		for _, q := range []*list.List[stripe]{&s.readQ, &s.rdmaQ} {
 			for st := q.PopFront(); st != nil; st = q.PopFront() {
 				e.pendingWork--
-				e.stripeDone(st, err)
+				e.rndv.stripeDone(st, err)
 			}
 		}
 	}

@@ -209,7 +209,7 @@ func TestAReadAsyncSendArmsUntilItsDataIsRead(t *testing.T) {
 		t.Fatalf("a rendezvous send started: %d notification requests, want 1", got)
 	}
 	e.mu.Lock()
-	inFlight := e.readsInFlight()
+	inFlight := e.rndv.readsInFlight()
 	e.mu.Unlock()
 	if !inFlight {
 		t.Fatal("a send the peer has not read yet does not keep the notifiers armed")
@@ -221,7 +221,7 @@ func TestAReadAsyncSendArmsUntilItsDataIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mu.Lock()
-	inFlight = e.readsInFlight()
+	inFlight = e.rndv.readsInFlight()
 	e.mu.Unlock()
 	if inFlight {
 		t.Fatal("the send completed and still keeps the notifiers armed")

@@ -473,7 +473,7 @@ func TestAFailedPipelineSendIsNotRecycledWhilePumped(t *testing.T) {
 	b.Progress() // the START: rank 1 replies
 	a.Progress() // the REPLY: rank 0 pumps until the 4-slot ring is full
 	a.e.mu.Lock()
-	pumping := !a.e.pumps.Empty()
+	pumping := !a.e.rndv.pumps.Empty()
 	a.e.mu.Unlock()
 	if !pumping {
 		t.Fatal("the send is not waiting on the pump list; the test needs a full ring")

@@ -76,7 +76,7 @@ func (e *engine) frameDone(f *outFrame, sent bool) {
 // callback, so handing it to a module costs no allocation.
 type stripe struct {
 	op   core.RDMAOp
-	e    *engine
+	rv   *rendezvous
 	req  *Request
 	peer *peer
 	sub  *sub
@@ -92,35 +92,35 @@ func (st *stripe) RDMADone(_ *core.RDMAOp, err error) {
 		// next one with this token.
 		st.sub.readTokens++
 	}
-	st.e.stripeDone(st, err)
+	st.rv.stripeDone(st, err)
 }
 
 // issue hands a stripe to its subchannel, honouring the read token bucket:
 // reads queue in FIFO order while no token is free, and queued reads go
 // before new ones (seed 004 §4.2).
-func (e *engine) issue(st *stripe) {
+func (rv *rendezvous) issue(st *stripe) {
 	s := st.sub
 	if st.get && (s.readTokens == 0 || !s.readQ.Empty()) {
 		s.readQ.PushBack(&st.link, st)
-		e.pendingWork++
+		rv.e.pendingWork++
 		return
 	}
-	err := e.start(st)
+	err := rv.startStripe(st)
 	if errors.Is(err, core.ErrNoResources) {
-		e.m.retries.Inc()
+		rv.e.m.retries.Inc()
 		s.rdmaQ.PushBack(&st.link, st)
-		e.pendingWork++
+		rv.e.pendingWork++
 	} else if err != nil {
-		e.stripeDone(st, err)
+		rv.stripeDone(st, err)
 	}
 }
 
-// start is the one place a stripe reaches the device: a get takes a read
+// startStripe is the one place a stripe reaches the device: a get takes a read
 // token (the caller has seen one free), which a refused get gives back.
-func (e *engine) start(st *stripe) error {
+func (rv *rendezvous) startStripe(st *stripe) error {
 	s := st.sub
 	s.mod.armed = true
-	e.handOff(st)
+	rv.handOff(st)
 	if !st.get {
 		return s.rdma.Put(&st.op)
 	}
@@ -135,7 +135,7 @@ func (e *engine) start(st *stripe) error {
 // reissue starts the stripes queued on q, one of s's queues, in order
 // until the device refuses one, which keeps its place at the front, or a
 // read finds no token. It returns how many it started or failed.
-func (e *engine) reissue(s *sub, q *list.List[stripe]) int {
+func (rv *rendezvous) reissue(s *sub, q *list.List[stripe]) int {
 	n := 0
 	for k := q.Front(); k != nil; k = q.Front() {
 		st := k.Value()
@@ -145,15 +145,15 @@ func (e *engine) reissue(s *sub, q *list.List[stripe]) int {
 		// Off the queue while the module has it: a failPeer that runs
 		// inside the call drains the queues and must not see it.
 		q.Remove(k)
-		e.pendingWork--
-		err := e.start(st)
+		rv.e.pendingWork--
+		err := rv.startStripe(st)
 		if errors.Is(err, core.ErrNoResources) {
 			q.PushFront(&st.link, st)
-			e.pendingWork++
+			rv.e.pendingWork++
 			break
 		}
 		if err != nil {
-			e.stripeDone(st, err)
+			rv.stripeDone(st, err)
 		}
 		n++
 	}
@@ -186,20 +186,20 @@ func (e *engine) retry() int {
 			if p.failed() != nil {
 				break
 			}
-			n += e.reissue(s, &s.readQ)
-			n += e.reissue(s, &s.rdmaQ)
+			n += e.rndv.reissue(s, &s.readQ)
+			n += e.rndv.reissue(s, &s.rdmaQ)
 		}
 	}
-	n += e.pump()
+	n += e.rndv.pump()
 	return n
 }
 
 // handOff notes when a subchannel's first stripe of a message reaches the
 // device: the start of the completion filter's delivery time.
-func (e *engine) handOff(st *stripe) {
+func (rv *rendezvous) handOff(st *stripe) {
 	x, bit := st.req.x, uint8(1)<<st.sub.idx
 	if x.started&bit == 0 {
 		x.started |= bit
-		x.subStart[st.sub.idx] = e.opts.Clock.Now()
+		x.subStart[st.sub.idx] = rv.e.opts.Clock.Now()
 	}
 }

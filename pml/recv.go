@@ -69,7 +69,7 @@ func (e *engine) deliverStart(c *matchContext, h *core.Header, payload []byte) {
 		e.match.keep(c, h, payload, int(st.total))
 		return
 	}
-	e.recvStart(r, h, &st)
+	e.rndv.matched(r, h, &st)
 }
 
 // matchedStatus fills in source and tag once a receive has matched.
@@ -120,7 +120,7 @@ func (e *engine) recvUnexpected(r *Request, u *unexpected) {
 	} else {
 		var st startMsg
 		_ = st.decode(u.hdr.Src, u.data) // checked on arrival
-		e.recvStart(r, &u.hdr, &st)
+		e.rndv.matched(r, &u.hdr, &st)
 	}
 	e.match.release(u)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/gobtl/gobtl/core"
+	"github.com/gobtl/gobtl/pml/internal/list"
+	"github.com/gobtl/gobtl/pml/internal/pool"
 )
 
 // Rendezvous protocols (seed 004 §3–4). The sender picks the protocol; the
@@ -18,18 +20,40 @@ import (
 // solicited, so an armed receiver's event thread makes progress while the
 // application computes (async.go).
 
+// rendezvous runs the rendezvous protocols for the engine that holds it
+// (engine.rndv): the START a large send begins with and the receive it
+// matches, the REPLY, the RDMA data (write, read, read with events) cut
+// into stripes by the scheduler and counted down by the completion
+// filter, the FIN, and the copy-in/copy-out pipeline's fragments. Its own
+// state is the pipeline's pump list, the completion filter's message ids
+// and the pools of stripes and rendezvous states; the requests, the
+// frames it sends and the peers it fails are the engine's (e), and its
+// methods run under the engine lock.
+type rendezvous struct {
+	e *engine
+	// pumps are the pipelined sends with fragments to go, in the order
+	// their replies came; pumpRound counts pump calls (sub.pumpReady).
+	pumps     list.List[Request]
+	pumpRound uint64
+	// msgSeq is the last message id given to the scheduling policy's
+	// stripe events.
+	msgSeq  uint64
+	stripes pool.Pool[stripe]
+	states  pool.Pool[rdmaState]
+}
+
 // rdma reports whether the protocol moves its data by RDMA (the RDMA set
 // of a subchannel: core.RDMA with the module's core.Registrar).
 func (p Protocol) rdma() bool { return p == ProtoRead || p == ProtoReadAsync || p == ProtoWrite }
 
 // region returns r.buf registered with s's module, registering it once per
 // module (several subchannels may share one).
-func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error) {
+func (rv *rendezvous) region(r *Request, s *sub, acc core.Access) (core.Region, error) {
 	reg := s.mod.reg
 	if reg == nil {
 		return nil, nil
 	}
-	x := e.rdma(r)
+	x := rv.state(r)
 	free := -1
 	for i := range x.regMods {
 		if x.regMods[i] == reg {
@@ -49,13 +73,13 @@ func (e *engine) region(r *Request, s *sub, acc core.Access) (core.Region, error
 
 // keysFor registers r.buf on every subchannel of p that offers RDMA and
 // returns their keys.
-func (e *engine) keysFor(r *Request, p *peer, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
+func (rv *rendezvous) keysFor(r *Request, p *peer, acc core.Access, keys *[maxSubchannels]keyRef) (int, error) {
 	n := 0
 	for _, s := range p.subchannels() {
 		if s.rdma == nil {
 			continue
 		}
-		rg, err := e.region(r, s, acc)
+		rg, err := rv.region(r, s, acc)
 		if err != nil {
 			return 0, err
 		}
@@ -69,9 +93,9 @@ func (e *engine) keysFor(r *Request, p *peer, acc core.Access, keys *[maxSubchan
 	return n, nil
 }
 
-// startRndv sends RNDV_START for a message too large for eager on s.
-func (e *engine) startRndv(r *Request, p *peer, s *sub) {
-	proto := e.opts.Protocol
+// begin sends RNDV_START for a message too large for eager on s.
+func (rv *rendezvous) begin(r *Request, p *peer, s *sub) {
+	proto := rv.e.opts.Protocol
 	var keys [maxSubchannels]keyRef
 	nkeys := 0
 	var startFlags byte
@@ -85,14 +109,14 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 			// rdma_read: the keys travel in the START. (rdma_write
 			// registers the source when the REPLY comes.)
 			var err error
-			if nkeys, err = e.keysFor(r, p, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
-				e.log.Debug().Err(err).Msg("registration failed; using the pipeline")
+			if nkeys, err = rv.keysFor(r, p, core.AccessRemoteRead|core.AccessLocalWrite, &keys); err != nil {
+				rv.e.log.Debug().Err(err).Msg("registration failed; using the pipeline")
 				proto, nkeys = ProtoPipeline, 0
 			} else if choose && proto == ProtoRead {
 				// The receiver takes RDMA or the pipeline (choose.go);
 				// a REPLY says it took the pipeline.
 				startFlags = startChoose
-				e.rdma(r).offered = true
+				rv.state(r).offered = true
 			}
 		}
 	}
@@ -102,20 +126,20 @@ func (e *engine) startRndv(r *Request, p *peer, s *sub) {
 	inline := min(s.inline, len(r.buf))
 	r.got = inline
 	if proto == ProtoPipeline {
-		e.m.pipelineSends.Inc()
+		rv.e.m.pipelineSends.Inc()
 	} else {
-		e.m.rndvSends.Inc()
+		rv.e.m.rndvSends.Inc()
 	}
 	h := core.Header{Type: core.TypeRndvStart, Context: r.ctx, Tag: int32(r.tag), PSN: p.nextPSN()}
 	p.tookPSN()
-	n := encodeStart(e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline, startFlags)
+	n := encodeStart(rv.e.scratch[:], uint64(r.total), r.id(), proto, keys[:nkeys], inline, startFlags)
 	var flags core.SendFlags
 	if proto == ProtoReadAsync {
 		flags = core.SendSolicited
 	}
-	e.sendFrame(p, s, h, e.scratch[:n], r.buf[:inline], flags, nil)
-	if proto == ProtoReadAsync && e.async != nil {
-		e.async.arm() // the receiver reads while the sender computes (async.go)
+	rv.e.sendFrame(p, s, h, rv.e.scratch[:n], r.buf[:inline], flags, nil)
+	if proto == ProtoReadAsync && rv.e.async != nil {
+		rv.e.async.arm() // the receiver reads while the sender computes (async.go)
 	}
 }
 
@@ -157,55 +181,55 @@ func mechOf(a *core.Attrs, exchange bool) core.MechTable {
 
 // sendFin sends a FIN naming the peer's request id on s (or any
 // subchannel when s is nil).
-func (e *engine) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
+func (rv *rendezvous) sendFin(p *peer, s *sub, req, bytes uint64, status uint32) {
 	if s == nil {
 		s = p.pickSmall()
 	}
-	n := encodeFin(e.scratch[:], req, bytes, status)
-	e.sendFrame(p, s, core.Header{Type: core.TypeRndvFin}, e.scratch[:n], nil, 0, nil)
+	n := encodeFin(rv.e.scratch[:], req, bytes, status)
+	rv.e.sendFrame(p, s, core.Header{Type: core.TypeRndvFin}, rv.e.scratch[:n], nil, 0, nil)
 }
 
-// recvStart continues a receive matched with a RNDV_START.
-func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
-	p := e.chans.get(int(h.Src))
+// matched continues a receive matched with a RNDV_START.
+func (rv *rendezvous) matched(r *Request, h *core.Header, m *startMsg) {
+	p := rv.e.chans.get(int(h.Src))
 	r.matched(int(h.Src), h.Tag, int(m.total))
 	r.remote = m.sreq
 	r.proto = m.proto
 	r.got = copy(r.buf[:r.accept], m.inline)
 	if r.got == r.accept {
 		// Everything that fits came inline (a truncated or tiny message).
-		e.sendFin(p, nil, r.remote, uint64(r.got), finOK)
-		e.finishRecv(r, nil)
+		rv.sendFin(p, nil, r.remote, uint64(r.got), finOK)
+		rv.finishRecv(r, nil)
 		return
 	}
-	if m.choose && m.proto == ProtoRead && !e.chooseRDMA(r, p) {
+	if m.choose && m.proto == ProtoRead && !rv.chooseRDMA(r, p) {
 		r.proto = ProtoPipeline
 		m.proto = ProtoPipeline
 	}
 	switch m.proto {
 	case ProtoRead, ProtoReadAsync:
 		var keys [maxSubchannels]core.MemKey
-		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "start.key", &keys)
+		have, ok := rv.peerKeys(p, m.keys[:m.nkeys], "start.key", &keys)
 		if !ok {
 			return
 		}
-		e.rdmaData(r, p, true, &keys, have, m.proto == ProtoReadAsync)
+		rv.rdmaData(r, p, true, &keys, have, m.proto == ProtoReadAsync)
 	case ProtoWrite:
 		var keys [maxSubchannels]keyRef
-		nkeys, err := e.keysFor(r, p, core.AccessRemoteWrite|core.AccessLocalWrite, &keys)
+		nkeys, err := rv.keysFor(r, p, core.AccessRemoteWrite|core.AccessLocalWrite, &keys)
 		if err != nil || nkeys == 0 {
 			if err == nil {
 				err = fmt.Errorf("pml: rank %d chose rdma_write but no subchannel can take a put", r.src)
 			}
-			e.sendFin(p, nil, r.remote, 0, finFailed)
-			e.finishRecv(r, err)
+			rv.sendFin(p, nil, r.remote, 0, finFailed)
+			rv.finishRecv(r, err)
 			return
 		}
-		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), keys[:nkeys])
-		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
+		n := encodeReply(rv.e.scratch[:], r.remote, r.id(), uint64(r.accept), keys[:nkeys])
+		rv.e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, rv.e.scratch[:n], nil, 0, nil)
 	case ProtoPipeline:
-		n := encodeReply(e.scratch[:], r.remote, r.id(), uint64(r.accept), nil)
-		e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, e.scratch[:n], nil, 0, nil)
+		n := encodeReply(rv.e.scratch[:], r.remote, r.id(), uint64(r.accept), nil)
+		rv.e.sendFrame(p, p.pickSmall(), core.Header{Type: core.TypeRndvReply}, rv.e.scratch[:n], nil, 0, nil)
 	}
 }
 
@@ -213,11 +237,11 @@ func (e *engine) recvStart(r *Request, h *core.Header, m *startMsg) {
 // by subchannel and returns which subchannels have one. A key for a
 // subchannel this rank does not have is a bad frame: it fails p and
 // reports false.
-func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubchannels]core.MemKey) (have uint8, ok bool) {
+func (rv *rendezvous) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubchannels]core.MemKey) (have uint8, ok bool) {
 	for _, k := range refs {
 		if k.sub >= len(p.subchannels()) {
 			src := int32(p.rank)
-			e.badFrame(src, badFrame(src, field, uint64(k.sub), "no such subchannel"))
+			rv.e.badFrame(src, badFrame(src, field, uint64(k.sub), "no such subchannel"))
 			return 0, false
 		}
 		keys[k.sub], have = k.key, have|1<<k.sub
@@ -230,49 +254,49 @@ func (e *engine) peerKeys(p *peer, refs []keyRef, field string, keys *[maxSubcha
 // and notes when, for finishRecv to tell the choice how long the data
 // took. Where p is reached by several subchannels (a stack that differs
 // from the sender's) the offer stands.
-func (e *engine) chooseRDMA(r *Request, p *peer) bool {
+func (rv *rendezvous) chooseRDMA(r *Request, p *peer) bool {
 	if len(p.subchannels()) != 1 {
 		return true
 	}
-	x := e.rdma(r)
-	x.chooser, x.chosen = p.chooser(), e.opts.Clock.Now()
+	x := rv.state(r)
+	x.chooser, x.chosen = p.chooser(), rv.e.opts.Clock.Now()
 	return x.chooser.choose(r.accept, x.chosen)
 }
 
-func (e *engine) finishRecv(r *Request, err error) {
+func (rv *rendezvous) finishRecv(r *Request, err error) {
 	if x := r.x; x != nil && x.chooser != nil && err == nil {
-		x.chooser.done(r.accept, r.proto != ProtoPipeline, e.opts.Clock.Now()-x.chosen)
+		x.chooser.done(r.accept, r.proto != ProtoPipeline, rv.e.opts.Clock.Now()-x.chosen)
 		x.chooser = nil
 	}
 	r.status.Count = r.got
-	e.m.bytesRecv.Add(int64(r.got))
+	rv.e.m.bytesRecv.Add(int64(r.got))
 	if err == nil {
-		err = e.truncErr(r)
+		err = rv.e.truncErr(r)
 	}
-	e.complete(r, err)
+	rv.e.complete(r, err)
 }
 
 // rdmaData moves [r.got, r.accept) of r by RDMA: gets on the receiver
 // (rdma_read, get) or puts on the sender (rdma_write), striped by the
 // scheduler.
-func (e *engine) rdmaData(r *Request, p *peer, get bool, keys *[maxSubchannels]core.MemKey, have uint8, solicited bool) {
+func (rv *rendezvous) rdmaData(r *Request, p *peer, get bool, keys *[maxSubchannels]core.MemKey, have uint8, solicited bool) {
 	var spans [maxSubchannels]span
 	n := p.plan(keys, have, r.got, r.accept-r.got, &spans)
 	if n == 0 {
 		err := fmt.Errorf("pml: rank %d: no subchannel can carry the %v data", p.rank, r.proto)
 		if r.kind == reqRecv {
-			e.sendFin(p, nil, r.remote, 0, finFailed)
-			e.finishRecv(r, err)
+			rv.sendFin(p, nil, r.remote, 0, finFailed)
+			rv.finishRecv(r, err)
 		} else {
-			e.sendFin(p, nil, r.remote, 0, finFailed)
-			e.complete(r, err)
+			rv.sendFin(p, nil, r.remote, 0, finFailed)
+			rv.e.complete(r, err)
 		}
 		return
 	}
-	x := e.rdma(r)
+	x := rv.state(r)
 	if x.msgID == 0 {
-		e.msgSeq++
-		x.msgID = e.msgSeq
+		rv.msgSeq++
+		x.msgID = rv.msgSeq
 	}
 	acc := core.AccessLocalWrite
 	if !get {
@@ -293,22 +317,22 @@ func (e *engine) rdmaData(r *Request, p *peer, get bool, keys *[maxSubchannels]c
 	}
 	for i := 0; i < n; i++ {
 		sp := spans[i]
-		rg, err := e.region(r, sp.sub, acc)
+		rg, err := rv.region(r, sp.sub, acc)
 		chunk := sp.len
 		if ops[i] > 1 {
 			chunk = int(sp.sub.maxRDMA)
 		}
 		for off := sp.off; off < sp.off+sp.len; off += chunk {
 			l := min(chunk, sp.off+sp.len-off)
-			st := e.free.stripes.Get()
-			st.e, st.req, st.peer, st.sub, st.get = e, r, p, sp.sub, get
+			st := rv.stripes.Get()
+			st.rv, st.req, st.peer, st.sub, st.get = rv, r, p, sp.sub, get
 			st.op = core.RDMAOp{Local: r.buf[off : off+l], Region: rg, Remote: keys[sp.sub.idx], Offset: uint64(off), Solicited: solicited, Done: st}
-			e.m.stripes.Inc()
+			rv.e.m.stripes.Inc()
 			if err != nil {
-				e.stripeDone(st, err)
+				rv.stripeDone(st, err)
 				continue
 			}
-			e.issue(st)
+			rv.issue(st)
 		}
 	}
 }
@@ -316,7 +340,7 @@ func (e *engine) rdmaData(r *Request, p *peer, get bool, keys *[maxSubchannels]c
 // stripeDone is the completion filter (seed 001 §5.3): it counts a
 // message's stripes down and reports the message once, and it feeds each
 // stripe's delivery time to the scheduling policy.
-func (e *engine) stripeDone(st *stripe, err error) {
+func (rv *rendezvous) stripeDone(st *stripe, err error) {
 	r, p := st.req, st.peer
 	x := r.x
 	if err != nil && x.failed == nil {
@@ -324,156 +348,156 @@ func (e *engine) stripeDone(st *stripe, err error) {
 	}
 	if err == nil {
 		x.perSub[st.sub.idx] += len(st.op.Local)
-		x.subEnd[st.sub.idx] = e.opts.Clock.Now()
+		x.subEnd[st.sub.idx] = rv.e.opts.Clock.Now()
 	}
 	x.stripes--
 	r.refs--
 	st.req, st.peer, st.sub, st.op = nil, nil, nil, core.RDMAOp{}
-	e.free.stripes.Put(st)
+	rv.stripes.Put(st)
 	if x.stripes > 0 {
 		return
 	}
 	if r.done {
-		e.maybeRecycle(r)
+		rv.e.maybeRecycle(r)
 		return
 	}
-	if x.failed == nil && e.opts.Scheduler != nil {
+	if x.failed == nil && rv.e.opts.Scheduler != nil {
 		p.stripesDone(x)
 	}
 	if r.kind == reqRecv {
 		// rdma_read: FIN only after every read has completed (seed 004 §4.2).
 		if x.failed != nil {
-			e.sendFin(p, nil, r.remote, 0, finFailed)
-			e.finishRecv(r, fmt.Errorf("pml: rdma read from rank %d: %w", r.src, x.failed))
+			rv.sendFin(p, nil, r.remote, 0, finFailed)
+			rv.finishRecv(r, fmt.Errorf("pml: rdma read from rank %d: %w", r.src, x.failed))
 			return
 		}
 		r.got = r.accept
-		e.sendFin(p, nil, r.remote, uint64(r.accept), finOK)
-		e.finishRecv(r, nil)
+		rv.sendFin(p, nil, r.remote, uint64(r.accept), finOK)
+		rv.finishRecv(r, nil)
 		return
 	}
 	// rdma_write: one FIN on every subchannel that carried data.
 	if x.failed != nil {
-		e.sendFin(p, nil, r.remote, 0, finFailed)
-		e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, x.failed))
+		rv.sendFin(p, nil, r.remote, 0, finFailed)
+		rv.e.complete(r, fmt.Errorf("pml: rdma write to rank %d: %w", r.peer, x.failed))
 		return
 	}
 	for _, s := range p.subchannels() {
 		if x.subs&(1<<s.idx) != 0 {
-			e.sendFin(p, s, r.remote, uint64(x.perSub[s.idx]), finOK)
+			rv.sendFin(p, s, r.remote, uint64(x.perSub[s.idx]), finOK)
 		}
 	}
-	e.m.bytesSent.Add(int64(r.accept))
-	e.complete(r, nil)
+	rv.e.m.bytesSent.Add(int64(r.accept))
+	rv.e.complete(r, nil)
 }
 
 // unknownRequest handles a control frame from p naming no request that
 // waits for it: a bad frame, unless p is already lost, when it is one
 // still in flight for a request failPeer has failed.
-func (e *engine) unknownRequest(p *peer, field string, id uint64, why string) {
+func (rv *rendezvous) unknownRequest(p *peer, field string, id uint64, why string) {
 	if p.failed() == nil {
 		src := int32(p.rank)
-		e.badFrame(src, badFrame(src, field, id, why))
+		rv.e.badFrame(src, badFrame(src, field, id, why))
 	}
 }
 
-func (e *engine) onReply(h *core.Header, payload []byte) {
+func (rv *rendezvous) onReply(h *core.Header, payload []byte) {
 	var m replyMsg
 	if err := m.decode(h.Src, payload); err != nil {
-		e.badFrame(h.Src, err)
+		rv.e.badFrame(h.Src, err)
 		return
 	}
-	p := e.chans.get(int(h.Src))
-	r := e.lookup(m.sreq, reqSend)
+	p := rv.e.chans.get(int(h.Src))
+	r := rv.e.lookup(m.sreq, reqSend)
 	if r == nil || r.peer != int(h.Src) || r.remote != 0 {
-		e.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
+		rv.unknownRequest(p, "reply.request", m.sreq, "no rendezvous waits for this reply")
 		return
 	}
 	if m.accept > uint64(r.total) || m.accept <= uint64(r.got) {
-		e.badFrame(h.Src, badFrame(h.Src, "reply.accept", m.accept, fmt.Sprintf("want between %d and %d", r.got+1, r.total)))
+		rv.e.badFrame(h.Src, badFrame(h.Src, "reply.accept", m.accept, fmt.Sprintf("want between %d and %d", r.got+1, r.total)))
 		return
 	}
 	r.remote, r.accept = m.rreq, int(m.accept)
 	if r.proto == ProtoRead && r.x != nil && r.x.offered && m.nkeys == 0 {
 		// The receiver chose the pipeline over the offered read.
 		r.proto = ProtoPipeline
-		e.m.rndvSends.Add(-1)
-		e.m.pipelineSends.Inc()
-		e.m.declined.Inc()
+		rv.e.m.rndvSends.Add(-1)
+		rv.e.m.pipelineSends.Inc()
+		rv.e.m.declined.Inc()
 	}
 	switch r.proto {
 	case ProtoWrite:
 		var keys [maxSubchannels]core.MemKey
-		have, ok := e.peerKeys(p, m.keys[:m.nkeys], "reply.key", &keys)
+		have, ok := rv.peerKeys(p, m.keys[:m.nkeys], "reply.key", &keys)
 		if !ok {
 			return
 		}
-		e.rdmaData(r, p, false, &keys, have, false)
+		rv.rdmaData(r, p, false, &keys, have, false)
 	case ProtoPipeline:
-		e.startPump(r)
+		rv.startPump(r)
 	default:
-		e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, fmt.Sprintf("a %v rendezvous takes no reply", r.proto)))
+		rv.e.badFrame(h.Src, badFrame(h.Src, "reply.request", m.sreq, fmt.Sprintf("a %v rendezvous takes no reply", r.proto)))
 	}
 }
 
-func (e *engine) onFin(h *core.Header, payload []byte) {
+func (rv *rendezvous) onFin(h *core.Header, payload []byte) {
 	var m finMsg
 	if err := m.decode(h.Src, payload); err != nil {
-		e.badFrame(h.Src, err)
+		rv.e.badFrame(h.Src, err)
 		return
 	}
-	p := e.chans.get(int(h.Src))
-	if r := e.lookup(m.req, reqSend); r != nil && r.peer == int(h.Src) {
+	p := rv.e.chans.get(int(h.Src))
+	if r := rv.e.lookup(m.req, reqSend); r != nil && r.peer == int(h.Src) {
 		// FIN to a sender: rdma_read done, or the receiver needed nothing
 		// more than the inline bytes, or it failed.
 		if m.status != finOK {
-			e.complete(r, fmt.Errorf("pml: rank %d failed the rendezvous: %w", p.rank, core.ErrPeerLost))
+			rv.e.complete(r, fmt.Errorf("pml: rank %d failed the rendezvous: %w", p.rank, core.ErrPeerLost))
 			return
 		}
-		e.m.bytesSent.Add(int64(r.total))
-		e.complete(r, nil)
+		rv.e.m.bytesSent.Add(int64(r.total))
+		rv.e.complete(r, nil)
 		return
 	}
-	r := e.lookup(m.req, reqRecv)
+	r := rv.e.lookup(m.req, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoWrite {
-		e.unknownRequest(p, "fin.request", m.req, "no rendezvous waits for this FIN")
+		rv.unknownRequest(p, "fin.request", m.req, "no rendezvous waits for this FIN")
 		return
 	}
 	if m.status != finOK {
-		e.finishRecv(r, fmt.Errorf("pml: rank %d failed the rdma_write rendezvous: %w", p.rank, core.ErrPeerLost))
+		rv.finishRecv(r, fmt.Errorf("pml: rank %d failed the rdma_write rendezvous: %w", p.rank, core.ErrPeerLost))
 		return
 	}
 	if uint64(r.got)+m.bytes > uint64(r.accept) {
-		e.badFrame(h.Src, badFrame(h.Src, "fin.bytes", m.bytes, "more bytes than the receiver accepted"))
+		rv.e.badFrame(h.Src, badFrame(h.Src, "fin.bytes", m.bytes, "more bytes than the receiver accepted"))
 		return
 	}
 	r.got += int(m.bytes)
 	if r.got == r.accept {
-		e.finishRecv(r, nil)
+		rv.finishRecv(r, nil)
 	}
 }
 
-func (e *engine) onFrag(h *core.Header, payload []byte) {
+func (rv *rendezvous) onFrag(h *core.Header, payload []byte) {
 	if len(payload) < fragFixed {
-		e.badFrame(h.Src, badFrame(h.Src, "frag.length", uint64(len(payload)), "shorter than a FRAG"))
+		rv.e.badFrame(h.Src, badFrame(h.Src, "frag.length", uint64(len(payload)), "shorter than a FRAG"))
 		return
 	}
 	rreq := le64(payload[0:])
 	off := le64(payload[8:])
 	data := payload[fragFixed:]
-	r := e.lookup(rreq, reqRecv)
+	r := rv.e.lookup(rreq, reqRecv)
 	if r == nil || r.src != int(h.Src) || r.proto != ProtoPipeline {
-		e.unknownRequest(e.chans.get(int(h.Src)), "frag.request", rreq, "no pipeline waits for this fragment")
+		rv.unknownRequest(rv.e.chans.get(int(h.Src)), "frag.request", rreq, "no pipeline waits for this fragment")
 		return
 	}
 	if off+uint64(len(data)) > uint64(r.accept) {
-		e.badFrame(h.Src, badFrame(h.Src, "frag.offset", off, fmt.Sprintf("fragment of %d bytes beyond the %d accepted", len(data), r.accept)))
+		rv.e.badFrame(h.Src, badFrame(h.Src, "frag.offset", off, fmt.Sprintf("fragment of %d bytes beyond the %d accepted", len(data), r.accept)))
 		return
 	}
 	copy(r.buf[off:], data)
 	r.got += len(data)
 	if r.got == r.accept {
-		e.finishRecv(r, nil)
+		rv.finishRecv(r, nil)
 	}
 }
 
@@ -483,27 +507,27 @@ func (e *engine) onFrag(h *core.Header, payload []byte) {
 // before pump lets go of it. Sends pump in the order their replies came,
 // so that the fragments a window of them waits for go to the oldest
 // first, which the user's Waitall waits on first.
-func (e *engine) startPump(r *Request) {
-	e.pumps.PushBack(&r.link, r)
+func (rv *rendezvous) startPump(r *Request) {
+	rv.pumps.PushBack(&r.link, r)
 	r.refs++
-	e.pendingWork++
-	e.pump()
+	rv.e.pendingWork++
+	rv.pump()
 }
 
 // pump sends pipeline fragments until the modules push back. A refusal
 // blocks its subchannel (pumpReady): the sends behind it on the list
 // would meet the same refusal, and so would the next poll's, until the
 // endpoint has taken a fragment back.
-func (e *engine) pump() int {
+func (rv *rendezvous) pump() int {
 	n := 0
-	e.pumpRound++
-	for k := e.pumps.Front(); k != nil; {
+	rv.pumpRound++
+	for k := rv.pumps.Front(); k != nil; {
 		next := k.Next()
 		r := k.Value()
-		p := e.chans.get(r.peer)
+		p := rv.e.chans.get(r.peer)
 		for !r.done && r.got < r.accept && p.failed() == nil {
 			s := p.pickSmall()
-			if !s.pumpReady(e.pumpRound) {
+			if !s.pumpReady(rv.pumpRound) {
 				break
 			}
 			frag, depth := s.mod.attrs.MaxSendSize, 0
@@ -519,14 +543,14 @@ func (e *engine) pump() int {
 				}
 			}
 			chunk := min(fragChunk(frag, r.accept), r.accept-r.got)
-			nh := encodeFragHdr(e.scratch[:], r.remote, uint64(r.got))
+			nh := encodeFragHdr(rv.e.scratch[:], r.remote, uint64(r.got))
 			s.mod.armed = true
-			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(e.rank)}, e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
+			err := s.ep.Send(core.Header{Type: core.TypeFrag, Src: int32(rv.e.rank)}, rv.e.scratch[:nh], r.buf[r.got:r.got+chunk], 0)
 			if err != nil {
 				if !errors.Is(err, core.ErrNoResources) {
-					e.failPeer(p, err)
+					rv.e.failPeer(p, err)
 				} else {
-					s.pumpRefused(e.pumpRound)
+					s.pumpRefused(rv.pumpRound)
 				}
 				break
 			}
@@ -534,14 +558,14 @@ func (e *engine) pump() int {
 			n++
 		}
 		if r.done || r.got == r.accept || p.failed() != nil {
-			e.pumps.Remove(k)
+			rv.pumps.Remove(k)
 			r.refs--
-			e.pendingWork--
+			rv.e.pendingWork--
 			if r.done {
-				e.maybeRecycle(r)
+				rv.e.maybeRecycle(r)
 			} else {
-				e.m.bytesSent.Add(int64(r.accept))
-				e.complete(r, nil)
+				rv.e.m.bytesSent.Add(int64(r.accept))
+				rv.e.complete(r, nil)
 			}
 		}
 		k = next

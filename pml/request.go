@@ -75,7 +75,7 @@ type Request struct {
 	x        *rdmaState
 
 	// link puts a receive on its context's posted list until it matches,
-	// and a pipelined send on the engine's pump list while it pumps; a
+	// and a pipelined send on the rendezvous pump list while it pumps; a
 	// request is one or the other, so one link serves both.
 	link list.Link[Request]
 }
@@ -108,12 +108,26 @@ type rdmaState struct {
 	chosen  time.Duration
 }
 
-// rdma returns r's rendezvous state, taking it from the pool on first use.
-func (e *engine) rdma(r *Request) *rdmaState {
+// state returns r's rendezvous state, taking it from the pool on first
+// use.
+func (rv *rendezvous) state(r *Request) *rdmaState {
 	if r.x == nil {
-		r.x = e.free.rdma.Get()
+		r.x = rv.states.Get()
 	}
 	return r.x
+}
+
+// dropState deregisters r's memory and recycles its rendezvous state.
+func (rv *rendezvous) dropState(r *Request) {
+	x := r.x
+	for i := range x.regs {
+		if x.regs[i] != nil {
+			_ = x.regMods[i].DeregisterMem(x.regs[i])
+		}
+	}
+	*x = rdmaState{}
+	rv.states.Put(x)
+	r.x = nil
 }
 
 // id is how a peer names this request in control frames.
@@ -257,15 +271,8 @@ func (e *engine) maybeRecycle(r *Request) {
 
 // recycleNow is maybeRecycle's work.
 func (e *engine) recycleNow(r *Request) {
-	if x := r.x; x != nil {
-		for i := range x.regs {
-			if x.regs[i] != nil {
-				_ = x.regMods[i].DeregisterMem(x.regs[i])
-			}
-		}
-		*x = rdmaState{}
-		e.free.rdma.Put(x)
-		r.x = nil
+	if r.x != nil {
+		e.rndv.dropState(r)
 	}
 	if !r.released {
 		return
