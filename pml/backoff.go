@@ -100,7 +100,9 @@ func (s *backoffState) keepScheduling() {
 		return
 	}
 	now := monotime()
-	if now-time.Duration(s.resched.Load()) < ownResched {
+	// resched 0: never scheduled, however young the process (monotime
+	// counts from the package's start).
+	if last := s.resched.Load(); last != 0 && now-time.Duration(last) < ownResched {
 		return
 	}
 	s.resched.Store(int64(now))
