@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,7 +86,11 @@ func TestAContextThatEndsLeavesTheCollectiveToFinish(t *testing.T) {
 	const count = 40 // compose's 16-byte elements: 640 bytes, in chunks
 	j := newJob(t, n, forceAll(nil, nil))
 	defer j.close()
-	late := make(chan struct{})
+	// Rank 2 comes once both others have given up (not once rank 0 has:
+	// on a loaded machine rank 1 may enter its Allreduce after rank 0's
+	// deadline, and would then find rank 2's chunks and succeed).
+	var gaveUp sync.WaitGroup
+	gaveUp.Add(2)
 	j.run(t, func(c *coll.Comm) error {
 		me := c.Rank()
 		first := fill(make([]byte, count*16), me, 1)
@@ -97,7 +102,7 @@ func TestAContextThatEndsLeavesTheCollectiveToFinish(t *testing.T) {
 			return err
 		}
 		if me == 2 {
-			<-late // the others wait for this rank's chunks
+			gaveUp.Wait() // the others wait for this rank's chunks
 			if err := c.Allreduce(bg, first, r1, compose); err != nil {
 				return err
 			}
@@ -105,12 +110,10 @@ func TestAContextThatEndsLeavesTheCollectiveToFinish(t *testing.T) {
 			ctx, cancel := context.WithTimeout(bg, 20*time.Millisecond)
 			err := c.Allreduce(ctx, first, r1, compose)
 			cancel()
+			gaveUp.Done() // before any return: rank 2 must not wait forever
 			var pe *coll.PendingError
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) {
 				return fmt.Errorf("a collective waiting for a late rank ended with %v, want a PendingError of the context's deadline", err)
-			}
-			if me == 0 {
-				close(late)
 			}
 			// The next collective waits for this one; its request is
 			// then done.
