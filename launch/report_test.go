@@ -179,7 +179,7 @@ func TestAProgramThatCannotReportIsStoppedAtOnce(t *testing.T) {
 	}
 	for _, e := range res.Exits {
 		if e.Signal != 15 {
-			t.Errorf("rank %d ended by %v, want SIGTERM", e.Rank, e)
+			t.Errorf("rank %d ended by %v, want SIGTERM; output:\n%s", e.Rank, e, out)
 		}
 	}
 }
