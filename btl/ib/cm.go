@@ -157,8 +157,13 @@ func decodeCM(p []byte) (*cmMsg, error) {
 
 // cm is a module's connection manager: a UD QP and its buffers, the
 // messages waiting for a send buffer, and the endpoints connecting, whose
-// retransmission timers run from housekeeping. An endpoint's part of a
-// connection's setup is its connState.
+// retransmission timers run from housekeeping. It sets an endpoint's
+// connection up and takes it down in good order, as its methods on the
+// endpoint: resolve the peer, create the QPs, the handshake (connect,
+// receive) and bring-up, retries and giving up, a goodbye answered. An
+// endpoint's part of it is its connState; the endpoint keeps what a
+// connection does once up (its send path, core.Endpoint's methods) and
+// its failure.
 type cm struct {
 	m *module
 	// connecting are the endpoints whose connection the module started or
@@ -293,10 +298,10 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 		return
 	}
 	if kind != cmRTU {
-		msg.qpns, msg.psns = e.qpns(), e.psns
+		msg.qpns, msg.psns = qpns(e), e.psns
 	}
 	if kind == cmReq || kind == cmRep {
-		e.conn.next = m.clock.Now() + e.cmBackoff()
+		e.conn.next = m.clock.Now() + c.backoff(e)
 	}
 	i := c.free[len(c.free)-1]
 	b := c.buf(i)
@@ -344,9 +349,9 @@ func (c *cm) complete(wc *verbs.WC) {
 	}
 }
 
-// resolve reads the peer's blob and makes its address handle.
-func (e *endpoint) resolve() error {
-	m := e.m
+// resolve reads e's peer's blob and makes its address handle.
+func (c *cm) resolve(e *endpoint) error {
+	m := c.m
 	if e.peer != nil {
 		return nil
 	}
@@ -383,9 +388,9 @@ func (e *endpoint) resolve() error {
 	return nil
 }
 
-// createQPs makes the endpoint's RC QPs, one per queue, in INIT.
-func (e *endpoint) createQPs() error {
-	m := e.m
+// createQPs makes e's RC QPs, one per queue, in INIT.
+func (c *cm) createQPs(e *endpoint) error {
+	m := c.m
 	if e.qps != nil {
 		return nil
 	}
@@ -411,9 +416,9 @@ func (e *endpoint) createQPs() error {
 	return nil
 }
 
-// bringUp moves the QPs to RTR and RTS towards the peer's QPs.
-func (e *endpoint) bringUp(rqpns, rpsns []uint32) error {
-	m := e.m
+// bringUp moves e's QPs to RTR and RTS towards the peer's QPs.
+func (c *cm) bringUp(e *endpoint, rqpns, rpsns []uint32) error {
+	m := c.m
 	if len(rqpns) != len(e.qps) {
 		return fmt.Errorf("peer offers %d QPs, want %d", len(rqpns), len(e.qps))
 	}
@@ -441,7 +446,8 @@ func (e *endpoint) bringUp(rqpns, rpsns []uint32) error {
 	return m.credit.postPerPeer(e)
 }
 
-func (e *endpoint) qpns() []uint32 {
+// qpns are the numbers of e's QPs, in queue order.
+func qpns(e *endpoint) []uint32 {
 	out := make([]uint32, len(e.qps))
 	for i, qp := range e.qps {
 		out[i] = qp.QPN()
@@ -449,13 +455,13 @@ func (e *endpoint) qpns() []uint32 {
 	return out
 }
 
-// prepare reads the peer's address and makes the QPs (both sides of a
+// prepare reads e's peer's address and makes e's QPs (both sides of a
 // connection start so); it fails the endpoint and reports false if it
 // cannot.
-func (e *endpoint) prepare() bool {
-	err := e.resolve()
+func (c *cm) prepare(e *endpoint) bool {
+	err := c.resolve(e)
 	if err == nil {
-		err = e.createQPs()
+		err = c.createQPs(e)
 	}
 	if err != nil {
 		e.fail(err)
@@ -464,33 +470,56 @@ func (e *endpoint) prepare() bool {
 	return true
 }
 
-// connect starts the active side of a connection.
-func (e *endpoint) connect() {
-	m := e.m
-	if !e.prepare() {
+// connect starts the active side of e's connection (its first use) and
+// watches it until it is up or failed.
+func (c *cm) connect(e *endpoint) {
+	c.watch(e)
+	if !c.prepare(e) {
 		return
 	}
 	e.state = epConnecting
 	e.conn.epoch = rand.Uint32()
 	e.conn.tries = 0
-	e.sendReq()
-	m.cm.reqs.Inc()
+	c.send(e, cmReq)
+	c.reqs.Inc()
 }
 
-func (e *endpoint) sendReq() { e.m.cm.send(e, cmReq) }
-
-func (e *endpoint) sendRep() { e.m.cm.send(e, cmRep) }
-
-// cmBackoff is how long a request or reply waits for its answer before it
-// is sent again: cm_timeout doubling with each try up to a second, plus up
-// to half as much again. The jitter is a hash of the two ranks and the
-// try, not a random number, so that simulated runs repeat exactly.
-func (e *endpoint) cmBackoff() time.Duration {
-	m := e.m
+// backoff is how long a request or reply to e's peer waits for its
+// answer before it is sent again: cm_timeout doubling with each try up to
+// a second, plus up to half as much again. The jitter is a hash of the two
+// ranks and the try, not a random number, so that simulated runs repeat
+// exactly.
+func (c *cm) backoff(e *endpoint) time.Duration {
+	m := c.m
 	d := min(m.cfg.cmTimeout<<min(e.conn.tries, 10), time.Second)
 	h := uint64(m.rank)*0x9e3779b97f4a7c15 ^ uint64(e.rank)*0xbf58476d1ce4e5b9 ^ uint64(e.conn.tries)*0x94d049bb133111eb
 	h ^= h >> 31
 	return d + time.Duration(h%512)*d/1024
+}
+
+// established marks e's connection usable and sends what waited for it.
+func (c *cm) established(e *endpoint) {
+	e.state = epConnected
+	c.m.replenished++
+	if len(e.tx.pending) > 0 {
+		e.sendPending()
+		if len(e.tx.pending) > 0 {
+			c.m.tx.wait(e)
+		}
+	}
+}
+
+// closedByPeer ends a connection e's peer closed in good order: later
+// operations fail with ErrPeerLost, but nothing is reported lost — the
+// errors of the connections going down are expected.
+func (c *cm) closedByPeer(e *endpoint) {
+	m := c.m
+	e.state = epFailed
+	e.err = fmt.Errorf("ib %s: peer %d closed its connection: %w", m.id, e.rank, core.ErrPeerLost)
+	m.log.Debug().Int("peer", e.rank).Msg("peer closed its connection")
+	for _, qp := range e.qps {
+		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
+	}
 }
 
 // receive handles a connection message: a request accepted (or, when
@@ -509,7 +538,7 @@ func (c *cm) receive(msg *cmMsg) {
 			return
 		case epConnected, epWaitRTU:
 			if equalQPNs(e.remote, msg.qpns) {
-				e.sendRep() // our REP was lost
+				c.send(e, cmRep) // our REP was lost
 			}
 			return
 		case epConnecting:
@@ -517,39 +546,39 @@ func (c *cm) receive(msg *cmMsg) {
 				return // both connect: ours wins, the peer answers it
 			}
 		}
-		m.cm.reps.Inc()
-		if !e.prepare() {
+		c.reps.Inc()
+		if !c.prepare(e) {
 			return
 		}
-		if err := e.bringUp(msg.qpns, msg.psns); err != nil {
+		if err := c.bringUp(e, msg.qpns, msg.psns); err != nil {
 			e.fail(fmt.Errorf("accept connection: %w", err))
 			return
 		}
 		e.conn.epoch = msg.epoch
 		e.state = epWaitRTU
 		e.conn.tries = 0
-		e.sendRep()
+		c.send(e, cmRep)
 	case cmRep:
 		switch e.state {
 		case epConnecting:
 			if msg.epoch != e.conn.epoch {
 				return
 			}
-			if err := e.bringUp(msg.qpns, msg.psns); err != nil {
+			if err := c.bringUp(e, msg.qpns, msg.psns); err != nil {
 				e.fail(fmt.Errorf("complete connection: %w", err))
 				return
 			}
 			e.state = epConnected // the RTU is made from a connected endpoint
-			m.cm.send(e, cmRTU)
-			e.established()
+			c.send(e, cmRTU)
+			c.established(e)
 		case epConnected:
 			if equalQPNs(e.remote, msg.qpns) {
-				m.cm.send(e, cmRTU)
+				c.send(e, cmRTU)
 			}
 		}
 	case cmRTU:
 		if e.state == epWaitRTU && msg.epoch == e.conn.epoch {
-			e.established()
+			c.established(e)
 		}
 	case cmDrop:
 		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
@@ -562,9 +591,9 @@ func (c *cm) receive(msg *cmMsg) {
 				// for it (goodbye), and once it has it takes the link
 				// dropping for the close it is, not a lost peer.
 				e.conn.saidBye = true
-				m.cm.send(e, cmDisc)
+				c.send(e, cmDisc)
 			}
-			e.closedByPeer()
+			c.closedByPeer(e)
 		}
 	}
 }
@@ -650,7 +679,7 @@ func equalQPNs(a, b []uint32) bool {
 // that never answers.
 func (c *cm) timers(now time.Duration) {
 	m := c.m
-	for _, e := range m.cm.connecting {
+	for _, e := range c.connecting {
 		if (e.state != epConnecting && e.state != epWaitRTU) || now < e.conn.next || e.conn.queued != 0 {
 			continue // not due, or still waiting for a send buffer
 		}
@@ -659,22 +688,22 @@ func (c *cm) timers(now time.Duration) {
 			e.fail(fmt.Errorf("no answer to the connection %s after %d tries", map[epState]string{epConnecting: "request", epWaitRTU: "reply"}[e.state], e.conn.tries))
 			continue
 		}
-		m.cm.retry.Inc()
+		c.retry.Inc()
 		if e.state == epConnecting {
-			e.sendReq()
+			c.send(e, cmReq)
 		} else {
-			e.sendRep()
+			c.send(e, cmRep)
 		}
 	}
 	k := 0
-	for _, e := range m.cm.connecting {
+	for _, e := range c.connecting {
 		if e.state == epConnecting || e.state == epWaitRTU {
-			m.cm.connecting[k] = e
+			c.connecting[k] = e
 			k++
 		}
 	}
-	clear(m.cm.connecting[k:])
-	m.cm.connecting = m.cm.connecting[:k]
+	clear(c.connecting[k:])
+	c.connecting = c.connecting[:k]
 }
 
 // watch puts e on the list of endpoints connecting, once.

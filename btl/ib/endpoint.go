@@ -179,8 +179,7 @@ func (e *endpoint) usable() error {
 	case epFailed:
 		return e.err
 	case epIdle:
-		e.connect()
-		m.cm.watch(e)
+		m.cm.connect(e)
 		if e.state == epFailed {
 			return e.err
 		}
@@ -224,18 +223,6 @@ func (e *endpoint) post(b *sendBuf) {
 	}
 	if err := m.tx.post(e, b); err != nil {
 		e.fail(fmt.Errorf("post send: %w", err))
-	}
-}
-
-// established marks the connection usable and sends what waited for it.
-func (e *endpoint) established() {
-	e.state = epConnected
-	e.m.replenished++
-	if len(e.tx.pending) > 0 {
-		e.sendPending()
-		if len(e.tx.pending) > 0 {
-			e.m.tx.wait(e)
-		}
 	}
 }
 
@@ -323,7 +310,7 @@ func (e *endpoint) fail(cause error) {
 		// peer's answer arrived: the peer closed, as asked. Its answer
 		// may still be on its way — a datagram, on softrc another link
 		// when the two ends dialled each other at once.
-		e.closedByPeer()
+		m.cm.closedByPeer(e)
 		return
 	}
 	e.state = epFailed
@@ -339,19 +326,6 @@ func (e *endpoint) fail(cause error) {
 		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
 	}
 	m.peers.lost = append(m.peers.lost, e)
-}
-
-// closedByPeer ends a connection the peer closed in good order: later
-// operations fail with ErrPeerLost, but nothing is reported lost — the
-// errors of the connections going down are expected.
-func (e *endpoint) closedByPeer() {
-	m := e.m
-	e.state = epFailed
-	e.err = fmt.Errorf("ib %s: peer %d closed its connection: %w", m.id, e.rank, core.ErrPeerLost)
-	m.log.Debug().Int("peer", e.rank).Msg("peer closed its connection")
-	for _, qp := range e.qps {
-		qp.Modify(&verbs.QPAttr{State: verbs.QPErr}, verbs.QPAttrState)
-	}
 }
 
 // failure turns an error completion into the error its operation reports.

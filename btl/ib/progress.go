@@ -119,7 +119,7 @@ func (m *module) received(wc *verbs.WC, idx int) {
 	m.rx.framesRecv.Inc()
 	m.rx.bytesRecv.Add(int64(wc.ByteLen))
 	if e.state == epWaitRTU {
-		e.established()
+		m.cm.established(e)
 	}
 	e.rxFrames++
 	if h.Credits > 0 && m.credit.fc.credits {
