@@ -298,7 +298,7 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 		return
 	}
 	if kind != cmRTU {
-		msg.qpns, msg.psns = qpns(e), e.psns
+		msg.qpns, msg.psns = qpns(e), e.conn.psns
 	}
 	if kind == cmReq || kind == cmRep {
 		e.conn.next = m.clock.Now() + c.backoff(e)
@@ -311,7 +311,7 @@ func (c *cm) transmit(e *endpoint, kind uint8) {
 	// connection request, or the solicited frame queued behind the
 	// connection (a RNDV_START of rdma_read_async) could never arrive.
 	c.wr = verbs.SendWR{WRID: wridCM | uint64(i), Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendSolicited, SG: c.sg[:],
-		AH: e.ah, RemoteQPN: e.peer.udqpn, RemoteQKey: cmQKey}
+		AH: e.conn.ah, RemoteQPN: e.conn.peer.udqpn, RemoteQKey: cmQKey}
 	if err := c.qp.PostSend(&c.wr); err != nil {
 		c.m.log.Debug().Err(err).Int("peer", e.rank).Msg("connection message not sent")
 		return
@@ -352,7 +352,7 @@ func (c *cm) complete(wc *verbs.WC) {
 // resolve reads e's peer's blob and makes its address handle.
 func (c *cm) resolve(e *endpoint) error {
 	m := c.m
-	if e.peer != nil {
+	if e.conn.peer != nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -384,7 +384,7 @@ func (c *cm) resolve(e *endpoint) error {
 	if err != nil {
 		return fmt.Errorf("address handle for rank %d: %w", e.rank, err)
 	}
-	e.peer, e.ah = b, ah
+	e.conn.peer, e.conn.ah = b, ah
 	return nil
 }
 
@@ -405,7 +405,7 @@ func (c *cm) createQPs(e *endpoint) error {
 			return fmt.Errorf("create QP for queue %d: %w", i, err)
 		}
 		e.qps = append(e.qps, qp)
-		e.psns = append(e.psns, rand.Uint32()&0xffffff)
+		e.conn.psns = append(e.conn.psns, rand.Uint32()&0xffffff)
 		m.peers.byQPN[qp.QPN()] = e
 		a := verbs.QPAttr{State: verbs.QPInit, Port: m.port,
 			AccessFlags: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite}
@@ -422,25 +422,25 @@ func (c *cm) bringUp(e *endpoint, rqpns, rpsns []uint32) error {
 	if len(rqpns) != len(e.qps) {
 		return fmt.Errorf("peer offers %d QPs, want %d", len(rqpns), len(e.qps))
 	}
-	mtu := min(m.pattr.ActiveMTU, e.peer.mtu)
+	mtu := min(m.pattr.ActiveMTU, e.conn.peer.mtu)
 	for i, qp := range e.qps {
-		rtr := verbs.QPAttr{State: verbs.QPRTR, AH: verbs.AHAttr{DLID: e.peer.lid, DGID: e.peer.gid, IsGlobal: true, PortNum: m.port},
+		rtr := verbs.QPAttr{State: verbs.QPRTR, AH: verbs.AHAttr{DLID: e.conn.peer.lid, DGID: e.conn.peer.gid, IsGlobal: true, PortNum: m.port},
 			PathMTU: mtu, DestQPN: rqpns[i], RQPSN: rpsns[i], MaxDestRdAtomic: m.cfg.maxRdAtomic, MinRNRTimer: m.cfg.minRNR}
 		if err := qp.Modify(&rtr, verbs.RCRTRMask); err != nil {
 			return fmt.Errorf("QP %d to RTR: %w", i, err)
 		}
-		rts := verbs.QPAttr{State: verbs.QPRTS, SQPSN: e.psns[i], Timeout: m.cfg.timeout, RetryCnt: m.cfg.retryCnt,
+		rts := verbs.QPAttr{State: verbs.QPRTS, SQPSN: e.conn.psns[i], Timeout: m.cfg.timeout, RetryCnt: m.cfg.retryCnt,
 			RNRRetry: m.cfg.rnrRetry, MaxRdAtomic: m.cfg.maxRdAtomic}
 		if err := qp.Modify(&rts, verbs.RCRTSMask); err != nil {
 			return fmt.Errorf("QP %d to RTS: %w", i, err)
 		}
 	}
-	e.remote = append(e.remote[:0], rqpns...)
+	e.conn.remote = append(e.conn.remote[:0], rqpns...)
 	// The credits a sender starts with are the buffers the peer posts for
 	// it, as the peer published them.
 	for i, q := range m.rx.queues {
 		if !q.shared {
-			e.cred[i].avail = e.peer.layout[i].Count
+			e.cred[i].avail = e.conn.peer.layout[i].Count
 		}
 	}
 	return m.credit.postPerPeer(e)
@@ -537,7 +537,7 @@ func (c *cm) receive(msg *cmMsg) {
 		case epFailed:
 			return
 		case epConnected, epWaitRTU:
-			if equalQPNs(e.remote, msg.qpns) {
+			if equalQPNs(e.conn.remote, msg.qpns) {
 				c.send(e, cmRep) // our REP was lost
 			}
 			return
@@ -572,7 +572,7 @@ func (c *cm) receive(msg *cmMsg) {
 			c.send(e, cmRTU)
 			c.established(e)
 		case epConnected:
-			if equalQPNs(e.remote, msg.qpns) {
+			if equalQPNs(e.conn.remote, msg.qpns) {
 				c.send(e, cmRTU)
 			}
 		}
@@ -581,11 +581,11 @@ func (c *cm) receive(msg *cmMsg) {
 			c.established(e)
 		}
 	case cmDrop:
-		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+		if e.state != epIdle && e.state != epFailed && equalQPNs(e.conn.remote, msg.qpns) {
 			e.fail(fmt.Errorf("rank %d disconnected from this rank", msg.src))
 		}
 	case cmDisc:
-		if e.state != epIdle && e.state != epFailed && equalQPNs(e.remote, msg.qpns) {
+		if e.state != epIdle && e.state != epFailed && equalQPNs(e.conn.remote, msg.qpns) {
 			if !e.conn.saidBye {
 				// Answer before the connection goes down: the peer waits
 				// for it (goodbye), and once it has it takes the link

@@ -25,8 +25,8 @@ func TestBothSidesConnectingAtOnceMakeOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.until("both frames", func() bool { return len(j.got[0]) == 1 && len(j.got[1]) == 1 })
-	if !equalQPNs(a.remote, qpns(b)) || !equalQPNs(b.remote, qpns(a)) {
-		t.Fatalf("the sides disagree on the connection: %v→%v, %v→%v", qpns(a), a.remote, qpns(b), b.remote)
+	if !equalQPNs(a.conn.remote, qpns(b)) || !equalQPNs(b.conn.remote, qpns(a)) {
+		t.Fatalf("the sides disagree on the connection: %v→%v, %v→%v", qpns(a), a.conn.remote, qpns(b), b.conn.remote)
 	}
 	// Each side created one QP per queue, not two sets.
 	if n := len(j.mods[0].peers.byQPN); n != len(j.mods[0].rx.queues) {

@@ -36,15 +36,11 @@ var (
 // (seed 001 §4.2: a subchannel is an RC connection; several QPs over one
 // port pair are still one subchannel when they serve one set of queues).
 type endpoint struct {
-	m      *module
-	rank   int
-	state  epState
-	err    error
-	peer   *blob
-	ah     verbs.AH
-	qps    []verbs.QP
-	psns   []uint32
-	remote []uint32
+	m     *module
+	rank  int
+	state epState
+	err   error
+	qps   []verbs.QP
 
 	conn     connState // the connection manager's (cm.go)
 	cred     []credits // per queue (per-peer queues only)
@@ -66,11 +62,16 @@ type endpoint struct {
 }
 
 // connState is an endpoint's part of its connection's setup and end: the
-// epoch its request or the peer's set, the tries of the message it
-// waits an answer to and when the next goes, the kinds queued for a send
-// buffer, and whether it is on the connection manager's list and has
-// said goodbye.
+// peer's address and its address handle, the initial PSNs of our QPs and
+// the numbers of the peer's, the epoch its request or the peer's set, the
+// tries of the message it waits an answer to and when the next goes, the
+// kinds queued for a send buffer, and whether it is on the connection
+// manager's list and has said goodbye.
 type connState struct {
+	peer    *blob
+	ah      verbs.AH
+	psns    []uint32 // our QPs' initial PSNs
+	remote  []uint32 // the peer's QPNs
 	epoch   uint32
 	tries   int
 	next    time.Duration

@@ -282,8 +282,8 @@ func (m *module) Close() error {
 		for _, qp := range e.qps {
 			qp.Destroy()
 		}
-		if e.ah != nil {
-			e.ah.Destroy()
+		if e.conn.ah != nil {
+			e.conn.ah.Destroy()
 		}
 	}
 	if m.cm != nil {
