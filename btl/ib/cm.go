@@ -533,31 +533,7 @@ func (c *cm) receive(msg *cmMsg) {
 	e := m.ep(int(msg.src))
 	switch msg.kind {
 	case cmReq:
-		switch e.state {
-		case epFailed:
-			return
-		case epConnected, epWaitRTU:
-			if equalQPNs(e.conn.remote, msg.qpns) {
-				c.send(e, cmRep) // our REP was lost
-			}
-			return
-		case epConnecting:
-			if m.rank < e.rank {
-				return // both connect: ours wins, the peer answers it
-			}
-		}
-		c.reps.Inc()
-		if !c.prepare(e) {
-			return
-		}
-		if err := c.bringUp(e, msg.qpns, msg.psns); err != nil {
-			e.fail(fmt.Errorf("accept connection: %w", err))
-			return
-		}
-		e.conn.epoch = msg.epoch
-		e.state = epWaitRTU
-		e.conn.tries = 0
-		c.send(e, cmRep)
+		c.accept(e, msg)
 	case cmRep:
 		switch e.state {
 		case epConnecting:
@@ -596,6 +572,38 @@ func (c *cm) receive(msg *cmMsg) {
 			c.closedByPeer(e)
 		}
 	}
+}
+
+// accept answers a connection request from e's peer: it brings the
+// connection up towards the peer's QPs and replies, or replies again when
+// its reply was lost; when both sides connect at once, the lower rank's
+// request wins.
+func (c *cm) accept(e *endpoint, msg *cmMsg) {
+	switch e.state {
+	case epFailed:
+		return
+	case epConnected, epWaitRTU:
+		if equalQPNs(e.conn.remote, msg.qpns) {
+			c.send(e, cmRep) // our REP was lost
+		}
+		return
+	case epConnecting:
+		if c.m.rank < e.rank {
+			return // both connect: ours wins, the peer answers it
+		}
+	}
+	c.reps.Inc()
+	if !c.prepare(e) {
+		return
+	}
+	if err := c.bringUp(e, msg.qpns, msg.psns); err != nil {
+		e.fail(fmt.Errorf("accept connection: %w", err))
+		return
+	}
+	e.conn.epoch = msg.epoch
+	e.state = epWaitRTU
+	e.conn.tries = 0
+	c.send(e, cmRep)
 }
 
 // goodbye is the module's part of the job's end. First it delivers what
