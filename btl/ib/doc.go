@@ -53,8 +53,10 @@
 // (queues.go: receive queues, their buffers, posts and reposts),
 // creditEngine (credits.go: the flow-control scheme, the credits owed and
 // their return), peers (peers.go: the endpoints by rank and QPN, those
-// lost) and cm (cm.go: the connection manager, with each endpoint's
-// connState). The module (module.go, progress.go) keeps the wiring: it
+// lost) and cm (cm.go: the connection manager, which sets each
+// endpoint's connection up and down, with its connState). An endpoint
+// (endpoint.go) keeps what a connection does once up: its send path,
+// core.Endpoint's and core.Resources' methods, and its failure. The module (module.go, progress.go) keeps the wiring: it
 // opens and closes the parts, drains the CQ and routes each completion to
 // its part, and hands a received frame to its handler between the receive
 // side and the credit engine. stats.go holds the counters.
