@@ -65,14 +65,16 @@ type flowCfg struct {
 	none      bool // core.FlowNone: no credits; the provider holds frames back
 	quota     int  // credits per peer on per-peer classes; 0: the layout's count
 	threshold int  // explicit credits once this many are owed; 0: the layout's
+	rndv      bool // rendezvous while a per-peer class is out of credits
 }
 
 // resolveFlow asks the job's flow-control policy, if any, for its scheme
 // over posted buffers. The static schemes run here; a policy that grows
 // quotas (dynamic) or counts slots is refused by name: this transport
 // does not offer them yet. Rendezvous while out of credits (seed 000
-// §4.2) is not offered either: frames wait in the PML's backlog instead,
-// and the log says so.
+// §4.2) is the policy's to ask for: the endpoints then report
+// PreferRendezvous (core.Resources) while a per-peer class of theirs has
+// no credit.
 func resolveFlow(env core.BTLEnv, firstBuf int) (flowCfg, error) {
 	if env.FlowControl == nil {
 		return flowCfg{}, nil
@@ -90,14 +92,14 @@ func resolveFlow(env core.BTLEnv, firstBuf int) (flowCfg, error) {
 	case s.Quota < 0 || s.Quota > 0xffff || s.CreditThreshold < 0:
 		return flowCfg{}, fmt.Errorf("ofi: flow-control policy: quota %d, threshold %d out of range", s.Quota, s.CreditThreshold)
 	}
-	if s.RndvOnNoCredit {
-		env.Log.Info().Msg("ofi: the flow-control policy asks for rendezvous while out of credits, which ofi does not offer: frames out of credits wait in the backlog")
-	}
 	switch s.Scheme {
 	case core.FlowNone:
+		if s.RndvOnNoCredit {
+			return flowCfg{}, fmt.Errorf("ofi: the hardware scheme counts no credits: no rendezvous for lack of them")
+		}
 		return flowCfg{none: true}, nil
 	case core.FlowCredits:
-		return flowCfg{quota: s.Quota, threshold: s.CreditThreshold}, nil
+		return flowCfg{quota: s.Quota, threshold: s.CreditThreshold, rndv: s.RndvOnNoCredit}, nil
 	}
 	return flowCfg{}, fmt.Errorf("ofi: unknown flow-control scheme %d", s.Scheme)
 }

@@ -59,7 +59,14 @@
 // explicit returns, the backlog bit). A frame refused for lack of a
 // credit, a send buffer or room in the provider's queue (-FI_EAGAIN) is
 // refused with core.ErrNoResources before anything of it is spent: back
-// pressure, never a lost frame. A provider may complete receives out of
+// pressure, never a lost frame. Endpoints tell the PML about it as ib's
+// do (core.Resources): FragsInFlight counts frames sent from send
+// buffers and not completed, and those waiting for the session;
+// Replenished moves at a send completion, a credit return, a session up,
+// a waiting frame gone, and at every refusal by the provider's queue,
+// whose end the module cannot see; PreferRendezvous, where the
+// flow-control policy asks for rendezvous out of credits, while a
+// per-peer class has none. A provider may complete receives out of
 // order (rxm completes a long message, which it moves by rendezvous,
 // after shorter ones sent later); a 16-bit sequence number per session
 // in each frame's CQ data restores the order before delivery.

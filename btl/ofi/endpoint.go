@@ -69,6 +69,7 @@ type peer struct {
 	probed    time.Duration
 	refusedAt time.Duration // since when (+1) the provider refuses its probes; 0: it does not
 	inflight  int           // sends to it whose completion has not come
+	frags     int           // frames among them (core.Resources)
 	proc      *procState    // a peer in this process
 	pidfd     int
 	remote    bool
@@ -178,12 +179,14 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 		err = m.ep.TSend(b, c.sdesc(), cqData(p.txTok, p.txSeq), p.addr, tag, ctxOf(kindSend, c.idx, buf))
 		if err == nil {
 			p.inflight++
+			p.frags++
 		} else if fresh {
 			c.putSend(buf)
 		}
 	}
 	if err != nil {
 		if errors.Is(err, fabric.ErrAgain) {
+			m.replenished++ // the provider's queue: its end cannot be seen
 			return errBusy
 		}
 		p.lose(fmt.Errorf("send: %w", err))
@@ -259,6 +262,7 @@ func (p *peer) flushOne() int {
 		p.wait = p.wait[1:]
 		n++
 	}
+	p.m.replenished += uint64(n)
 	if len(p.wait) == 0 {
 		p.wait = p.wait[:0:0]
 	}
@@ -272,6 +276,36 @@ func (m *Module) wantFlush(p *peer) {
 		m.flush = append(m.flush, p)
 	}
 }
+
+var _ core.Resources = (*peer)(nil)
+
+// PreferRendezvous implements core.Resources: when the flow-control
+// policy asks for it, a peer whose per-peer class is out of credits gets
+// small messages by rendezvous, so that the handshake brings credits
+// back (seed 000 §4.2), as ib's per-peer queues do.
+func (p *peer) PreferRendezvous() bool {
+	if !p.m.rndv || p.tx != txUp || p.err != nil {
+		return false
+	}
+	for i, c := range p.m.classes {
+		if cr := &p.cred[i]; !c.shared && cr.counted && cr.avail <= 0 {
+			p.m.st.rndv.Inc()
+			return true
+		}
+	}
+	return false
+}
+
+// FragsInFlight implements core.Resources: the frames sent to the peer
+// from send buffers whose send has not completed, and those waiting for
+// the session or the frames before them. Injected frames are done when
+// fi_tinjectdata returns.
+func (p *peer) FragsInFlight() int { return p.frags + len(p.wait) }
+
+// Replenished implements core.Resources: the module's count (send
+// buffers and the provider's queue are the module's, and a count per
+// peer would tell no more).
+func (p *peer) Replenished() uint64 { return p.m.replenished }
 
 // rmaPeer is the endpoint of a module whose provider can keep a FIN
 // behind a Put (doc.go): the peer with Put and Get (core.RDMA). Without

@@ -23,7 +23,7 @@ import (
 var providersHere = []string{"tcp", "sockets", "shm"}
 
 // needProvider skips the test, saying why, when libfabric lacks prov.
-func needProvider(t *testing.T, prov string) {
+func needProvider(t testing.TB, prov string) {
 	t.Helper()
 	ps, err := Providers(prov)
 	if err != nil {
@@ -38,14 +38,21 @@ var jobSeq atomic.Int64
 
 // tjob is n ranks' modules of one provider in this process.
 type tjob struct {
-	t     *testing.T
+	t     testing.TB
 	mods  []*Module   // each rank's first module
 	rails [][]*Module // each rank's modules
 	boots []core.Bootstrap
 	met   []*core.Metrics
 }
 
-func openTestJob(t *testing.T, prov string, n int, params map[string]string) *tjob {
+func openTestJob(t testing.TB, prov string, n int, params map[string]string) *tjob {
+	t.Helper()
+	return openFlowJob(t, prov, n, params, nil)
+}
+
+// openFlowJob is openTestJob with each rank's flow-control policy made
+// by flow (nil: none).
+func openFlowJob(t testing.TB, prov string, n int, params map[string]string, flow func() core.FlowControl) *tjob {
 	t.Helper()
 	needProvider(t, prov)
 	comp, _ := core.Lookup(core.KindBTL, Name)
@@ -63,7 +70,11 @@ func openTestJob(t *testing.T, prov string, n int, params map[string]string) *tj
 			}
 		}
 		met := core.NewMetrics()
-		mods, err := comp.OpenBTL(core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: met})
+		env := core.BTLEnv{Params: p, Boot: boots[r], Clock: core.SystemClock, Log: zerolog.Nop(), Metrics: met}
+		if flow != nil {
+			env.FlowControl = flow()
+		}
+		mods, err := comp.OpenBTL(env)
 		if err != nil {
 			t.Fatalf("open rank %d: %v", r, err)
 		}

@@ -65,6 +65,13 @@ type Module struct {
 	flush   []*peer       // peers with frames waiting for a session or credits
 	closed  bool
 	gen     uint64 // Progress calls
+	rndv    bool   // the flow-control policy asks for rendezvous out of credits
+
+	// replenished counts what may let a refused frame pass: send
+	// completions, credits returned, sessions up, waiting frames gone, and
+	// refusals by the provider, whose end the module cannot see
+	// (core.Resources' Replenished).
+	replenished uint64
 
 	st stats
 }
@@ -73,7 +80,7 @@ type Module struct {
 type stats struct {
 	framesSent, framesRecv, injected, rejected, badFrames *core.Counter
 	creditMsgs, stalls, backlogged, handshakes, lost      *core.Counter
-	regHits, regMisses                                    *core.Counter
+	regHits, regMisses, rndv                              *core.Counter
 	peers                                                 *peerMetrics
 }
 
@@ -86,7 +93,7 @@ func newStats(met *core.Metrics, inst, dom string) stats {
 		framesSent: n("frames_sent"), framesRecv: n("frames_received"), injected: n("frames_injected"),
 		rejected: n("rejected"), badFrames: n("bad_frames"), creditMsgs: n("credit_messages"),
 		stalls: n("credit_stalls"), backlogged: n("backlogged"), handshakes: n("handshakes"), lost: n("peers_lost"),
-		regHits: n("reg_cache_hits"), regMisses: n("reg_cache_misses"),
+		regHits: n("reg_cache_hits"), regMisses: n("reg_cache_misses"), rndv: n("rndv_no_credit"),
 		peers: newPeerMetrics(met, core.MetricName(Name, inst, dom)),
 	}
 }
@@ -164,6 +171,7 @@ func newModule(env core.BTLEnv, c *config, key *core.JobKey, in *fabric.Info, id
 	if m.clock == nil {
 		m.clock = core.SystemClock
 	}
+	m.rndv = flow.rndv
 	if err := m.setup(c, in, layout, flow); err != nil {
 		m.Close()
 		return nil, err

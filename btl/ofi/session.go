@@ -77,6 +77,7 @@ func (p *peer) sendHello() {
 	err := p.m.sendCtlTracked(p, p.helloMsg[:], 0)
 	if p.ctlErr("hello", err) {
 		p.tx, p.refusedAt = txUp, 0
+		p.m.replenished++
 		if len(p.wait) > 0 {
 			p.m.wantFlush(p)
 		}
@@ -127,10 +128,7 @@ func (m *Module) complete(c *fabric.Completion) int {
 		return m.onFrame(q, idx, c)
 	case kindSend:
 		if q := m.class(class); q != nil && idx < len(q.sowner) {
-			q.putSend(idx)
-			if p := m.peers[q.sowner[idx]]; p != nil {
-				p.inflight--
-			}
+			m.sent(q, idx)
 		}
 	case kindRDMA:
 		m.ops.finish(m, idx, nil)
@@ -335,9 +333,7 @@ func (m *Module) cqError() int {
 		if q == nil || idx >= len(q.sowner) {
 			return 0
 		}
-		q.putSend(idx)
-		if p := m.peers[q.sowner[idx]]; p != nil {
-			p.inflight--
+		if p := m.sent(q, idx); p != nil {
 			p.lose(fmt.Errorf("send: %w", &ce))
 		}
 	case kindRDMA:
@@ -346,9 +342,25 @@ func (m *Module) cqError() int {
 	return 1
 }
 
+// sent takes back send buffer idx of q, whose send completed, and
+// returns the peer it went to.
+func (m *Module) sent(q *rxClass, idx int) *peer {
+	q.putSend(idx)
+	m.replenished++
+	p := m.peers[q.sowner[idx]]
+	if p != nil {
+		p.inflight--
+		if q != m.ctl {
+			p.frags--
+		}
+	}
+	return p
+}
+
 // grant adds credits the peer returned on class ci.
 func (p *peer) grant(ci, n int) {
 	p.cred[ci].avail += n
+	p.m.replenished++
 	if len(p.wait) > 0 {
 		p.m.wantFlush(p)
 	}
@@ -465,6 +477,7 @@ func (p *peer) drop() {
 	for _, w := range p.wait {
 		w.c.putSend(w.buf)
 	}
+	p.m.replenished += uint64(len(p.wait))
 	p.wait = nil
 	if !p.m.closed {
 		p.dropEarly()
