@@ -44,14 +44,19 @@ const (
 	sessionProtocol = "ofi-session"
 )
 
-// A message's remote CQ data is its session's token in the high 48 bits
-// and, on frames, the direction's sequence number in the low 16
-// (session.go: the receiver delivers frames in order).
-const seqBits = 16
+// A message's remote CQ data is its session's token in the high 47 bits,
+// on frames the no-credit bit (dataNoCredit: a frame that spent no
+// credit, core.SendNoFlowControl) and the direction's sequence number in
+// the low 16 (session.go: the receiver delivers frames in order).
+const (
+	seqBits      = 16
+	tokShift     = seqBits + 1
+	dataNoCredit = 1 << seqBits
+)
 
-func cqData(tok uint64, seq uint16) uint64 { return tok<<seqBits | uint64(seq) }
+func cqData(tok uint64, seq uint16) uint64 { return tok<<tokShift | uint64(seq) }
 
-func tokenOf(data uint64) uint64 { return data >> seqBits }
+func tokenOf(data uint64) uint64 { return data >> tokShift }
 
 // identity is a rank as a transcript names it: rank and published
 // address.
@@ -67,13 +72,13 @@ func transcript(s, r []byte, counter uint64, nd [16]byte) *core.Transcript {
 	return t
 }
 
-// sessionToken derives the 48-bit token of t's session; never zero,
+// sessionToken derives the 47-bit token of t's session; never zero,
 // which marks a message outside any session.
 func sessionToken(k *core.JobKey, t *core.Transcript) uint64 {
 	st := *t
 	st.Protocol = sessionProtocol
 	p := k.Prove(core.Dialer, &st)
-	if tok := binary.LittleEndian.Uint64(p[:8]) >> seqBits; tok != 0 {
+	if tok := binary.LittleEndian.Uint64(p[:8]) >> tokShift; tok != 0 {
 		return tok
 	}
 	return 1

@@ -24,16 +24,18 @@
 //
 // # The contract in libfabric's terms
 //
-//   - open: fi_getinfo (tagged and RMA; FI_DELIVERY_COMPLETE, else
+//   - open: fi_getinfo (messages, tagged and RMA; FI_DELIVERY_COMPLETE, else
 //     FI_ORDER_SAW), fi_fabric, fi_domain, fi_endpoint with one AV
 //     (FI_AV_TABLE) and one CQ; fi_getname's address to the bootstrap.
 //   - Endpoint(r): fi_av_insert of r's address; the first Send opens a
 //     session with a job-key hello (auth.go).
-//   - Send: fi_tinjectdata, or fi_tsenddata from a registered send
-//     buffer; the tag is the receive class, the CQ data the session's
-//     token and sequence number; -FI_EAGAIN is core.ErrNoResources.
-//   - the receive-buffer layout: fi_trecv of each buffer under its class's
-//     tag, every class on the endpoint's one receive queue.
+//   - Send: fi_injectdata or fi_senddata (the first, smallest class),
+//     fi_tinjectdata or fi_tsenddata (the others, the tag naming the
+//     class), from a registered send buffer when the frame is above the
+//     inject size; the CQ data is the session's token, the no-credit bit
+//     and the sequence number; -FI_EAGAIN is core.ErrNoResources.
+//   - the receive-buffer layout: fi_recv of the first class's buffers on
+//     the untagged queue, fi_trecv of the others' under their class's tag.
 //   - Progress: fi_cq_read (fi_cq_readerr for an error completion):
 //     frames delivered in order and their buffers posted again, send and
 //     RDMA completions.
@@ -49,10 +51,11 @@
 //
 // # Eager frames: receive classes and credits
 //
-// Frames go by tagged send (fi_tinjectdata when they fit the provider's
-// inject size, else fi_tsenddata from a send buffer) into receive
-// buffers the module posts; the receive-buffer policy's layout decides
-// how many and of which sizes, one tag per queue (queues.go says how
+// Frames go by send (inject when they fit the provider's inject size,
+// else from a send buffer) into receive buffers the module posts; the
+// receive-buffer policy's layout decides how many and of which sizes,
+// the first queue on the untagged receive queue and one tag per other
+// queue (queues.go says why, and how
 // per-peer, shared and B-SRQ layouts map onto one RDM receive queue, and
 // how they are scaled to the provider's queue depth). Every class runs
 // credits (credits.go: seed 000 §4.2's static scheme, piggybacked and

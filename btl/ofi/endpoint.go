@@ -144,9 +144,9 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 	if credited {
 		h.Flags |= p.cred[c.idx].flag(flags&core.SendBacklog != 0)
 	}
-	tag := c.tag
+	cq := cqData(p.txTok, p.txSeq)
 	if !credited {
-		tag |= tagNoCredit
+		cq |= dataNoCredit
 	}
 	total := core.HeaderSize + int(h.Length)
 	var err error
@@ -159,7 +159,7 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 			copy(b[core.HeaderSize+copy(b[core.HeaderSize:], pre):], data)
 		}
 		h.Encode(b)
-		if err = m.ep.TInject(b, cqData(p.txTok, p.txSeq), p.addr, tag); err == nil {
+		if err = c.inject(m.ep, b, cq, p.addr); err == nil {
 			m.st.injected.Inc()
 			if buf >= 0 {
 				c.putSend(buf)
@@ -176,7 +176,7 @@ func (p *peer) post(c *rxClass, buf int, h *core.Header, pre, data []byte, flags
 		}
 		b := c.sbuf(buf)[:total]
 		h.Encode(b)
-		err = m.ep.TSend(b, c.sdesc(), cqData(p.txTok, p.txSeq), p.addr, tag, ctxOf(kindSend, c.idx, buf))
+		err = c.send(m.ep, b, cq, p.addr, ctxOf(kindSend, c.idx, buf))
 		if err == nil {
 			p.inflight++
 			p.frags++

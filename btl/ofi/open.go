@@ -19,7 +19,7 @@ const Available = true
 // caps are what a module needs of a provider: tagged messages (the
 // receive classes), RMA both ways, and remote CQ data (the session
 // token) which every tagged send carries.
-const caps = fabric.CapTagged | fabric.CapRMA | fabric.AccessRead | fabric.AccessWrite |
+const caps = fabric.CapMsg | fabric.CapTagged | fabric.CapRMA | fabric.AccessRead | fabric.AccessWrite |
 	fabric.AccessRemRead | fabric.AccessRemWrite | fabric.AccessSend | fabric.AccessRecv
 
 // config is a decoded block.

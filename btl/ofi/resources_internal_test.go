@@ -53,3 +53,34 @@ func TestPreferRendezvousWhileAPerPeerClassIsOutOfCredits(t *testing.T) {
 		}
 	}
 }
+
+// TestFramesSentWithoutFlowControlAreOwedNothing checks the no-credit
+// bit (the CQ data's, which untagged frames of the first class carry as
+// well as tagged ones): frames sent with core.SendNoFlowControl, past the
+// sender's window, spend no credit and leave the receiver owing none.
+func TestFramesSentWithoutFlowControlAreOwedNothing(t *testing.T) {
+	for _, prov := range providersHere {
+		for _, layout := range []string{"P,2048,4,3,4", "P,256,4,3,4:S,2048,64,32,4"} {
+			t.Run(prov+"/"+layout, func(t *testing.T) {
+				j := openTestJob(t, prov, 2, map[string]string{"receive_queues": layout, "eager_limit": "1KiB"})
+				got := 0
+				j.mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+				const n = 40
+				for _, size := range []int{8, 1000} {
+					for range n {
+						j.send(0, 1, core.Header{Type: core.TypeUserBase}, nil, make([]byte, size), core.SendNoFlowControl)
+					}
+				}
+				j.until("the frames", func() bool { return got == 2*n })
+				for ci, c := range j.mods[1].classes {
+					if owed := j.mods[1].peers[0].owed[ci]; owed != 0 {
+						t.Errorf("class %d: the receiver owes %d credits for frames that spent none", ci, owed)
+					}
+					if avail := j.mods[0].peers[1].cred[ci].avail; avail != c.window {
+						t.Errorf("class %d: the sender holds %d credits, want its window %d", ci, avail, c.window)
+					}
+				}
+			})
+		}
+	}
+}

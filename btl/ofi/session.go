@@ -157,6 +157,10 @@ func (m *Module) sender(rank uint32, data uint64) *peer {
 // after shorter ones sent later: comp_order is FI_ORDER_NONE), so a
 // frame that comes early keeps its buffer until those before it came.
 func (m *Module) onFrame(c *rxClass, i int, comp *fabric.Completion) int {
+	comp.Tag = c.tag // an untagged class's completion has none
+	if comp.Data&dataNoCredit != 0 {
+		comp.Tag |= tagNoCredit
+	}
 	b := c.buf(i)[:min(comp.Len, c.size)]
 	src, ok := frameSrc(b)
 	p := m.sender(src, comp.Data)

@@ -9,15 +9,16 @@ import (
 
 // What travels on an ofi endpoint besides the frames' bytes.
 //
-// The 64-bit libfabric tag of every message says which receive class it
-// is for: the low byte is the class (a queue of the receive layout, or
-// classCtl), and bit 8 marks a frame that spent no credit
-// (core.SendNoFlowControl). Receives are posted with every bit above the
-// class ignored, so tags choose buffers by size as B-SRQ's QPs do
-// (seed 002 §3).
+// The 64-bit libfabric tag of every tagged message says which receive
+// class it is for: the low byte is the class (a queue of the receive
+// layout but the first, which is untagged, or classCtl). Receives are
+// posted with every bit above the class ignored, so tags choose buffers
+// by size as B-SRQ's QPs do (seed 002 §3). tagNoCredit is set on the
+// receiving side only, from the CQ data's no-credit bit.
 //
 // The 64-bit remote CQ data of every message is the session token of the
-// sender's direction (auth.go) and a sequence number (cqData): zero on
+// sender's direction (auth.go), the no-credit bit (a frame that spent no
+// credit, core.SendNoFlowControl) and a sequence number (cqData): zero on
 // the handshake's own messages, which prove themselves, and the token
 // the handshake derived on everything else. A message whose token is not
 // the one its claimed sender's session holds is dropped before its

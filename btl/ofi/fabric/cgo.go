@@ -157,6 +157,10 @@ static ssize_t gobtl_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc,
 	return fi_trecv(ep, buf, len, desc, src, tag, ignore, (void *)(uintptr_t)ctx);
 }
 
+static ssize_t gobtl_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t src, uint64_t ctx) {
+	return fi_recv(ep, buf, len, desc, src, (void *)(uintptr_t)ctx);
+}
+
 static ssize_t gobtl_senddata(struct fid_ep *ep, void *buf, size_t len, void *desc, uint64_t data,
 		uint64_t dest, uint64_t ctx) {
 	return fi_senddata(ep, buf, len, desc, data, dest, (void *)(uintptr_t)ctx);
@@ -664,6 +668,11 @@ func (e *Endpoint) TInject(buf []byte, data uint64, dest Addr, tag uint64) error
 func (e *Endpoint) TRecv(buf []byte, desc Desc, src Addr, tag, ignore, ctx uint64) error {
 	return errno(C.gobtl_trecv(e.ep, ptr(buf), C.size_t(len(buf)), desc.p, C.uint64_t(src), C.uint64_t(tag),
 		C.uint64_t(ignore), C.uint64_t(ctx)))
+}
+
+// Recv posts buf for an untagged message from src (AddrUnspec: anyone).
+func (e *Endpoint) Recv(buf []byte, desc Desc, src Addr, ctx uint64) error {
+	return errno(C.gobtl_recv(e.ep, ptr(buf), C.size_t(len(buf)), desc.p, C.uint64_t(src), C.uint64_t(ctx)))
 }
 
 // Send sends buf untagged with data as remote CQ data.
