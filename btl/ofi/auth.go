@@ -24,7 +24,7 @@ import (
 // checks the proof and takes a counter only above the last it took from
 // that rank, so a hello replayed from an earlier session is refused and
 // cannot bring back an old token. Both ends derive the session's token,
-// T = HMAC_key("ofi-session", transcript), 48 bits of it; the receiver
+// T = HMAC_key("ofi-session", transcript), 47 bits of it; the receiver
 // accepts frames and session messages (credits, probes, goodbyes) from
 // that rank only with T. The key is never on the wire, and T only once
 // the session carries traffic: a process outside the job learns it only
