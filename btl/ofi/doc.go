@@ -128,6 +128,9 @@
 // must complete: sockets (its own progress thread) and hardware providers;
 // not tcp under ofi_rxm, which says FI_PROGRESS_AUTO but in 1.17 serves
 // a read only when its target polls, nor shm, which has no wait fd.
+// Elsewhere the CQ is opened without a wait object (FI_WAIT_NONE): on
+// tcp under rxm a wait fd cost every completion a write to the CQ's
+// signal pipe and a read to drain it (8 B latency 1.2-1.4x, 1 MiB 1.1x).
 //
 // # Trust
 //

@@ -133,7 +133,10 @@ func openEndpoint(in *fabric.Info, rxWant int) (*fabric.Endpoint, uint64, string
 					break
 				}
 			}
-			ep, err := fabric.Open(pick, fabric.Options{Wait: true})
+			// A wait fd only where a notifier may use it (Open): on a
+			// software provider (tcp under rxm) it costs every completion
+			// a write to the CQ's signal pipe and a read to drain it.
+			ep, err := fabric.Open(pick, fabric.Options{Wait: !softwareCore(in.Provider)})
 			l.Free()
 			if err != nil {
 				return nil, 0, "", err
