@@ -1,19 +1,16 @@
 package flowcontrol
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gobtl/gobtl/experiment"
+	"github.com/gobtl/gobtl/experiment/internal/standin"
 )
 
 // fakeEnv makes the test binary a stand-in for gobtl: started with it
@@ -22,12 +19,7 @@ import (
 // without starting a job.
 const fakeEnv = "FLOWCONTROL_TEST_FAKE_GOBTL"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) == "1" {
-		os.Exit(fakeGobtl(os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { standin.Main(m, fakeEnv, fakeGobtl) }
 
 var (
 	stackSeq   = regexp.MustCompile(`stack(\d+)\.hcl$`)
@@ -92,56 +84,18 @@ func fakeGobtl(args []string) int {
 	return 0
 }
 
-var update = flag.Bool("update", false, "rewrite the golden files of the tests")
-
 // The tables of every step, run on the stand-in, are what they were: the
 // columns, the medians over three repetitions, the middle repetition's
 // counters, the verdicts and the records. (Rewrite the golden file with
 // -update after a change that means to change them.)
 func TestEveryTableOfTheExperimentReadsTheRunsAsBefore(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(fakeEnv, "1")
-	l, err := experiment.NewLauncher(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var out, doc bytes.Buffer
-	env := &experiment.Env{Ctx: context.Background(), Out: &out, Quick: true, Reps: 3, Jobs: l, JSON: &doc}
-	if err := experiment.Run(env, New(env, Options{Patterns: []string{"lu", "cg"}, Ranks: 2}), nil); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	var got strings.Builder
-	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(line, "Machine:") || strings.Contains(line, " took ") || strings.HasPrefix(line, "== Summary") ||
-			strings.HasPrefix(line, "The machine was shared") || strings.HasPrefix(line, "(latency, bandwidth") || strings.HasPrefix(line, "messages, bytes") {
-			continue // the machine's load and the wall times
-		}
-		got.WriteString(line + "\n")
-	}
+	out, doc := standin.Run(t, fakeEnv, func(env *experiment.Env) { env.Quick, env.Reps = true, 3 }, func(env *experiment.Env) error {
+		return experiment.Run(env, New(env, Options{Patterns: []string{"lu", "cg"}, Ranks: 2}), nil)
+	})
 	var d struct{ Checks, Records any }
-	if err := json.Unmarshal(doc.Bytes(), &d); err != nil {
+	if err := json.Unmarshal(doc, &d); err != nil {
 		t.Fatal(err)
 	}
 	js, _ := json.MarshalIndent(d, "", " ")
-	got.Write(js)
-	golden := filepath.Join("testdata", "tables.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Fatalf("the tables changed:\n%s\nwant (%s):\n%s", got.String(), golden, want)
-	}
+	standin.Golden(t, "tables.golden", standin.Tables(out)+string(js))
 }

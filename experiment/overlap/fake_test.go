@@ -1,10 +1,7 @@
 package overlap
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gobtl/gobtl/experiment"
+	"github.com/gobtl/gobtl/experiment/internal/standin"
 )
 
 // fakeEnv makes the test binary a stand-in for gobtl: started with it
@@ -22,12 +20,7 @@ import (
 // starting a job.
 const fakeEnv = "OVERLAP_TEST_FAKE_GOBTL"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) == "1" {
-		os.Exit(fakeGobtl(os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { standin.Main(m, fakeEnv, fakeGobtl) }
 
 var stackSeq = regexp.MustCompile(`stack(\d+)\.hcl$`)
 
@@ -64,18 +57,11 @@ func fakeOMPI(t *testing.T) string {
 	return dir
 }
 
-var update = flag.Bool("update", false, "rewrite the golden files of the tests")
-
 // The ibperf table, run on the stand-ins for gobtl and Open MPI, is what
 // it was: medians over three repetitions, the ratios and verdicts against
 // the reference, or the values alone saying why there is none. (Rewrite
 // the golden file with -update after a change that means to change it.)
 func TestTheIBPerfTableReadsTheRunsAsBefore(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(fakeEnv, "1")
 	var got strings.Builder
 	for _, c := range []struct {
 		name string
@@ -85,45 +71,17 @@ func TestTheIBPerfTableReadsTheRunsAsBefore(t *testing.T) {
 		{"Open MPI", fakeOMPI},
 	} {
 		t.Setenv("PATH", c.path(t))
-		l, err := experiment.NewLauncher(self)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		var out, doc bytes.Buffer
-		env := &experiment.Env{Ctx: context.Background(), Out: &out, Reps: 3, Jobs: l, JSON: &doc}
-		if err := experiment.Run(env, NewIBPerf(env, IBPerfOptions{Iters: 50}), nil); err != nil {
-			t.Fatalf("%s: %v\n%s", c.name, err, out.String())
-		}
+		out, doc := standin.Run(t, fakeEnv, func(env *experiment.Env) { env.Reps = 3 }, func(env *experiment.Env) error {
+			return experiment.Run(env, NewIBPerf(env, IBPerfOptions{Iters: 50}), nil)
+		})
 		fmt.Fprintf(&got, "-- %s\n", c.name)
-		for _, line := range strings.Split(out.String(), "\n") {
-			if strings.HasPrefix(line, "Machine:") || strings.Contains(line, " took ") || strings.HasPrefix(line, "== Summary") ||
-				strings.HasPrefix(line, "The machine was shared") || strings.HasPrefix(line, "(latency, bandwidth") || strings.HasPrefix(line, "messages, bytes") {
-				continue // the machine's load and the wall times
-			}
-			got.WriteString(line + "\n")
-		}
+		got.WriteString(standin.Tables(out))
 		var d struct{ Records any }
-		if err := json.Unmarshal(doc.Bytes(), &d); err != nil {
+		if err := json.Unmarshal(doc, &d); err != nil {
 			t.Fatal(err)
 		}
 		js, _ := json.Marshal(d.Records)
 		got.Write(append(js, '\n'))
 	}
-	golden := filepath.Join("testdata", "ibperf.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Fatalf("the tables changed:\n%s\nwant (%s):\n%s", got.String(), golden, want)
-	}
+	standin.Golden(t, "ibperf.golden", got.String())
 }
