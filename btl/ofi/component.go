@@ -68,7 +68,8 @@ type ProviderInfo struct {
 	RxSize                   int
 	MaxMsgSize               uint64
 	DataProgress             string
-	// AuthKeySize is nonzero where the provider fences jobs itself (cxi,
-	// efa): noted, not used yet.
+	// AuthKeySize is nonzero where the provider can fence jobs in the
+	// fabric by a domain's authorization key (cxi, efa); gobtl runs with
+	// the provider's default key (fence.go).
 	AuthKeySize int
 }

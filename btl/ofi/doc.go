@@ -145,9 +145,10 @@
 // job that sends to an endpoint costs it a few buffers for a moment
 // (TestAForeignSenderDoesNotDisturbTheJob). RDMA needs a registration's
 // key, which only the peer a rendezvous is with learns. Providers with
-// authorization keys of their own (cxi, efa: auth_key_size > 0, listed by
-// gobtl info ofi) could fence jobs in the fabric as well; that is not
-// used yet.
+// authorization keys of their own (auth_key_size > 0, listed by gobtl
+// info ofi) fence jobs in the fabric as well, with the provider's default
+// key: on cxi the VNI the launcher grants the job (SLINGSHOT_VNIS), and
+// a warning where there is none (fence.go).
 //
 // # Lost peers
 //

@@ -232,8 +232,12 @@ func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup, flow f
 	if err := m.boot.Put(m.pubKey, m.me.encode()); err != nil {
 		return fmt.Errorf("ofi: publish address: %w", err)
 	}
+	fenced, warn := fence(m.ep.Info.Provider, m.ep.Info.AuthKeySize, os.Getenv)
+	if warn {
+		m.log.Warn().Str("domain", in.Domain).Str("fence", fenced).Msg("ofi: no fabric fence for this job")
+	}
 	m.log.Debug().Str("domain", in.Domain).Str("provider", m.ep.Info.Provider).Str("fin", m.finMode).
-		Str("progress", m.ep.Info.DataProgress).Str("classes", layout.String()).Msg("ofi module open")
+		Str("progress", m.ep.Info.DataProgress).Str("classes", layout.String()).Str("fence", fenced).Msg("ofi module open")
 	return nil
 }
 
