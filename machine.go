@@ -99,9 +99,15 @@ func nodeCPUs() int { return max(len(topo.Self().Node), 1) }
 // bound, 5 alternating runs each: ib (softrc) 1 MiB latency 2077-2234 µs
 // with 1 P, 690-1296 with 2 (unbound 2171-3536), 8 B 16-113 against
 // 7.6-15; sm 8 B latency 0.34-2.1 µs with 1 P against 0.34-3.2 with 2,
-// allreduce 8 B 1.1-5.4 against 1.9-5.5 (unbound 2.3-152 and 5-187). A
-// GOMAXPROCS in the environment is the user's and stands. It returns what
-// it did, for the log ("" for nothing).
+// allreduce 8 B 1.1-5.4 against 1.9-5.5 (unbound 2.3-152 and 5-187).
+// btl "ofi" has no goroutines of its own but spends long stretches in
+// libfabric (a 1 MiB sendmsg inside fi_cq_read): with one P the runtime's
+// monitor hands that P to another thread mid-call, and the rank's thread
+// must win it back when the call returns; with a second P idle it leaves
+// the P alone. bench latency over ofi/tcp, 4 alternations in both orders:
+// 64 KiB 46.9-49.2 µs with 2 Ps against 49.6-52.9 with 1, 1 MiB faster in
+// 3 of 4, 8 B the same. A GOMAXPROCS in the environment is the user's and
+// stands. It returns what it did, for the log ("" for nothing).
 func (s *start) fitGOMAXPROCS() string {
 	if !s.ownBoot || os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) >= 2 {
 		return ""
@@ -112,7 +118,7 @@ func (s *start) fitGOMAXPROCS() string {
 	}
 	for _, b := range s.cfg.BTLs {
 		if b.Component.Reach == core.ReachNetwork {
-			why = fmt.Sprintf("btl %q's device goroutines", b.Kind)
+			why = fmt.Sprintf("btl %q (device goroutines or long provider calls)", b.Kind)
 		}
 	}
 	if why == "" {
