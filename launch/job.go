@@ -381,8 +381,25 @@ func supervise(ctx context.Context, cfg Config, report io.Writer, srv *Server, p
 			signalAll(procs, syscall.SIGKILL)
 		}
 	}
-	return s.res
+	// An abort a rank sent just before it exited may still be on its way
+	// from the rank's socket: once the connections have ended, it is in
+	// aborts (without this, TestAnAbortIsReportedWhenItsRankExitsRightAfterIt
+	// lost the report in 2 of its first 3 runs of 20 jobs).
+	srv.Settle(settleWait)
+	for {
+		select {
+		case a := <-aborts:
+			s.res.blame(a, procs[a.Rank].cmd.Process.Pid)
+		default:
+			return s.res
+		}
+	}
 }
+
+// settleWait bounds how long a job that has ended waits for its ranks'
+// connections to the launcher to end: at once when the ranks are gone,
+// longer only if a rank left a child holding its socket.
+const settleWait = 500 * time.Millisecond
 
 // supervisor is supervise's state: the job's result so far, whether the
 // job is being stopped, and the state reports it waits for.

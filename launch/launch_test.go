@@ -89,6 +89,9 @@ func rankMain(role string) int {
 			b.Abort(1, "bad frame from rank 0")
 		}
 		select {}
+	case "abort-exit":
+		b.Abort(1, fmt.Sprintf("rank %d gives up", r))
+		return 1
 	case "sleep":
 		select {}
 	case "bootdir":
@@ -273,6 +276,18 @@ func TestAnAbortThroughTheBootstrapStopsTheJob(t *testing.T) {
 	}
 	if !strings.Contains(out, "rank 2") || !strings.Contains(out, "aborted: bad frame from rank 0") {
 		t.Errorf("report does not carry the abort:\n%s", out)
+	}
+}
+
+// A rank that reports an abort and exits at once may be reaped before
+// the launcher has read its report: the job's report still carries it,
+// even when that rank was the last one alive.
+func TestAnAbortIsReportedWhenItsRankExitsRightAfterIt(t *testing.T) {
+	for i := range 20 {
+		res, out, _ := runRole(t, "abort-exit", 1, nil)
+		if res.First == nil || res.First.Abort != "rank 0 gives up" || !strings.Contains(out, "aborted: rank 0 gives up") {
+			t.Fatalf("run %d: status %d first %+v, output:\n%s", i, res.Status, res.First, out)
+		}
 	}
 }
 

@@ -37,6 +37,8 @@ type Server struct {
 	pending core.Pending
 
 	aborts chan Abort
+	// settled has a token after a rank's connection ends (Settle).
+	settled chan struct{}
 
 	// helloTimeout bounds the silence of a new connection before hello;
 	// allHello runs once, when every rank has said hello.
@@ -104,6 +106,7 @@ func newServer(path string, size int, job string, helloTimeout time.Duration, al
 	s := &Server{
 		size: size, job: job, ln: wrapListener(ln),
 		aborts:       make(chan Abort, size),
+		settled:      make(chan struct{}, 1),
 		helloTimeout: helloTimeout,
 		allHello:     allHello,
 		conns:        map[int]*serverConn{},
@@ -120,6 +123,29 @@ func newServer(path string, size int, job string, helloTimeout time.Duration, al
 
 // Aborts delivers the ranks' abort reports.
 func (s *Server) Aborts() <-chan Abort { return s.aborts }
+
+// Settle waits, up to d, until the connection of every rank that said
+// hello has ended — all it sent read — and says whether they all had.
+// The launcher calls it once every rank has exited: a report a rank sent
+// just before it exited (an abort) is read after the rank is reaped as
+// often as before.
+func (s *Server) Settle(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		open := len(s.conns)
+		s.mu.Unlock()
+		if open == 0 {
+			return true
+		}
+		select {
+		case <-s.settled:
+		case <-t.C:
+			return false
+		}
+	}
+}
 
 // Fail ends the exchange: the current fence and every later one fail with
 // msg (a rank died, the job is stopping), so no rank waits on a fence that
@@ -374,6 +400,10 @@ func (s *Server) leave(c *serverConn, err error) {
 		s.round = map[int]map[string][]byte{}
 	}
 	s.mu.Unlock()
+	select {
+	case s.settled <- struct{}{}:
+	default:
+	}
 	msg := fmt.Sprintf("rank %d left the bootstrap during a fence", c.rank)
 	for _, w := range waiting {
 		if w != c {
