@@ -20,6 +20,10 @@ import (
 // calls it a hang and dumps the engines' state.
 var hangAfter = 60 * time.Second
 
+// errRankFailed is the cause world.run aborts the other ranks with when
+// one fails.
+var errRankFailed = errors.New("another rank failed")
+
 // world is n ranks in this process over an inproc fabric with the given
 // rails (each rank also gets a self module).
 type world struct {
@@ -91,9 +95,17 @@ func (w *world) run(t tester, fn func(c *Comm) error) {
 			if err == nil && !w.noFinalize {
 				err = c.Close() // finalize: collective
 			}
+			if err != nil && errors.Is(err, errRankFailed) {
+				return // a casualty of the first failure, reported there
+			}
 			if err != nil {
 				t.Logf("rank %d failed: %v", c.Rank(), err)
 				errs <- fmt.Errorf("rank %d: %w", c.Rank(), err)
+				// As a launcher does: the others stop waiting for this
+				// rank, so that the test reports now, not at hangAfter.
+				for _, o := range w.comms {
+					o.Abort(fmt.Errorf("%w: rank %d", errRankFailed, c.Rank()))
+				}
 			}
 		}(c)
 	}
