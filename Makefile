@@ -11,9 +11,15 @@ all: build plugins
 # gobtl and the examples join jobs that mpirun and srun --mpi=pmix start
 # (PMIx, through libpmix: build tag pmix); srun --mpi=pmi2, mpiexec.hydra and
 # gobtl run need no tag. `go build ./...` without the tag still works.
-# btl "ofi" links libfabric (build tag ofi); without it the component
-# registers and says how to rebuild.
+# btl "ofi" compiles against libfabric's headers (build tag ofi) and loads
+# libfabric.so.1 when a job first uses it; without the tag the component
+# registers and says how to rebuild. Headers outside the default include
+# path are found by libfabric's pkg-config file.
 GOTAGS ?= pmix,ofi
+OFI_CFLAGS := $(shell pkg-config --cflags libfabric 2>/dev/null)
+ifneq ($(strip $(OFI_CFLAGS)),)
+export CGO_CFLAGS := -O2 -g $(OFI_CFLAGS)
+endif
 # -buildvcs=auto: the binaries carry the revision they were built from
 # (gobtl version, bench --json) even where GOFLAGS turns stamping off.
 build: pmix-dev ofi-dev

@@ -3,8 +3,10 @@
 package fabric
 
 /*
-#cgo pkg-config: libfabric
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <rdma/fabric.h>
@@ -15,6 +17,56 @@ package fabric
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+
+// libfabric is loaded when the package is first used (gobtl_load), not
+// linked: loading it loads every provider's libraries with it, and one
+// of Debian's (libinfinipath, under the psm provider) sleeps ~200 ms in
+// its constructor — every gobtl process paid that at start, ofi or not.
+// libfabric exports six functions this package calls; everything else
+// is inline in its headers, through the objects' operation tables. Each
+// has the type of its declaration in the headers, and the names below
+// stand for the loaded ones.
+static __typeof__(fi_getinfo) *gobtl_p_getinfo;
+static __typeof__(fi_freeinfo) *gobtl_p_freeinfo;
+static __typeof__(fi_dupinfo) *gobtl_p_dupinfo;
+static __typeof__(fi_fabric) *gobtl_p_fabric;
+static __typeof__(fi_strerror) *gobtl_p_strerror;
+static __typeof__(fi_tostr) *gobtl_p_tostr;
+#define fi_getinfo gobtl_p_getinfo
+#define fi_freeinfo gobtl_p_freeinfo
+#define fi_dupinfo gobtl_p_dupinfo
+#define fi_fabric gobtl_p_fabric
+#define fi_strerror gobtl_p_strerror
+#define fi_tostr gobtl_p_tostr
+
+// gobtl_load opens the library name (found as the dynamic linker finds
+// it: LD_LIBRARY_PATH, ld.so.cache) and resolves the six; on failure it
+// writes why to err and leaves them as they were.
+static int gobtl_load(const char *name, char *err, size_t n) {
+	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(err, n, "%s", dlerror());
+		return -1;
+	}
+	struct { void **p; const char *name; } syms[] = {
+		{(void **)&gobtl_p_getinfo, "fi_getinfo"}, {(void **)&gobtl_p_freeinfo, "fi_freeinfo"},
+		{(void **)&gobtl_p_dupinfo, "fi_dupinfo"}, {(void **)&gobtl_p_fabric, "fi_fabric"},
+		{(void **)&gobtl_p_strerror, "fi_strerror"}, {(void **)&gobtl_p_tostr, "fi_tostr"},
+	};
+	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+		if (!dlsym(h, syms[i].name)) {
+			snprintf(err, n, "%s: no %s", name, syms[i].name);
+			dlclose(h);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) *syms[i].p = dlsym(h, syms[i].name);
+	return 0;
+}
+
+static void gobtl_freeinfo(struct fi_info *i) { fi_freeinfo(i); }
+static struct fi_info *gobtl_dupinfo(const struct fi_info *i) { return fi_dupinfo(i); }
+static const char *gobtl_strerror(int e) { return fi_strerror(e); }
 
 // The helpers below keep libfabric's function-pointer tables, its macros
 // and every void *context on the C side: Go passes integers for contexts
@@ -34,7 +86,7 @@ static void gobtl_init_env(void) {
 static int gobtl_getinfo(const char *prov, const char *domain, const char *node, uint64_t caps,
 		uint64_t op_flags, uint64_t order, int mr_mode, int threading, int ep_type, int progress,
 		size_t rx_size, size_t tx_size, struct fi_info **out) {
-	struct fi_info *h = fi_allocinfo();
+	struct fi_info *h = fi_dupinfo(NULL); // fi_allocinfo(), whose inline body would need the linked symbol
 	if (!h) return -FI_ENOMEM;
 	h->ep_attr->type = ep_type;
 	h->caps = caps;
@@ -256,6 +308,7 @@ static const char *gobtl_tostr_progress(enum fi_progress *p) { return fi_tostr(p
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -269,7 +322,12 @@ const Available = true
 // Errno is a libfabric error code (the positive FI_E* value).
 type Errno int
 
-func (e Errno) Error() string { return C.GoString(C.fi_strerror(C.int(e))) }
+func (e Errno) Error() string {
+	if Init() != nil {
+		return fmt.Sprintf("libfabric error %d", int(e))
+	}
+	return C.GoString(C.gobtl_strerror(C.int(e)))
+}
 
 // Error codes callers branch on.
 const (
@@ -356,11 +414,40 @@ const AddrUnspec Addr = Addr(C.FI_ADDR_UNSPEC)
 // Addr is a peer's fi_addr_t in an endpoint's address vector.
 type Addr uint64
 
-var initOnce sync.Once
+var (
+	initOnce sync.Once
+	initErr  error
+)
 
-// Init prepares libfabric's environment before it first reads it; every
-// entry point calls it.
-func Init() { initOnce.Do(func() { C.gobtl_init_env() }) }
+// ErrNoLibrary reports that libfabric.so.1 could not be loaded: a build
+// with the ofi tag loads it when the package is first used.
+var ErrNoLibrary = errors.New("fabric: libfabric cannot be loaded (install libfabric1, or put libfabric.so.1 on LD_LIBRARY_PATH)")
+
+// Init prepares libfabric's environment and then loads it, once; every
+// entry point calls it. libfabric is loaded here, not linked, so that a
+// process that never uses it does not load it and the libraries of all
+// its providers (cgo.go's preamble says what that cost).
+func Init() error {
+	initOnce.Do(func() {
+		C.gobtl_init_env()
+		initErr = load(libName)
+	})
+	return initErr
+}
+
+// libName is the soname of the library libfabric-dev links against.
+const libName = "libfabric.so.1"
+
+// load loads the library name and takes libfabric's entry points from it.
+func load(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var msg [512]C.char
+	if C.gobtl_load(cname, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("%w: %s", ErrNoLibrary, C.GoString(&msg[0]))
+	}
+	return nil
+}
 
 // Threading models for Hints.Threading.
 const (
@@ -438,7 +525,7 @@ type List struct {
 // Free releases the C descriptions.
 func (l *List) Free() {
 	if l.head != nil {
-		C.fi_freeinfo(l.head)
+		C.gobtl_freeinfo(l.head)
 		l.head = nil
 	}
 }
@@ -446,7 +533,9 @@ func (l *List) Free() {
 // GetInfo asks libfabric for what matches h. No match is an error
 // wrapping ErrNoData.
 func GetInfo(h Hints) (*List, error) {
-	Init()
+	if err := Init(); err != nil {
+		return nil, err
+	}
 	cs := func(s string) *C.char {
 		if s == "" {
 			return nil
@@ -567,8 +656,10 @@ const maxBatch = 64
 // Open makes an endpoint from one of a List's Infos; the List may be
 // freed afterwards.
 func Open(info *Info, o Options) (*Endpoint, error) {
-	Init()
-	dup := C.fi_dupinfo(info.c)
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	dup := C.gobtl_dupinfo(info.c)
 	if dup == nil {
 		return nil, fmt.Errorf("fi_dupinfo: %w", Errno(C.FI_ENOMEM))
 	}
@@ -581,7 +672,7 @@ func Open(info *Info, o Options) (*Endpoint, error) {
 	var where *C.char
 	rc := C.gobtl_open(dup, C.size_t(o.CQSize), C.int(want), C.size_t(o.MinMultiRecv), &e.fabric, &e.domain, &e.av, &e.cq, &e.ep, &wfd, &where)
 	if rc != 0 {
-		C.fi_freeinfo(dup)
+		C.gobtl_freeinfo(dup)
 		return nil, fmt.Errorf("%s (%s, domain %s): %w", C.GoString(where), info.Provider, info.Domain, Errno(-rc))
 	}
 	e.waitFD = int(wfd)
@@ -598,7 +689,7 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	rc := C.gobtl_close(e.fabric, e.domain, e.av, e.cq, e.ep)
-	C.fi_freeinfo(e.info)
+	C.gobtl_freeinfo(e.info)
 	C.free(unsafe.Pointer(e.ents))
 	e.info, e.ents, e.ep, e.cq, e.av, e.domain, e.fabric = nil, nil, nil, nil, nil, nil, nil
 	return ierrno(rc)

@@ -6,9 +6,14 @@
 // object. It says nothing about frames, credits or peers: that is
 // btl/ofi's.
 //
-// The package is built only with the ofi build tag (and cgo): it links
-// libfabric (Debian's libfabric-dev; `make ofi-dev` installs it). Without
-// the tag it is empty and Available is false.
+// The package is built only with the ofi build tag (and cgo), against
+// libfabric's headers (Debian's libfabric-dev; `make ofi-dev` installs
+// it). It does not link libfabric: Init loads libfabric.so.1 when the
+// package is first used (ErrNoLibrary where it cannot), so that a process
+// that never opens btl "ofi" does not load libfabric and every provider's
+// libraries with it — one of Debian's sleeps ~200 ms as it loads, which
+// every gobtl process paid at start while it was linked. Without the tag
+// the package is empty and Available is false.
 //
 // Memory. Whatever the provider may touch after a call returns — posted
 // receive buffers, the source of a send still in flight, the target of a
