@@ -44,7 +44,9 @@ import (
 // before its first fill, so that a rank that passed another length
 // fails with ErrMismatch rather than reading the wrong bytes. A rank
 // that has moved on to its next collective no longer answers for this
-// one; the check is then skipped.
+// one: the check is then whether it took a slot in this one (slotted) —
+// a rank that left a small collective for the chunks of the next one
+// (straddle.go).
 const cLen = cDone + 8
 
 func callWord(seq uint64, n int) uint64 { return seq<<32 | uint64(uint32(n)) }
@@ -52,7 +54,11 @@ func callWord(seq uint64, n int) uint64 { return seq<<32 | uint64(uint32(n)) }
 // checkLen compares rank x's length with this rank's, n.
 func (o *op) checkLen(x, n int) error {
 	w := atomic.LoadUint64(o.m.seg.u64(o.m.seg.rank(x) + cLen))
-	if w>>32 == o.seq&0xffffffff && uint32(w) != uint32(n) {
+	if w>>32 != o.seq&0xffffffff {
+		_, err := o.slotted(x)
+		return err
+	}
+	if uint32(w) != uint32(n) {
 		return fmt.Errorf("coll/shm: %s: rank %d passed %d bytes, this one %d: %w", o, x, uint32(w), n, coll.ErrMismatch)
 	}
 	return nil
@@ -80,7 +86,7 @@ func (o *op) all(c int, v uint64, n int) (bool, error) {
 	s := o.m.seg
 	for ; o.i < o.m.n; o.i++ {
 		if atomic.LoadUint64(s.counter(o.i, c)) < v {
-			return false, nil
+			return o.slotted(o.i)
 		}
 		if o.j == 0 && c == cFill {
 			if err := o.checkLen(o.i, n); err != nil {
@@ -92,7 +98,10 @@ func (o *op) all(c int, v uint64, n int) (bool, error) {
 }
 
 // reusable is the first step whose writes must wait for t's chunk to be
-// taken.
+// taken. It does not look for ranks in the slots (straddle.go): a
+// reduction's step is reused only once every rank filled the first one,
+// and a broadcast's root that waits here for ranks in the slots waits
+// for ranks that see its first fill (chunked) and break the segment.
 func (o *op) reusable(t uint64) bool {
 	d := uint64(o.m.seg.lay.depth)
 	return t < d || o.m.takenBy(t+1-d)
@@ -122,7 +131,7 @@ func (o *op) bcastChunks() (bool, error) {
 			o.store(cFill, t+1)
 		} else {
 			if atomic.LoadUint64(s.counter(o.root, cFill)) < t+1 {
-				return false, nil
+				return o.slotted(o.root)
 			}
 			if o.j == 0 {
 				if err := o.checkLen(o.root, len(buf)); err != nil {
@@ -227,7 +236,7 @@ func (o *op) allgatherChunks() (bool, error) {
 		for ; o.i < m.n; o.i++ {
 			x := (m.me + o.i) % m.n
 			if atomic.LoadUint64(s.counter(x, cFill)) < t+1 {
-				return false, nil
+				return o.slotted(x)
 			}
 			if o.j == 0 {
 				if err := o.checkLen(x, b); err != nil {

@@ -45,7 +45,12 @@
 // fails sets the segment's broken word, which every wait of the node
 // reads, so that the ranks waiting on it fail too, in bounded time (it
 // also fails every collective that begins after it: the communicator is
-// done for). The PML's waits are on the whole communicator, so that a
+// done for). Ranks that pass different lengths fail with
+// coll.ErrMismatch: in the same slots or chunks they compare them, and
+// ranks whose lengths fall on both sides of Options.Small, which wait on
+// different lines, look while they wait for the other path's mark
+// (straddle.go, which says what a rank that only writes cannot be
+// told). The PML's waits are on the whole communicator, so that a
 // member lost on another node ends a wait on this one.
 //
 // A context that ends returns its error and leaves the collective

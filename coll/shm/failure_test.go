@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,6 +181,142 @@ func TestRanksThatDisagreeOnTheLengthFailWithErrMismatch(t *testing.T) {
 			})
 		})
 	}
+}
+
+// straddles are collectives whose ranks pass lengths on both sides of
+// Options.Small (the tests' 256 bytes): those in big pass 8 KiB (16
+// chunks of 512 bytes, more than the pipeline's depth of 3, so that a
+// broadcast's root waits for the others to take its chunks), the others
+// 16 bytes, except where a case says otherwise.
+var straddles = []struct {
+	name      string
+	n         int
+	kind      string
+	root      int
+	big       []int
+	rootBytes int  // the root's bytes, if not 16 or 8 KiB
+	flat      bool // the flat barrier and small allreduce, not the tree
+}{
+	{"allreduce, rank 0 in chunks", 4, "allreduce", 0, []int{0}, 0, false},
+	{"allreduce, rank 0 in a slot", 4, "allreduce", 0, []int{1, 2, 3}, 0, false},
+	{"allreduce, ranks 1 and 3 in chunks", 4, "allreduce", 0, []int{1, 3}, 0, false},
+	{"allreduce flat, rank 2 in chunks", 4, "allreduce", 0, []int{2}, 0, true},
+	{"allreduce on 2, rank 1 in chunks", 2, "allreduce", 0, []int{1}, 0, false},
+	{"bcast, root in a slot", 4, "bcast", 0, []int{1, 2, 3}, 0, false},
+	{"bcast, root in chunks", 4, "bcast", 0, []int{0}, 0, false},
+	{"bcast, root 1 in 2 chunks, which it leaves", 4, "bcast", 1, []int{1}, 1024, false},
+	{"bcast on 3, root 2 in a slot", 3, "bcast", 2, []int{0, 1}, 0, false},
+	// Rank 2 waits on rank 1, which takes the root's chunks and is done.
+	{"bcast on 6, rank 2 in a slot under rank 1", 6, "bcast", 0, []int{0, 1, 3, 4, 5}, 0, false},
+	{"reduce, root 0 in chunks", 4, "reduce", 0, []int{0}, 0, false},
+	{"reduce, root 0 in a slot", 4, "reduce", 0, []int{1, 2, 3}, 0, false},
+	{"reduce, root 2 in a slot", 4, "reduce", 2, []int{0, 1, 3}, 0, false},
+	{"reduce, root 3 in chunks with rank 1", 4, "reduce", 3, []int{1, 3}, 0, false},
+}
+
+// Ranks whose lengths fall on both sides of Options.Small take different
+// paths, the slots and the chunks, and wait on different lines; every
+// rank that waits fails with ErrMismatch, in bounded time (a stall
+// timeout makes a regression fail with ErrStalled instead of hanging).
+// Only a rank that writes and leaves may finish the collective — a
+// broadcast's rank that passed the root's length, a rank of a reduce in
+// a slot that only sends — and its next collective fails with
+// ErrMismatch, as every rank's does: the segment is broken.
+func TestRanksWhoseLengthsStraddleSmallFailWithErrMismatch(t *testing.T) {
+	for _, tc := range straddles {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newJob(t, tc.n, forceAll(nil, func(o shm.Options) shm.Options {
+				if tc.flat {
+					o.Flat = tc.n
+				}
+				return o
+			}), func(o *pml.Options) { o.StallTimeout = 20 * time.Second })
+			defer j.close()
+			bytes := func(r int) int {
+				switch {
+				case r == tc.root && tc.rootBytes != 0:
+					return tc.rootBytes
+				case slices.Contains(tc.big, r):
+					return 8 << 10
+				}
+				return 16
+			}
+			j.run(t, func(c *coll.Comm) error {
+				if err := c.Barrier(bg); err != nil {
+					return fmt.Errorf("barrier: %w", err)
+				}
+				me := c.Rank()
+				buf := make([]byte, bytes(me))
+				var err error
+				switch tc.kind {
+				case "allreduce":
+					err = c.Allreduce(bg, buf, buf, sumInt64)
+				case "bcast":
+					err = c.Bcast(bg, buf, tc.root)
+				default:
+					err = c.Reduce(bg, buf, buf, sumInt64, tc.root)
+				}
+				leaves := tc.kind == "bcast" && bytes(me) == bytes(tc.root) ||
+					tc.kind == "reduce" && me != tc.root && bytes(me) <= 256
+				if err == nil && !leaves || err != nil && !errors.Is(err, coll.ErrMismatch) {
+					return fmt.Errorf("%d bytes (root %d: %d): %v, want ErrMismatch", bytes(me), tc.root, bytes(tc.root), err)
+				}
+				if err := c.Barrier(bg); !errors.Is(err, coll.ErrMismatch) {
+					return fmt.Errorf("the barrier after it: %v, want ErrMismatch", err)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// A rank that leaves a small reduce (a leaf: it only sends) and begins
+// a large allreduce fills the allreduce's first chunk step, the step the
+// ranks that passed a large vector wait for in the reduce. A rank of the
+// reduce that does not wait again after it (one step, and not the root)
+// must not take it for its reduce's and succeed, but fail with
+// ErrMismatch, as every rank's next collective does. The leaf's chunk is
+// there first: the allreduce's context has ended when the others come,
+// and its first step is filled before the wait that returns the
+// context's error.
+func TestARankDoesNotTakeTheNextCollectivesChunkForItsOwn(t *testing.T) {
+	const n = 3
+	j := newJob(t, n, forceAll(nil, nil), func(o *pml.Options) { o.StallTimeout = 20 * time.Second })
+	defer j.close()
+	filled, left := make(chan struct{}), make(chan struct{})
+	gone, cancel := context.WithCancel(bg)
+	cancel()
+	j.run(t, func(c *coll.Comm) error {
+		if err := c.Barrier(bg); err != nil {
+			return fmt.Errorf("barrier: %w", err)
+		}
+		buf := fill(make([]byte, 512), c.Rank(), 1) // one chunk step
+		switch c.Rank() {
+		case 2:
+			if err := c.Reduce(bg, buf[:16], nil, sumInt64, 0); err != nil {
+				return fmt.Errorf("the reduce of a leaf: %v, want none", err)
+			}
+			err := c.Allreduce(gone, buf, buf, sumInt64)
+			close(filled)
+			if !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("the allreduce with its context over: %v, want its error", err)
+			}
+			<-left
+		default:
+			<-filled
+			err := c.Reduce(bg, buf, buf, sumInt64, 0)
+			if c.Rank() == 1 {
+				close(left)
+			}
+			if !errors.Is(err, coll.ErrMismatch) {
+				return fmt.Errorf("the reduce: %v, want ErrMismatch", err)
+			}
+		}
+		if err := c.Barrier(bg); !errors.Is(err, coll.ErrMismatch) {
+			return fmt.Errorf("the barrier after it: %v, want ErrMismatch", err)
+		}
+		return nil
+	})
 }
 
 // A node whose leader cannot make its segment (its directory does not

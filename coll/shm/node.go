@@ -215,8 +215,9 @@ type op struct {
 	send, recv []byte
 	fn         coll.Op
 	pc, i      int
-	// chunk steps (chunk.go): the first step, how many, the one at
-	// hand and its phase
+	// chunk steps (chunk.go): the first step (in a slot: the steps
+	// begun before it, straddle.go), how many, the one at hand and its
+	// phase
 	t0     uint64
 	steps  int
 	j, ph  int
@@ -307,9 +308,9 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 		return brokenErr(w)
 	}
 	o := m.begin(k)
-	o.send, o.recv, o.fn, o.root = send, recv, fn, root
+	o.send, o.recv, o.fn, o.root, o.t0 = send, recv, fn, root, m.step
 	if k >= kAllreduceChunks {
-		o.t0, o.steps = m.step, (n+per-1)/per
+		o.steps = (n + per - 1) / per
 		m.step += uint64(o.steps)
 	}
 	return m.run(ctx, o)

@@ -27,10 +27,12 @@ import (
 
 // slot reports whether the slot at off holds this collective's data; a
 // rank that put another length there fails the collective (ErrMismatch).
-func (o *op) slot(off, n int) (bool, error) {
+// While it does not, slot looks whether rank x, whose slot it is, took
+// the chunks instead (chunked).
+func (o *op) slot(x, off, n int) (bool, error) {
 	s := o.m.seg
 	if atomic.LoadUint64(s.u64(off+sSeq)) != o.seq {
-		return false, nil
+		return o.chunked(x)
 	}
 	if got := *s.u64(off + sLen); got != uint64(n) {
 		return true, fmt.Errorf("coll/shm: %s: a rank passed %d bytes, this one %d: %w", o, got, n, coll.ErrMismatch)
@@ -69,7 +71,7 @@ func (o *op) fold(kids []int, acc []byte) (bool, error) {
 	s := o.m.seg
 	for ; o.i < len(kids); o.i++ {
 		off := s.up(kids[o.i], o.g)
-		if ok, err := o.slot(off, len(acc)); !ok || err != nil {
+		if ok, err := o.slot(kids[o.i], off, len(acc)); !ok || err != nil {
 			return err != nil, err
 		}
 		if len(acc) > 0 {
@@ -109,7 +111,7 @@ func (o *op) flat() (bool, error) {
 		o.pc = 1
 	}
 	for ; o.i < m.n; o.i++ {
-		if ok, err := o.slot(s.up(o.i, g), n); !ok || err != nil {
+		if ok, err := o.slot(o.i, s.up(o.i, g), n); !ok || err != nil {
 			return err != nil, err
 		}
 	}
@@ -149,8 +151,9 @@ func (o *op) allreduce() (bool, error) {
 			o.publish(s.up(me, g), n)
 			o.pc = 2
 		case 2:
-			off := s.down(m.tree.parent[me], g)
-			if ok, err := o.slot(off, n); !ok || err != nil {
+			p := m.tree.parent[me]
+			off := s.down(p, g)
+			if ok, err := o.slot(p, off, n); !ok || err != nil {
 				return err != nil, err
 			}
 			copy(o.recv, s.data(off, n))
@@ -215,7 +218,7 @@ func (o *op) reduce() (bool, error) {
 			o.pc = 2
 		default:
 			off := s.down(0, g)
-			if ok, err := o.slot(off, n); !ok || err != nil {
+			if ok, err := o.slot(0, off, n); !ok || err != nil {
 				return err != nil, err
 			}
 			copy(o.recv, s.data(off, n))
@@ -241,8 +244,9 @@ func (o *op) bcast() (bool, error) {
 			return true, nil
 		}
 	}
-	off := s.down((m.tree.parent[v]+o.root)%m.n, g)
-	if ok, err := o.slot(off, n); !ok || err != nil {
+	p := (m.tree.parent[v] + o.root) % m.n
+	off := s.down(p, g)
+	if ok, err := o.slot(p, off, n); !ok || err != nil {
 		return err != nil, err
 	}
 	copy(o.recv, s.data(off, n))
