@@ -241,32 +241,40 @@ func (o *op) Advance() (bool, error) {
 	m := o.m
 	var done bool
 	var err error
-	switch o.kind {
-	case kBarrier, kAllreduce:
-		if m.n <= m.flat {
-			done, err = o.flat()
-		} else {
-			done, err = o.allreduce()
+	for again := false; ; again = true {
+		switch o.kind {
+		case kBarrier, kAllreduce:
+			if m.n <= m.flat {
+				done, err = o.flat()
+			} else {
+				done, err = o.allreduce()
+			}
+		case kReduce:
+			done, err = o.reduce()
+		case kBcast:
+			done, err = o.bcast()
+		case kAllreduceChunks, kReduceChunks:
+			done, err = o.reduceChunks()
+		case kBcastChunks:
+			done, err = o.bcastChunks()
+		case kAllgatherChunks:
+			done, err = o.allgatherChunks()
 		}
-	case kReduce:
-		done, err = o.reduce()
-	case kBcast:
-		done, err = o.bcast()
-	case kAllreduceChunks, kReduceChunks:
-		done, err = o.reduceChunks()
-	case kBcastChunks:
-		done, err = o.bcastChunks()
-	case kAllgatherChunks:
-		done, err = o.allgatherChunks()
-	}
-	if !done {
+		if done {
+			break
+		}
 		// A rank that gave up breaks the segment: the flags this rank
-		// waits for may never move.
+		// waits for may never move. They may also have moved before it
+		// broke, in a collective over on every other rank (the break
+		// came in the next one): look once more before failing it.
 		w := m.seg.broken()
 		if w == 0 {
 			return false, nil
 		}
-		done, err = true, brokenErr(w)
+		if again {
+			done, err = true, brokenErr(w)
+			break
+		}
 	}
 	o.over.Store(true)
 	if err != nil {
@@ -298,7 +306,7 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 		per = per / fn.Size * fn.Size
 	}
 	// A broken segment fails every collective that begins after it broke
-	// (one in flight whose flags are all set may still finish).
+	// (one in flight whose flags were set before it broke finishes).
 	if m.bg != nil {
 		if err := m.drain(); err != nil {
 			return err
