@@ -55,9 +55,16 @@ const (
 	// about 40.
 	ownLook = 16
 	// ownGap is the longest time between two looks that is still the
-	// rank's own: an interrupt or a kernel thread takes microseconds,
-	// another runnable thread a scheduler slice (0.75–3 ms).
-	ownGap = 200 * time.Microsecond
+	// rank's own: an interrupt or a kernel thread takes microseconds, one
+	// call into a transport that moves a megabyte through the kernel
+	// (btl ofi's fi_cq_read over tcp, copying a 1 MiB read) some hundreds,
+	// another runnable thread a scheduler slice (0.75 ms at the least).
+	// At 200 µs the megabyte's call passed for another thread 2 times in
+	// each run of 3000 1 MiB ping-pongs over ofi/tcp, and the rank then
+	// climbed the ladder for ownShared; at 500 µs 0-1 times, with the
+	// median latency lower in 3 of 4 alternations (203, 237, 215, 273 µs
+	// against 233, 242, 229, 225) and 0.4-0.9x the context switches.
+	ownGap = 500 * time.Microsecond
 	// ownSched is how long the spin runs before it lets the Go runtime's
 	// goroutines run (Gosched: ~0.2 µs when none is ready); sysmon
 	// preempts a goroutine that has run 10 ms.
