@@ -70,8 +70,15 @@ const (
 	// preempts a goroutine that has run 10 ms.
 	ownSched = 100 * time.Microsecond
 	// ownShared is how long the waiters climb the ladder once one of
-	// them found its core taken.
-	ownShared = time.Second
+	// them found its core taken. A hog takes the core again within a
+	// slice of its own after the waiters spin once more, and sends them
+	// back up; a task that took the core once — the kernel's softirq
+	// thread carrying the rank's own TCP traffic, another guest's time —
+	// cost the ladder's sleeps for all of it. bw 1 MiB over ofi/tcp, 30
+	// interleaved runs each: median 4700 MB/s at 50 ms against 4256 at
+	// 1 s, runs under 3000 MB/s 1 against 3, sleeps 191 against 1062;
+	// latency 8 B and 64 KiB beside a CPU hog the same (5 alternations).
+	ownShared = 50 * time.Millisecond
 	// ownResched is how often a rank that owns its core lets the
 	// runtime's goroutines run from a loop of waits that each end before
 	// their spin looks at the clock (keepScheduling).
