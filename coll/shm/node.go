@@ -51,12 +51,12 @@ type readers struct {
 // of the node then reports (plus the rank, shifted by 8).
 const (
 	brokenLost     = 1 // a member is lost, or the network part failed
-	brokenMismatch = 2 // ranks passed different lengths
+	brokenMismatch = 2 // ranks called the collective with arguments that do not fit: lengths, or kinds
 )
 
 func brokenErr(w uint64) error {
 	if w&0xff == brokenMismatch {
-		return fmt.Errorf("coll/shm: rank %d of the node found lengths that differ: %w", w>>8-1, coll.ErrMismatch)
+		return fmt.Errorf("coll/shm: rank %d of the node found that the ranks' calls differ (length or kind): %w", w>>8-1, coll.ErrMismatch)
 	}
 	return fmt.Errorf("coll/shm: a collective failed on rank %d of the node: %w", w>>8-1, core.ErrPeerLost)
 }
