@@ -2,10 +2,7 @@
 
 package ofi
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Fences. What keeps another job's processes from this module's
 // endpoints is, first, the job-key proof every session opens with
@@ -29,7 +26,7 @@ import (
 // the job-key proof alone, which is worth a warning only where the
 // fabric could have done more).
 func fence(provider string, authKeySize int, getenv func(string) string) (how string, warn bool) {
-	core, _, _ := strings.Cut(provider, ";")
+	core := coreProvider(provider)
 	switch {
 	case core == "cxi":
 		if v := getenv("SLINGSHOT_VNIS"); v != "" {

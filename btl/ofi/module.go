@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -262,7 +261,7 @@ func (m *Module) makeAttrs(c *config, in *fabric.Info) core.Attrs {
 // that does not poll never completes (libfabric 1.17; sockets runs a
 // thread of its own and hardware providers a NIC).
 func softwareCore(prov string) bool {
-	core, _, _ := strings.Cut(prov, ";")
+	core := coreProvider(prov)
 	return core == "tcp" || core == "net" || core == "udp"
 }
 
