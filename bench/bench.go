@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strconv"
@@ -394,15 +396,27 @@ func (r *runner) size(name string, n int) (Row, error) {
 	if cap(r.laps) < r.iters {
 		r.laps = make([]time.Duration, 0, r.iters)
 	}
+	// The run's own garbage — the setup's, the buffers just allocated,
+	// the last size's — is collected here, before the barrier, not by a
+	// collection that starts inside the timed loop: the first one of a
+	// rank's life came due about 0.4 s in, in its first size, and its
+	// mark worker took the rank's core for 0.7 ms when the waiting rank
+	// let the runtime's goroutines run (bw 1 MiB over ofi/tcp: a "core
+	// taken" in 3 of 6 runs, none of 6 with the collection here). The
+	// timed loops allocate nothing, so "gc" counts the collections that
+	// still ran in them (read after the barrier: ranks that are
+	// goroutines of one process share its collections).
+	runtime.GC()
 	if err := r.c.Barrier(); err != nil {
 		return Row{}, fmt.Errorf("bench: barrier: %w", err)
 	}
+	cycles := gcCycles()
 	row, err := b.run(r, n)
 	if err != nil {
 		return Row{}, fmt.Errorf("bench: %s, %d bytes: %w", name, n, err)
 	}
 	row.Size = n
-	row = row.with(Field{"iters", float64(r.iters * per)}, Field{"warmup", float64(r.warmup * per)})
+	row = row.with(Field{"iters", float64(r.iters * per)}, Field{"warmup", float64(r.warmup * per)}, Field{"gc", float64(gcCycles() - cycles)})
 	if b.windowed {
 		row = row.with(Field{"msgs", float64(r.iters * o.Window)})
 	}
@@ -497,4 +511,11 @@ func ParseSizes(s string) ([]int, error) {
 		return nil, fmt.Errorf("no sizes in %q", s)
 	}
 	return out, nil
+}
+
+// gcCycles is the number of garbage collections the process has finished.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

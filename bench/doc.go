@@ -42,7 +42,11 @@
 // pair_msgs_per_s_* over the sending pairs); "iters" and "warmup", the
 // iterations of the row as --iters counts them (round trips; windows for
 // bw and bibw, as osu_bw; messages for msgrate; calls for alltoall), and
-// "msgs", the timed messages of bw, bibw and msgrate; rank 0's
+// "msgs", the timed messages of bw, bibw and msgrate; "gc", the garbage
+// collections that ran during the row's timed loop (each row
+// collects the run's garbage before them, so that its timing has none;
+// the timed loops allocate nothing, and a "gc" above 0 means something
+// did); rank 0's
 // counters, and every rank's (rank_counters, gathered after the run: a
 // receiver's counters — the stripes it read with rdma_read — are in its
 // own).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -123,5 +124,28 @@ func TestCollectiveBenchmarksRunOnTheStacksCollectiveLayer(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Each row collects the run's garbage before its barrier, so that no
+// collection starts inside its timed loop, and reports the collections
+// that ran there anyway ("gc"): none, since the loops allocate nothing.
+func TestEachRowCollectsBeforeItsTimedLoopAndReportsCollectionsInside(t *testing.T) {
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := forced()
+	rep := report(t, 2, "bw", bench.Options{Sizes: []int{64 << 10, 1 << 20}, Iters: 10, Warmup: 2, Window: 8})
+	// Two ranks, goroutines of this process, two rows each: the calls of
+	// the two ranks may share a collection, one per row at least.
+	if got := forced() - before; got < 2 {
+		t.Errorf("%d collections forced by the run, want at least one per row (2)", got)
+	}
+	for _, row := range rep.Rows {
+		if gc, ok := row["gc"]; !ok || gc != 0 {
+			t.Errorf("row %v: gc %v (reported: %v), want 0 collections inside the timed loop", row["size"], gc, ok)
+		}
 	}
 }
