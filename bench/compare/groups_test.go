@@ -167,3 +167,15 @@ func TestMeasureKeepsEveryRepetitionOfEveryRunner(t *testing.T) {
 		t.Errorf("values %v", vals)
 	}
 }
+
+// The ofi group prints each repetition's ratio: its 1 MiB figures move
+// by more between minutes than the target allows, for both sides.
+func TestTheOfiGroupPairsItsRunsByRepetition(t *testing.T) {
+	gs, err := groupsOf("ofi", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := gs[0]; g.name != "ofi" || !g.paired {
+		t.Errorf("group %q: paired %v, want the ofi group paired", g.name, g.paired)
+	}
+}

@@ -35,7 +35,8 @@
 //     (not a reference); latency 8 B and 1 MiB, bandwidth 1 MiB, message
 //     rate 8 B. Each Open MPI path is tried once first: one that cannot
 //     run here is left out, saying why (Open MPI 4.1's btl/ofi refuses
-//     ofi_rxm, so on tcp only mtl/ofi runs).
+//     ofi_rxm, so on tcp only mtl/ofi runs). The ratios of each
+//     repetition's back-to-back runs are printed under each metric.
 //
 // Under a latency metric's line, each runner whose rows have them
 // (gobtl's) gets the spread of its calls: the min, median, p99 and max of
@@ -106,7 +107,9 @@ type group struct {
 	// the minutes of a compare run cancels in each — and their spread:
 	// for the plugin group, whose target is a few percent between two
 	// runs of one program on a machine whose load moves the message rate
-	// by more than that between minutes.
+	// by more than that between minutes; for the ofi group, whose
+	// 1 MiB figures move by 2x between minutes on a VM (mtl/ofi's
+	// latency 263-549 µs in three runs of one loop), for both sides.
 	paired bool
 	// also are runners measured beside the subject but not references:
 	// their medians and ratios are printed under each metric.
@@ -410,7 +413,7 @@ func (o *options) ofiGroup() (*group, error) {
 		refs: []runner{btl, o.ompiArgs("mtl/ofi "+p, 2, append([]string{"--mca", "pml", "cm", "--mca", "mtl", "ofi",
 			"--mca", "mtl_ofi_provider_include", p}, env...))},
 		also:    []runner{o.gobtlRunner("gobtl ib/softrc", 2, o.softrcStack)},
-		metrics: ofiMetrics, probe: true}, nil
+		metrics: ofiMetrics, probe: true, paired: true}, nil
 }
 
 // probeRefs runs each reference once, 8 B latency with few iterations,
