@@ -1,7 +1,9 @@
 // Package ofi is the BTL over libfabric (OFI): one transport for
 // InfiniBand and RoCE (verbs), AWS EFA (efa), Slingshot (cxi), Omni-Path
 // (psm3, opx) and, in user space on any host, tcp (under ofi_rxm),
-// sockets and shm — the last three are what its tests run on.
+// sockets and shm — the last three are what its tests run on, with net,
+// libfabric 1.17's reliable-datagram endpoint native to TCP (1.18 and
+// later call it tcp and keep tcp under ofi_rxm beside it).
 //
 // It is built with the ofi build tag (and cgo): `make` installs
 // libfabric-dev (make ofi-dev) and builds with GOTAGS=pmix,ofi. Without
@@ -96,8 +98,9 @@
 //   - The module asks fi_getinfo for FI_DELIVERY_COMPLETE as a transmit
 //     operation flag and sets it on every write: a write completes when
 //     its data is visible at the target, whatever path the FIN takes (the
-//     PML sends one per rail, on the rail). tcp under ofi_rxm, sockets
-//     and shm all take the flag in libfabric 1.17.
+//     PML sends one per rail, on the rail). tcp under ofi_rxm, sockets,
+//     shm and net (1.17's native TCP endpoint, which 1.18 calls tcp) all
+//     take the flag in libfabric 1.17.
 //   - A provider that does not take it is asked for FI_ORDER_SAW (a send
 //     after a write is processed after it): the FIN, sent on the write's
 //     own endpoint after its completion, then still finds its bytes.
@@ -113,9 +116,10 @@
 // stream; sockets likewise; shm processes a peer's commands in order and
 // completes a write once its copy into the target is done. So on these
 // three a FIN on the write's own rail would find its bytes even without
-// the flag. TestAFrameSentAfterAPutFindsThePutsBytes checks it with the
-// FIN on the write's own rail and on another domain's: a write reported
-// done before its bytes landed fails the second (tried: 89 of 232).
+// the flag. TestAFrameSentAfterAPutFindsThePutsBytes checks it, on these
+// three and on net, with the FIN on the write's own rail and on another
+// domain's: a write reported done before its bytes landed fails the
+// second (tried: 89 of 232).
 //
 // # Interrupts (rdma_read_async)
 //

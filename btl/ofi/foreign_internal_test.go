@@ -79,8 +79,16 @@ func (x *intruder) send(j *tjob, msg []byte, tag, data uint64) {
 // name without the key, and a replay of rank 0's own hello: every frame
 // of the job arrives intact and in order, none of the intruder's is
 // delivered, and no peer is lost.
+//
+// Not on net: there the job is undisturbed too, but of 200 foreign
+// messages 8 reached rank 1's completion queue (and were rejected) and
+// the provider held the rest, canceling them when the endpoint closed, so
+// the test cannot show that a message which arrived was turned away.
 func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
 	for _, prov := range providersHere {
+		if prov == "net" {
+			continue
+		}
 		t.Run(prov, func(t *testing.T) {
 			j := openTestJob(t, prov, 2, nil)
 			var got [][]byte

@@ -20,7 +20,9 @@ import (
 	_ "github.com/gobtl/gobtl/policies/recvbuf/srq"
 )
 
-var providersHere = []string{"tcp", "sockets", "shm"}
+// providersHere are the providers that run in user space on loopback
+// (testProviders: net is 1.18's native tcp).
+var providersHere = []string{"tcp", "sockets", "shm", "net"}
 
 // needProvider skips the test, saying why, when libfabric lacks prov.
 func needProvider(t testing.TB, prov string) {
