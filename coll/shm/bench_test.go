@@ -57,9 +57,9 @@ func smJob(t testing.TB, n int, tune func(r int) *coll.Tuning) []*coll.Comm {
 }
 
 // BenchmarkCollectives2 times, on 2 ranks of one process over btl/sm,
-// each on a thread of its own, the barrier, an 8-byte allreduce, a
-// 1 MiB broadcast, a 1 MiB allreduce and an allgather of 1 MiB blocks:
-// through the segment (shm) and
+// each on a thread of its own, the barrier, an 8-byte allreduce, an
+// 8-byte and a 1 MiB broadcast, a 1 MiB allreduce and an allgather of
+// 1 MiB blocks: through the segment (shm) and
 // by the decision table's point-to-point algorithms (p2p). More ranks
 // than this machine's 2 CPUs would time the scheduler, not the
 // collectives.
@@ -82,6 +82,7 @@ func BenchmarkCollectives2(b *testing.B) {
 	}{
 		{"barrier", func(c *coll.Comm, _ []byte) error { return c.Barrier(bg) }},
 		{"allreduce_8B", func(c *coll.Comm, buf []byte) error { return c.Allreduce(bg, buf[:8], buf[big:big+8], sum) }},
+		{"bcast_8B", func(c *coll.Comm, buf []byte) error { return c.Bcast(bg, buf[:8], 0) }},
 		{"bcast_1MiB", func(c *coll.Comm, buf []byte) error { return c.Bcast(bg, buf[:big], 0) }},
 		{"allreduce_1MiB", func(c *coll.Comm, buf []byte) error { return c.Allreduce(bg, buf[:big], buf[big:], sum) }},
 		{"allgather_1MiB", func(c *coll.Comm, buf []byte) error { return c.Allgather(bg, buf[n*big:], buf[:n*big]) }},
