@@ -61,7 +61,7 @@ func (o *op) checkLen(x, n int) error {
 	if uint32(w) != uint32(n) {
 		return fmt.Errorf("coll/shm: %s: rank %d passed %d bytes, this one %d: %w", o, x, uint32(w), n, coll.ErrMismatch)
 	}
-	return nil
+	return o.otherRoot(x)
 }
 
 // store sets this rank's counter c to v.
@@ -97,19 +97,23 @@ func (o *op) all(c int, v uint64, n int) (bool, error) {
 	return true, nil
 }
 
-// reusable is the first step whose writes must wait for t's chunk to be
-// taken. It does not look for ranks in the slots (straddle.go): a
-// reduction's step is reused only once every rank filled the first one,
-// and a broadcast's root that waits here for ranks in the slots waits
-// for ranks that see its first fill (chunked) and break the segment.
+// reusable reports whether this rank may write step t: every rank has
+// taken step t−depth, whose chunk it reuses, and, before the call's
+// first fill, the first step of this rank's last chunk collective
+// (op.gate, roots.go). It does not look for ranks in the slots
+// (straddle.go): a reduction's step is reused only once every rank
+// filled the first one, and a broadcast's root that waits here for
+// ranks in the slots waits for ranks that see its first fill (chunked)
+// and break the segment.
 func (o *op) reusable(t uint64) bool {
 	d := uint64(o.m.seg.lay.depth)
-	return t < d || o.m.takenBy(t+1-d)
+	return (t < d || o.m.takenBy(t+1-d)) && (o.j > 0 || o.m.takenBy(o.gate))
 }
 
-// begin0 publishes the call's length before its first step.
+// begin0 publishes the call's root and length before its first step.
 func (o *op) begin0(n int) {
 	if o.j == 0 {
+		o.announce()
 		atomic.StoreUint64(o.m.seg.u64(o.m.seg.rank(o.m.me)+cLen), callWord(o.seq, n))
 	}
 }
@@ -131,7 +135,7 @@ func (o *op) bcastChunks() (bool, error) {
 			o.store(cFill, t+1)
 		} else {
 			if atomic.LoadUint64(s.counter(o.root, cFill)) < t+1 {
-				return o.slotted(o.root)
+				return o.unfilled(o.root)
 			}
 			if o.j == 0 {
 				if err := o.checkLen(o.root, len(buf)); err != nil {

@@ -50,8 +50,13 @@
 // ranks whose lengths fall on both sides of Options.Small, which wait on
 // different lines, look while they wait for the other path's mark
 // (straddle.go, which says what a rank that only writes cannot be
-// told). The PML's waits are on the whole communicator, so that a
-// member lost on another node ends a wait on this one.
+// told). Ranks of a broadcast or a reduce that name different roots
+// fail with coll.ErrMismatch too: the root rides in the slot's length
+// word and beside a chunk collective's, and a rank that waits looks for
+// a rank that named another root or left without writing what it waits
+// for (roots.go, which says who cannot be told). The PML's waits are
+// on the whole communicator, so that a member lost on another node ends
+// a wait on this one.
 //
 // A context that ends returns its error and leaves the collective
 // running in the PML; the next one waits for it first, whatever its own

@@ -33,6 +33,7 @@ type node struct {
 
 	step  uint64 // chunk steps begun (chunk.go)
 	taken uint64 // every rank's take counter is at least this
+	gate  uint64 // 1 + the first step of the last chunk collective (0: none)
 
 	o    *op // the op the next collective runs (nil: make one)
 	bg   *op // a collective that a context left to the PML
@@ -217,12 +218,14 @@ type op struct {
 	pc, i      int
 	// chunk steps (chunk.go): the first step (in a slot: the steps
 	// begun before it, straddle.go), how many, the one at hand and its
-	// phase
-	t0     uint64
-	steps  int
-	j, ph  int
-	halted atomic.Pointer[error]
-	over   atomic.Bool // Advance has reported done
+	// phase; gate: the steps every rank must have taken before the first
+	// fill (roots.go)
+	t0, gate uint64
+	steps    int
+	j, ph    int
+	said     bool // this rank announced its root (roots.go)
+	halted   atomic.Pointer[error]
+	over     atomic.Bool // Advance has reported done
 }
 
 // String names the collective for the PML's state reports.
@@ -319,6 +322,7 @@ func (m *node) call(ctx context.Context, k kind, send, recv []byte, fn coll.Op, 
 	o.send, o.recv, o.fn, o.root, o.t0 = send, recv, fn, root, m.step
 	if k >= kAllreduceChunks {
 		o.steps = (n + per - 1) / per
+		o.gate, m.gate = m.gate, m.step+1
 		m.step += uint64(o.steps)
 	}
 	return m.run(ctx, o)

@@ -26,24 +26,28 @@ import (
 // never looks. Flags are compared for equality: a slot holds s−2 or s.
 
 // slot reports whether the slot at off holds this collective's data; a
-// rank that put another length there fails the collective (ErrMismatch).
-// While it does not, slot looks whether rank x, whose slot it is, took
-// the chunks instead (chunked).
+// rank that put another length there, or named another root, fails the
+// collective (ErrMismatch). While it does not, slot looks whether rank
+// x, whose slot it is, never writes it in this collective (missing).
 func (o *op) slot(x, off, n int) (bool, error) {
 	s := o.m.seg
 	if atomic.LoadUint64(s.u64(off+sSeq)) != o.seq {
-		return o.chunked(x)
+		return o.missing(x, off)
 	}
-	if got := *s.u64(off + sLen); got != uint64(n) {
-		return true, fmt.Errorf("coll/shm: %s: a rank passed %d bytes, this one %d: %w", o, got, n, coll.ErrMismatch)
+	if got := *s.u64(off + sLen); got != slotWord(n, o.root) {
+		if uint32(got) != uint32(n) {
+			return true, fmt.Errorf("coll/shm: %s: a rank passed %d bytes, this one %d: %w", o, uint32(got), n, coll.ErrMismatch)
+		}
+		return true, fmt.Errorf("coll/shm: %s: rank %d named root %d, this one %d: %w", o, x, got>>32, o.root, coll.ErrMismatch)
 	}
 	return true, nil
 }
 
-// publish announces the n bytes already in the slot at off.
+// publish announces the n bytes already in the slot at off, and the root
+// this rank named.
 func (o *op) publish(off, n int) {
 	s := o.m.seg
-	*s.u64(off + sLen) = uint64(n)
+	*s.u64(off + sLen) = slotWord(n, o.root)
 	atomic.StoreUint64(s.u64(off+sSeq), o.seq)
 }
 
