@@ -224,6 +224,7 @@ type op struct {
 	steps    int
 	j, ph    int
 	said     bool // this rank announced its root (roots.go)
+	polls    int  // the polls of a wait in a broadcast or a reduce (roots.go)
 	halted   atomic.Pointer[error]
 	over     atomic.Bool // Advance has reported done
 }
