@@ -24,6 +24,14 @@
 // Each module is one subchannel of every peer's virtual channel, so the
 // PML stripes and schedules ofi rails as it does ib ports (seed 001 §4).
 //
+// On the providers that move bytes over TCP sockets (tcp, net, sockets),
+// a module leaves its sockets to peers on this host unpaced (pacing.go):
+// libfabric sets no socket option, so it finds them among the process's
+// descriptors once the peer's session is up and sets a congestion
+// control that does not pace, as softrc does for its own links; on a
+// host whose default is BBR, loopback pacing doubled the time of a 1 MiB
+// message.
+//
 // # The contract in libfabric's terms
 //
 //   - open: fi_getinfo (messages, tagged and RMA; FI_DELIVERY_COMPLETE, else

@@ -55,6 +55,7 @@ type Module struct {
 	ops     rdmaOps   // RDMA in flight (rdma.go)
 	regs    *regCache // registrations (rdma.go)
 	live    liveness  // peers' processes (live.go)
+	unpacer unpacer   // its sockets on this host (pacing.go)
 	notif   *notifier // the wait fd (notify.go); nil without one
 	comp    [64]fabric.Completion
 	now     time.Duration // clock at this Progress
@@ -212,6 +213,7 @@ func (m *Module) setup(c *config, in *fabric.Info, layout core.RecvSetup, flow f
 		return err
 	}
 	m.me = &published{name: m.name, pid: os.Getpid(), host: m.live.host}
+	m.unpacer.init(m.ep.Info.Provider, m.name)
 	for _, q := range m.classes {
 		m.me.bufSize = append(m.me.bufSize, q.size)
 		m.me.window = append(m.me.window, q.window)
@@ -413,6 +415,7 @@ func (m *Module) housekeeping() {
 	}
 	m.live.check(m, m.now)
 	m.strays.expire(m, m.now)
+	m.unpacer.unpace()
 }
 
 // hkInterval is how often housekeeping runs while Progress is called.

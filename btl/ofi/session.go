@@ -110,6 +110,9 @@ func (m *Module) onHello(msg *ctlMsg) {
 	}
 	p.dropEarly()
 	p.rxTok, p.rxSeq, p.byeSeen, p.heard = tok, 0, false, m.now
+	if p.pub.host == m.live.host {
+		m.unpacer.sessionUp(p.pub.name)
+	}
 	m.strays.adopt(m, p)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gobtl/gobtl/btl/ib/verbs"
+	"github.com/gobtl/gobtl/btl/netif"
 )
 
 // BenchmarkPingPong measures the half round trip of an 8-byte send between
@@ -151,12 +152,12 @@ func BenchmarkPingPongIdleAfter(b *testing.B) {
 func BenchmarkRead1MiB(b *testing.B) { benchRead1MiB(b) }
 
 // BenchmarkRead1MiBHostCC is BenchmarkRead1MiB on sockets left with the
-// host's congestion control (see nopacing): on a host whose default is BBR,
+// host's congestion control (see netif.NoPacing): on a host whose default is BBR,
 // the pacing that costs.
 func BenchmarkRead1MiBHostCC(b *testing.B) {
-	saved := nopacing
-	nopacing = nil
-	defer func() { nopacing = saved }()
+	saved := netif.NoPacing
+	netif.NoPacing = nil
+	defer func() { netif.NoPacing = saved }()
 	benchRead1MiB(b)
 }
 

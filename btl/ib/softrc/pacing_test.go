@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gobtl/gobtl/btl/netif"
 	"golang.org/x/sys/unix"
 )
 
 // TestLoopbackLinksAreNotPaced: both ends of a link between two devices
-// of this host run a congestion control that does not pace (nopacing),
+// of this host run a congestion control that does not pace (netif.NoPacing),
 // whatever the host's default. On a host whose default is BBR (this
 // project's test machines) a link left alone paces its 1 MiB packets at
 // BBR's estimate, and this fails.
@@ -29,15 +30,15 @@ func TestLoopbackLinksAreNotPaced(t *testing.T) {
 			t.Fatalf("%s has no links after connecting", e.dev.Name())
 		}
 		for _, fd := range fds {
-			if !onHost(fd) {
+			if !netif.OnHost(fd) {
 				t.Errorf("%s: link fd %d to 127.0.0.1 not taken for one on this host", e.dev.Name(), fd)
 			}
 			cc, err := unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
 			if err != nil {
 				t.Fatalf("getsockopt TCP_CONGESTION: %v", err)
 			}
-			if !slices.Contains(nopacing, cc) {
-				t.Errorf("%s: link runs %q (host default %q), want one of %v", e.dev.Name(), cc, strings.TrimSpace(string(def)), nopacing)
+			if !slices.Contains(netif.NoPacing, cc) {
+				t.Errorf("%s: link runs %q (host default %q), want one of %v", e.dev.Name(), cc, strings.TrimSpace(string(def)), netif.NoPacing)
 			}
 		}
 	}

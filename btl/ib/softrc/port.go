@@ -151,59 +151,12 @@ func (p *port) accept(now int64) {
 
 // tuneSocket sets up a link's socket: no Nagle delay, and on a link
 // between two processes of one host a congestion control that does not
-// pace (nopacing).
+// pace (netif.NoPacing).
 func tuneSocket(fd int) {
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	if onHost(fd) {
-		for _, cc := range nopacing {
-			if unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc) == nil {
-				break
-			}
-		}
+	if netif.OnHost(fd) {
+		netif.Unpace(fd)
 	}
-}
-
-// nopacing are congestion controls that leave a socket unpaced, in order
-// of preference; reno is built into every kernel and allowed to every
-// user, cubic may need CAP_NET_ADMIN where it is not in
-// net.ipv4.tcp_allowed_congestion_control.
-//
-// Why: a host whose default is BBR paces every socket at BBR's estimate
-// of the path's bandwidth, and on loopback that estimate comes from the
-// link's own bursts: a softrc link carrying 1 MiB read responses settled
-// at 34.6 Gb/s (ss -ti), at which a 1 MiB packet takes 243 µs to leave —
-// Open MPI's ob1/tcp moves 1 MiB one way in 124. Between two sockets of
-// one host, 207-458 of 3,000 1 MiB writes under BBR left 230-600 KB
-// each in the socket unsent (SIOCOUTQNSD right after the write), under
-// cubic or reno none but the first (the initial window). Loopback has no queue to protect and no loss
-// to avoid; unpaced, a write hands its bytes to the receiving socket in
-// the same system call. Between hosts the administrator's choice stands.
-var nopacing = []string{"cubic", "reno"}
-
-// onHost says whether fd is connected to an address of this host, so
-// that its packets never leave the loopback device.
-func onHost(fd int) bool {
-	la, err := unix.Getsockname(fd)
-	if err != nil {
-		return false
-	}
-	ra, err := unix.Getpeername(fd)
-	if err != nil {
-		return false
-	}
-	l, r := sockaddrIP(la), sockaddrIP(ra)
-	return r != nil && (r.IsLoopback() || r.Equal(l))
-}
-
-// sockaddrIP is the IP of an inet socket address, nil for any other.
-func sockaddrIP(sa unix.Sockaddr) net.IP {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return net.IP(a.Addr[:])
-	case *unix.SockaddrInet6:
-		return net.IP(a.Addr[:])
-	}
-	return nil
 }
 
 // gidIP is the IP a GID stands for.
