@@ -10,6 +10,11 @@
 // the first interface that is up and not loopback is taken, and an
 // explicit choice that resolves to loopback is an error rather than a
 // job whose ranks cannot connect.
+//
+// It also keeps a network BTL's TCP sockets between two processes of one
+// host unpaced (pacing.go: NoPacing says why), for the sockets a BTL
+// opens itself (Unpace) and for those a library opens for it
+// (UnpaceSockets).
 package netif
 
 import (
