@@ -20,10 +20,12 @@ import (
 // control that does not pace. Sockets to other hosts keep the host's
 // choice; so does every socket that is not the endpoint's.
 //
-// bench latency over ofi/tcp on loopback (BBR host), 4 alternations:
-// 1 MiB median 190-204 µs paced against 119-135 unpaced (minimum 113-118
-// both), bw 1 MiB 4891-5384 against 5541-7839 MB/s; 8 B and 64 KiB the
-// same.
+// bench over ofi/tcp on loopback (a BBR host), 4 alternations of the
+// binaries before and after: 1 MiB latency median 191-196 µs against
+// 118-124 (minimum 112-118 both), bw 1 MiB 4892-6005 against 5782-7873
+// MB/s; 8 B and 64 KiB the same. Against Open MPI's mtl/ofi on the same
+// provider (bench/compare -set ofi, two quiet runs): 1 MiB latency 0.62
+// and 0.68 of its, bandwidth 1.15 and 1.12 times.
 
 // tcpSockets says whether prov's core moves data over TCP sockets.
 func tcpSockets(prov string) bool {
