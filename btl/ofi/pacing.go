@@ -37,10 +37,10 @@ func tcpSockets(prov string) bool {
 }
 
 // unpacer is what a module keeps to unpace its sockets: its own address,
-// its peers' on this host, and whether a session came up since the last
-// search.
+// its peers' on this host (nil: the provider has no TCP sockets, or its
+// addresses are not inet ones), and whether a session came up since the
+// last search.
 type unpacer struct {
-	on    bool
 	self  netip.AddrPort
 	peers map[netip.AddrPort]bool
 	due   bool
@@ -52,13 +52,13 @@ func (u *unpacer) init(prov string, name []byte) {
 		return
 	}
 	if u.self = sockaddr(name); u.self.IsValid() {
-		u.on, u.peers = true, map[netip.AddrPort]bool{}
+		u.peers = map[netip.AddrPort]bool{}
 	}
 }
 
 // sessionUp notes a session with a peer on this host, published at name.
 func (u *unpacer) sessionUp(name []byte) {
-	if !u.on {
+	if u.peers == nil {
 		return
 	}
 	if a := sockaddr(name); a.IsValid() {

@@ -284,8 +284,6 @@ func TestARankDoesNotTakeTheNextCollectivesChunkForItsOwn(t *testing.T) {
 	j := newJob(t, n, forceAll(nil, nil), func(o *pml.Options) { o.StallTimeout = 20 * time.Second })
 	defer j.close()
 	filled, left := make(chan struct{}), make(chan struct{})
-	gone, cancel := context.WithCancel(bg)
-	cancel()
 	j.run(t, func(c *coll.Comm) error {
 		if err := c.Barrier(bg); err != nil {
 			return fmt.Errorf("barrier: %w", err)
@@ -296,10 +294,8 @@ func TestARankDoesNotTakeTheNextCollectivesChunkForItsOwn(t *testing.T) {
 			if err := c.Reduce(bg, buf[:16], nil, sumInt64, 0); err != nil {
 				return fmt.Errorf("the reduce of a leaf: %v, want none", err)
 			}
-			err := c.Allreduce(gone, buf, buf, sumInt64)
-			close(filled)
-			if !errors.Is(err, context.Canceled) {
-				return fmt.Errorf("the allreduce with its context over: %v, want its error", err)
+			if err := fillAndGiveUp(c, filled); err != nil {
+				return err
 			}
 			<-left
 		default:
@@ -312,11 +308,32 @@ func TestARankDoesNotTakeTheNextCollectivesChunkForItsOwn(t *testing.T) {
 				return fmt.Errorf("the reduce: %v, want ErrMismatch", err)
 			}
 		}
-		if err := c.Barrier(bg); !errors.Is(err, coll.ErrMismatch) {
-			return fmt.Errorf("the barrier after it: %v, want ErrMismatch", err)
-		}
-		return nil
+		return nextFails(c)
 	})
+}
+
+// fillAndGiveUp runs a one-step allreduce (512 bytes of this rank's fill)
+// whose context has ended: it fills its first step, closes filled, and
+// returns the context's error, which it checks.
+func fillAndGiveUp(c *coll.Comm, filled chan struct{}) error {
+	gone, cancel := context.WithCancel(bg)
+	cancel()
+	buf := fill(make([]byte, 512), c.Rank(), 1)
+	err := c.Allreduce(gone, buf, buf, sumInt64)
+	close(filled)
+	if !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("the allreduce with its context over: %v, want its error", err)
+	}
+	return nil
+}
+
+// nextFails checks that the collective after one the ranks disagreed on
+// fails too: the segment is broken.
+func nextFails(c *coll.Comm) error {
+	if err := c.Barrier(bg); !errors.Is(err, coll.ErrMismatch) {
+		return fmt.Errorf("the barrier after it: %v, want ErrMismatch", err)
+	}
+	return nil
 }
 
 // A node whose leader cannot make its segment (its directory does not
