@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
-	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gobtl/gobtl/boot"
@@ -70,12 +69,18 @@ type serverConn struct {
 	enc  *json.Encoder
 }
 
+// send writes rep to the rank. A rank that does not read its socket must
+// not stall the launcher: past the write deadline its session is closed.
+// A rank that is gone (the write finds its end closed) is left to the
+// reader, which takes what the rank sent before it went (an abort report
+// just before its exit) and then its end of file; closing here would
+// throw those lines away.
 func (c *serverConn) send(rep *Reply) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	// A rank that does not read its socket must not stall the launcher.
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if c.enc.Encode(rep) != nil {
+	err := c.enc.Encode(rep)
+	if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 		c.conn.Close()
 	}
 }
@@ -254,10 +259,7 @@ func (s *Server) serve(conn net.Conn, pc *core.PendingConn) {
 			// Before the reply: the last rank's Dial returns to a tidied host.
 			s.helloed()
 			c.send(&Reply{Op: boot.OpHello, Size: s.size})
-			s.mu.Lock()
-			lost := slices.Collect(maps.Values(s.lost))
-			s.mu.Unlock()
-			for _, rep := range lost {
+			for _, rep := range s.lostBefore(c.rank) {
 				c.send(rep)
 			}
 		case boot.OpFence:
@@ -335,6 +337,22 @@ func (s *Server) Lost(rank int, msg string) {
 			c.send(rep)
 		}()
 	}
+}
+
+// lostBefore is the notices of ranks lost before rank's hello was
+// answered, for that rank. Its own is not among them: a rank that exits
+// right after its hello can be reaped, and lost, before its session gets
+// here.
+func (s *Server) lostBefore(rank int) []*Reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lost []*Reply
+	for r, rep := range s.lost {
+		if r != rank {
+			lost = append(lost, rep)
+		}
+	}
+	return lost
 }
 
 // helloed counts a completed hello and runs allHello after the last.
