@@ -57,6 +57,12 @@ func newIntruder(t *testing.T, j *tjob, target int) *intruder {
 	return &intruder{t: t, ep: ep, to: to, buf: buf, comp: make([]fabric.Completion, 16)}
 }
 
+// progress moves the intruder's sends along.
+func (x *intruder) progress() int {
+	n, _ := x.ep.Poll(x.comp)
+	return n
+}
+
 // send sends msg with tag and CQ data, retrying while the provider is
 // busy; the job's ranks progress meanwhile.
 func (x *intruder) send(j *tjob, msg []byte, tag, data uint64) {
@@ -67,7 +73,7 @@ func (x *intruder) send(j *tjob, msg []byte, tag, data uint64) {
 			x.t.Fatal(err)
 		}
 		return err == nil
-	}, j.progress, func() int { n, _ := x.ep.Poll(x.comp); return n })
+	}, j.progress, x.progress)
 	if err != nil {
 		x.t.Fatal(err)
 	}
@@ -127,13 +133,13 @@ func TestAForeignSenderDoesNotDisturbTheJob(t *testing.T) {
 					var b [ctlBufSize]byte
 					nd := core.NewNonce()
 					n := encodeHello(b[:], 0, uint64(1)<<62, (*[16]byte)(&nd), &fakeProof)
-					x.send(j, b[:n], classCtl, 0)
+					x.send(j, b[:n], tagCtl, 0)
 				case 3: // rank 0's own hello, replayed
-					x.send(j, replay, classCtl, 0)
+					x.send(j, replay, tagCtl, 0)
 				case 4: // a goodbye and credits in rank 0's name, unauthenticated
 					var b [ctlBufSize]byte
-					x.send(j, b[:encodeBye(b[:], 0, 0)], classCtl, 0)
-					x.send(j, b[:encodeCredits(b[:], 0, []uint16{1000, 1000})], classCtl, cqData(rng.Uint64()>>seqBits, 0))
+					x.send(j, b[:encodeBye(b[:], 0, 0)], tagCtl, 0)
+					x.send(j, b[:encodeCredits(b[:], 0, []uint16{1000, 1000})], tagCtl, cqData(rng.Uint64()>>seqBits, 0))
 				}
 				sendOne(i)
 			}
@@ -199,5 +205,68 @@ func TestAPeerOnAnotherHostIsLostWhenAProbeCannotReachIt(t *testing.T) {
 			}
 			t.Log(lost[0])
 		})
+	}
+}
+
+// TestForeignMessagesOnAnyTagAreTakenAndRejected: a process outside the
+// job that sends with tags no class uses cannot park its messages in the
+// provider's unexpected queue, where they would stay for the job's life:
+// every one lands in a receive of rank 1's (a sink, mostly) and is
+// rejected. On the network providers: not on net, which holds foreign
+// messages in ways no posted receive changes (see
+// TestAForeignSenderDoesNotDisturbTheJob), nor on shm, whose regions only
+// the job's user can write to, and whose libfabric 1.17 matches a
+// receive posted later against held messages under the held message's
+// ignore mask, not the receive's (smr_generic_recv), so a sink does not
+// take back what arrived while it was out.
+func TestForeignMessagesOnAnyTagAreTakenAndRejected(t *testing.T) {
+	for _, prov := range []string{"tcp", "sockets"} {
+		t.Run(prov, func(t *testing.T) {
+			j := openTestJob(t, prov, 2, nil)
+			got := 0
+			j.mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
+			j.send(0, 1, core.Header{Type: core.TypeUserBase, Src: 0}, []byte("before"), nil, 0)
+			j.until("the first frame", func() bool { return got == 1 })
+			x := newIntruder(t, j, 1)
+			rng := rand.New(rand.NewPCG(7, 8))
+			before := j.mods[1].st.rejected.Load()
+			const n = 2000
+			for i := range n {
+				x.send(j, msgtest.Fill(make([]byte, rng.IntN(sinkBufSize+1)), uint64(i)), rng.Uint64(), rng.Uint64())
+			}
+			taken := func() int64 { return int64(j.mods[1].st.rejected.Load() - before) }
+			if err := msgtest.Poll("", 10e9, func() bool { return taken() >= n }, j.progress, x.progress); err != nil {
+				t.Fatalf("rank 1 took %d of %d foreign messages; the provider holds the rest", taken(), n)
+			}
+			if taken() != n {
+				t.Fatalf("%d rejections for %d foreign messages", taken(), n)
+			}
+			j.send(0, 1, core.Header{Type: core.TypeUserBase, Src: 0, PSN: 1}, []byte("after"), nil, 0)
+			j.until("a frame after the flood", func() bool { return got == 2 })
+		})
+	}
+}
+
+// TestSinkBlocksCoverEveryClassByteNoClassUses: for every layout length,
+// each class byte at or above it is in exactly one sink block, and none
+// below it (the control class's and the tagged classes' tags) is in any.
+func TestSinkBlocksCoverEveryClassByteNoClassUses(t *testing.T) {
+	for classes := 1; classes < maxClasses; classes++ {
+		blocks := sinkBlocks(classes)
+		for v := uint64(0); v <= tagClassMask; v++ {
+			tag := v | 0xabcd<<16 // the bits above the class byte are the sender's
+			in := 0
+			for _, b := range blocks {
+				if tag|b.ignore == b.tag|b.ignore {
+					in++
+				}
+			}
+			if want := min(1, int(v)/classes); in != want {
+				t.Fatalf("%d classes: class byte %#x is in %d sink blocks, want %d", classes, v, in, want)
+			}
+		}
+		if len(blocks) > 8 {
+			t.Errorf("%d classes: %d sink blocks", classes, len(blocks))
+		}
 	}
 }

@@ -52,6 +52,19 @@ import (
 //   - Growth on the SRQ-limit event has no libfabric counterpart: the
 //     layout is fixed at open.
 //
+// A tagged message whose tag matches no posted receive waits in the
+// provider's unexpected queue until one is posted, that is for ever if
+// its tag is none of the classes': a process outside the job could grow
+// the queue without bound (before the sinks, of 2000 messages with random
+// tags sent to a rank over tcp or sockets, 1978 stayed there). So the
+// class bytes no class uses are covered by sink receives, one buffer per
+// aligned block of them (sinkBlocks: 5 to 8 blocks, 7 for a layout of
+// three queues), posted with the block's bits ignored. What lands in a sink is
+// counted as rejected and the buffer posted again, which takes the next
+// such message the provider held; one too long for the buffer is a
+// truncation error, handled alike. The job's own messages never match a
+// sink, and a tagged match walks past the sinks: a few entries.
+//
 // A class's buffers, and its send buffers (frames above the provider's
 // inject size wait in one until their send completes), are slabs of
 // mmap'd memory outside Go's heap, registered only where the domain asks
@@ -84,6 +97,7 @@ type rxClass struct {
 	low    int  // owed credits that make an explicit credit message due
 	slab   []byte
 	n      int
+	blocks []tagBlock // a sink's: the tag and ignore mask of each buffer
 	mr     *fabric.MR
 	sslab  []byte
 	smr    *fabric.MR
@@ -115,7 +129,8 @@ type rxq struct {
 	ep      *fabric.Endpoint
 	classes []*rxClass
 	ctl     *rxClass
-	all     []*rxClass // classes and ctl
+	sink    *rxClass   // the sink receives
+	all     []*rxClass // classes, ctl and sink
 	held    int        // buffers waiting in some class's repost
 	scratch []byte     // frames up to the inject size are gathered here
 	inject  int
@@ -147,7 +162,8 @@ func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs i
 	if len(layout.Queues) >= maxClasses {
 		return fmt.Errorf("%d receive queues: at most %d", len(layout.Queues), maxClasses-1)
 	}
-	budget := max(ep.Info.RxSize, 64)
+	blocks := sinkBlocks(len(layout.Queues))
+	budget := max(ep.Info.RxSize, 64) - len(blocks)
 	ctlN := ctlPosted(budget, peers)
 	budget -= ctlN
 	want := make([]int, len(layout.Queues))
@@ -175,9 +191,13 @@ func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs i
 			c.n = max(2, want[i]*budget/sum)
 		}
 	}
-	x.ctl = &rxClass{idx: classCtl, tag: classCtl, size: ctlBufSize, shared: true, n: ctlN}
-	x.all = append(append([]*rxClass(nil), x.classes...), x.ctl)
+	x.ctl = &rxClass{idx: classCtl, tag: tagCtl, size: ctlBufSize, shared: true, n: ctlN}
+	x.sink = &rxClass{idx: classSink, size: sinkBufSize, shared: true, n: len(blocks), blocks: blocks}
+	x.all = append(append([]*rxClass(nil), x.classes...), x.ctl, x.sink)
 	for _, c := range x.all {
+		if c == x.sink {
+			sendBufs = 0
+		}
 		if err := x.alloc(c, sendBufs); err != nil {
 			return err
 		}
@@ -187,14 +207,41 @@ func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs i
 	return err
 }
 
-// alloc maps and, where the domain asks, registers a class's buffers.
+// sinkBufSize is the size of a sink buffer: what lands there is thrown
+// away, and a longer message is a truncation error, thrown away too.
+const sinkBufSize = ctlBufSize
+
+// tagBlock is an aligned block of class bytes: the tags that match tag
+// outside the bits of ignore.
+type tagBlock struct{ tag, ignore uint64 }
+
+// sinkBlocks covers the class bytes the job's messages do not use, from
+// classes (the layout's length: tagCtl and the tagged classes' tags are
+// 0 up to it) to the last, with the fewest aligned blocks.
+func sinkBlocks(classes int) []tagBlock {
+	var bs []tagBlock
+	for lo := max(classes, 1); lo <= tagClassMask; {
+		size := lo & -lo
+		for lo+size > tagClassMask+1 {
+			size >>= 1
+		}
+		bs = append(bs, tagBlock{tag: uint64(lo), ignore: tagIgnore | uint64(size-1)})
+		lo += size
+	}
+	return bs
+}
+
+// alloc maps and, where the domain asks, registers a class's buffers
+// and its sendBufs send buffers.
 func (x *rxq) alloc(c *rxClass, sendBufs int) error {
 	var err error
 	if c.slab, err = mmap(c.n * c.size); err != nil {
 		return err
 	}
-	if c.sslab, err = mmap(sendBufs * c.size); err != nil {
-		return err
+	if sendBufs > 0 {
+		if c.sslab, err = mmap(sendBufs * c.size); err != nil {
+			return err
+		}
 	}
 	c.sfree = make([]int32, sendBufs)
 	c.sowner = make([]int32, sendBufs)
@@ -207,7 +254,9 @@ func (x *rxq) alloc(c *rxClass, sendBufs int) error {
 	if c.mr, err = x.ep.Register(c.slab, fabric.AccessRecv, randomKey(x.ep)); err != nil {
 		return err
 	}
-	c.smr, err = x.ep.Register(c.sslab, fabric.AccessSend, randomKey(x.ep))
+	if c.sslab != nil {
+		c.smr, err = x.ep.Register(c.sslab, fabric.AccessSend, randomKey(x.ep))
+	}
 	return err
 }
 
@@ -254,8 +303,11 @@ func (x *rxq) free() {
 
 // class returns the class of index i (classCtl: the control class).
 func (x *rxq) class(i int) *rxClass {
-	if i == classCtl {
+	switch i {
+	case classCtl:
 		return x.ctl
+	case classSink:
+		return x.sink
 	}
 	if i < len(x.classes) {
 		return x.classes[i]
@@ -275,15 +327,21 @@ func (x *rxq) classFor(n int) *rxClass {
 }
 
 // post gives buffer i of c to the provider, or keeps it for a later try
-// when the provider's queue is full.
+// when the provider's queue is full (EAGAIN) or its receive entries are
+// all taken (shm's ENOMEM: it keeps unexpected messages in the same
+// pool).
 func (x *rxq) post(c *rxClass, i int) error {
 	var err error
-	if c.plain {
+	switch {
+	case c.plain:
 		err = x.ep.Recv(c.buf(i), c.desc(), fabric.AddrUnspec, ctxOf(kindRecv, c.idx, i))
-	} else {
+	case c.blocks != nil:
+		b := c.blocks[i]
+		err = x.ep.TRecv(c.buf(i), c.desc(), fabric.AddrUnspec, b.tag, b.ignore, ctxOf(kindRecv, c.idx, i))
+	default:
 		err = x.ep.TRecv(c.buf(i), c.desc(), fabric.AddrUnspec, c.tag, tagIgnore, ctxOf(kindRecv, c.idx, i))
 	}
-	if errors.Is(err, fabric.ErrAgain) {
+	if errors.Is(err, fabric.ErrAgain) || errors.Is(err, fabric.ErrNoMem) {
 		c.repost = append(c.repost, int32(i))
 		x.held++
 		return nil

@@ -4,6 +4,7 @@ package ofi
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
@@ -21,7 +22,7 @@ func BenchmarkEagerRate(b *testing.B) {
 			j.mods[1].Register(core.TypeUserBase, func(*core.Header, []byte) { got++ })
 			ep := j.ep(0, 1)
 			h := core.Header{Type: core.TypeUserBase, Tag: 7}
-			data := make([]byte, 8)
+			data := make([]byte, benchBytes)
 			const window = 64
 			j.until("the session up", func() bool { return j.mods[0].peers[1].tx == txUp })
 			b.ReportAllocs()
@@ -40,6 +41,16 @@ func BenchmarkEagerRate(b *testing.B) {
 		})
 	}
 }
+
+// benchBytes is the frames' payload: 8 bytes, or OFI_BENCH_BYTES (a
+// size above the first class's buffers takes a tagged class).
+var benchBytes = func() int {
+	n, err := strconv.Atoi(os.Getenv("OFI_BENCH_BYTES"))
+	if err != nil {
+		return 8
+	}
+	return n
+}()
 
 var benchParams = func() map[string]string {
 	if q := os.Getenv("OFI_BENCH_QUEUES"); q != "" {

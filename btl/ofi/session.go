@@ -21,7 +21,7 @@ func (m *Module) sendCtl(p *peer, b []byte, tok uint64) error {
 	if len(b) <= m.inject {
 		s := m.scratch[:len(b)]
 		copy(s, b)
-		return m.ep.TInject(s, tok, p.addr, classCtl)
+		return m.ep.TInject(s, tok, p.addr, tagCtl)
 	}
 	return m.sendCtlTracked(p, b, tok)
 }
@@ -36,7 +36,7 @@ func (m *Module) sendCtlTracked(p *peer, b []byte, tok uint64) error {
 	}
 	sb := c.sbuf(i)[:len(b)]
 	copy(sb, b)
-	err := m.ep.TSend(sb, c.sdesc(), tok, p.addr, classCtl, ctxOf(kindSend, classCtl, i))
+	err := m.ep.TSend(sb, c.sdesc(), tok, p.addr, tagCtl, ctxOf(kindSend, classCtl, i))
 	if err != nil {
 		c.putSend(i)
 	} else {
@@ -125,8 +125,14 @@ func (m *Module) complete(c *fabric.Completion) int {
 		if q == nil || idx >= q.n {
 			return 0
 		}
-		if class == classCtl {
+		switch class {
+		case classCtl:
 			return m.onCtl(idx, c)
+		case classSink:
+			// A tag none of the job's messages has: a foreign sender's.
+			m.st.rejected.Inc()
+			m.post(q, idx)
+			return 0
 		}
 		return m.onFrame(q, idx, c)
 	case kindSend:

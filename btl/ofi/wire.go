@@ -10,11 +10,14 @@ import (
 // What travels on an ofi endpoint besides the frames' bytes.
 //
 // The 64-bit libfabric tag of every tagged message says which receive
-// class it is for: the low byte is the class (a queue of the receive
-// layout but the first, which is untagged, or classCtl). Receives are
-// posted with every bit above the class ignored, so tags choose buffers
-// by size as B-SRQ's QPs do (seed 002 §3). tagNoCredit is set on the
-// receiving side only, from the CQ data's no-credit bit.
+// class it is for: the low byte is the class's tag (its index in the
+// receive layout, the first, untagged, class's 0 going to the control
+// class, tagCtl). Receives are posted with every bit above the class
+// ignored, so tags choose buffers by size as B-SRQ's QPs do (seed 002
+// §3). The class bytes no class uses are covered by sink receives
+// (queues.go), so that no tagged message waits unmatched in the
+// provider. tagNoCredit is set on the receiving side only, from the CQ
+// data's no-credit bit.
 //
 // The 64-bit remote CQ data of every message is the session token of the
 // sender's direction (auth.go), the no-credit bit (a frame that spent no
@@ -30,8 +33,13 @@ const (
 	// must match, the rest is the sender's.
 	tagIgnore = ^uint64(tagClassMask)
 	// classCtl is the class of control messages: the handshake, explicit
-	// credits, probes and goodbyes.
+	// credits, probes and goodbyes. Its tag is tagCtl: the class tags in
+	// use are then 0 up to the layout's length, and the sinks cover the
+	// rest of the class byte in a few blocks (sinkBlocks).
 	classCtl = 0xff
+	tagCtl   = 0
+	// classSink is the class index of the sink receives.
+	classSink = 0xfe
 	// maxClasses bounds the receive layout's queues.
 	maxClasses = 16
 )

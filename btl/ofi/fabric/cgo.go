@@ -344,6 +344,9 @@ const (
 	ErrTruncated Errno = C.FI_ETRUNC
 	// ErrNoKey: a requested registration key is taken.
 	ErrNoKey Errno = C.FI_ENOKEY
+	// ErrNoMem: the provider is out of an internal resource (shm's
+	// receive entries, when a receive is posted).
+	ErrNoMem Errno = C.FI_ENOMEM
 )
 
 func errno(rc C.ssize_t) error {
