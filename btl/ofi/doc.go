@@ -157,9 +157,9 @@
 // job that sends to an endpoint costs it a few buffers for a moment
 // (TestAForeignSenderDoesNotDisturbTheJob), and cannot park messages in
 // the provider under tags no class uses: sink receives take those
-// (queues.go; TestForeignMessagesOnAnyTagAreTakenAndRejected, on tcp and
-// sockets; not net, which holds foreign messages before any receive
-// sees them, nor shm, whose regions only the job's user can write). RDMA needs a registration's
+// (queues.go; TestForeignMessagesOnAnyTagAreTakenAndRejected, on tcp,
+// sockets and net; not on shm, whose regions only the job's user can
+// write). RDMA needs a registration's
 // key, which only the peer a rendezvous is with learns. Providers with
 // authorization keys of their own (auth_key_size > 0, listed by gobtl
 // info ofi) fence jobs in the fabric as well, with the provider's default
