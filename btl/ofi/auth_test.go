@@ -2,6 +2,7 @@ package ofi
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/gobtl/gobtl/core"
@@ -127,5 +128,10 @@ func TestPublishedAddressesRoundTrip(t *testing.T) {
 		if _, err := decodePublished(enc[:i]); err == nil {
 			t.Fatalf("a %d-byte prefix decoded", i)
 		}
+	}
+	// A rank of another build, whose wire differs, is named as such.
+	enc[0]--
+	if _, err := decodePublished(enc); err == nil || !strings.Contains(err.Error(), "different gobtl builds") {
+		t.Fatalf("an address of wire version %d: %v", enc[0], err)
 	}
 }

@@ -215,7 +215,10 @@ type published struct {
 	window  []int    // per class: credits a sender starts with; 0: not counted
 }
 
-const pubVersion = 1
+// pubVersion is the wire's version, checked where a peer's address is
+// read: a rank of another version fails there, by name, rather than
+// talking past this one (2: the control class's tag went from 0xff to 0).
+const pubVersion = 2
 
 func (p *published) encode() []byte {
 	b := []byte{pubVersion, byte(len(p.name))}
@@ -234,8 +237,11 @@ func decodePublished(b []byte) (*published, error) {
 	bad := func(what string) (*published, error) {
 		return nil, fmt.Errorf("published address: %s (%d bytes)", what, len(b))
 	}
-	if len(b) < 2 || b[0] != pubVersion {
-		return bad("version")
+	if len(b) < 2 {
+		return bad("short")
+	}
+	if b[0] != pubVersion {
+		return nil, fmt.Errorf("published address of wire version %d, this rank's is %d: ranks of different gobtl builds", b[0], pubVersion)
 	}
 	n := int(b[1])
 	b0 := b
