@@ -59,11 +59,11 @@ import (
 // tags sent to a rank over tcp or sockets, 1978 stayed there). So the
 // class bytes no class uses are covered by sink receives, one buffer per
 // aligned block of them (sinkBlocks: 5 to 8 blocks, 7 for a layout of
-// three queues), posted with the block's bits ignored. What lands in a sink is
-// counted as rejected and the buffer posted again, which takes the next
-// such message the provider held; one too long for the buffer is a
-// truncation error, handled alike. The job's own messages never match a
-// sink, and a tagged match walks past the sinks: a few entries.
+// three queues), posted with the block's bits ignored. What lands in a
+// sink is counted as rejected and the buffer posted again, which takes
+// the next such message the provider held; one too long for the buffer
+// is a truncation error, handled alike. The job's own messages never
+// match a sink, and a tagged match walks past the sinks: a few entries.
 //
 // A class's buffers, and its send buffers (frames above the provider's
 // inject size wait in one until their send completes), are slabs of
@@ -195,10 +195,11 @@ func (x *rxq) init(ep *fabric.Endpoint, layout core.RecvSetup, peers, sendBufs i
 	x.sink = &rxClass{idx: classSink, size: sinkBufSize, shared: true, n: len(blocks), blocks: blocks}
 	x.all = append(append([]*rxClass(nil), x.classes...), x.ctl, x.sink)
 	for _, c := range x.all {
+		n := sendBufs
 		if c == x.sink {
-			sendBufs = 0
+			n = 0 // nothing is sent from a sink
 		}
-		if err := x.alloc(c, sendBufs); err != nil {
+		if err := x.alloc(c, n); err != nil {
 			return err
 		}
 	}

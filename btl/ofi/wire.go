@@ -10,10 +10,10 @@ import (
 // What travels on an ofi endpoint besides the frames' bytes.
 //
 // The 64-bit libfabric tag of every tagged message says which receive
-// class it is for: the low byte is the class's tag (its index in the
-// receive layout, the first, untagged, class's 0 going to the control
-// class, tagCtl). Receives are posted with every bit above the class
-// ignored, so tags choose buffers by size as B-SRQ's QPs do (seed 002
+// class it is for: the low byte is the class's tag, a tagged class's
+// index in the receive layout (the first class is untagged), or tagCtl,
+// 0, for the control class. Receives are posted with every bit above the
+// class ignored, so tags choose buffers by size as B-SRQ's QPs do (seed 002
 // §3). The class bytes no class uses are covered by sink receives
 // (queues.go), so that no tagged message waits unmatched in the
 // provider. tagNoCredit is set on the receiving side only, from the CQ
